@@ -1,1 +1,14 @@
-//! placeholder
+//! Newline-delimited JSON-RPC 2.0 over a byte stream.
+//!
+//! This crate knows JSON-RPC and nothing of ACP or of the engine: it frames
+//! lines ([`framing`]), classifies messages ([`message`]), correlates the
+//! responses to requests it sends ([`connection`]) and writes every outgoing
+//! message through one writer task so that their order is the order in which
+//! they were queued.
+
+pub mod connection;
+pub mod framing;
+pub mod message;
+
+pub use connection::{Connection, Incoming, RequestError, serve};
+pub use message::{ErrorCode, Id, RpcError};

@@ -1,0 +1,522 @@
+//! Request and response types of the Chat Completions API, with their OpenAI wire shapes.
+//!
+//! [`ChatMessage`], [`ToolCall`] and [`ToolSpec`] serialize to exactly what the API expects, so
+//! the same JSON can be sent to the server and persisted by the engine. Deserialization is
+//! lenient: `content` may be a string, `null`, or an array of `{"type":"text","text":..}` parts,
+//! and the `developer` role is read as a system message.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(into = "WireMessage", try_from = "WireMessage")]
+pub enum ChatMessage {
+    /// Instructions for the model.
+    System { content: String },
+    /// A message from the user.
+    User { content: String },
+    /// A reply of the model: text, tool calls, or both.
+    Assistant {
+        content: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call.
+    Tool {
+        tool_call_id: String,
+        content: String,
+    },
+}
+
+impl ChatMessage {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::System {
+            content: content.into(),
+        }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::User {
+            content: content.into(),
+        }
+    }
+
+    /// An assistant message with text only.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::Assistant {
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+        }
+    }
+
+    /// A tool result.
+    pub fn tool(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self::Tool {
+            tool_call_id: tool_call_id.into(),
+            content: content.into(),
+        }
+    }
+
+    /// The wire role name.
+    pub fn role(&self) -> &'static str {
+        match self {
+            Self::System { .. } => "system",
+            Self::User { .. } => "user",
+            Self::Assistant { .. } => "assistant",
+            Self::Tool { .. } => "tool",
+        }
+    }
+}
+
+/// A complete tool call requested by the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(into = "WireToolCall", from = "WireToolCall")]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model produced them: a JSON text, possibly invalid.
+    pub arguments: String,
+}
+
+/// A tool offered to the model; sent as `{"type":"function","function":{..}}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(into = "WireToolSpec", from = "WireToolSpec")]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+/// One streamed completion request.
+#[derive(Clone, Debug)]
+pub struct ChatRequest {
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// The JSON body sent to the chat endpoint (always streaming, with usage requested).
+    pub fn body(&self) -> Value {
+        let mut body = serde_json::json!({
+            "model": self.model,
+            "messages": self.messages,
+            "stream": true,
+            "stream_options": { "include_usage": true },
+        });
+        if let Some(map) = body.as_object_mut() {
+            if !self.tools.is_empty() {
+                map.insert("tools".into(), serde_json::json!(self.tools));
+            }
+            if let Some(max) = self.max_tokens {
+                map.insert("max_tokens".into(), max.into());
+            }
+        }
+        body
+    }
+}
+
+/// An incremental event reported while a completion streams.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delta {
+    /// Visible answer text.
+    Text(String),
+    /// Reasoning ("thinking") text, from `reasoning_content` or `reasoning`.
+    Reasoning(String),
+    /// A tool call's id and name became known; its arguments are still streaming.
+    ToolCallStarted {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    /// The request failed with a retryable error; the client waits `wait` and tries again.
+    Retrying {
+        attempt: u32,
+        wait: Duration,
+        reason: String,
+    },
+}
+
+/// Why the model stopped.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+    Other(String),
+}
+
+impl FinishReason {
+    /// Maps the wire value (`function_call` counts as tool calls).
+    pub fn from_wire(value: &str) -> Self {
+        match value {
+            "stop" => Self::Stop,
+            "length" => Self::Length,
+            "tool_calls" | "function_call" => Self::ToolCalls,
+            "content_filter" => Self::ContentFilter,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+/// Token counts reported by the server.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+/// The assembled result of one streamed completion.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Completion {
+    pub text: String,
+    pub reasoning: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: Option<FinishReason>,
+    pub usage: Option<Usage>,
+}
+
+/// One model of the models endpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelInfo {
+    pub id: String,
+    /// Context size when the server reports it (`max_input_tokens`, else llama-server's
+    /// `meta.n_ctx`, else `context_length`).
+    pub max_input_tokens: Option<u64>,
+}
+
+impl ModelInfo {
+    /// Reads one entry of `{"data":[..]}`; `None` without a string `id`.
+    pub fn from_json(value: &Value) -> Option<Self> {
+        let id = value.get("id")?.as_str()?.to_owned();
+        let max_input_tokens = value
+            .get("max_input_tokens")
+            .and_then(lenient_u64)
+            .or_else(|| value.pointer("/meta/n_ctx").and_then(lenient_u64))
+            .or_else(|| value.get("context_length").and_then(lenient_u64));
+        Some(Self {
+            id,
+            max_input_tokens,
+        })
+    }
+}
+
+/// Reads a non-negative integer given as an int, a float like `32768.0`, or a numeric string.
+pub(crate) fn lenient_u64(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.is_finite() && *f >= 0.0 && *f <= u64::MAX as f64)
+                .map(|f| f.round() as u64)
+        }),
+        Value::String(s) => s.trim().parse::<f64>().ok().and_then(|f| {
+            (f.is_finite() && f >= 0.0 && f <= u64::MAX as f64).then(|| f.round() as u64)
+        }),
+        _ => None,
+    }
+}
+
+// ---- wire shapes -------------------------------------------------------------------------
+
+#[derive(Clone, Serialize, Deserialize)]
+struct WireFunction {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    id: String,
+    #[serde(rename = "type", default = "function_type")]
+    kind: String,
+    function: WireFunction,
+}
+
+fn function_type() -> String {
+    "function".to_owned()
+}
+
+impl From<ToolCall> for WireToolCall {
+    fn from(call: ToolCall) -> Self {
+        Self {
+            id: call.id,
+            kind: function_type(),
+            function: WireFunction {
+                name: call.name,
+                arguments: call.arguments,
+            },
+        }
+    }
+}
+
+impl From<WireToolCall> for ToolCall {
+    fn from(wire: WireToolCall) -> Self {
+        Self {
+            id: wire.id,
+            name: wire.function.name,
+            arguments: wire.function.arguments,
+        }
+    }
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct WireFunctionSpec {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    parameters: Value,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct WireToolSpec {
+    #[serde(rename = "type", default = "function_type")]
+    kind: String,
+    function: WireFunctionSpec,
+}
+
+impl From<ToolSpec> for WireToolSpec {
+    fn from(spec: ToolSpec) -> Self {
+        Self {
+            kind: function_type(),
+            function: WireFunctionSpec {
+                name: spec.name,
+                description: spec.description,
+                parameters: spec.parameters,
+            },
+        }
+    }
+}
+
+impl From<WireToolSpec> for ToolSpec {
+    fn from(wire: WireToolSpec) -> Self {
+        Self {
+            name: wire.function.name,
+            description: wire.function.description,
+            parameters: wire.function.parameters,
+        }
+    }
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct WireMessage {
+    role: String,
+    /// Serialized as `null` for an assistant message without text (what the API expects).
+    #[serde(default)]
+    content: Value,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<WireToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<String>,
+}
+
+impl From<ChatMessage> for WireMessage {
+    fn from(message: ChatMessage) -> Self {
+        let role = message.role().to_owned();
+        let (content, tool_calls, tool_call_id) = match message {
+            ChatMessage::System { content } | ChatMessage::User { content } => {
+                (Value::String(content), Vec::new(), None)
+            }
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => (
+                content.map_or(Value::Null, Value::String),
+                tool_calls.into_iter().map(WireToolCall::from).collect(),
+                None,
+            ),
+            ChatMessage::Tool {
+                tool_call_id,
+                content,
+            } => (Value::String(content), Vec::new(), Some(tool_call_id)),
+        };
+        Self {
+            role,
+            content,
+            tool_calls,
+            tool_call_id,
+        }
+    }
+}
+
+/// Text of a `content` value: a string, `null`, or an array of text parts.
+fn content_text(content: &Value) -> Option<String> {
+    match content {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect(),
+        ),
+        other => Some(other.to_string()),
+    }
+}
+
+impl TryFrom<WireMessage> for ChatMessage {
+    type Error = String;
+
+    fn try_from(wire: WireMessage) -> Result<Self, String> {
+        let text = content_text(&wire.content);
+        Ok(match wire.role.as_str() {
+            "system" | "developer" => Self::System {
+                content: text.unwrap_or_default(),
+            },
+            "user" => Self::User {
+                content: text.unwrap_or_default(),
+            },
+            "assistant" => Self::Assistant {
+                content: text,
+                tool_calls: wire.tool_calls.into_iter().map(ToolCall::from).collect(),
+            },
+            "tool" => Self::Tool {
+                tool_call_id: wire.tool_call_id.unwrap_or_default(),
+                content: text.unwrap_or_default(),
+            },
+            other => return Err(format!("unknown message role {other:?}")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str, name: &str, args: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.into(),
+        }
+    }
+
+    #[test]
+    fn assistant_with_tool_calls_has_wire_shape() {
+        let msg = ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![call("call_1", "read_file", r#"{"path":"a"}"#)],
+        };
+        assert_eq!(
+            serde_json::to_value(&msg).unwrap(),
+            json!({"role":"assistant","content":null,"tool_calls":[
+                {"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a\"}"}}
+            ]})
+        );
+    }
+
+    #[test]
+    fn empty_tool_calls_are_omitted() {
+        let v = serde_json::to_value(ChatMessage::assistant("hi")).unwrap();
+        assert_eq!(v, json!({"role":"assistant","content":"hi"}));
+        let v = serde_json::to_value(ChatMessage::tool("c1", "ok")).unwrap();
+        assert_eq!(v, json!({"role":"tool","content":"ok","tool_call_id":"c1"}));
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        let msgs = vec![
+            ChatMessage::system("s"),
+            ChatMessage::user("u"),
+            ChatMessage::Assistant {
+                content: Some("t".into()),
+                tool_calls: vec![call("a", "b", "{}"), call("c", "d", "")],
+            },
+            ChatMessage::Assistant {
+                content: None,
+                tool_calls: vec![],
+            },
+            ChatMessage::tool("a", "out"),
+        ];
+        let text = serde_json::to_string(&msgs).unwrap();
+        let back: Vec<ChatMessage> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, msgs);
+    }
+
+    #[test]
+    fn lenient_deserialization() {
+        let m: ChatMessage = serde_json::from_value(
+            json!({"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}),
+        )
+        .unwrap();
+        assert_eq!(m, ChatMessage::user("ab"));
+        let m: ChatMessage =
+            serde_json::from_value(json!({"role":"developer","content":"x"})).unwrap();
+        assert_eq!(m, ChatMessage::system("x"));
+        assert!(serde_json::from_value::<ChatMessage>(json!({"role":"robot"})).is_err());
+    }
+
+    #[test]
+    fn request_body_shape() {
+        let mut req = ChatRequest {
+            model: "m".into(),
+            messages: vec![ChatMessage::user("hi")],
+            tools: vec![],
+            max_tokens: None,
+        };
+        assert_eq!(
+            req.body(),
+            json!({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,
+                   "stream_options":{"include_usage":true}})
+        );
+        req.tools.push(ToolSpec {
+            name: "t".into(),
+            description: "d".into(),
+            parameters: json!({"type":"object"}),
+        });
+        req.max_tokens = Some(100);
+        let body = req.body();
+        assert_eq!(
+            body["tools"],
+            json!([{"type":"function","function":{"name":"t","description":"d","parameters":{"type":"object"}}}])
+        );
+        assert_eq!(body["max_tokens"], json!(100));
+    }
+
+    #[test]
+    fn finish_reasons_map() {
+        assert_eq!(FinishReason::from_wire("stop"), FinishReason::Stop);
+        assert_eq!(FinishReason::from_wire("length"), FinishReason::Length);
+        assert_eq!(
+            FinishReason::from_wire("tool_calls"),
+            FinishReason::ToolCalls
+        );
+        assert_eq!(
+            FinishReason::from_wire("function_call"),
+            FinishReason::ToolCalls
+        );
+        assert_eq!(
+            FinishReason::from_wire("content_filter"),
+            FinishReason::ContentFilter
+        );
+        assert_eq!(
+            FinishReason::from_wire("eos"),
+            FinishReason::Other("eos".into())
+        );
+    }
+
+    #[test]
+    fn model_info_is_lenient() {
+        let m = ModelInfo::from_json(&json!({"id":"a","max_input_tokens":32768.0})).unwrap();
+        assert_eq!(m.max_input_tokens, Some(32768));
+        let m = ModelInfo::from_json(&json!({"id":"a","max_input_tokens":8192})).unwrap();
+        assert_eq!(m.max_input_tokens, Some(8192));
+        let m = ModelInfo::from_json(&json!({"id":"a","meta":{"n_ctx":4096}})).unwrap();
+        assert_eq!(m.max_input_tokens, Some(4096));
+        let m = ModelInfo::from_json(&json!({"id":"a","max_input_tokens":null})).unwrap();
+        assert_eq!(m.max_input_tokens, None);
+        assert!(ModelInfo::from_json(&json!({"object":"model"})).is_none());
+    }
+}

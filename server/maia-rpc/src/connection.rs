@@ -1,0 +1,281 @@
+//! The connection: a reader task, a writer task and the table of requests
+//! this side sent and still waits on.
+//!
+//! Invariants:
+//! - every outgoing message goes through one unbounded queue drained by one
+//!   writer task, so messages reach the peer in the order they were queued;
+//! - a line that cannot be parsed is answered here (`-32700`/`-32600`) and
+//!   the reader keeps going;
+//! - responses to our own requests never reach the caller's incoming queue;
+//! - when input ends, pending outgoing requests fail with
+//!   [`RequestError::Closed`] and the incoming queue closes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::framing::{Frame, read_frame};
+use crate::message::{Classified, ErrorCode, Id, RpcError, classify, sniff_id};
+
+/// A request or notification from the peer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Request {
+        id: Id,
+        method: String,
+        params: Value,
+    },
+    Notification {
+        method: String,
+        params: Value,
+    },
+}
+
+/// Why a request we sent got no result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    #[error(transparent)]
+    Rpc(#[from] RpcError),
+    #[error("the connection is closed")]
+    Closed,
+}
+
+type Pending = Mutex<HashMap<String, oneshot::Sender<Result<Value, RpcError>>>>;
+
+struct Inner {
+    out: mpsc::UnboundedSender<String>,
+    pending: Pending,
+    next_id: AtomicU64,
+}
+
+/// A cheap, cloneable handle to send messages to the peer.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    fn send_value(&self, value: &Value) {
+        // Serialising a Value cannot fail; an empty line would be a bug.
+        let line = serde_json::to_string(value).unwrap_or_default();
+        if self.inner.out.send(line).is_err() {
+            tracing::debug!("writer is gone; dropping an outgoing message");
+        }
+    }
+
+    /// Answers a request.
+    pub fn respond(&self, id: Id, result: Result<Value, RpcError>) {
+        let msg = match result {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        };
+        self.send_value(&msg);
+    }
+
+    /// Sends a notification.
+    pub fn notify(&self, method: &str, params: Value) {
+        self.send_value(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request and waits for its response.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, RequestError> {
+        let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let key = format!("maia-{n}");
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut pending) = self.inner.pending.lock() {
+            pending.insert(key.clone(), tx);
+        }
+        self.send_value(&json!({"jsonrpc": "2.0", "id": key, "method": method, "params": params}));
+        let result = rx.await;
+        if let Ok(mut pending) = self.inner.pending.lock() {
+            pending.remove(&key);
+        }
+        match result {
+            Ok(result) => result.map_err(RequestError::Rpc),
+            Err(_) => Err(RequestError::Closed),
+        }
+    }
+
+    fn complete(&self, id: &Id, result: Result<Value, RpcError>) {
+        let key = match id {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let waiter = self
+            .inner
+            .pending
+            .lock()
+            .ok()
+            .and_then(|mut pending| pending.remove(&key));
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(result);
+            }
+            None => tracing::warn!(id = %key, "response to an unknown request id; ignored"),
+        }
+    }
+
+    fn close_pending(&self) {
+        if let Ok(mut pending) = self.inner.pending.lock() {
+            pending.clear();
+        }
+    }
+}
+
+/// Starts the reader and writer tasks. Returns the handle for sending, the
+/// queue of incoming requests and notifications (closed at end of input),
+/// and the writer task, which ends once every [`Connection`] is dropped and
+/// the queue is flushed.
+pub fn serve<R, W>(
+    reader: R,
+    writer: W,
+    max_line: usize,
+) -> (Connection, mpsc::UnboundedReceiver<Incoming>, JoinHandle<()>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+    let conn = Connection {
+        inner: Arc::new(Inner {
+            out: out_tx,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        }),
+    };
+    let writer_task = tokio::spawn(write_loop(writer, out_rx));
+    let (in_tx, in_rx) = mpsc::unbounded_channel();
+    let reader_conn = conn.clone();
+    tokio::spawn(async move {
+        read_loop(BufReader::new(reader), max_line, &reader_conn, in_tx).await;
+        reader_conn.close_pending();
+    });
+    (conn, in_rx, writer_task)
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut rx: mpsc::UnboundedReceiver<String>) {
+    while let Some(mut line) = rx.recv().await {
+        line.push('\n');
+        if let Err(e) = writer.write_all(line.as_bytes()).await {
+            tracing::debug!("cannot write to the peer: {e}");
+            return;
+        }
+        // Flush once the queue is drained, not after every line.
+        if rx.is_empty() && writer.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = writer.flush().await;
+}
+
+async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
+    mut reader: R,
+    max_line: usize,
+    conn: &Connection,
+    incoming: mpsc::UnboundedSender<Incoming>,
+) {
+    loop {
+        let frame = match read_frame(&mut reader, max_line).await {
+            Ok(frame) => frame,
+            Err(e) => {
+                tracing::debug!("input closed: {e}");
+                return;
+            }
+        };
+        let line = match frame {
+            Frame::Eof => return,
+            Frame::TooLong { prefix } => {
+                let id = sniff_id(&prefix);
+                tracing::warn!(limit = max_line, "dropped an oversized message");
+                conn.respond(
+                    id,
+                    Err(RpcError::new(
+                        ErrorCode::InvalidRequest,
+                        format!("message larger than the {max_line}-byte limit"),
+                    )),
+                );
+                continue;
+            }
+            Frame::Line(line) => line,
+        };
+        match classify(&line) {
+            Ok(Classified::Request { id, method, params }) => {
+                let _ = incoming.send(Incoming::Request { id, method, params });
+            }
+            Ok(Classified::Notification { method, params }) => {
+                let _ = incoming.send(Incoming::Notification { method, params });
+            }
+            Ok(Classified::Response { id, result }) => conn.complete(&id, result),
+            Err((id, error)) => {
+                tracing::warn!(code = error.code, "rejected an incoming message: {}", error.message);
+                conn.respond(id, Err(error));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, duplex};
+
+    #[tokio::test]
+    async fn requests_are_correlated_and_errors_answered() {
+        let (client_side, server_side) = duplex(64 * 1024);
+        let (server_read, server_write) = tokio::io::split(server_side);
+        let (conn, mut incoming, _w) = serve(server_read, server_write, 1024);
+        let (client_read, mut client_write) = tokio::io::split(client_side);
+        let mut client_lines = tokio::io::BufReader::new(client_read).lines();
+
+        client_write.write_all(b"garbage\n").await.unwrap();
+        let line = client_lines.next_line().await.unwrap().unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["error"]["code"], -32700);
+        assert_eq!(v["id"], Value::Null);
+
+        client_write
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+            .await
+            .unwrap();
+        let got = incoming.recv().await.unwrap();
+        assert_eq!(
+            got,
+            Incoming::Request {
+                id: json!(1),
+                method: "ping".into(),
+                params: Value::Null
+            }
+        );
+
+        let c2 = conn.clone();
+        let pending = tokio::spawn(async move { c2.request("ask", json!({"q": 1})).await });
+        let line = client_lines.next_line().await.unwrap().unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["method"], "ask");
+        let answer = json!({"jsonrpc": "2.0", "id": v["id"], "result": {"a": 2}});
+        client_write
+            .write_all(format!("{answer}\n").as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(pending.await.unwrap().unwrap(), json!({"a": 2}));
+
+        // End of input: pending requests fail, the incoming queue closes.
+        let c3 = conn.clone();
+        let pending = tokio::spawn(async move { c3.request("ask", Value::Null).await });
+        let _ = client_lines.next_line().await.unwrap();
+        drop(client_write);
+        assert!(incoming.recv().await.is_none());
+        assert_eq!(pending.await.unwrap(), Err(RequestError::Closed));
+    }
+}

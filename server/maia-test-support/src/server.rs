@@ -1,0 +1,346 @@
+//! The in-process mock server: an axum app on `127.0.0.1:0` answering from a FIFO of
+//! scripted [`Reply`]s, recording every chat request and noticing dropped streams.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// One scripted answer to a chat request.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// Raw SSE body pieces written one by one with `gap` between them (each piece is sent as
+    /// its own body chunk; a piece may end mid-line).
+    Stream { pieces: Vec<String>, gap: Duration },
+    /// A non-streamed HTTP error: status, JSON body text, extra headers (e.g.
+    /// `("retry-after","1")`).
+    Error {
+        status: u16,
+        body: String,
+        headers: Vec<(String, String)>,
+    },
+    /// Sends `200` and SSE headers, then nothing until the client disconnects (counted in
+    /// [`MockLlm::dropped_streams`]); for cancellation tests.
+    Hang,
+}
+
+#[derive(Default)]
+struct Shared {
+    replies: Mutex<VecDeque<Reply>>,
+    models: Mutex<Vec<Value>>,
+    requests: Mutex<Vec<Value>>,
+    headers: Mutex<Vec<Vec<(String, String)>>>,
+    dropped: AtomicUsize,
+    changed: Notify,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Aborts the server task when the last [`MockLlm`] handle goes away.
+struct ServerTask(JoinHandle<()>);
+
+impl Drop for ServerTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A scripted OpenAI-compatible server. Clones share the same server and state.
+#[derive(Clone)]
+pub struct MockLlm {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    _task: Arc<ServerTask>,
+}
+
+impl std::fmt::Debug for MockLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockLlm").field("addr", &self.addr).finish()
+    }
+}
+
+impl MockLlm {
+    /// Starts the server on `127.0.0.1:0` on the current tokio runtime.
+    ///
+    /// # Panics
+    /// If no loopback port can be bound.
+    pub async fn start() -> MockLlm {
+        let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+            Ok(l) => l,
+            Err(err) => panic!("mock LLM: cannot bind 127.0.0.1:0: {err}"),
+        };
+        let addr = match listener.local_addr() {
+            Ok(a) => a,
+            Err(err) => panic!("mock LLM: no local address: {err}"),
+        };
+        let shared = Arc::new(Shared::default());
+        *lock(&shared.models) = vec![default_model()];
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .route("/models", get(models))
+            .fallback(not_found)
+            .with_state(Arc::clone(&shared));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        MockLlm {
+            shared,
+            addr,
+            _task: Arc::new(ServerTask(task)),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Queues a reply for the next chat request.
+    pub fn push(&self, reply: Reply) {
+        lock(&self.shared.replies).push_back(reply);
+    }
+
+    /// Scripted replies not used yet.
+    pub fn pending_replies(&self) -> usize {
+        lock(&self.shared.replies).len()
+    }
+
+    /// Sets the `data` of `GET /v1/models`.
+    pub fn set_models(&self, models: Vec<Value>) {
+        *lock(&self.shared.models) = models;
+    }
+
+    /// JSON bodies of the chat requests received so far, in order (a body that is not JSON is
+    /// recorded as `{"invalid_json": "<text>"}`).
+    pub fn requests(&self) -> Vec<Value> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// Headers of each chat request (names lower-case), in order.
+    pub fn headers(&self) -> Vec<Vec<(String, String)>> {
+        lock(&self.shared.headers).clone()
+    }
+
+    /// Number of streams whose client went away before their last piece was sent.
+    pub fn dropped_streams(&self) -> usize {
+        self.shared.dropped.load(Ordering::SeqCst)
+    }
+
+    /// Waits until at least `n` chat requests arrived and returns them.
+    ///
+    /// # Panics
+    /// On timeout, with the number received.
+    pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<Value> {
+        let ok = self
+            .wait_until(timeout, || lock(&self.shared.requests).len() >= n)
+            .await;
+        if !ok {
+            panic!(
+                "mock LLM: expected {n} chat request(s) within {timeout:?}, got {}",
+                lock(&self.shared.requests).len()
+            );
+        }
+        self.requests()
+    }
+
+    /// Waits until at least `n` streams were dropped by their client.
+    ///
+    /// # Panics
+    /// On timeout, with the number observed.
+    pub async fn wait_for_dropped_streams(&self, n: usize, timeout: Duration) {
+        let ok = self
+            .wait_until(timeout, || self.dropped_streams() >= n)
+            .await;
+        if !ok {
+            panic!(
+                "mock LLM: expected {n} dropped stream(s) within {timeout:?}, saw {}",
+                self.dropped_streams()
+            );
+        }
+    }
+
+    async fn wait_until(&self, timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.shared.changed.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if done() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return done();
+            }
+        }
+    }
+}
+
+fn default_model() -> Value {
+    json!({"id": "mock-model", "object": "model", "max_input_tokens": 32768})
+}
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+async fn not_found() -> Response {
+    json_response(
+        StatusCode::NOT_FOUND,
+        json!({"error": {"message": "mock: no such route", "code": "404"}}).to_string(),
+    )
+}
+
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    let data = lock(&shared.models).clone();
+    json_response(
+        StatusCode::OK,
+        json!({"object": "list", "data": data}).to_string(),
+    )
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request = serde_json::from_slice::<Value>(&body)
+        .unwrap_or_else(|_| json!({"invalid_json": String::from_utf8_lossy(&body)}));
+    let header_list = headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let reply = {
+        lock(&shared.headers).push(header_list);
+        lock(&shared.requests).push(request);
+        lock(&shared.replies).pop_front()
+    };
+    shared.changed.notify_waiters();
+
+    match reply {
+        None => json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({"error": {"message": "mock: no scripted reply left"}}).to_string(),
+        ),
+        Some(Reply::Error {
+            status,
+            body,
+            headers,
+        }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut response = json_response(status, body);
+            for (name, value) in headers {
+                if let (Ok(name), Ok(value)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_str(&value),
+                ) {
+                    response.headers_mut().append(name, value);
+                }
+            }
+            response
+        }
+        Some(Reply::Stream { pieces, gap }) => sse_response(stream_body(shared, pieces, gap)),
+        Some(Reply::Hang) => sse_response(hang_body(shared)),
+    }
+}
+
+fn sse_response(body: Body) -> Response {
+    let mut response = Response::new(body);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// Counts the stream as dropped unless it was marked finished before being dropped.
+struct DropGuard {
+    shared: Arc<Shared>,
+    finished: bool,
+}
+
+impl DropGuard {
+    fn mark_finished(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.shared.dropped.fetch_add(1, Ordering::SeqCst);
+            self.shared.changed.notify_waiters();
+        }
+    }
+}
+
+struct StreamState {
+    pieces: VecDeque<String>,
+    gap: Duration,
+    first: bool,
+    guard: DropGuard,
+}
+
+fn stream_body(shared: Arc<Shared>, pieces: Vec<String>, gap: Duration) -> Body {
+    let state = StreamState {
+        pieces: pieces.into(),
+        gap,
+        first: true,
+        guard: DropGuard {
+            shared,
+            finished: false,
+        },
+    };
+    let stream = futures_util::stream::unfold(state, |mut state| async move {
+        let Some(piece) = state.pieces.pop_front() else {
+            state.guard.mark_finished();
+            return None;
+        };
+        if !state.first && !state.gap.is_zero() {
+            tokio::time::sleep(state.gap).await;
+        }
+        state.first = false;
+        if state.pieces.is_empty() {
+            state.guard.mark_finished();
+        }
+        Some((Ok::<_, Infallible>(Bytes::from(piece)), state))
+    });
+    Body::from_stream(stream)
+}
+
+fn hang_body(shared: Arc<Shared>) -> Body {
+    let guard = DropGuard {
+        shared,
+        finished: false,
+    };
+    let stream = futures_util::stream::unfold(guard, |guard| async move {
+        std::future::pending::<()>().await;
+        Some((Ok::<_, Infallible>(Bytes::new()), guard))
+    });
+    Body::from_stream(stream)
+}

@@ -1,0 +1,123 @@
+//! Shared types of a tool call: context, prepared call, diff and output.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::fs::{FileSystem, LocalFs};
+use crate::input::ToolInput;
+use crate::reads::ReadTracker;
+
+/// Everything a tool needs from its session.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// Absolute session working directory; relative paths resolve against it.
+    pub cwd: PathBuf,
+    pub fs: Arc<dyn FileSystem>,
+    pub reads: Arc<ReadTracker>,
+    pub cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("cwd", &self.cwd)
+            .field("cancel", &self.cancel.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    /// A context on the local disk with a fresh read tracker and token.
+    pub fn local(cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            cwd: cwd.into(),
+            fs: Arc::new(LocalFs),
+            reads: Arc::new(ReadTracker::default()),
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// A file change shown to the user before it is applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileDiff {
+    /// Absolute path.
+    pub path: PathBuf,
+    /// `None` = new file.
+    pub old_text: Option<String>,
+    pub new_text: String,
+}
+
+impl FileDiff {
+    /// A unified diff (3 lines of context) of the change, for logs or
+    /// clients that cannot render a diff themselves.
+    pub fn unified_diff(&self) -> String {
+        let old = self.old_text.as_deref().unwrap_or("");
+        let name = self.path.display().to_string();
+        let old_name = if self.old_text.is_some() {
+            name.clone()
+        } else {
+            "/dev/null".to_string()
+        };
+        similar::TextDiff::from_lines(old, &self.new_text)
+            .unified_diff()
+            .context_radius(3)
+            .header(&old_name, &name)
+            .to_string()
+    }
+}
+
+/// A validated call, ready for permission and execution.
+#[derive(Debug)]
+pub struct Prepared {
+    pub input: ToolInput,
+    pub diff: Option<FileDiff>,
+}
+
+/// What the model gets back from a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful output.
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// A failed output.
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+
+    /// The output of a cancelled call.
+    pub fn cancelled() -> Self {
+        Self::error("cancelled")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unified_diff_shows_change() {
+        let diff = FileDiff {
+            path: PathBuf::from("/p/a.txt"),
+            old_text: Some("a\nb\n".into()),
+            new_text: "a\nc\n".into(),
+        };
+        let text = diff.unified_diff();
+        assert!(text.contains("-b\n") && text.contains("+c\n"), "{text}");
+    }
+}

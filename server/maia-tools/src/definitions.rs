@@ -1,0 +1,140 @@
+//! JSON Schema definitions of the tools, as offered to the model.
+
+use serde_json::json;
+
+/// One tool as described to the model.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ToolDefinition {
+    pub name: &'static str,
+    pub description: String,
+    /// JSON Schema object describing the arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// The six tools in a stable order: Read, Write, Edit, Glob, Grep, Bash.
+pub fn definitions() -> Vec<ToolDefinition> {
+    vec![
+        ToolDefinition {
+            name: "Read",
+            description: "Read a text file. Output is numbered like `cat -n` (line number, tab, text). \
+                Reads up to 2000 lines (and 100 KB) at a time; use `offset` (1-based first line) and \
+                `limit` to read other parts of long files. Relative paths resolve against the \
+                working directory. Read a file before editing it."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "Path of the file (absolute, or relative to the working directory)."},
+                    "offset": {"type": "integer", "minimum": 1, "description": "1-based line number to start reading from."},
+                    "limit": {"type": "integer", "minimum": 1, "description": "Maximum number of lines to read (at most 2000)."}
+                },
+                "required": ["file_path"],
+                "additionalProperties": false
+            }),
+        },
+        ToolDefinition {
+            name: "Write",
+            description: "Create a file or replace its whole content. Parent folders are created \
+                as needed. Prefer Edit for changing part of an existing file."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "Path of the file (absolute, or relative to the working directory)."},
+                    "content": {"type": "string", "description": "The complete new content of the file."}
+                },
+                "required": ["file_path", "content"],
+                "additionalProperties": false
+            }),
+        },
+        ToolDefinition {
+            name: "Edit",
+            description: "Replace text in a file you have read in this session. `old_string` must \
+                match the file exactly (including indentation, without the line-number prefix of \
+                Read output) and occur exactly once, unless `replace_all` is true."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "Path of the file (absolute, or relative to the working directory)."},
+                    "old_string": {"type": "string", "description": "The exact text to replace."},
+                    "new_string": {"type": "string", "description": "The replacement text (must differ from old_string)."},
+                    "replace_all": {"type": "boolean", "default": false, "description": "Replace every occurrence instead of exactly one."}
+                },
+                "required": ["file_path", "old_string", "new_string"],
+                "additionalProperties": false
+            }),
+        },
+        ToolDefinition {
+            name: "Glob",
+            description: "Find files by glob pattern (e.g. `**/*.rs`, `src/**/*.ts`). A pattern \
+                without `/` matches file names at any depth. Respects .gitignore and skips hidden \
+                files. Returns absolute paths, most recently modified first (at most 100)."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Glob pattern, matched against paths relative to the search folder."},
+                    "path": {"type": "string", "description": "Folder to search in (default: the working directory)."}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        },
+        ToolDefinition {
+            name: "Grep",
+            description: "Search file contents with a regular expression (Rust regex syntax). \
+                Respects .gitignore, skips hidden and binary files. `output_mode` \
+                \"files_with_matches\" (default) lists matching files; \"content\" shows \
+                `path:line:text` for each matching line."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Regular expression to search for."},
+                    "path": {"type": "string", "description": "File or folder to search in (default: the working directory)."},
+                    "include": {"type": "string", "description": "Glob filtering the files searched, e.g. `*.rs` or `*.{ts,tsx}`."},
+                    "output_mode": {"type": "string", "enum": ["files_with_matches", "content"], "default": "files_with_matches"},
+                    "case_insensitive": {"type": "boolean", "default": false}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        },
+        ToolDefinition {
+            name: "Bash",
+            description: "Run a shell command with /bin/sh in the working directory. stdout and \
+                stderr are combined; long output is truncated in the middle. Default timeout 2 \
+                minutes (at most 10 minutes). Do not start long-running servers or interactive \
+                programs; stdin is closed."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command to run."},
+                    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000, "description": "Timeout in milliseconds (default 120000)."},
+                    "description": {"type": "string", "description": "A short description of what the command does."}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::TOOL_NAMES;
+
+    #[test]
+    fn six_tools_in_order() {
+        let defs = definitions();
+        let names: Vec<_> = defs.iter().map(|d| d.name).collect();
+        assert_eq!(names, TOOL_NAMES);
+        for d in &defs {
+            assert_eq!(d.parameters["type"], "object");
+            assert!(d.parameters["required"].is_array());
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The Bash tool: run a shell command with combined, capped output.
+//!
+//! The command runs as `/bin/sh -c` in its own process group with stdout and
+//! stderr on one pipe (so output keeps its arrival order). On timeout,
+//! cancellation, or once the shell has exited, the whole group is killed so
+//! no background process outlives the call.
+
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::process::Command;
+
+use crate::context::{ToolContext, ToolOutput};
+use crate::input::BashInput;
+use crate::truncate::join_truncated;
+
+/// Most characters of output returned (the middle is dropped).
+pub const MAX_OUTPUT_CHARS: usize = 30_000;
+/// How long to keep reading after the shell exited (background children may
+/// hold the pipe open).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
+/// Bytes kept from the start and from the end of the output while reading.
+const KEEP_BYTES: usize = 4 * MAX_OUTPUT_CHARS + 1024;
+
+/// Kills the process group when dropped (also when the call's future is
+/// dropped half-way).
+struct GroupGuard(Option<Pid>);
+
+impl GroupGuard {
+    fn kill(&self) {
+        if let Some(pgid) = self.0 {
+            // ESRCH (group already gone) is expected and harmless.
+            if let Err(err) = killpg(pgid, Signal::SIGKILL) {
+                tracing::trace!(%err, "killpg");
+            }
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Output kept while reading: the head, the tail, and how much was dropped
+/// in between.
+#[derive(Default)]
+struct CappedOutput {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    dropped: usize,
+}
+
+impl CappedOutput {
+    fn push(&mut self, mut bytes: &[u8]) {
+        if self.head.len() < KEEP_BYTES {
+            let room = (KEEP_BYTES - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..room]);
+            bytes = &bytes[room..];
+        }
+        self.tail.extend(bytes);
+        if self.tail.len() > KEEP_BYTES {
+            let excess = self.tail.len() - KEEP_BYTES;
+            self.tail.drain(..excess);
+            self.dropped += excess;
+        }
+    }
+
+    fn finish(self) -> String {
+        let tail: Vec<u8> = self.tail.into_iter().collect();
+        if self.dropped == 0 {
+            let mut all = self.head;
+            all.extend_from_slice(&tail);
+            let text = String::from_utf8_lossy(&all);
+            crate::truncate::truncate_middle(&text, MAX_OUTPUT_CHARS)
+        } else {
+            let head = String::from_utf8_lossy(&self.head);
+            let tail = String::from_utf8_lossy(&tail);
+            join_truncated(&head, self.dropped, &tail, MAX_OUTPUT_CHARS)
+        }
+    }
+}
+
+enum Outcome {
+    Exited(ExitStatus),
+    WaitFailed(std::io::Error),
+    TimedOut,
+    Cancelled,
+}
+
+pub(crate) async fn execute(input: &BashInput, ctx: &ToolContext) -> ToolOutput {
+    match run(input, ctx).await {
+        Ok(output) => output,
+        Err(err) => ToolOutput::error(format!("Could not run the command: {err}")),
+    }
+}
+
+async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput> {
+    let timeout_ms = input.effective_timeout_ms();
+    let (reader, writer) = std::io::pipe()?;
+    let writer_for_stderr = writer.try_clone()?;
+    let mut command = Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg(&input.command)
+        .current_dir(&ctx.cwd)
+        .env("MAIA_CWD", &ctx.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::from(writer_for_stderr))
+        .process_group(0)
+        .kill_on_drop(true);
+    let spawned = command.spawn();
+    // The command holds the parent's copies of the write end; close them so
+    // the reader sees EOF once every child has closed its own.
+    drop(command);
+    let mut child = spawned?;
+    let group = GroupGuard(
+        child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
+    );
+    tracing::debug!(command = %input.command, pid = ?group.0, "bash started");
+    let mut receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
+
+    let mut output = CappedOutput::default();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut eof = false;
+    let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
+    tokio::pin!(deadline);
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => break Outcome::Cancelled,
+            () = &mut deadline => break Outcome::TimedOut,
+            read = receiver.read(&mut buf), if !eof => match read {
+                Ok(0) => eof = true,
+                Ok(n) => output.push(&buf[..n]),
+                Err(err) => {
+                    tracing::warn!(%err, "reading command output failed");
+                    eof = true;
+                }
+            },
+            status = child.wait() => break match status {
+                Ok(status) => Outcome::Exited(status),
+                Err(err) => Outcome::WaitFailed(err),
+            },
+        }
+    };
+
+    if !matches!(outcome, Outcome::Exited(_)) {
+        group.kill();
+        // Reap the shell; it was just killed so this is quick.
+        let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
+    }
+    if !eof {
+        let drain = async {
+            loop {
+                match receiver.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => output.push(&buf[..n]),
+                }
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, drain).await;
+    }
+    // Whatever is left in the group (background jobs) goes now.
+    group.kill();
+    drop(group);
+
+    let mut text = output.finish();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let result = match outcome {
+        Outcome::Cancelled => {
+            tracing::debug!("bash cancelled");
+            return Ok(ToolOutput::cancelled());
+        }
+        Outcome::TimedOut => ToolOutput::error(format!(
+            "{text}Command timed out after {timeout_ms} ms and was killed."
+        )),
+        Outcome::WaitFailed(err) => {
+            ToolOutput::error(format!("{text}Waiting for the command failed: {err}"))
+        }
+        Outcome::Exited(status) => match (status.code(), status.signal()) {
+            (Some(0), _) => ToolOutput::ok(format!("{text}Exit code: 0")),
+            (Some(code), _) => ToolOutput::error(format!("{text}Exit code: {code}")),
+            (None, Some(signal)) => ToolOutput::error(format!(
+                "{text}Exit code: {} (killed by signal {signal})",
+                128 + signal
+            )),
+            (None, None) => ToolOutput::error(format!("{text}Exit code: unknown")),
+        },
+    };
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::tools::test_util::{ctx, run};
+
+    #[tokio::test]
+    async fn exit_codes_and_cwd() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx(dir.path());
+        let out = run(&ctx, "Bash", json!({"command": "pwd; echo \"$MAIA_CWD\""})).await;
+        let d = dir.path().display();
+        assert_eq!(out.content, format!("{d}\n{d}\nExit code: 0"));
+        assert!(!out.is_error);
+        let out = run(&ctx, "Bash", json!({"command": "exit 3"})).await;
+        assert!(out.is_error);
+        assert_eq!(out.content, "Exit code: 3");
+    }
+
+    #[tokio::test]
+    async fn interleaves_stdout_and_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx(dir.path());
+        let out = run(
+            &ctx,
+            "Bash",
+            json!({"command": "echo a; echo b >&2; echo c"}),
+        )
+        .await;
+        assert_eq!(out.content, "a\nb\nc\nExit code: 0");
+    }
+
+    #[tokio::test]
+    async fn timeout_kills() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx(dir.path());
+        let start = Instant::now();
+        let out = run(
+            &ctx,
+            "Bash",
+            json!({"command": "echo started; sleep 30", "timeout_ms": 300}),
+        )
+        .await;
+        assert!(start.elapsed() < Duration::from_secs(3));
+        assert!(out.is_error);
+        assert!(out.content.starts_with("started\n"), "{}", out.content);
+        assert!(
+            out.content.contains("timed out after 300 ms"),
+            "{}",
+            out.content
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_kills_promptly() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx(dir.path());
+        let cancel = ctx.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            cancel.cancel();
+        });
+        let start = Instant::now();
+        let out = run(&ctx, "Bash", json!({"command": "sleep 30"})).await;
+        assert!(start.elapsed() < Duration::from_secs(3));
+        assert!(out.is_error);
+        assert_eq!(out.content, "cancelled");
+    }
+
+    fn is_dead(pid: i32) -> bool {
+        if nix::sys::signal::kill(Pid::from_raw(pid), None).is_err() {
+            return true;
+        }
+        // Not yet reaped by its new parent: a zombie is dead too.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true)
+    }
+
+    #[tokio::test]
+    async fn background_child_does_not_survive() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx(dir.path());
+        let start = Instant::now();
+        let out = run(&ctx, "Bash", json!({"command": "sleep 30 & echo $!"})).await;
+        assert!(start.elapsed() < Duration::from_secs(3));
+        assert!(!out.is_error, "{}", out.content);
+        let pid: i32 = out.content.lines().next().unwrap().trim().parse().unwrap();
+        let mut dead = false;
+        for _ in 0..50 {
+            if is_dead(pid) {
+                dead = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(dead, "background sleep {pid} survived");
+    }
+
+    #[tokio::test]
+    async fn huge_output_truncated_in_the_middle() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx(dir.path());
+        let out = run(&ctx, "Bash", json!({"command": "seq 1 200000"})).await;
+        assert!(!out.is_error);
+        assert!(out.content.starts_with("1\n2\n3\n"));
+        assert!(out.content.ends_with("199999\n200000\nExit code: 0"));
+        assert!(out.content.contains("characters truncated"));
+        assert!(out.content.chars().count() <= MAX_OUTPUT_CHARS + 20);
+    }
+
+    #[test]
+    fn capped_output_counts_dropped_bytes() {
+        let mut out = CappedOutput::default();
+        for _ in 0..100 {
+            out.push(&[b'x'; 10_000]);
+        }
+        let text = out.finish();
+        assert!(text.chars().count() <= MAX_OUTPUT_CHARS);
+        let kept = text.chars().filter(|&c| c == 'x').count();
+        let note = text.split("[... ").nth(1).unwrap();
+        let dropped: usize = note.split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(kept + dropped, 1_000_000);
+    }
+
+    #[tokio::test]
+    async fn missing_cwd_is_an_error() {
+        let ctx = ctx(std::path::Path::new("/definitely/not/here"));
+        let out = run(&ctx, "Bash", json!({"command": "true"})).await;
+        assert!(
+            out.is_error && out.content.contains("Could not run"),
+            "{}",
+            out.content
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! Implementations of the individual tools, plus helpers they share.
+
+pub(crate) mod bash;
+pub(crate) mod edit;
+pub(crate) mod glob;
+pub(crate) mod grep;
+pub(crate) mod read;
+pub(crate) mod write;
+
+use std::path::Path;
+
+use ignore::WalkBuilder;
+
+use crate::context::{FileDiff, ToolContext};
+use crate::error::ToolError;
+use crate::fs::FsError;
+
+/// Reads `path` through the context's file system; a missing file is `None`.
+pub(crate) async fn read_optional(
+    ctx: &ToolContext,
+    path: &Path,
+) -> Result<Option<String>, ToolError> {
+    match ctx.fs.read_to_string(path).await {
+        Ok(text) => Ok(Some(text)),
+        Err(FsError::NotFound(_)) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Fails when the file no longer has the content the diff was computed from
+/// (it changed while the user was asked for permission).
+pub(crate) async fn verify_unchanged(diff: &FileDiff, ctx: &ToolContext) -> Result<(), ToolError> {
+    let current = read_optional(ctx, &diff.path).await?;
+    if current == diff.old_text {
+        Ok(())
+    } else {
+        tracing::debug!(path = %diff.path.display(), "file changed while waiting for permission");
+        Err(ToolError::ChangedWhileWaiting(diff.path.clone()))
+    }
+}
+
+/// A directory walker that respects .gitignore (also outside git
+/// repositories) and skips hidden files.
+pub(crate) fn walker(root: &Path) -> WalkBuilder {
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .hidden(true)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(true)
+        .ignore(true)
+        .parents(true)
+        .require_git(false)
+        .follow_links(false);
+    builder
+}
+
+/// True for regular files, and for symlinks pointing at regular files.
+pub(crate) fn is_file_entry(entry: &ignore::DirEntry) -> bool {
+    match entry.file_type() {
+        Some(ft) if ft.is_file() => true,
+        Some(ft) if ft.is_symlink() => entry.path().is_file(),
+        _ => false,
+    }
+}
+
+/// Modification time of a walked entry (epoch when unknown).
+pub(crate) fn mtime(entry: &ignore::DirEntry) -> std::time::SystemTime {
+    entry
+        .metadata()
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .unwrap_or(std::time::UNIX_EPOCH)
+}
+
+/// Ensures the search root exists.
+pub(crate) async fn existing_root(root: &Path) -> Result<std::fs::Metadata, ToolError> {
+    tokio::fs::metadata(root)
+        .await
+        .map_err(|_| ToolError::PathNotFound(root.to_path_buf()))
+}
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    use std::path::Path;
+
+    use crate::context::{ToolContext, ToolOutput};
+    use crate::input::ToolInput;
+
+    pub(crate) fn ctx(dir: &Path) -> ToolContext {
+        ToolContext::local(dir)
+    }
+
+    /// Parses, prepares and executes a call; prepare errors become error outputs.
+    pub(crate) async fn run(ctx: &ToolContext, name: &str, args: serde_json::Value) -> ToolOutput {
+        let input = match ToolInput::parse(name, &args.to_string()) {
+            Ok(input) => input,
+            Err(e) => return ToolOutput::error(e.to_string()),
+        };
+        match crate::prepare(input, ctx).await {
+            Ok(prepared) => crate::execute(prepared, ctx).await,
+            Err(e) => ToolOutput::error(e.to_string()),
+        }
+    }
+}

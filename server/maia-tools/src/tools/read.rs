@@ -1,0 +1,153 @@
+//! The Read tool: numbered file content like `cat -n`.
+
+use std::path::Path;
+
+use crate::context::{ToolContext, ToolOutput};
+use crate::error::ToolError;
+use crate::input::ReadInput;
+use crate::path::resolve;
+use crate::truncate::truncate_end;
+
+/// Most lines returned by one call.
+pub const MAX_LINES: usize = 2_000;
+/// Most bytes of output returned by one call.
+pub const MAX_OUTPUT_BYTES: usize = 100 * 1024;
+/// Longer lines are cut.
+pub const MAX_LINE_CHARS: usize = 2_000;
+
+pub(crate) async fn execute(input: &ReadInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let path = resolve(&ctx.cwd, &input.file_path);
+    let content = ctx.fs.read_to_string(&path).await?;
+    ctx.reads.record(&path, &content);
+    Ok(render(&path, &content, input.offset, input.limit))
+}
+
+/// Formats `content` from line `offset` (1-based) for at most `limit` lines.
+pub(crate) fn render(
+    path: &Path,
+    content: &str,
+    offset: Option<usize>,
+    limit: Option<usize>,
+) -> ToolOutput {
+    if content.is_empty() {
+        return ToolOutput::ok(format!("The file {} is empty.", path.display()));
+    }
+    let total = content.lines().count();
+    let start = offset.unwrap_or(1).max(1);
+    if start > total {
+        return ToolOutput::error(format!(
+            "offset {start} is past the end of {} ({total} lines).",
+            path.display()
+        ));
+    }
+    let max_lines = limit.unwrap_or(MAX_LINES).clamp(1, MAX_LINES);
+    let mut out = String::new();
+    let mut end = start - 1;
+    let mut hit_byte_limit = false;
+    for (index, line) in content.lines().enumerate().skip(start - 1).take(max_lines) {
+        let line = truncate_end(line, MAX_LINE_CHARS, "… [line truncated]");
+        let formatted = format!("{:>6}\t{line}\n", index + 1);
+        if out.len() + formatted.len() > MAX_OUTPUT_BYTES && end >= start {
+            hit_byte_limit = true;
+            break;
+        }
+        out.push_str(&formatted);
+        end = index + 1;
+    }
+    if end < total {
+        let why = if hit_byte_limit {
+            "Output limited to 100 KB. "
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "\n[{why}Showing lines {start}-{end} of {total}. Use offset={} to read more.]\n",
+            end + 1
+        ));
+    }
+    ToolOutput::ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::tools::test_util::{ctx, run};
+
+    #[tokio::test]
+    async fn numbers_lines_and_records_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\r\nthree").unwrap();
+        let ctx = ctx(dir.path());
+        let out = run(&ctx, "Read", json!({"file_path": "a.txt"})).await;
+        assert!(!out.is_error);
+        assert_eq!(out.content, "     1\tone\n     2\ttwo\n     3\tthree\n");
+        let path = dir.path().join("a.txt");
+        assert!(ctx.reads.check(&path, "one\ntwo\r\nthree").is_ok());
+    }
+
+    #[tokio::test]
+    async fn offset_and_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (1..=10).map(|i| format!("l{i}\n")).collect();
+        std::fs::write(dir.path().join("a.txt"), text).unwrap();
+        let ctx = ctx(dir.path());
+        let out = run(
+            &ctx,
+            "Read",
+            json!({"file_path": "a.txt", "offset": 3, "limit": 2}),
+        )
+        .await;
+        assert!(
+            out.content.starts_with("     3\tl3\n     4\tl4\n"),
+            "{}",
+            out.content
+        );
+        assert!(
+            out.content
+                .contains("Showing lines 3-4 of 10. Use offset=5")
+        );
+        let out = run(&ctx, "Read", json!({"file_path": "a.txt", "offset": 9})).await;
+        assert_eq!(out.content, "     9\tl9\n    10\tl10\n");
+        let out = run(&ctx, "Read", json!({"file_path": "a.txt", "offset": 11})).await;
+        assert!(out.is_error && out.content.contains("past the end"));
+    }
+
+    #[test]
+    fn truncates_at_line_and_byte_limits() {
+        let path = Path::new("/x");
+        let text: String = (1..=2500).map(|i| format!("{i}\n")).collect();
+        let out = render(path, &text, None, None);
+        assert!(out.content.contains("  2000\t2000\n"));
+        assert!(!out.content.contains("\t2001\n"));
+        assert!(out.content.contains("Use offset=2001"));
+
+        let long_line = "x".repeat(1000);
+        let text: String = (0..500).map(|_| format!("{long_line}\n")).collect();
+        let out = render(path, &text, None, None);
+        assert!(out.content.len() <= MAX_OUTPUT_BYTES + 200);
+        assert!(out.content.contains("Output limited to 100 KB"));
+
+        let out = render(path, &"y".repeat(5000), None, None);
+        assert!(out.content.contains("[line truncated]"));
+    }
+
+    #[tokio::test]
+    async fn missing_binary_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx(dir.path());
+        let out = run(&ctx, "Read", json!({"file_path": "nope.txt"})).await;
+        assert!(
+            out.is_error && out.content.contains("not found"),
+            "{}",
+            out.content
+        );
+        std::fs::write(dir.path().join("b.bin"), b"\x00\x01").unwrap();
+        let out = run(&ctx, "Read", json!({"file_path": "b.bin"})).await;
+        assert!(out.is_error && out.content.contains("binary"));
+        std::fs::write(dir.path().join("e.txt"), "").unwrap();
+        let out = run(&ctx, "Read", json!({"file_path": "e.txt"})).await;
+        assert!(!out.is_error && out.content.contains("empty"));
+    }
+}

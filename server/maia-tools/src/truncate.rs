@@ -1,0 +1,121 @@
+//! Text truncation helpers shared by the tools (and by @file injection).
+
+/// Builds the note inserted where text was removed.
+pub fn omission_note(dropped_chars: usize) -> String {
+    format!("\n\n[... {dropped_chars} characters truncated ...]\n\n")
+}
+
+/// Returns `text` unchanged when it has at most `max_chars` characters;
+/// otherwise keeps its head and tail and replaces the middle by a note saying
+/// how many characters were dropped. The result has at most `max_chars`
+/// characters whenever `max_chars` is larger than the note itself.
+pub fn truncate_middle(text: &str, max_chars: usize) -> String {
+    let total = text.chars().count();
+    if total <= max_chars {
+        return text.to_string();
+    }
+    let mid = char_offset(text, total / 2);
+    join_truncated(&text[..mid], 0, &text[mid..], max_chars)
+}
+
+/// Like [`truncate_middle`] for a text of which only `head` and `tail` are
+/// known and `dropped_middle` characters between them were already discarded.
+pub(crate) fn join_truncated(
+    head: &str,
+    dropped_middle: usize,
+    tail: &str,
+    max_chars: usize,
+) -> String {
+    let head_chars = head.chars().count();
+    let tail_chars = tail.chars().count();
+    let total = head_chars + dropped_middle + tail_chars;
+    if dropped_middle == 0 && total <= max_chars {
+        return format!("{head}{tail}");
+    }
+    // The note's length depends on the number it carries; size it for the
+    // worst case (dropping everything).
+    let note_len = omission_note(total).chars().count();
+    let keep = max_chars.saturating_sub(note_len);
+    let head_keep = (keep / 2).min(head_chars);
+    let tail_keep = (keep - head_keep).min(tail_chars);
+    let dropped = total - head_keep - tail_keep;
+    let head_end = char_offset(head, head_keep);
+    let tail_start = char_offset(tail, tail_chars - tail_keep);
+    let mut out = String::with_capacity(max_chars + 8);
+    out.push_str(&head[..head_end]);
+    out.push_str(&omission_note(dropped));
+    out.push_str(&tail[tail_start..]);
+    out
+}
+
+/// Byte offset of the `n`th character (or the end of `text`).
+pub(crate) fn char_offset(text: &str, n: usize) -> usize {
+    text.char_indices().nth(n).map_or(text.len(), |(i, _)| i)
+}
+
+/// Cuts `text` to at most `max_chars` characters, appending `suffix` when cut.
+pub(crate) fn truncate_end(text: &str, max_chars: usize, suffix: &str) -> String {
+    let end = char_offset(text, max_chars);
+    if end == text.len() {
+        text.to_string()
+    } else {
+        format!("{}{suffix}", &text[..end])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_text_unchanged() {
+        assert_eq!(truncate_middle("hello", 5), "hello");
+        assert_eq!(truncate_middle("", 0), "");
+    }
+
+    #[test]
+    fn keeps_head_and_tail() {
+        let text = format!(
+            "{}{}{}",
+            "x".repeat(1000),
+            "m".repeat(10_000),
+            "z".repeat(1000)
+        );
+        let out = truncate_middle(&text, 2000);
+        assert!(out.chars().count() <= 2000);
+        assert!(out.starts_with("xxxx"));
+        assert!(out.ends_with("zzzz"));
+        assert!(out.contains("characters truncated"));
+        let kept = out.chars().filter(|c| matches!(c, 'x' | 'm' | 'z')).count();
+        let note = out.split("[... ").nth(1).unwrap();
+        let dropped: usize = note.split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(kept + dropped, 12_000);
+    }
+
+    #[test]
+    fn respects_char_boundaries() {
+        let text = "é".repeat(500);
+        let out = truncate_middle(&text, 100);
+        assert!(out.chars().count() <= 100);
+        assert!(out.starts_with('é') && out.ends_with('é'));
+    }
+
+    #[test]
+    fn join_counts_known_drop() {
+        let out = join_truncated(&"a".repeat(100), 1000, &"z".repeat(100), 1000);
+        assert_eq!(
+            out,
+            format!(
+                "{}\n\n[... 1000 characters truncated ...]\n\n{}",
+                "a".repeat(100),
+                "z".repeat(100)
+            )
+        );
+    }
+
+    #[test]
+    fn truncate_end_works() {
+        assert_eq!(truncate_end("abcdef", 3, "…"), "abc…");
+        assert_eq!(truncate_end("abc", 3, "…"), "abc");
+    }
+}
