@@ -1,1 +1,27 @@
-//! placeholder
+//! The MAIA engine: sessions, the turn loop, tool execution and the
+//! permission broker.
+//!
+//! The engine knows nothing of ACP, LSP or JSON-RPC. A front door starts a
+//! session with [`Engine::start_session`], sends it operations through the
+//! returned [`SessionHandle`] and turns the [`Event`]s it receives into its
+//! own protocol. Requests that need an answer from the user (permission)
+//! are events carrying a reply channel, so they stay ordered with the
+//! updates around them.
+
+mod engine;
+mod event;
+pub mod permission;
+pub mod prompt;
+mod session;
+pub mod settings;
+mod system_prompt;
+mod tool_run;
+mod turn;
+
+pub use engine::{Engine, EngineOptions};
+pub use event::{
+    ChoiceKind, Event, PermissionChoice, PermissionReply, PermissionRequest, StopReason,
+    ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
+};
+pub use prompt::PromptPart;
+pub use session::{Busy, SessionHandle};

@@ -232,10 +232,10 @@ mod tests {
 
     #[tokio::test]
     async fn requests_are_correlated_and_errors_answered() {
-        let (client_side, server_side) = duplex(64 * 1024);
-        let (server_read, server_write) = tokio::io::split(server_side);
+        // One pipe per direction, so dropping the client's writer ends input.
+        let (mut client_write, server_read) = duplex(64 * 1024);
+        let (server_write, client_read) = duplex(64 * 1024);
         let (conn, mut incoming, _w) = serve(server_read, server_write, 1024);
-        let (client_read, mut client_write) = tokio::io::split(client_side);
         let mut client_lines = tokio::io::BufReader::new(client_read).lines();
 
         client_write.write_all(b"garbage\n").await.unwrap();

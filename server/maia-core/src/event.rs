@@ -1,0 +1,109 @@
+//! What the engine tells a front door: streamed text, tool calls and their
+//! updates, permission requests, and the end of a turn.
+
+use std::path::PathBuf;
+
+use maia_tools::{FileDiff, ToolKind};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Cancelled,
+}
+
+/// Lifecycle of a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolStatus {
+    Pending,
+    InProgress,
+    Completed,
+    Failed,
+}
+
+/// Content shown with a tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolContent {
+    Text(String),
+    Diff(FileDiff),
+}
+
+/// A tool call as the user sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallView {
+    /// Unique within the session.
+    pub id: String,
+    /// The model-facing tool name (`Read`, `Bash`, …).
+    pub name: String,
+    pub title: String,
+    /// `None` when the call could not be understood.
+    pub kind: Option<ToolKind>,
+    /// Absolute paths the call touches.
+    pub locations: Vec<PathBuf>,
+    pub raw_input: Value,
+    pub status: ToolStatus,
+    pub content: Vec<ToolContent>,
+}
+
+/// A change to an announced tool call; `None` fields are unchanged, and a
+/// `Some` content list replaces the previous one.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolCallPatch {
+    pub id: String,
+    pub status: Option<ToolStatus>,
+    pub content: Option<Vec<ToolContent>>,
+    pub raw_output: Option<Value>,
+}
+
+/// The kind of a permission option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChoiceKind {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+}
+
+/// One option of a permission request; `label` says exactly what it covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionChoice {
+    pub id: String,
+    pub label: String,
+    pub kind: ChoiceKind,
+}
+
+/// The user's answer to a permission request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermissionReply {
+    /// The id of the chosen [`PermissionChoice`].
+    Selected(String),
+    /// The request was cancelled (the turn is being cancelled).
+    Cancelled,
+}
+
+/// A question to the user. Dropping `reply` counts as `Cancelled`.
+#[derive(Debug)]
+pub struct PermissionRequest {
+    pub tool_call: ToolCallView,
+    pub options: Vec<PermissionChoice>,
+    pub reply: oneshot::Sender<PermissionReply>,
+}
+
+/// Everything a session reports, in order.
+#[derive(Debug)]
+pub enum Event {
+    /// A piece of the answer; pieces with one `message_id` form one message.
+    AgentText { message_id: String, text: String },
+    /// A piece of the model's reasoning (or a transient status).
+    Thought { message_id: String, text: String },
+    ToolCall(ToolCallView),
+    ToolCallUpdate(ToolCallPatch),
+    Permission(PermissionRequest),
+    /// Always the last event of a turn.
+    TurnEnded(StopReason),
+}

@@ -1,0 +1,236 @@
+//! The turn loop: send the conversation to the model, stream its answer,
+//! run the tools it asks for, and repeat until it answers without tools.
+//!
+//! Invariants: every assistant message with tool calls is followed in the
+//! history by one tool message per call (also when cancelled); a failed
+//! model request ends the turn with a message to the user, never a
+//! protocol error; partial text already streamed is kept.
+
+use maia_llm::{ChatMessage, ChatRequest, Completion, Delta, FinishReason, LlmError, ToolSpec};
+use tokio_util::sync::CancellationToken;
+
+use crate::event::{Event, StopReason};
+use crate::prompt::{PromptPart, build_user_message};
+use crate::session::Session;
+use crate::system_prompt;
+
+fn new_message_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+pub(crate) fn tool_specs() -> Vec<ToolSpec> {
+    maia_tools::definitions()
+        .into_iter()
+        .map(|d| ToolSpec {
+            name: d.name.to_owned(),
+            description: d.description,
+            parameters: d.parameters,
+        })
+        .collect()
+}
+
+impl Session {
+    fn say(&self, text: String) {
+        self.emit(Event::AgentText {
+            message_id: new_message_id(),
+            text,
+        });
+    }
+
+    /// The model to use: forced, configured, else the first listed.
+    async fn resolve_model(&mut self, cancel: &CancellationToken) -> Result<String, String> {
+        if let Some(model) = &self.model {
+            return Ok(model.clone());
+        }
+        let llm = self.llm.as_ref().map_err(|e| e.to_string())?;
+        let listed = tokio::select! {
+            () = cancel.cancelled() => return Err(String::new()),
+            listed = llm.list_models() => listed,
+        };
+        match listed {
+            Ok(models) => match models.into_iter().next() {
+                Some(first) => {
+                    tracing::info!(model = %first.id, "using the first model listed");
+                    self.model = Some(first.id.clone());
+                    Ok(first.id)
+                }
+                None => Err(format!(
+                    "no model is configured and {} lists none",
+                    self.settings.llm.join(&self.settings.llm.models_endpoint)
+                )),
+            },
+            Err(e) => Err(format!(
+                "no model is configured and the model list at {} could not be read: {e}",
+                self.settings.llm.join(&self.settings.llm.models_endpoint)
+            )),
+        }
+    }
+
+    pub(crate) async fn run_turn(
+        &mut self,
+        parts: Vec<PromptPart>,
+        cancel: &CancellationToken,
+    ) -> StopReason {
+        let user_text = build_user_message(&parts, self.fs.as_ref()).await;
+        let turn_start = self.history.len();
+        self.history.push(ChatMessage::User { content: user_text });
+        if cancel.is_cancelled() {
+            return StopReason::Cancelled;
+        }
+        let model = match self.resolve_model(cancel).await {
+            Ok(model) => model,
+            Err(_) if cancel.is_cancelled() => return StopReason::Cancelled,
+            Err(e) => {
+                self.say(format!(
+                    "MAIA cannot start: {e}. Set `model` in .maia/settings.json or start MAIA with --model."
+                ));
+                return StopReason::EndTurn;
+            }
+        };
+        let tools = tool_specs();
+        let system = system_prompt::build(&self.cwd);
+        let mut requests = 0u32;
+        loop {
+            if requests >= self.settings.max_turn_requests {
+                self.say(format!(
+                    "Stopped after {requests} model requests in this turn (max_turn_requests)."
+                ));
+                return StopReason::MaxTurnRequests;
+            }
+            requests += 1;
+            let mut messages = Vec::with_capacity(self.history.len() + 1);
+            messages.push(ChatMessage::System {
+                content: system.clone(),
+            });
+            messages.extend(self.history.iter().cloned());
+            let request = ChatRequest {
+                model: model.clone(),
+                messages,
+                tools: tools.clone(),
+                max_tokens: None,
+            };
+            let (result, partial) = self.stream(&request, cancel).await;
+            let completion = match result {
+                Ok(c) => c,
+                Err(LlmError::Cancelled) => {
+                    if !partial.is_empty() {
+                        self.history.push(ChatMessage::assistant(partial));
+                    }
+                    return StopReason::Cancelled;
+                }
+                Err(e) => {
+                    if !partial.is_empty() {
+                        self.history.push(ChatMessage::assistant(partial));
+                    }
+                    tracing::warn!(error = %e, "model request failed");
+                    let url = self
+                        .llm
+                        .as_ref()
+                        .map(|c| c.chat_url())
+                        .unwrap_or_default();
+                    self.say(describe_failure(&e, &url));
+                    return StopReason::EndTurn;
+                }
+            };
+            let Completion {
+                text,
+                tool_calls,
+                finish_reason,
+                ..
+            } = completion;
+            self.history.push(ChatMessage::Assistant {
+                content: (!text.is_empty()).then_some(text),
+                tool_calls: tool_calls.clone(),
+            });
+            if tool_calls.is_empty() {
+                return match finish_reason {
+                    Some(FinishReason::Length) => StopReason::MaxTokens,
+                    Some(FinishReason::ContentFilter) => {
+                        self.history.truncate(turn_start);
+                        StopReason::Refusal
+                    }
+                    _ => StopReason::EndTurn,
+                };
+            }
+            let results = self.run_tool_calls(&tool_calls, cancel).await;
+            self.history.extend(results);
+            if cancel.is_cancelled() {
+                return StopReason::Cancelled;
+            }
+        }
+    }
+
+    /// One model request, streaming text and reasoning to the front door.
+    /// Returns the result and the text streamed so far.
+    async fn stream(
+        &self,
+        request: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> (Result<Completion, LlmError>, String) {
+        let llm = match &self.llm {
+            Ok(llm) => llm,
+            Err(e) => {
+                return (
+                    Err(LlmError::Connection {
+                        message: e.to_string(),
+                    }),
+                    String::new(),
+                );
+            }
+        };
+        let message_id = new_message_id();
+        let thought_id = new_message_id();
+        let events = self.events.clone();
+        let mut partial = String::new();
+        let mut on_delta = |delta: Delta| match delta {
+            Delta::Text(text) => {
+                partial.push_str(&text);
+                let _ = events.send(Event::AgentText {
+                    message_id: message_id.clone(),
+                    text,
+                });
+            }
+            Delta::Reasoning(text) => {
+                let _ = events.send(Event::Thought {
+                    message_id: thought_id.clone(),
+                    text,
+                });
+            }
+            Delta::Retrying {
+                attempt,
+                wait,
+                reason,
+            } => {
+                let _ = events.send(Event::Thought {
+                    message_id: new_message_id(),
+                    text: format!(
+                        "The model endpoint failed ({reason}); retry {attempt} in {:.1} s.\n",
+                        wait.as_secs_f32()
+                    ),
+                });
+            }
+            Delta::ToolCallStarted { .. } => {}
+        };
+        let result = llm.stream_chat(request, cancel, &mut on_delta).await;
+        (result, partial)
+    }
+}
+
+fn describe_failure(error: &LlmError, url: &str) -> String {
+    let what = match error {
+        LlmError::ContextWindowExceeded { .. } => {
+            "the conversation no longer fits in the model's context window"
+        }
+        LlmError::Authentication { .. } => {
+            "the endpoint refused the API key (set LiteLLM_API_Key or LITELLM_API_KEY)"
+        }
+        LlmError::RateLimited { .. } => "the endpoint is still rate limiting after retries",
+        LlmError::Server { .. } => "the endpoint kept failing after retries",
+        LlmError::Connection { .. } => "the endpoint could not be reached",
+        LlmError::StreamInterrupted { .. } => "the answer stream was interrupted",
+        LlmError::InvalidResponse { .. } => "the endpoint sent a response MAIA cannot read",
+        LlmError::BadRequest { .. } => "the endpoint rejected the request",
+        LlmError::Cancelled => "the request was cancelled",
+    };
+    format!("\n\n**Model request failed**: {what}.\n\nEndpoint: `{url}`\n\nError: {error}\n")
+}

@@ -1,0 +1,164 @@
+//! Engine events and values in ACP v1 wire types.
+
+use agent_client_protocol_schema::v1::{
+    ContentBlock, ContentChunk, Diff, MessageId, PermissionOption, PermissionOptionKind,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SessionNotification, SessionUpdate, StopReason, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use maia_core::{
+    ChoiceKind, Event, PermissionReply, PermissionRequest, ToolCallPatch, ToolCallView,
+    ToolContent, ToolStatus,
+};
+use maia_rpc::RequestError;
+use serde_json::Value;
+
+pub fn stop_reason(stop: maia_core::StopReason) -> StopReason {
+    match stop {
+        maia_core::StopReason::EndTurn => StopReason::EndTurn,
+        maia_core::StopReason::MaxTokens => StopReason::MaxTokens,
+        maia_core::StopReason::MaxTurnRequests => StopReason::MaxTurnRequests,
+        maia_core::StopReason::Refusal => StopReason::Refusal,
+        maia_core::StopReason::Cancelled => StopReason::Cancelled,
+    }
+}
+
+fn kind(kind: Option<maia_tools::ToolKind>) -> ToolKind {
+    match kind {
+        Some(maia_tools::ToolKind::Read) => ToolKind::Read,
+        Some(maia_tools::ToolKind::Edit) => ToolKind::Edit,
+        Some(maia_tools::ToolKind::Execute) => ToolKind::Execute,
+        Some(maia_tools::ToolKind::Search) => ToolKind::Search,
+        None => ToolKind::Other,
+    }
+}
+
+fn status(status: ToolStatus) -> ToolCallStatus {
+    match status {
+        ToolStatus::Pending => ToolCallStatus::Pending,
+        ToolStatus::InProgress => ToolCallStatus::InProgress,
+        ToolStatus::Completed => ToolCallStatus::Completed,
+        ToolStatus::Failed => ToolCallStatus::Failed,
+    }
+}
+
+fn content(items: &[ToolContent]) -> Vec<ToolCallContent> {
+    items
+        .iter()
+        .map(|item| match item {
+            ToolContent::Text(text) => ToolCallContent::from(ContentBlock::from(text.clone())),
+            ToolContent::Diff(diff) => ToolCallContent::Diff(
+                Diff::new(diff.path.clone(), diff.new_text.clone()).old_text(diff.old_text.clone()),
+            ),
+        })
+        .collect()
+}
+
+fn locations(view: &ToolCallView) -> Vec<ToolCallLocation> {
+    view.locations
+        .iter()
+        .map(|p| ToolCallLocation::new(p.clone()))
+        .collect()
+}
+
+fn tool_call(view: &ToolCallView) -> ToolCall {
+    ToolCall::new(view.id.clone(), view.title.clone())
+        .name(view.name.clone())
+        .kind(kind(view.kind))
+        .status(status(view.status))
+        .content(content(&view.content))
+        .locations(locations(view))
+        .raw_input(view.raw_input.clone())
+}
+
+fn tool_call_update(patch: &ToolCallPatch) -> ToolCallUpdate {
+    let mut fields = ToolCallUpdateFields::new();
+    if let Some(s) = patch.status {
+        fields = fields.status(status(s));
+    }
+    if let Some(items) = &patch.content {
+        fields = fields.content(content(items));
+    }
+    if let Some(raw) = &patch.raw_output {
+        fields = fields.raw_output(raw.clone());
+    }
+    ToolCallUpdate::new(patch.id.clone(), fields)
+}
+
+/// The `session/update` for an event, if it has one.
+pub fn session_update(event: Event) -> Option<SessionUpdate> {
+    Some(match event {
+        Event::AgentText { message_id, text } => SessionUpdate::AgentMessageChunk(
+            ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
+        ),
+        Event::Thought { message_id, text } => SessionUpdate::AgentThoughtChunk(
+            ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
+        ),
+        Event::ToolCall(view) => SessionUpdate::ToolCall(tool_call(&view)),
+        Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
+        Event::Permission(_) | Event::TurnEnded(_) => return None,
+    })
+}
+
+pub fn notification(session_id: &str, update: SessionUpdate) -> serde_json::Result<Value> {
+    serde_json::to_value(SessionNotification::new(session_id.to_owned(), update))
+}
+
+/// The params of `session/request_permission` for a request.
+pub fn permission_request(
+    session_id: &str,
+    request: &PermissionRequest,
+) -> serde_json::Result<Value> {
+    let view = &request.tool_call;
+    let fields = ToolCallUpdateFields::new()
+        .title(view.title.clone())
+        .name(view.name.clone())
+        .kind(kind(view.kind))
+        .status(status(view.status))
+        .content(content(&view.content))
+        .locations(locations(view))
+        .raw_input(view.raw_input.clone());
+    let options = request
+        .options
+        .iter()
+        .map(|o| {
+            let kind = match o.kind {
+                ChoiceKind::AllowOnce => PermissionOptionKind::AllowOnce,
+                ChoiceKind::AllowAlways => PermissionOptionKind::AllowAlways,
+                ChoiceKind::RejectOnce => PermissionOptionKind::RejectOnce,
+                ChoiceKind::RejectAlways => PermissionOptionKind::RejectAlways,
+            };
+            PermissionOption::new(o.id.clone(), o.label.clone(), kind)
+        })
+        .collect();
+    serde_json::to_value(RequestPermissionRequest::new(
+        session_id.to_owned(),
+        ToolCallUpdate::new(view.id.clone(), fields),
+        options,
+    ))
+}
+
+/// The engine's reading of the client's answer. A client error counts as a
+/// rejection (the tool does not run, the turn goes on); a closed connection
+/// as a cancellation.
+pub fn permission_reply(answer: Result<Value, RequestError>) -> PermissionReply {
+    match answer {
+        Ok(value) => match serde_json::from_value::<RequestPermissionResponse>(value) {
+            Ok(response) => match response.outcome {
+                RequestPermissionOutcome::Selected(selected) => {
+                    PermissionReply::Selected(selected.option_id.0.to_string())
+                }
+                _ => PermissionReply::Cancelled,
+            },
+            Err(e) => {
+                tracing::warn!("unreadable permission answer ({e}); treated as a rejection");
+                PermissionReply::Selected("reject_once".to_owned())
+            }
+        },
+        Err(RequestError::Rpc(e)) => {
+            tracing::warn!("the client failed the permission request ({e}); treated as a rejection");
+            PermissionReply::Selected("reject_once".to_owned())
+        }
+        Err(RequestError::Closed) => PermissionReply::Cancelled,
+    }
+}

@@ -1,0 +1,358 @@
+//! The ACP front door: typed dispatch of client requests onto the engine,
+//! and engine events turned into `session/update`s and client requests.
+//!
+//! Invariants:
+//! - every request gets exactly one response; notifications none;
+//! - a session's updates and its prompt response go through one ordered
+//!   writer, and the response is written only after the turn's last event
+//!   (the engine's `TurnEnded`), so no update of a turn follows its response;
+//! - nothing is sent for a session before its `session/new` response;
+//! - `fs/*` requests are sent only when the client advertised them.
+
+mod convert;
+mod fs;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
+use agent_client_protocol_schema::v1::{
+    AgentCapabilities, ClientCapabilities, ClientNotification, ClientRequest, ContentBlock,
+    EmbeddedResourceResource, Implementation, InitializeResponse, NewSessionResponse,
+    PromptCapabilities, PromptRequest, PromptResponse,
+};
+use dashmap::DashMap;
+use maia_core::{Engine, EngineOptions, Event, PromptPart, SessionHandle};
+use maia_rpc::{Connection, ErrorCode, Id, Incoming, RpcError};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Serves ACP on this process's stdin and stdout until stdin closes.
+pub async fn serve_stdio(options: EngineOptions) -> anyhow::Result<()> {
+    let (conn, mut incoming, writer) = maia_rpc::serve(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        maia_rpc::framing::DEFAULT_MAX_LINE,
+    );
+    let agent = Agent::new(conn, Engine::new(options));
+    while let Some(message) = incoming.recv().await {
+        match message {
+            Incoming::Request { id, method, params } => agent.handle_request(id, &method, params),
+            Incoming::Notification { method, params } => agent.handle_notification(&method, params),
+        }
+    }
+    tracing::info!("input closed; shutting down");
+    agent.shutdown().await;
+    drop(agent);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer).await;
+    Ok(())
+}
+
+/// The id of the `session/prompt` request being served, if any.
+type Pending = Arc<Mutex<Option<Id>>>;
+
+struct SessionEntry {
+    handle: SessionHandle,
+    pending: Pending,
+}
+
+struct Agent {
+    conn: Connection,
+    engine: Engine,
+    /// The client's capabilities, once `initialize` was answered.
+    client: Mutex<Option<ClientCapabilities>>,
+    sessions: DashMap<String, Arc<SessionEntry>>,
+    pumps: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn invalid_params(message: impl Into<String>) -> RpcError {
+    RpcError::new(ErrorCode::InvalidParams, message)
+}
+
+fn unknown_session(id: &str) -> RpcError {
+    RpcError::new(ErrorCode::ResourceNotFound, format!("unknown session `{id}`"))
+        .with_data(json!({ "sessionId": id }))
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, RpcError> {
+    serde_json::to_value(value).map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))
+}
+
+impl Agent {
+    fn new(conn: Connection, engine: Engine) -> Self {
+        Agent {
+            conn,
+            engine,
+            client: Mutex::new(None),
+            sessions: DashMap::new(),
+            pumps: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn client_caps(&self) -> Option<ClientCapabilities> {
+        self.client.lock().ok().and_then(|c| c.clone())
+    }
+
+    fn handle_request(&self, id: Id, method: &str, params: Value) {
+        let request = match ClientRequest::from_method_and_params(method, &params) {
+            Ok(request) => request,
+            Err(MethodDispatchError::UnknownMethod { .. }) => {
+                self.conn.respond(
+                    id,
+                    Err(RpcError::new(
+                        ErrorCode::MethodNotFound,
+                        format!("method not found: {method}"),
+                    )),
+                );
+                return;
+            }
+            Err(MethodDispatchError::InvalidPayload { source, .. }) => {
+                self.conn.respond(
+                    id,
+                    Err(invalid_params(format!("invalid params for {method}: {source}"))),
+                );
+                return;
+            }
+            Err(e) => {
+                self.conn.respond(id, Err(invalid_params(e.to_string())));
+                return;
+            }
+        };
+        let initialized = self.client_caps().is_some();
+        let result = match request {
+            ClientRequest::InitializeRequest(req) => {
+                if let Ok(mut client) = self.client.lock() {
+                    *client = Some(req.client_capabilities);
+                }
+                tracing::info!(client = ?req.client_info.map(|c| c.name), asked = ?req.protocol_version, "initialized");
+                to_value(&initialize_response())
+            }
+            _ if !initialized => Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                "the connection is not initialized: call `initialize` first",
+            )),
+            ClientRequest::NewSessionRequest(req) => self.new_session(req),
+            ClientRequest::PromptRequest(req) => match self.prompt(&id, req) {
+                // Answered when the turn ends.
+                Ok(()) => return,
+                Err(e) => Err(e),
+            },
+            ClientRequest::AuthenticateRequest(_) => Ok(json!({})),
+            _ => Err(RpcError::new(
+                ErrorCode::MethodNotFound,
+                format!("method not supported: {method}"),
+            )),
+        };
+        self.conn.respond(id, result);
+    }
+
+    fn handle_notification(&self, method: &str, params: Value) {
+        match ClientNotification::from_method_and_params(method, &params) {
+            Ok(ClientNotification::CancelNotification(n)) => {
+                match self.sessions.get(n.session_id.0.as_ref()) {
+                    Some(entry) => {
+                        tracing::info!(session = %n.session_id, "cancel requested");
+                        entry.handle.cancel();
+                    }
+                    None => tracing::debug!(session = %n.session_id, "cancel for an unknown session"),
+                }
+            }
+            Ok(_) => tracing::debug!(method, "notification ignored"),
+            Err(e) => tracing::debug!(method, "notification ignored: {e}"),
+        }
+    }
+
+    fn new_session(
+        &self,
+        req: agent_client_protocol_schema::v1::NewSessionRequest,
+    ) -> Result<Value, RpcError> {
+        let cwd: PathBuf = req.cwd;
+        if !cwd.is_absolute() {
+            return Err(invalid_params(format!(
+                "cwd must be an absolute path, got `{}`",
+                cwd.display()
+            )));
+        }
+        if !cwd.is_dir() {
+            return Err(invalid_params(format!(
+                "cwd `{}` is not an existing folder",
+                cwd.display()
+            )));
+        }
+        if req.system_prompt.is_some() {
+            return Err(invalid_params("systemPrompt is not supported by this agent"));
+        }
+        if !req.mcp_servers.is_empty() {
+            tracing::warn!(
+                count = req.mcp_servers.len(),
+                "MCP servers were passed but are not connected by this version"
+            );
+        }
+        let caps = self.client_caps().unwrap_or_default();
+        let (handle, events) = {
+            let fs = fs::ClientFs::new(self.conn.clone(), &caps);
+            let (handle, events) = self.engine.start_session(cwd, Arc::new(fs.clone()));
+            fs.bind(handle.id());
+            (handle, events)
+        };
+        let id = handle.id().to_owned();
+        let pending = Pending::default();
+        let entry = Arc::new(SessionEntry {
+            handle,
+            pending: pending.clone(),
+        });
+        self.sessions.insert(id.clone(), entry);
+        // The pump does not own the handle: dropping the entry ends the session.
+        let pump = tokio::spawn(pump(self.conn.clone(), id.clone(), pending, events));
+        if let Ok(mut pumps) = self.pumps.lock() {
+            pumps.retain(|p| !p.is_finished());
+            pumps.push(pump);
+        }
+        to_value(&NewSessionResponse::new(id))
+    }
+
+    fn prompt(&self, id: &Id, req: PromptRequest) -> Result<(), RpcError> {
+        let session_id = req.session_id.0.to_string();
+        let entry = self
+            .sessions
+            .get(&session_id)
+            .map(|e| e.clone())
+            .ok_or_else(|| unknown_session(&session_id))?;
+        let parts = prompt_parts(req.prompt)?;
+        let mut pending = entry
+            .pending
+            .lock()
+            .map_err(|_| RpcError::new(ErrorCode::InternalError, "session state poisoned"))?;
+        if pending.is_some() {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                "this session is already running a prompt; wait for it or send session/cancel",
+            ));
+        }
+        entry
+            .handle
+            .prompt(parts)
+            .map_err(|e| RpcError::new(ErrorCode::InvalidRequest, e.to_string()))?;
+        *pending = Some(id.clone());
+        Ok(())
+    }
+
+    async fn shutdown(&self) {
+        for entry in self.sessions.iter() {
+            entry.handle.cancel();
+        }
+        self.sessions.clear();
+        let pumps: Vec<JoinHandle<()>> = self
+            .pumps
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default();
+        // Give running tools a moment to kill their process groups.
+        let all = futures_util::future::join_all(pumps);
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(800), all).await;
+    }
+}
+
+fn initialize_response() -> InitializeResponse {
+    InitializeResponse::new(ProtocolVersion::V1)
+        .agent_capabilities(
+            AgentCapabilities::new()
+                .load_session(false)
+                .prompt_capabilities(PromptCapabilities::new().embedded_context(true)),
+        )
+        .agent_info(Implementation::new("maia", env!("CARGO_PKG_VERSION")).title("MAIA"))
+}
+
+/// Converts ACP prompt content into engine parts.
+fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<PromptPart>, RpcError> {
+    let mut parts = Vec::with_capacity(blocks.len());
+    for block in blocks {
+        match block {
+            ContentBlock::Text(text) => parts.push(PromptPart::Text(text.text)),
+            ContentBlock::ResourceLink(link) => match maia_core::prompt::uri_path(&link.uri) {
+                Some(path) => parts.push(PromptPart::File(path)),
+                None => parts.push(PromptPart::Note(format!(
+                    "link {} was not read: only file:// links are supported",
+                    link.uri
+                ))),
+            },
+            ContentBlock::Resource(resource) => match resource.resource {
+                EmbeddedResourceResource::TextResourceContents(text) => {
+                    parts.push(PromptPart::Embedded {
+                        uri: text.uri,
+                        text: text.text,
+                    });
+                }
+                EmbeddedResourceResource::BlobResourceContents(blob) => parts.push(
+                    PromptPart::Note(format!("binary resource {} skipped", blob.uri)),
+                ),
+                _ => parts.push(PromptPart::Note("unsupported resource skipped".into())),
+            },
+            ContentBlock::Image(_) => {
+                return Err(invalid_params(
+                    "image content is not supported (promptCapabilities.image is false)",
+                ));
+            }
+            ContentBlock::Audio(_) => {
+                return Err(invalid_params(
+                    "audio content is not supported (promptCapabilities.audio is false)",
+                ));
+            }
+            _ => return Err(invalid_params("unsupported content block")),
+        }
+    }
+    Ok(parts)
+}
+
+/// Forwards one session's engine events to the client, in order.
+async fn pump(
+    conn: Connection,
+    session_id: String,
+    pending: Pending,
+    mut events: mpsc::UnboundedReceiver<Event>,
+) {
+    while let Some(event) = events.recv().await {
+        match event {
+            Event::TurnEnded(stop) => {
+                let id = pending.lock().ok().and_then(|mut p| p.take());
+                if let Some(id) = id {
+                    let response = to_value(&PromptResponse::new(convert::stop_reason(stop)));
+                    conn.respond(id, response);
+                }
+            }
+            Event::Permission(request) => {
+                let params = convert::permission_request(&session_id, &request);
+                let conn = conn.clone();
+                tokio::spawn(async move {
+                    let reply = match params {
+                        Ok(params) => {
+                            let answer = conn.request("session/request_permission", params).await;
+                            convert::permission_reply(answer)
+                        }
+                        Err(_) => maia_core::PermissionReply::Cancelled,
+                    };
+                    let _ = request.reply.send(reply);
+                });
+            }
+            other => {
+                if let Some(update) = convert::session_update(other) {
+                    match convert::notification(&session_id, update) {
+                        Ok(params) => conn.notify("session/update", params),
+                        Err(e) => tracing::error!("cannot encode an update: {e}"),
+                    }
+                }
+            }
+        }
+    }
+    // The engine is gone: never leave a prompt unanswered.
+    let id = pending.lock().ok().and_then(|mut p| p.take());
+    if let Some(id) = id {
+        conn.respond(
+            id,
+            to_value(&PromptResponse::new(
+                agent_client_protocol_schema::v1::StopReason::Cancelled,
+            )),
+        );
+    }
+}
