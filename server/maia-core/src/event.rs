@@ -98,9 +98,15 @@ pub struct PermissionRequest {
 #[derive(Debug)]
 pub enum Event {
     /// A piece of the answer; pieces with one `message_id` form one message.
-    AgentText { message_id: String, text: String },
+    AgentText {
+        message_id: String,
+        text: String,
+    },
     /// A piece of the model's reasoning (or a transient status).
-    Thought { message_id: String, text: String },
+    Thought {
+        message_id: String,
+        text: String,
+    },
     ToolCall(ToolCallView),
     ToolCallUpdate(ToolCallPatch),
     Permission(PermissionRequest),

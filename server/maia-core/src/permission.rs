@@ -99,9 +99,12 @@ impl std::fmt::Display for Rule {
 
 /// True when a command uses shell syntax that can hide or chain commands.
 pub fn has_shell_syntax(command: &str) -> bool {
-    command
-        .chars()
-        .any(|c| matches!(c, ';' | '&' | '|' | '<' | '>' | '$' | '`' | '(' | ')' | '\n'))
+    command.chars().any(|c| {
+        matches!(
+            c,
+            ';' | '&' | '|' | '<' | '>' | '$' | '`' | '(' | ')' | '\n'
+        )
+    })
 }
 
 /// `*` is any sequence; `cmd *` also covers `cmd` alone but not `cmdx`.
@@ -132,7 +135,9 @@ fn path_matches(pattern: &str, path: &Path, cwd: &Path, dir: bool) -> bool {
     let candidate = if Path::new(pattern).is_absolute() || !inside {
         path.to_path_buf()
     } else {
-        path.strip_prefix(cwd).map(Path::to_path_buf).unwrap_or_default()
+        path.strip_prefix(cwd)
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
     };
     if matcher.is_match(&candidate) {
         return true;
@@ -221,7 +226,10 @@ pub fn suggest_rule(input: &ToolInput, cwd: &Path) -> Option<Rule> {
             if let Some(second) = words.get(1).filter(plain) {
                 prefix.push(second);
             }
-            if prefix.iter().any(|w| w.contains('*') || w.contains('"') || w.contains('\'')) {
+            if prefix
+                .iter()
+                .any(|w| w.contains('*') || w.contains('"') || w.contains('\''))
+            {
                 return Some(rule(command.to_owned()));
             }
             Some(rule(format!("{} *", prefix.join(" "))))
@@ -274,7 +282,11 @@ pub fn choices(rule: Option<&Rule>) -> Vec<PermissionChoice> {
         label,
         kind,
     };
-    let mut out = vec![choice("allow_once", "Allow once".to_owned(), ChoiceKind::AllowOnce)];
+    let mut out = vec![choice(
+        "allow_once",
+        "Allow once".to_owned(),
+        ChoiceKind::AllowOnce,
+    )];
     if let Some(rule) = rule {
         out.push(choice(
             "allow_always",
@@ -282,7 +294,11 @@ pub fn choices(rule: Option<&Rule>) -> Vec<PermissionChoice> {
             ChoiceKind::AllowAlways,
         ));
     }
-    out.push(choice("reject_once", "Reject".to_owned(), ChoiceKind::RejectOnce));
+    out.push(choice(
+        "reject_once",
+        "Reject".to_owned(),
+        ChoiceKind::RejectOnce,
+    ));
     if let Some(rule) = rule {
         out.push(choice(
             "reject_always",
@@ -309,7 +325,10 @@ mod tests {
     fn parses_rules() {
         assert_eq!(Rule::parse("Bash").unwrap().pattern, None);
         let r = Rule::parse("Bash(npm test *)").unwrap();
-        assert_eq!((r.tool.as_str(), r.pattern.as_deref()), ("Bash", Some("npm test *")));
+        assert_eq!(
+            (r.tool.as_str(), r.pattern.as_deref()),
+            ("Bash", Some("npm test *"))
+        );
         assert!(Rule::parse("Bash(").is_err());
         assert!(Rule::parse("Ba sh").is_err());
         assert!(Rule::parse("Edit()").is_err());
@@ -360,13 +379,22 @@ mod tests {
             deny: vec![Rule::parse("Bash(aws *)").unwrap()],
         };
         let broker = Broker::new(vec![set]);
-        assert!(matches!(broker.decide(&bash("aws s3 ls"), cwd), Decision::Deny(_)));
+        assert!(matches!(
+            broker.decide(&bash("aws s3 ls"), cwd),
+            Decision::Deny(_)
+        ));
         assert_eq!(broker.decide(&bash("ls"), cwd), Decision::Ask);
         let mut broker = Broker::default();
         broker.remember(ChoiceKind::AllowAlways, Rule::parse("Bash(ls *)").unwrap());
         assert_eq!(broker.decide(&bash("ls -la"), cwd), Decision::Allow);
-        broker.remember(ChoiceKind::RejectAlways, Rule::parse("Bash(ls -la)").unwrap());
-        assert!(matches!(broker.decide(&bash("ls -la"), cwd), Decision::Deny(_)));
+        broker.remember(
+            ChoiceKind::RejectAlways,
+            Rule::parse("Bash(ls -la)").unwrap(),
+        );
+        assert!(matches!(
+            broker.decide(&bash("ls -la"), cwd),
+            Decision::Deny(_)
+        ));
     }
 
     #[test]
@@ -374,7 +402,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cwd = dir.path();
         let s = |i: &ToolInput| suggest_rule(i, cwd).map(|r| r.to_string());
-        assert_eq!(s(&bash("npm test --watch")).as_deref(), Some("Bash(npm test *)"));
+        assert_eq!(
+            s(&bash("npm test --watch")).as_deref(),
+            Some("Bash(npm test *)")
+        );
         assert_eq!(s(&bash("ls -la")).as_deref(), Some("Bash(ls *)"));
         assert_eq!(s(&bash("ls | wc")), None);
         let write = |p: &str| {
@@ -385,9 +416,16 @@ mod tests {
         };
         assert_eq!(s(&write("src/a.rs")).as_deref(), Some("Write(src/**)"));
         assert_eq!(s(&write("README.md")).as_deref(), Some("Write(README.md)"));
-        assert_eq!(s(&call("Grep", r#"{"pattern":"x"}"#)).as_deref(), Some("Grep(**)"));
+        assert_eq!(
+            s(&call("Grep", r#"{"pattern":"x"}"#)).as_deref(),
+            Some("Grep(**)")
+        );
         // The suggested rule covers the call it was made for.
-        for input in [bash("npm test --watch"), write("src/a.rs"), write("README.md")] {
+        for input in [
+            bash("npm test --watch"),
+            write("src/a.rs"),
+            write("README.md"),
+        ] {
             let rule = suggest_rule(&input, cwd).unwrap();
             assert!(rule.matches(&input, cwd, true), "{rule}");
         }

@@ -27,7 +27,10 @@ pub enum PromptPart {
     /// A file or folder the user referenced (absolute path).
     File(PathBuf),
     /// A file whose content the editor sent along.
-    Embedded { uri: String, text: String },
+    Embedded {
+        uri: String,
+        text: String,
+    },
     /// Something that could not be used, said to the model.
     Note(String),
 }
@@ -80,7 +83,10 @@ async fn read_reference(path: &Path, fs: &dyn FileSystem) -> Result<Reference, S
             return list_dir(path).await.map(Reference::Dir);
         }
         if meta.len() > MAX_FILE_BYTES as u64 {
-            return Err(format!("skipped, larger than {} MB", MAX_FILE_BYTES / 1024 / 1024));
+            return Err(format!(
+                "skipped, larger than {} MB",
+                MAX_FILE_BYTES / 1024 / 1024
+            ));
         }
     }
     match fs.read_to_string(path).await {
@@ -120,7 +126,9 @@ async fn list_dir(path: &Path) -> Result<String, String> {
 
 fn inject(label: &str, text: &str, budget: &mut usize) -> String {
     if *budget == 0 {
-        return format!("[@{label}: skipped, the message already holds {MAX_MESSAGE_CHARS} characters of files]");
+        return format!(
+            "[@{label}: skipped, the message already holds {MAX_MESSAGE_CHARS} characters of files]"
+        );
     }
     let limit = MAX_FILE_CHARS.min(*budget);
     let body = truncate_middle(text, limit);
@@ -142,7 +150,10 @@ pub fn uri_path(uri: &str) -> Option<PathBuf> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Some(b) = rest.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            if let Some(b) = rest
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
                 out.push(b);
                 i += 3;
                 continue;
@@ -161,7 +172,10 @@ mod tests {
 
     #[test]
     fn file_uris() {
-        assert_eq!(uri_path("file:///a/b%20c.rs"), Some(PathBuf::from("/a/b c.rs")));
+        assert_eq!(
+            uri_path("file:///a/b%20c.rs"),
+            Some(PathBuf::from("/a/b c.rs"))
+        );
         assert_eq!(uri_path("file://localhost/x"), Some(PathBuf::from("/x")));
         assert_eq!(uri_path("https://x/y"), None);
         assert_eq!(uri_path("file:///a%2"), Some(PathBuf::from("/a%2")));

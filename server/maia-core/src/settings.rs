@@ -61,7 +61,10 @@ pub fn load(home: Option<&Path>, cwd: &Path, env_api_key: Option<String>) -> Set
                 loaded.push(file);
             }
             Ok(_) => warnings.push(format!("{} is not a JSON object; ignored", file.display())),
-            Err(e) => warnings.push(format!("{} is not valid JSON ({e}); ignored", file.display())),
+            Err(e) => warnings.push(format!(
+                "{} is not valid JSON ({e}); ignored",
+                file.display()
+            )),
         }
     }
     for w in &warnings {

@@ -128,7 +128,9 @@ impl Session {
             .map(|(p, outcome)| {
                 let content = match outcome {
                     Outcome::Done(text) => text,
-                    Outcome::Cancelled => "Cancelled by the user; the tool did not complete.".into(),
+                    Outcome::Cancelled => {
+                        "Cancelled by the user; the tool did not complete.".into()
+                    }
                 };
                 ChatMessage::Tool {
                     tool_call_id: p.call.id.clone(),
@@ -140,7 +142,11 @@ impl Session {
 
     fn plan(&mut self, call: &ToolCall) -> Planned {
         self.tool_seq += 1;
-        let id = format!("tool-{}-{}", &self.id[..8.min(self.id.len())], self.tool_seq);
+        let id = format!(
+            "tool-{}-{}",
+            &self.id[..8.min(self.id.len())],
+            self.tool_seq
+        );
         let raw_input = serde_json::from_str::<Value>(&call.arguments)
             .unwrap_or_else(|_| Value::String(call.arguments.clone()));
         let input = ToolInput::parse(&call.name, &call.arguments).map_err(|e| e.to_string());
@@ -231,7 +237,10 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
         content.push(diff);
     }
     if !output.content.is_empty() && (content.is_empty() || output.is_error) {
-        content.push(ToolContent::Text(truncate_middle(&output.content, DISPLAY_CHARS)));
+        content.push(ToolContent::Text(truncate_middle(
+            &output.content,
+            DISPLAY_CHARS,
+        )));
     }
     let status = if output.is_error {
         ToolStatus::Failed
@@ -292,7 +301,9 @@ async fn authorize(
         reply = reply_rx => reply.unwrap_or(PermissionReply::Cancelled),
     };
     let chosen = match reply {
-        PermissionReply::Selected(option) => options.iter().find(|o| o.id == option).map(|o| o.kind),
+        PermissionReply::Selected(option) => {
+            options.iter().find(|o| o.id == option).map(|o| o.kind)
+        }
         PermissionReply::Cancelled => None,
     };
     let Some(kind) = chosen else {

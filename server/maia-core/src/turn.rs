@@ -123,11 +123,7 @@ impl Session {
                         self.history.push(ChatMessage::assistant(partial));
                     }
                     tracing::warn!(error = %e, "model request failed");
-                    let url = self
-                        .llm
-                        .as_ref()
-                        .map(|c| c.chat_url())
-                        .unwrap_or_default();
+                    let url = self.llm.as_ref().map(|c| c.chat_url()).unwrap_or_default();
                     self.say(describe_failure(&e, &url));
                     return StopReason::EndTurn;
                 }

@@ -141,7 +141,11 @@ pub fn serve<R, W>(
     reader: R,
     writer: W,
     max_line: usize,
-) -> (Connection, mpsc::UnboundedReceiver<Incoming>, JoinHandle<()>)
+) -> (
+    Connection,
+    mpsc::UnboundedReceiver<Incoming>,
+    JoinHandle<()>,
+)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -218,7 +222,11 @@ async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
             }
             Ok(Classified::Response { id, result }) => conn.complete(&id, result),
             Err((id, error)) => {
-                tracing::warn!(code = error.code, "rejected an incoming message: {}", error.message);
+                tracing::warn!(
+                    code = error.code,
+                    "rejected an incoming message: {}",
+                    error.message
+                );
                 conn.respond(id, Err(error));
             }
         }

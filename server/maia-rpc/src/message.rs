@@ -118,7 +118,12 @@ pub fn classify(line: &[u8]) -> Result<Classified, (Id, RpcError)> {
     } else {
         Value::Null
     };
-    let invalid = |msg: &str| (echo_id.clone(), RpcError::new(ErrorCode::InvalidRequest, msg));
+    let invalid = |msg: &str| {
+        (
+            echo_id.clone(),
+            RpcError::new(ErrorCode::InvalidRequest, msg),
+        )
+    };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(invalid("\"jsonrpc\" must be \"2.0\""));
     }
@@ -214,8 +219,8 @@ mod tests {
                 result: Ok(Value::Null)
             }
         );
-        let err = classify(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"no"}}"#)
-            .unwrap();
+        let err =
+            classify(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"no"}}"#).unwrap();
         assert!(matches!(err, Classified::Response { result: Err(_), .. }));
     }
 
@@ -233,13 +238,19 @@ mod tests {
 
     #[test]
     fn sniffs_ids_from_prefixes() {
-        assert_eq!(sniff_id(br#"{"jsonrpc":"2.0","id":12,"method":"x","params":"#), json!(12));
+        assert_eq!(
+            sniff_id(br#"{"jsonrpc":"2.0","id":12,"method":"x","params":"#),
+            json!(12)
+        );
         assert_eq!(sniff_id(br#"{"id": "ab", "params":"#), json!("ab"));
         assert_eq!(sniff_id(br#"{"params":{"#), Value::Null);
     }
 
     #[test]
     fn error_messages_stay_on_one_line() {
-        assert_eq!(RpcError::new(ErrorCode::InternalError, "a\nb").message, "a b");
+        assert_eq!(
+            RpcError::new(ErrorCode::InternalError, "a\nb").message,
+            "a b"
+        );
     }
 }

@@ -156,7 +156,9 @@ pub fn permission_reply(answer: Result<Value, RequestError>) -> PermissionReply 
             }
         },
         Err(RequestError::Rpc(e)) => {
-            tracing::warn!("the client failed the permission request ({e}); treated as a rejection");
+            tracing::warn!(
+                "the client failed the permission request ({e}); treated as a rejection"
+            );
             PermissionReply::Selected("reject_once".to_owned())
         }
         Err(RequestError::Closed) => PermissionReply::Cancelled,

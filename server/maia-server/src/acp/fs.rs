@@ -91,10 +91,12 @@ impl FileSystem for ClientFs {
             return LocalFs.write(path, content).await;
         }
         if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(|e| FsError::Io {
-                path: parent.to_path_buf(),
-                message: e.to_string(),
-            })?;
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| FsError::Io {
+                    path: parent.to_path_buf(),
+                    message: e.to_string(),
+                })?;
         }
         let request = WriteTextFileRequest::new(self.session(), path.to_path_buf(), content);
         let params = serde_json::to_value(request).map_err(|e| FsError::Client(e.to_string()))?;

@@ -15,12 +15,12 @@ mod fs;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use agent_client_protocol_schema::v1::{
     AgentCapabilities, ClientCapabilities, ClientNotification, ClientRequest, ContentBlock,
     EmbeddedResourceResource, Implementation, InitializeResponse, NewSessionResponse,
     PromptCapabilities, PromptRequest, PromptResponse,
 };
+use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use dashmap::DashMap;
 use maia_core::{Engine, EngineOptions, Event, PromptPart, SessionHandle};
 use maia_rpc::{Connection, ErrorCode, Id, Incoming, RpcError};
@@ -71,8 +71,11 @@ fn invalid_params(message: impl Into<String>) -> RpcError {
 }
 
 fn unknown_session(id: &str) -> RpcError {
-    RpcError::new(ErrorCode::ResourceNotFound, format!("unknown session `{id}`"))
-        .with_data(json!({ "sessionId": id }))
+    RpcError::new(
+        ErrorCode::ResourceNotFound,
+        format!("unknown session `{id}`"),
+    )
+    .with_data(json!({ "sessionId": id }))
 }
 
 fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, RpcError> {
@@ -110,7 +113,9 @@ impl Agent {
             Err(MethodDispatchError::InvalidPayload { source, .. }) => {
                 self.conn.respond(
                     id,
-                    Err(invalid_params(format!("invalid params for {method}: {source}"))),
+                    Err(invalid_params(format!(
+                        "invalid params for {method}: {source}"
+                    ))),
                 );
                 return;
             }
@@ -155,7 +160,9 @@ impl Agent {
                         tracing::info!(session = %n.session_id, "cancel requested");
                         entry.handle.cancel();
                     }
-                    None => tracing::debug!(session = %n.session_id, "cancel for an unknown session"),
+                    None => {
+                        tracing::debug!(session = %n.session_id, "cancel for an unknown session")
+                    }
                 }
             }
             Ok(_) => tracing::debug!(method, "notification ignored"),
@@ -181,7 +188,9 @@ impl Agent {
             )));
         }
         if req.system_prompt.is_some() {
-            return Err(invalid_params("systemPrompt is not supported by this agent"));
+            return Err(invalid_params(
+                "systemPrompt is not supported by this agent",
+            ));
         }
         if !req.mcp_servers.is_empty() {
             tracing::warn!(

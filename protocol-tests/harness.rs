@@ -1,0 +1,337 @@
+//! A client for the tests: spawns `maia acp` with an isolated HOME whose
+//! settings point at a mock LLM, speaks JSON-RPC to it, and checks that
+//! every stdout line is a JSON-RPC message.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use maia_test_support::MockLlm;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+/// How long any single wait may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub struct Maia {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    rx: mpsc::UnboundedReceiver<Result<Value, String>>,
+    next_id: u64,
+    /// Every message received so far, in order.
+    pub seen: Vec<Value>,
+    pub mock: MockLlm,
+    pub home: TempDir,
+    pub cwd: TempDir,
+}
+
+pub struct Options {
+    pub settings: Value,
+    pub args: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            settings: json!({}),
+            args: Vec::new(),
+        }
+    }
+}
+
+impl Maia {
+    pub async fn start() -> Maia {
+        Self::start_with(Options::default()).await
+    }
+
+    pub async fn start_with(options: Options) -> Maia {
+        let mock = MockLlm::start().await;
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let mut settings = json!({
+            "LiteLLM_URL": mock.url(),
+            "model": "mock-model",
+            "llm_retry_base_ms": 10,
+        });
+        if let (Some(base), Some(extra)) = (settings.as_object_mut(), options.settings.as_object())
+        {
+            for (k, v) in extra {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+        std::fs::create_dir_all(home.path().join(".maia")).unwrap();
+        std::fs::write(
+            home.path().join(".maia/settings.json"),
+            serde_json::to_string_pretty(&settings).unwrap(),
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
+            .arg("acp")
+            .args(&options.args)
+            .env("HOME", home.path())
+            .env_remove("LITELLM_API_KEY")
+            .env_remove("MAIA_MODEL")
+            .env(
+                "MAIA_LOG",
+                std::env::var("MAIA_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn maia");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let parsed = match serde_json::from_str::<Value>(&line) {
+                    Ok(v) if v.get("jsonrpc") == Some(&json!("2.0")) => Ok(v),
+                    _ => Err(line),
+                };
+                if tx.send(parsed).is_err() {
+                    return;
+                }
+            }
+        });
+        Maia {
+            child,
+            stdin,
+            rx,
+            next_id: 1,
+            seen: Vec::new(),
+            mock,
+            home,
+            cwd,
+        }
+    }
+
+    pub fn cwd(&self) -> PathBuf {
+        self.cwd.path().canonicalize().unwrap()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.cwd().join(rel)
+    }
+
+    pub async fn send(&mut self, message: &Value) {
+        self.send_raw(&format!("{message}\n")).await;
+    }
+
+    pub async fn send_raw(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(text.as_bytes()).await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub async fn request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
+            .await;
+        id
+    }
+
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc":"2.0","method":method,"params":params}))
+            .await;
+    }
+
+    pub async fn respond(&mut self, id: &Value, result: Value) {
+        self.send(&json!({"jsonrpc":"2.0","id":id,"result":result}))
+            .await;
+    }
+
+    /// The next message; fails the test on a non-JSON-RPC stdout line.
+    pub async fn next(&mut self) -> Value {
+        let got = tokio::time::timeout(WAIT, self.rx.recv())
+            .await
+            .expect("timed out waiting for a message from maia")
+            .expect("maia closed stdout");
+        let value =
+            got.unwrap_or_else(|line| panic!("stdout carried a non JSON-RPC line: {line:?}"));
+        self.seen.push(value.clone());
+        value
+    }
+
+    /// Waits for the first message matching `pred`; returns it and the
+    /// messages received before it.
+    pub async fn wait_for(&mut self, pred: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let m = self.next().await;
+            if pred(&m) {
+                return (m, before);
+            }
+            before.push(m);
+        }
+    }
+
+    /// Waits for the response to request `id`, answering agent requests
+    /// with `answer` (which returns the `result` to send, or `None` to
+    /// leave the request alone). Returns the response and what came before.
+    pub async fn response_with(
+        &mut self,
+        id: u64,
+        mut answer: impl FnMut(&Value) -> Option<Value>,
+    ) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let m = self.next().await;
+            if m.get("method").is_none() && m["id"] == json!(id) {
+                return (m, before);
+            }
+            if m.get("method").is_some() && m.get("id").is_some() {
+                if let Some(result) = answer(&m) {
+                    let rid = m["id"].clone();
+                    self.respond(&rid, result).await;
+                }
+            }
+            before.push(m);
+        }
+    }
+
+    pub async fn response(&mut self, id: u64) -> (Value, Vec<Value>) {
+        self.response_with(id, |m| panic!("unexpected agent request: {m}"))
+            .await
+    }
+
+    pub async fn initialize_with(&mut self, client_capabilities: Value) -> Value {
+        let id = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": client_capabilities,
+                       "clientInfo": {"name": "protocol-tests", "version": "1"}}),
+            )
+            .await;
+        self.response(id).await.0
+    }
+
+    pub async fn initialize(&mut self) -> Value {
+        self.initialize_with(json!({})).await
+    }
+
+    pub async fn new_session(&mut self) -> String {
+        let cwd = self.cwd();
+        let id = self
+            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await;
+        let (resp, _) = self.response(id).await;
+        resp["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no sessionId in {resp}"))
+            .to_owned()
+    }
+
+    /// Initializes and opens a session.
+    pub async fn ready() -> (Maia, String) {
+        let mut maia = Maia::start().await;
+        maia.initialize().await;
+        let sid = maia.new_session().await;
+        (maia, sid)
+    }
+
+    pub async fn prompt(&mut self, sid: &str, text: &str) -> u64 {
+        self.prompt_blocks(sid, json!([{"type": "text", "text": text}]))
+            .await
+    }
+
+    pub async fn prompt_blocks(&mut self, sid: &str, blocks: Value) -> u64 {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": blocks}),
+        )
+        .await
+    }
+
+    /// Waits until the process exits, failing after `within`.
+    pub async fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .expect("maia did not exit in time")
+            .unwrap()
+    }
+}
+
+/// The `session/update` payloads among `messages`.
+pub fn updates(messages: &[Value]) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect()
+}
+
+/// The concatenated text of the `agent_message_chunk`s among `messages`.
+pub fn agent_text(messages: &[Value]) -> String {
+    updates(messages)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The updates of one kind.
+pub fn updates_of(messages: &[Value], kind: &str) -> Vec<Value> {
+    updates(messages)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+/// Answers a permission request by choosing the option of `kind`.
+pub fn choose(kind: &str) -> impl FnMut(&Value) -> Option<Value> + '_ {
+    move |m: &Value| {
+        if m["method"] != "session/request_permission" {
+            return None;
+        }
+        let option = m["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} option in {m}"));
+        Some(json!({"outcome": {"outcome": "selected", "optionId": option["optionId"]}}))
+    }
+}
+
+/// Whether a process is alive (not gone and not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next());
+            state != Some("Z")
+        }
+        Err(_) => false,
+    }
+}
+
+/// Polls `pred` until it holds or `within` passes.
+pub async fn eventually(within: Duration, mut pred: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if pred() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}

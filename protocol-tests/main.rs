@@ -1,0 +1,12 @@
+//! Black-box protocol tests: the real `maia` binary driven over stdio
+//! against an in-process scripted mock LLM.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod harness;
+
+mod acp_cancel;
+mod acp_errors;
+mod acp_initialize;
+mod acp_llm_faults;
+mod acp_prompt;
+mod acp_tools;
