@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use maia_test_support::MockLlm;
@@ -26,6 +27,8 @@ pub struct Maia {
     pub mock: MockLlm,
     pub home: TempDir,
     pub cwd: TempDir,
+    /// What maia wrote on stderr, when started with [`Maia::start_capturing_stderr`].
+    pub stderr: Arc<Mutex<String>>,
 }
 
 pub struct Options {
@@ -48,6 +51,16 @@ impl Maia {
     }
 
     pub async fn start_with(options: Options) -> Maia {
+        Self::spawn(options, None).await
+    }
+
+    /// Like [`Maia::start_with`], logging at `log_level` (`MAIA_LOG`) with
+    /// stderr collected in [`Maia::stderr`].
+    pub async fn start_capturing_stderr(options: Options, log_level: &str) -> Maia {
+        Self::spawn(options, Some(log_level)).await
+    }
+
+    async fn spawn(options: Options, capture_log: Option<&str>) -> Maia {
         let mock = MockLlm::start().await;
         let home = tempfile::tempdir().unwrap();
         let cwd = tempfile::tempdir().unwrap();
@@ -76,16 +89,35 @@ impl Maia {
             .env_remove("MAIA_MODEL")
             .env(
                 "MAIA_LOG",
-                std::env::var("MAIA_LOG").unwrap_or_else(|_| "warn".into()),
+                capture_log.map_or_else(
+                    || std::env::var("MAIA_LOG").unwrap_or_else(|_| "warn".into()),
+                    str::to_owned,
+                ),
             )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if capture_log.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .kill_on_drop(true)
             .spawn()
             .expect("spawn maia");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();
+        let stderr_text = Arc::new(Mutex::new(String::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let sink = stderr_text.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let mut text = sink.lock().unwrap();
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            });
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
@@ -108,6 +140,7 @@ impl Maia {
             mock,
             home,
             cwd,
+            stderr: stderr_text,
         }
     }
 
@@ -161,6 +194,16 @@ impl Maia {
             got.unwrap_or_else(|line| panic!("stdout carried a non JSON-RPC line: {line:?}"));
         self.seen.push(value.clone());
         value
+    }
+
+    /// The next message if one arrives within `within`.
+    pub async fn next_within(&mut self, within: Duration) -> Option<Value> {
+        let got = tokio::time::timeout(within, self.rx.recv()).await.ok()?;
+        let value = got
+            .expect("maia closed stdout")
+            .unwrap_or_else(|line| panic!("stdout carried a non JSON-RPC line: {line:?}"));
+        self.seen.push(value.clone());
+        Some(value)
     }
 
     /// Waits for the first message matching `pred`; returns it and the
