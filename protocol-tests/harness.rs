@@ -25,6 +25,8 @@ pub struct Maia {
     /// Every message received so far, in order.
     pub seen: Vec<Value>,
     pub mock: MockLlm,
+    /// The isolated HOME (kept alive as long as the process runs).
+    #[allow(dead_code)]
     pub home: TempDir,
     pub cwd: TempDir,
     /// What maia wrote on stderr, when started with [`Maia::start_capturing_stderr`].
@@ -233,11 +235,12 @@ impl Maia {
             if m.get("method").is_none() && m["id"] == json!(id) {
                 return (m, before);
             }
-            if m.get("method").is_some() && m.get("id").is_some() {
-                if let Some(result) = answer(&m) {
-                    let rid = m["id"].clone();
-                    self.respond(&rid, result).await;
-                }
+            if m.get("method").is_some()
+                && m.get("id").is_some()
+                && let Some(result) = answer(&m)
+            {
+                let rid = m["id"].clone();
+                self.respond(&rid, result).await;
             }
             before.push(m);
         }
@@ -278,6 +281,14 @@ impl Maia {
     /// Initializes and opens a session.
     pub async fn ready() -> (Maia, String) {
         let mut maia = Maia::start().await;
+        maia.initialize().await;
+        let sid = maia.new_session().await;
+        (maia, sid)
+    }
+
+    /// Starts with `options`, initializes and opens a session.
+    pub async fn ready_with(options: Options) -> (Maia, String) {
+        let mut maia = Maia::start_with(options).await;
         maia.initialize().await;
         let sid = maia.new_session().await;
         (maia, sid)

@@ -216,23 +216,7 @@ pub fn suggest_rule(input: &ToolInput, cwd: &Path) -> Option<Rule> {
             if has_shell_syntax(command) || command.is_empty() {
                 return None;
             }
-            let words: Vec<&str> = command.split_whitespace().collect();
-            let plain = |w: &&&str| {
-                w.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-                    && w.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'))
-            };
-            let mut prefix = vec![*words.first()?];
-            if let Some(second) = words.get(1).filter(plain) {
-                prefix.push(second);
-            }
-            if prefix
-                .iter()
-                .any(|w| w.contains('*') || w.contains('"') || w.contains('\''))
-            {
-                return Some(rule(command.to_owned()));
-            }
-            Some(rule(format!("{} *", prefix.join(" "))))
+            Some(rule(bash_pattern(command)))
         }
         ToolInput::Glob(_) | ToolInput::Grep(_) => {
             let root = input.paths(cwd).into_iter().next()?;
@@ -247,6 +231,67 @@ pub fn suggest_rule(input: &ToolInput, cwd: &Path) -> Option<Rule> {
             }
             Some(rule(dir_pattern(parent, cwd)))
         }
+    }
+}
+
+/// Programs whose second word is a subcommand (`npm test`, `git status`).
+const SUBCOMMAND_TOOLS: &[&str] = &[
+    "apt",
+    "apt-get",
+    "brew",
+    "bun",
+    "cargo",
+    "deno",
+    "docker",
+    "dotnet",
+    "gh",
+    "git",
+    "go",
+    "gradle",
+    "kubectl",
+    "make",
+    "mvn",
+    "npm",
+    "npx",
+    "pip",
+    "pip3",
+    "pnpm",
+    "poetry",
+    "rustup",
+    "systemctl",
+    "terraform",
+    "uv",
+    "yarn",
+];
+
+/// Programs for which any prefix rule would be too broad: only the exact
+/// command is offered.
+const EXACT_ONLY: &[&str] = &[
+    "bash", "chmod", "chown", "curl", "dd", "env", "eval", "exec", "kill", "mv", "node", "perl",
+    "python", "python3", "rm", "ruby", "sh", "sudo", "wget", "xargs", "zsh",
+];
+
+/// The Bash pattern offered for "always": `cmd sub *` for tools with
+/// subcommands, the exact command for risky programs, else `cmd *`.
+fn bash_pattern(command: &str) -> String {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let Some(first) = words.first().copied() else {
+        return command.to_owned();
+    };
+    let program = first.rsplit('/').next().unwrap_or(first);
+    let plain = |w: &str| {
+        w.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'))
+    };
+    if EXACT_ONLY.contains(&program) || !plain(program) || first.contains(['*', '"', '\'', '\\']) {
+        return command.to_owned();
+    }
+    match words.get(1) {
+        Some(second) if SUBCOMMAND_TOOLS.contains(&program) && plain(second) => {
+            format!("{first} {second} *")
+        }
+        _ => format!("{first} *"),
     }
 }
 
@@ -408,6 +453,16 @@ mod tests {
         );
         assert_eq!(s(&bash("ls -la")).as_deref(), Some("Bash(ls *)"));
         assert_eq!(s(&bash("ls | wc")), None);
+        assert_eq!(s(&bash("echo one")).as_deref(), Some("Bash(echo *)"));
+        assert_eq!(
+            s(&bash("git status -s")).as_deref(),
+            Some("Bash(git status *)")
+        );
+        assert_eq!(
+            s(&bash("rm -rf build")).as_deref(),
+            Some("Bash(rm -rf build)")
+        );
+        assert_eq!(s(&bash("./run.sh x")).as_deref(), Some("Bash(./run.sh x)"));
         let write = |p: &str| {
             call(
                 "Write",

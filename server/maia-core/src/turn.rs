@@ -77,6 +77,12 @@ impl Session {
         if cancel.is_cancelled() {
             return StopReason::Cancelled;
         }
+        if let Err(e) = &self.llm {
+            self.say(format!(
+                "MAIA cannot reach a model: {e}. Check `LiteLLM_URL` in .maia/settings.json."
+            ));
+            return StopReason::EndTurn;
+        }
         let model = match self.resolve_model(cancel).await {
             Ok(model) => model,
             Err(_) if cancel.is_cancelled() => return StopReason::Cancelled,

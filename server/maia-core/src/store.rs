@@ -1,0 +1,359 @@
+//! Saved sessions: one append-only JSON Lines journal per conversation in
+//! `<cwd>/.maia/.sessions/<name>.jsonl`.
+//!
+//! Format (version 1, documented in docs/sessions.md): the first line is a
+//! [`Header`]; every later line is one [`Record`]. Appending a record is one
+//! `write` of one line, so a crash (even `kill -9`) loses at most the record
+//! being written, and a torn last line is ignored on load. Records are never
+//! rewritten; two sessions never share a file.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use maia_llm::ChatMessage;
+use serde::{Deserialize, Serialize};
+
+use crate::event::ToolCallView;
+
+/// The journal format version written by this build.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// First line of a journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// Always `"maia-session"`.
+    pub kind: String,
+    pub version: u32,
+    /// The thread id the editor knows this conversation by.
+    pub id: String,
+    /// The file's name without `.jsonl`.
+    pub name: String,
+    pub cwd: PathBuf,
+    /// Seconds since the Unix epoch.
+    pub created: u64,
+}
+
+/// One line after the header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    /// An entry of the model-facing history.
+    Message { message: ChatMessage },
+    /// What the user typed, as shown in the editor.
+    UserDisplay { text: String },
+    /// Reasoning shown to the user.
+    Thought { text: String },
+    /// A tool call in its final state.
+    ToolCall { call: ToolCallView },
+    /// The conversation's title.
+    Title { title: String },
+}
+
+/// Why a journal could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot access {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} is not a MAIA session file")]
+    NotASession(PathBuf),
+    #[error("{path} has format version {version}, newer than this MAIA ({FORMAT_VERSION})")]
+    TooNew { path: PathBuf, version: u32 },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The sessions folder of a working folder.
+pub fn sessions_dir(cwd: &Path) -> PathBuf {
+    cwd.join(".maia").join(".sessions")
+}
+
+/// The file of a named session.
+pub fn session_path(cwd: &Path, name: &str) -> PathBuf {
+    sessions_dir(cwd).join(format!("{name}.jsonl"))
+}
+
+/// Whether `name` is usable as a file name.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 120
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ' '))
+}
+
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// An open journal, appended to after every message.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+}
+
+impl Journal {
+    /// Creates (or replaces) the journal for `header`, with `records`.
+    pub fn create(cwd: &Path, header: &Header, records: &[Record]) -> Result<Journal, StoreError> {
+        let dir = sessions_dir(cwd);
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let path = session_path(cwd, &header.name);
+        // Written whole to a temporary file, then renamed: a reader never
+        // sees a half-written new journal.
+        let tmp = dir.join(format!(".{}.tmp", header.name));
+        let mut text = line(header);
+        for r in records {
+            text.push_str(&line(r));
+        }
+        std::fs::write(&tmp, text).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        Self::open(&path)
+    }
+
+    /// Opens an existing journal for appending.
+    pub fn open(path: &Path) -> Result<Journal, StoreError> {
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(io(path))?;
+        Ok(Journal {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record as one line (one write).
+    pub fn append(&mut self, record: &Record) -> Result<(), StoreError> {
+        let text = line(record);
+        self.file.write_all(text.as_bytes()).map_err(io(&self.path))
+    }
+}
+
+fn line<T: Serialize>(value: &T) -> String {
+    let mut text = serde_json::to_string(value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// A loaded journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub header: Header,
+    pub records: Vec<Record>,
+}
+
+impl Loaded {
+    /// The last title recorded, if any.
+    pub fn title(&self) -> Option<&str> {
+        self.records.iter().rev().find_map(|r| match r {
+            Record::Title { title } => Some(title.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The model-facing history.
+    pub fn history(&self) -> Vec<ChatMessage> {
+        self.records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Message { message } => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn parse_header(path: &Path, first: &str) -> Result<Header, StoreError> {
+    let header: Header =
+        serde_json::from_str(first).map_err(|_| StoreError::NotASession(path.to_path_buf()))?;
+    if header.kind != "maia-session" {
+        return Err(StoreError::NotASession(path.to_path_buf()));
+    }
+    if header.version > FORMAT_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            version: header.version,
+        });
+    }
+    Ok(header)
+}
+
+/// Reads a journal. A torn or unreadable line is skipped (a crash can only
+/// tear the last one); the rest loads.
+pub fn load(path: &Path) -> Result<Loaded, StoreError> {
+    let file = File::open(path).map_err(io(path))?;
+    let mut lines = BufReader::new(file).split(b'\n');
+    let first = match lines.next() {
+        Some(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        _ => return Err(StoreError::NotASession(path.to_path_buf())),
+    };
+    let header = parse_header(path, &first)?;
+    let mut records = Vec::new();
+    for bytes in lines {
+        let bytes = bytes.map_err(io(path))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Record>(&bytes) {
+            Ok(record) => records.push(record),
+            Err(e) => tracing::warn!(path = %path.display(), "skipped an unreadable session line: {e}"),
+        }
+    }
+    Ok(Loaded { header, records })
+}
+
+/// What `session/list` shows of a saved session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub id: String,
+    pub name: String,
+    pub cwd: PathBuf,
+    pub title: Option<String>,
+    /// Last modification, seconds since the Unix epoch.
+    pub updated: u64,
+    pub path: PathBuf,
+}
+
+/// The sessions saved in `cwd`, newest first. For each thread id only its
+/// newest file counts (a thread continues under `name__n` after compaction).
+pub fn list(cwd: &Path) -> Vec<Summary> {
+    let dir = sessions_dir(cwd);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Summary> = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+            continue;
+        }
+        let updated = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let Some(summary) = summarize(&path, updated) else {
+            continue;
+        };
+        match out.iter_mut().find(|s| s.id == summary.id) {
+            Some(existing) if existing.updated < summary.updated => *existing = summary,
+            Some(_) => {}
+            None => out.push(summary),
+        }
+    }
+    out.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+/// Reads the header and the first title (titles come early) of a journal.
+fn summarize(path: &Path, updated: u64) -> Option<Summary> {
+    const SCAN: usize = 64;
+    let file = File::open(path).ok()?;
+    let mut lines = BufReader::new(file).lines();
+    let header = parse_header(path, &lines.next()?.ok()?).ok()?;
+    let title = lines.take(SCAN).map_while(Result::ok).find_map(|l| {
+        match serde_json::from_str::<Record>(&l) {
+            Ok(Record::Title { title }) => Some(title),
+            _ => None,
+        }
+    });
+    Some(Summary {
+        id: header.id,
+        name: header.name,
+        cwd: header.cwd,
+        title,
+        updated,
+        path: path.to_path_buf(),
+    })
+}
+
+/// Finds the newest file of thread `id` in `cwd`.
+pub fn find(cwd: &Path, id: &str) -> Option<Summary> {
+    list(cwd).into_iter().find(|s| s.id == id)
+}
+
+/// Formats seconds since the epoch as ISO 8601 (UTC).
+pub fn iso8601(secs: u64) -> String {
+    humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(cwd: &Path, id: &str, name: &str) -> Header {
+        Header {
+            kind: "maia-session".into(),
+            version: FORMAT_VERSION,
+            id: id.into(),
+            name: name.into(),
+            cwd: cwd.to_path_buf(),
+            created: 1,
+        }
+    }
+
+    #[test]
+    fn appends_and_loads_ignoring_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        let mut j = Journal::create(cwd, &header(cwd, "t1", "first"), &[]).unwrap();
+        j.append(&Record::UserDisplay { text: "hi".into() }).unwrap();
+        j.append(&Record::Message {
+            message: ChatMessage::user("hi"),
+        })
+        .unwrap();
+        j.append(&Record::Title { title: "Greeting".into() }).unwrap();
+        // A crash in the middle of a write.
+        let mut f = OpenOptions::new().append(true).open(j.path()).unwrap();
+        f.write_all(b"{\"type\":\"message\",\"mess").unwrap();
+        let loaded = load(j.path()).unwrap();
+        assert_eq!(loaded.records.len(), 3);
+        assert_eq!(loaded.title(), Some("Greeting"));
+        assert_eq!(loaded.history(), vec![ChatMessage::user("hi")]);
+        let listed = list(cwd);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].title.as_deref(), Some("Greeting"));
+        assert_eq!(find(cwd, "t1").unwrap().name, "first");
+    }
+
+    #[test]
+    fn rejects_foreign_and_newer_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.jsonl");
+        std::fs::write(&p, "{\"hello\":1}\n").unwrap();
+        assert!(matches!(load(&p), Err(StoreError::NotASession(_))));
+        let mut h = header(dir.path(), "a", "x");
+        h.version = FORMAT_VERSION + 1;
+        std::fs::write(&p, line(&h)).unwrap();
+        assert!(matches!(load(&p), Err(StoreError::TooNew { .. })));
+    }
+
+    #[test]
+    fn names_and_dates() {
+        assert!(valid_name("my session__2"));
+        assert!(!valid_name("../x"));
+        assert!(!valid_name(""));
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
+    }
+}
