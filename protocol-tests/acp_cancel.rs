@@ -313,6 +313,9 @@ async fn cancel_storm_gets_one_response_and_stray_cancels_none() {
         "stray cancels must not be answered: {next}"
     );
     assert!(next["result"]["sessionId"].is_string(), "{next}");
+    // The new session's command list follows its response.
+    maia.wait_for(|m| is_update(m, "available_commands_update"))
+        .await;
 
     // An idle-session cancel does not poison the next turn.
     maia.mock.push(mock::text_reply("still fine"));
@@ -343,6 +346,8 @@ async fn cancel_storm_gets_one_response_and_stray_cancels_none() {
         .await;
     let next = maia.next().await;
     assert_eq!(next["id"], probe, "{next}");
+    maia.wait_for(|m| is_update(m, "available_commands_update"))
+        .await;
     assert!(maia.child.try_wait().unwrap().is_none(), "maia exited");
     fresh_turn_is_clean(&mut maia, &sid).await;
     let responses = maia

@@ -18,7 +18,13 @@ async fn answers_version_one_whatever_is_asked() {
         assert!(!result["agentInfo"]["version"].as_str().unwrap().is_empty());
         // Only what works end to end is advertised.
         let caps = &result["agentCapabilities"];
-        assert_eq!(caps["loadSession"], false);
+        assert_eq!(caps["loadSession"], true);
+        for cap in ["list", "resume", "close", "delete"] {
+            assert!(
+                caps["sessionCapabilities"][cap].is_object(),
+                "{cap}: {caps}"
+            );
+        }
         assert_eq!(caps["promptCapabilities"]["embeddedContext"], true);
         assert_eq!(caps["promptCapabilities"]["image"], false);
         assert_eq!(result["authMethods"], json!([]));

@@ -272,10 +272,16 @@ impl Maia {
             .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
             .await;
         let (resp, _) = self.response(id).await;
-        resp["result"]["sessionId"]
+        let sid = resp["result"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no sessionId in {resp}"))
-            .to_owned()
+            .to_owned();
+        // The command list always follows the response.
+        let (commands, _) = self
+            .wait_for(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")
+            .await;
+        assert_eq!(commands["params"]["sessionId"], sid);
+        sid
     }
 
     /// Initializes and opens a session.

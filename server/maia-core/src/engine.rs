@@ -1,13 +1,14 @@
-//! The engine: creates sessions with the settings of their folder.
+//! The engine: creates, restores, lists and deletes sessions.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use maia_tools::FileSystem;
 use tokio::sync::mpsc;
 
 use crate::event::Event;
-use crate::session::{self, SessionHandle};
+use crate::session::{self, SessionHandle, Start};
+use crate::store;
 
 /// Process-wide options, fixed at start.
 #[derive(Debug, Clone, Default)]
@@ -19,6 +20,29 @@ pub struct EngineOptions {
     /// The `LITELLM_API_KEY` environment variable.
     pub env_api_key: Option<String>,
 }
+
+/// Why a saved session could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("no saved session `{0}` in this folder")]
+    NotFound(String),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// A saved session, as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub name: String,
+    pub title: Option<String>,
+    /// ISO 8601.
+    pub updated_at: String,
+}
+
+/// A started session: its handle and its events.
+pub type Started = (SessionHandle, mpsc::UnboundedReceiver<Event>);
 
 /// Creates sessions. Cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -33,14 +57,54 @@ impl Engine {
         }
     }
 
-    /// Starts a session rooted at `cwd` (absolute). File reads and writes of
-    /// its tools go through `fs`. Events arrive on the returned receiver;
-    /// the session ends when the handle and its clones are dropped.
-    pub fn start_session(
+    /// Starts a new session rooted at `cwd` (absolute). File reads and
+    /// writes of its tools go through `fs`. The session ends when the
+    /// handle and its clones are dropped.
+    pub fn start_session(&self, cwd: PathBuf, fs: Arc<dyn FileSystem>) -> Started {
+        let id = uuid::Uuid::new_v4().to_string();
+        session::spawn(&self.options, id, cwd, fs, Start::New)
+    }
+
+    /// Restores thread `id` saved in `cwd`. Returns the session and the
+    /// replay of its conversation.
+    pub fn load_session(
         &self,
         cwd: PathBuf,
         fs: Arc<dyn FileSystem>,
-    ) -> (SessionHandle, mpsc::UnboundedReceiver<Event>) {
-        session::spawn(&self.options, cwd, fs)
+        id: &str,
+    ) -> Result<(Started, Vec<Event>), LoadError> {
+        let summary = store::find(&cwd, id).ok_or_else(|| LoadError::NotFound(id.to_owned()))?;
+        let loaded = store::load(&summary.path)?;
+        let replay = session::replay(&loaded);
+        let started = session::spawn(
+            &self.options,
+            id.to_owned(),
+            cwd,
+            fs,
+            Start::Restore {
+                name: summary.name,
+                loaded,
+            },
+        );
+        Ok((started, replay))
+    }
+
+    /// The sessions saved in `cwd`, newest first.
+    pub fn list_sessions(&self, cwd: &Path) -> Vec<SessionSummary> {
+        store::list(cwd)
+            .into_iter()
+            .map(|s| SessionSummary {
+                id: s.id,
+                cwd: s.cwd,
+                name: s.name,
+                title: s.title,
+                updated_at: store::iso8601(s.updated),
+            })
+            .collect()
+    }
+
+    /// Deletes every saved file of thread `id` in `cwd`.
+    pub fn delete_session(&self, cwd: &Path, id: &str) -> Result<usize, store::StoreError> {
+        store::delete(cwd, id)
     }
 }

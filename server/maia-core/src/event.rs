@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use maia_tools::{FileDiff, ToolKind};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -18,7 +19,8 @@ pub enum StopReason {
 }
 
 /// Lifecycle of a tool call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     Pending,
     InProgress,
@@ -27,14 +29,15 @@ pub enum ToolStatus {
 }
 
 /// Content shown with a tool call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolContent {
-    Text(String),
-    Diff(FileDiff),
+    Text { text: String },
+    Diff { diff: FileDiff },
 }
 
 /// A tool call as the user sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallView {
     /// Unique within the session.
     pub id: String,
@@ -94,6 +97,13 @@ pub struct PermissionRequest {
     pub reply: oneshot::Sender<PermissionReply>,
 }
 
+/// How important a notice is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeLevel {
+    Info,
+    Warning,
+}
+
 /// Everything a session reports, in order.
 #[derive(Debug)]
 pub enum Event {
@@ -107,9 +117,24 @@ pub enum Event {
         message_id: String,
         text: String,
     },
+    /// A user message, sent only when a saved conversation is replayed.
+    UserMessage {
+        message_id: String,
+        text: String,
+    },
     ToolCall(ToolCallView),
     ToolCallUpdate(ToolCallPatch),
     Permission(PermissionRequest),
+    /// The conversation's title changed.
+    Title(String),
+    /// The session now uses this model.
+    ModelChanged(String),
+    /// Something the user should know that is not part of the conversation
+    /// (settings loaded, context file missing…).
+    Notice {
+        level: NoticeLevel,
+        text: String,
+    },
     /// Always the last event of a turn.
     TurnEnded(StopReason),
 }

@@ -8,20 +8,24 @@
 //! are events carrying a reply channel, so they stay ordered with the
 //! updates around them.
 
+pub mod commands;
+pub mod context_file;
 mod engine;
 mod event;
 pub mod permission;
 pub mod prompt;
 mod session;
 pub mod settings;
+pub mod store;
 mod system_prompt;
 mod tool_run;
 mod turn;
+pub mod window;
 
-pub use engine::{Engine, EngineOptions};
+pub use engine::{Engine, EngineOptions, LoadError, SessionSummary};
 pub use event::{
-    ChoiceKind, Event, PermissionChoice, PermissionReply, PermissionRequest, StopReason,
-    ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
+    ChoiceKind, Event, NoticeLevel, PermissionChoice, PermissionReply, PermissionRequest,
+    StopReason, ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
 };
 pub use prompt::PromptPart;
 pub use session::{Busy, SessionHandle};

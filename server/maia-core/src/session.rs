@@ -1,5 +1,8 @@
 //! A session: its state, the task that runs its turns one after another,
 //! and the handle a front door drives it with.
+//!
+//! Every message of the conversation is appended to the session's journal
+//! (see [`crate::store`]) as it happens.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,11 +13,13 @@ use maia_tools::{FileSystem, ReadTracker};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::context_file::{self, ContextFile};
 use crate::engine::EngineOptions;
-use crate::event::{Event, StopReason};
+use crate::event::{Event, NoticeLevel, StopReason};
 use crate::permission::Broker;
 use crate::prompt::PromptPart;
 use crate::settings::{self, Settings};
+use crate::store::{self, Journal, Loaded, Record};
 
 /// A prompt was sent while a turn is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -92,10 +97,21 @@ impl SessionHandle {
     }
 }
 
+/// How a session starts.
+pub(crate) enum Start {
+    New,
+    /// Continue a saved conversation (its file name and content).
+    Restore {
+        name: String,
+        loaded: Loaded,
+    },
+}
+
 /// Everything a running session owns.
 pub(crate) struct Session {
     pub id: String,
     pub cwd: PathBuf,
+    pub options: Arc<EngineOptions>,
     pub settings: Settings,
     pub llm: Result<LlmClient, LlmError>,
     pub model: Option<String>,
@@ -104,21 +120,134 @@ pub(crate) struct Session {
     pub reads: Arc<ReadTracker>,
     pub broker: Arc<Mutex<Broker>>,
     pub events: mpsc::UnboundedSender<Event>,
-    pub tool_seq: u64,
+    pub context_file: Option<ContextFile>,
+    /// The name of the saved conversation (its file name).
+    pub name: String,
+    pub title: Option<String>,
+    journal: Option<Journal>,
+    journal_failed: bool,
 }
 
 impl Session {
     pub fn emit(&self, event: Event) {
         let _ = self.events.send(event);
     }
+
+    /// Appends a record to the journal, creating it on first use.
+    pub fn record(&mut self, record: &Record) {
+        if self.journal.is_none() && !self.journal_failed {
+            let header = store::new_header(&self.id, &self.cwd);
+            match Journal::create(&self.cwd, &self.name, &header, &[]) {
+                Ok(journal) => self.journal = Some(journal),
+                Err(e) => {
+                    self.journal_failed = true;
+                    tracing::warn!("cannot save the session: {e}");
+                    self.emit(Event::Notice {
+                        level: NoticeLevel::Warning,
+                        text: format!("This conversation cannot be saved: {e}"),
+                    });
+                }
+            }
+        }
+        if let Some(journal) = &mut self.journal
+            && let Err(e) = journal.append(record)
+        {
+            tracing::warn!("cannot save a message: {e}");
+        }
+    }
+
+    /// Adds a message to the history and the journal.
+    pub fn push_message(&mut self, message: ChatMessage) {
+        self.record(&Record::Message {
+            message: message.clone(),
+        });
+        self.history.push(message);
+    }
+
+    /// Switches to a fresh conversation with settings, context file and
+    /// permissions reloaded; `name` is the new file's name.
+    pub fn reset(&mut self, name: String) {
+        self.reload();
+        self.history.clear();
+        self.reads = Arc::new(ReadTracker::default());
+        self.journal = None;
+        self.journal_failed = false;
+        self.name = name;
+        self.title = None;
+    }
+
+    /// Reloads settings, the context file and the rules.
+    pub fn reload(&mut self) {
+        self.settings = settings::load(
+            self.options.home.as_deref(),
+            &self.cwd,
+            self.options.env_api_key.clone(),
+        );
+        self.llm = LlmClient::new(self.settings.llm.clone());
+        if self.options.model.is_none() && self.settings.model.is_some() {
+            self.model = self.settings.model.clone();
+        }
+        self.context_file = context_file::load(&self.cwd);
+        if let Ok(mut broker) = self.broker.lock() {
+            *broker = Broker::default();
+        }
+    }
+
+    /// Replaces this thread's conversation with a saved one.
+    pub fn adopt(&mut self, name: String, loaded: &Loaded) -> Result<(), store::StoreError> {
+        let header = store::new_header(&self.id, &self.cwd);
+        let journal = Journal::create(&self.cwd, &name, &header, &loaded.records)?;
+        self.history = loaded.history();
+        self.title = loaded.title().map(str::to_owned);
+        self.reads = Arc::new(ReadTracker::default());
+        self.journal = Some(journal);
+        self.journal_failed = false;
+        self.name = name;
+        Ok(())
+    }
+
+    /// Renames the saved conversation.
+    pub fn rename(&mut self, name: String) -> Result<(), store::StoreError> {
+        let to = store::session_path(&self.cwd, &name);
+        if let Some(journal) = &self.journal {
+            let from = journal.path().to_path_buf();
+            std::fs::rename(&from, &to).map_err(|source| store::StoreError::Io {
+                path: to.clone(),
+                source,
+            })?;
+            self.journal = Some(Journal::open(&to)?);
+        }
+        self.name = name;
+        Ok(())
+    }
+}
+
+/// A fresh conversation name: the date and time, and a short suffix.
+pub(crate) fn fresh_name(id: &str) -> String {
+    let now = store::iso8601(store::now_secs());
+    let stamp: String = now
+        .trim_end_matches('Z')
+        .chars()
+        .map(|c| {
+            if c == 'T' {
+                '_'
+            } else if c == ':' {
+                '-'
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("{stamp}-{}", &id[..4.min(id.len())])
 }
 
 pub(crate) fn spawn(
-    options: &EngineOptions,
+    options: &Arc<EngineOptions>,
+    id: String,
     cwd: PathBuf,
     fs: Arc<dyn FileSystem>,
+    start: Start,
 ) -> (SessionHandle, mpsc::UnboundedReceiver<Event>) {
-    let id = uuid::Uuid::new_v4().to_string();
     let settings = settings::load(options.home.as_deref(), &cwd, options.env_api_key.clone());
     let llm = LlmClient::new(settings.llm.clone());
     let model = options.model.clone().or_else(|| settings.model.clone());
@@ -133,10 +262,16 @@ pub(crate) fn spawn(
         turn: turn.clone(),
         busy: busy.clone(),
     };
-    tracing::info!(session = %id, cwd = %cwd.display(), settings = ?settings.loaded, "session started");
+    if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
+        tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
+    }
+    let context_file = context_file::load(&cwd);
+    tracing::info!(session = %id, cwd = %cwd.display(), settings = ?settings.loaded, context_file = ?context_file.as_ref().map(|c| &c.path), "session started");
     let mut session = Session {
+        name: fresh_name(&id),
         id,
         cwd,
+        options: options.clone(),
         settings,
         llm,
         model,
@@ -145,13 +280,26 @@ pub(crate) fn spawn(
         reads: Arc::new(ReadTracker::default()),
         broker: Arc::new(Mutex::new(Broker::default())),
         events: events_tx,
-        tool_seq: 0,
+        context_file,
+        title: None,
+        journal: None,
+        journal_failed: false,
     };
+    if let Start::Restore { name, loaded } = start {
+        session.history = loaded.history();
+        session.title = loaded.title().map(str::to_owned);
+        match Journal::open(&store::session_path(&session.cwd, &name)) {
+            Ok(journal) => session.journal = Some(journal),
+            Err(e) => tracing::warn!("cannot reopen the session file: {e}"),
+        }
+        session.name = name;
+    }
+    session.announce_start();
     tokio::spawn(async move {
         while let Some(op) = ops_rx.recv().await {
             match op {
                 Op::Prompt { parts, cancel } => {
-                    let stop = session.run_turn(parts, &cancel).await;
+                    let stop = session.run_prompt(parts, &cancel).await;
                     let stop = if cancel.is_cancelled() {
                         StopReason::Cancelled
                     } else {
@@ -168,4 +316,60 @@ pub(crate) fn spawn(
         tracing::debug!(session = %session.id, "session ended");
     });
     (handle, events_rx)
+}
+
+impl Session {
+    /// Tells the user which settings and context file were loaded.
+    fn announce_start(&self) {
+        for warning in &self.settings.warnings {
+            self.emit(Event::Notice {
+                level: NoticeLevel::Warning,
+                text: warning.clone(),
+            });
+        }
+        let (level, text) = match &self.context_file {
+            Some(file) => (
+                NoticeLevel::Info,
+                format!("Context file loaded: {}", file.path.display()),
+            ),
+            None => (
+                NoticeLevel::Info,
+                "No context file (MAIA.md, CLAUDE.md or AGENTS.md) in this folder".to_owned(),
+            ),
+        };
+        tracing::info!("{text}");
+        self.emit(Event::Notice { level, text });
+    }
+}
+
+/// The replay of a saved conversation, as events.
+pub(crate) fn replay(loaded: &Loaded) -> Vec<Event> {
+    let id = || uuid::Uuid::new_v4().to_string();
+    let mut out = Vec::new();
+    for record in &loaded.records {
+        match record {
+            Record::UserDisplay { text } => out.push(Event::UserMessage {
+                message_id: id(),
+                text: text.clone(),
+            }),
+            Record::Thought { text } => out.push(Event::Thought {
+                message_id: id(),
+                text: text.clone(),
+            }),
+            Record::Message {
+                message:
+                    ChatMessage::Assistant {
+                        content: Some(text),
+                        ..
+                    },
+            } if !text.is_empty() => out.push(Event::AgentText {
+                message_id: id(),
+                text: text.clone(),
+            }),
+            Record::ToolCall { call } => out.push(Event::ToolCall(call.clone())),
+            Record::Title { title } => out.push(Event::Title(title.clone())),
+            Record::Message { .. } | Record::Clear => {}
+        }
+    }
+    out
 }

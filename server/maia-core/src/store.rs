@@ -28,8 +28,6 @@ pub struct Header {
     pub version: u32,
     /// The thread id the editor knows this conversation by.
     pub id: String,
-    /// The file's name without `.jsonl`.
-    pub name: String,
     pub cwd: PathBuf,
     /// Seconds since the Unix epoch.
     pub created: u64,
@@ -49,6 +47,8 @@ pub enum Record {
     ToolCall { call: ToolCallView },
     /// The conversation's title.
     Title { title: String },
+    /// `/clear`: the model-facing history starts again after this point.
+    Clear,
 }
 
 /// Why a journal could not be used.
@@ -107,14 +107,19 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Creates (or replaces) the journal for `header`, with `records`.
-    pub fn create(cwd: &Path, header: &Header, records: &[Record]) -> Result<Journal, StoreError> {
+    /// Creates (or replaces) the journal `name`, with `records`.
+    pub fn create(
+        cwd: &Path,
+        name: &str,
+        header: &Header,
+        records: &[Record],
+    ) -> Result<Journal, StoreError> {
         let dir = sessions_dir(cwd);
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let path = session_path(cwd, &header.name);
+        let path = session_path(cwd, name);
         // Written whole to a temporary file, then renamed: a reader never
         // sees a half-written new journal.
-        let tmp = dir.join(format!(".{}.tmp", header.name));
+        let tmp = dir.join(format!(".{name}.tmp"));
         let mut text = line(header);
         for r in records {
             text.push_str(&line(r));
@@ -169,9 +174,14 @@ impl Loaded {
         })
     }
 
-    /// The model-facing history.
+    /// The model-facing history (what follows the last `/clear`).
     pub fn history(&self) -> Vec<ChatMessage> {
-        self.records
+        let start = self
+            .records
+            .iter()
+            .rposition(|r| matches!(r, Record::Clear))
+            .map_or(0, |i| i + 1);
+        self.records[start..]
             .iter()
             .filter_map(|r| match r {
                 Record::Message { message } => Some(message.clone()),
@@ -214,7 +224,9 @@ pub fn load(path: &Path) -> Result<Loaded, StoreError> {
         }
         match serde_json::from_slice::<Record>(&bytes) {
             Ok(record) => records.push(record),
-            Err(e) => tracing::warn!(path = %path.display(), "skipped an unreadable session line: {e}"),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "skipped an unreadable session line: {e}")
+            }
         }
     }
     Ok(Loaded { header, records })
@@ -279,12 +291,43 @@ fn summarize(path: &Path, updated: u64) -> Option<Summary> {
     });
     Some(Summary {
         id: header.id,
-        name: header.name,
+        name: path.file_stem()?.to_string_lossy().into_owned(),
         cwd: header.cwd,
         title,
         updated,
         path: path.to_path_buf(),
     })
+}
+
+/// A new header for thread `id`.
+pub fn new_header(id: &str, cwd: &Path) -> Header {
+    Header {
+        kind: "maia-session".to_owned(),
+        version: FORMAT_VERSION,
+        id: id.to_owned(),
+        cwd: cwd.to_path_buf(),
+        created: now_secs(),
+    }
+}
+
+/// Deletes every file of thread `id` in `cwd`.
+pub fn delete(cwd: &Path, id: &str) -> Result<usize, StoreError> {
+    let dir = sessions_dir(cwd);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+            continue;
+        }
+        if summarize(&path, 0).is_some_and(|s| s.id == id) {
+            std::fs::remove_file(&path).map_err(io(&path))?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// Finds the newest file of thread `id` in `cwd`.
@@ -302,12 +345,11 @@ pub fn iso8601(secs: u64) -> String {
 mod tests {
     use super::*;
 
-    fn header(cwd: &Path, id: &str, name: &str) -> Header {
+    fn header(cwd: &Path, id: &str) -> Header {
         Header {
             kind: "maia-session".into(),
             version: FORMAT_VERSION,
             id: id.into(),
-            name: name.into(),
             cwd: cwd.to_path_buf(),
             created: 1,
         }
@@ -317,13 +359,17 @@ mod tests {
     fn appends_and_loads_ignoring_a_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
         let cwd = dir.path();
-        let mut j = Journal::create(cwd, &header(cwd, "t1", "first"), &[]).unwrap();
-        j.append(&Record::UserDisplay { text: "hi".into() }).unwrap();
+        let mut j = Journal::create(cwd, "first", &header(cwd, "t1"), &[]).unwrap();
+        j.append(&Record::UserDisplay { text: "hi".into() })
+            .unwrap();
         j.append(&Record::Message {
             message: ChatMessage::user("hi"),
         })
         .unwrap();
-        j.append(&Record::Title { title: "Greeting".into() }).unwrap();
+        j.append(&Record::Title {
+            title: "Greeting".into(),
+        })
+        .unwrap();
         // A crash in the middle of a write.
         let mut f = OpenOptions::new().append(true).open(j.path()).unwrap();
         f.write_all(b"{\"type\":\"message\",\"mess").unwrap();
@@ -343,7 +389,7 @@ mod tests {
         let p = dir.path().join("x.jsonl");
         std::fs::write(&p, "{\"hello\":1}\n").unwrap();
         assert!(matches!(load(&p), Err(StoreError::NotASession(_))));
-        let mut h = header(dir.path(), "a", "x");
+        let mut h = header(dir.path(), "a");
         h.version = FORMAT_VERSION + 1;
         std::fs::write(&p, line(&h)).unwrap();
         assert!(matches!(load(&p), Err(StoreError::TooNew { .. })));

@@ -2,9 +2,11 @@
 
 use std::path::Path;
 
+use crate::context_file::ContextFile;
+
 /// Builds the system prompt for a session rooted at `cwd`.
-pub fn build(cwd: &Path) -> String {
-    format!(
+pub fn build(cwd: &Path, context_file: Option<&ContextFile>) -> String {
+    let mut prompt = format!(
         "You are MAIA, a coding agent working inside the user's editor.\n\
          Working folder: {cwd}\n\
          Platform: {os}\n\n\
@@ -16,5 +18,13 @@ pub fn build(cwd: &Path) -> String {
          - Answer in Markdown, concisely.",
         cwd = cwd.display(),
         os = std::env::consts::OS,
-    )
+    );
+    if let Some(file) = context_file {
+        prompt.push_str(&format!(
+            "\n\n# Project context (from {})\n\n{}",
+            file.path.display(),
+            file.text
+        ));
+    }
+    prompt
 }

@@ -49,23 +49,44 @@ struct Shared<'a> {
     ask: tokio::sync::Mutex<()>,
     slots: Semaphore,
     cancel: &'a CancellationToken,
+    /// The latest state of every call, as the editor sees it.
+    views: Vec<Mutex<ToolCallView>>,
 }
 
 impl Shared<'_> {
+    fn send_patch(&self, patch: ToolCallPatch) {
+        if let Some(view) = self
+            .views
+            .iter()
+            .find_map(|v| v.lock().ok().filter(|v| v.id == patch.id))
+        {
+            let mut view = view;
+            if let Some(status) = patch.status {
+                view.status = status;
+            }
+            if let Some(content) = &patch.content {
+                view.content = content.clone();
+            }
+        }
+        let _ = self.events.send(Event::ToolCallUpdate(patch));
+    }
+
     fn update(&self, id: &str, status: ToolStatus, content: Option<Vec<ToolContent>>) {
-        let _ = self.events.send(Event::ToolCallUpdate(ToolCallPatch {
+        self.send_patch(ToolCallPatch {
             id: id.to_owned(),
             status: Some(status),
             content,
             raw_output: None,
-        }));
+        });
     }
 
     fn fail(&self, id: &str, message: &str) {
         self.update(
             id,
             ToolStatus::Failed,
-            Some(vec![ToolContent::Text(message.to_owned())]),
+            Some(vec![ToolContent::Text {
+                text: message.to_owned(),
+            }]),
         );
     }
 
@@ -78,11 +99,13 @@ impl Shared<'_> {
 }
 
 impl Session {
+    /// Runs the calls; returns the tool messages for the model and the final
+    /// state of each call, both in the order requested.
     pub(crate) async fn run_tool_calls(
         &mut self,
         calls: &[ToolCall],
         cancel: &CancellationToken,
-    ) -> Vec<ChatMessage> {
+    ) -> (Vec<ChatMessage>, Vec<ToolCallView>) {
         let planned: Vec<Planned> = calls.iter().map(|call| self.plan(call)).collect();
         for p in &planned {
             self.emit(Event::ToolCall(p.view.clone()));
@@ -99,6 +122,7 @@ impl Session {
             ask: tokio::sync::Mutex::new(()),
             slots: Semaphore::new(MAX_PARALLEL),
             cancel,
+            views: planned.iter().map(|p| Mutex::new(p.view.clone())).collect(),
         };
         let (done_tx, done_rx): (Vec<_>, Vec<_>) =
             planned.iter().map(|_| watch::channel(false)).unzip();
@@ -122,7 +146,7 @@ impl Session {
             }
         });
         let outcomes = join_all(runs).await;
-        planned
+        let messages = planned
             .iter()
             .zip(outcomes)
             .map(|(p, outcome)| {
@@ -137,16 +161,18 @@ impl Session {
                     content,
                 }
             })
-            .collect()
+            .collect();
+        let views = shared
+            .views
+            .into_iter()
+            .map(|v| v.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        (messages, views)
     }
 
-    fn plan(&mut self, call: &ToolCall) -> Planned {
-        self.tool_seq += 1;
-        let id = format!(
-            "tool-{}-{}",
-            &self.id[..8.min(self.id.len())],
-            self.tool_seq
-        );
+    fn plan(&self, call: &ToolCall) -> Planned {
+        // Unique within the session, also across restarts.
+        let id = format!("tool-{}", uuid::Uuid::new_v4().simple());
         let raw_input = serde_json::from_str::<Value>(&call.arguments)
             .unwrap_or_else(|_| Value::String(call.arguments.clone()));
         let input = ToolInput::parse(&call.name, &call.arguments).map_err(|e| e.to_string());
@@ -210,13 +236,13 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
             return Outcome::Done(format!("Error: {message}"));
         }
     };
-    let diff = prepared.diff.clone().map(ToolContent::Diff);
+    let diff = prepared.diff.clone().map(|diff| ToolContent::Diff { diff });
     if let Some(diff) = &diff {
-        let _ = s.events.send(Event::ToolCallUpdate(ToolCallPatch {
+        s.send_patch(ToolCallPatch {
             id: id.to_owned(),
             content: Some(vec![diff.clone()]),
             ..ToolCallPatch::default()
-        }));
+        });
     }
     match authorize(p, &prepared.input, diff.as_ref(), s).await {
         Authorization::Granted => {}
@@ -237,10 +263,9 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
         content.push(diff);
     }
     if !output.content.is_empty() && (content.is_empty() || output.is_error) {
-        content.push(ToolContent::Text(truncate_middle(
-            &output.content,
-            DISPLAY_CHARS,
-        )));
+        content.push(ToolContent::Text {
+            text: truncate_middle(&output.content, DISPLAY_CHARS),
+        });
     }
     let status = if output.is_error {
         ToolStatus::Failed

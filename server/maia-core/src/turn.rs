@@ -9,10 +9,43 @@
 use maia_llm::{ChatMessage, ChatRequest, Completion, Delta, FinishReason, LlmError, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
+use crate::commands;
 use crate::event::{Event, StopReason};
 use crate::prompt::{PromptPart, build_user_message};
 use crate::session::Session;
+use crate::store::Record;
 use crate::system_prompt;
+
+/// Characters kept in a title derived from the first message.
+const TITLE_CHARS: usize = 60;
+
+/// What the user typed, as shown again when the conversation is replayed.
+fn display_text(parts: &[PromptPart]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for part in parts {
+        match part {
+            PromptPart::Text(text) => out.push(text.clone()),
+            PromptPart::File(path) => out.push(format!("@{}", path.display())),
+            PromptPart::Embedded { uri, .. } => out.push(format!("@{uri}")),
+            PromptPart::Note(_) => {}
+        }
+    }
+    out.join("\n")
+}
+
+/// A title from the first line of the first message.
+fn title_from(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    if line.chars().count() <= TITLE_CHARS {
+        return Some(line.to_owned());
+    }
+    let cut: String = line.chars().take(TITLE_CHARS).collect();
+    let cut = match cut.rfind(' ') {
+        Some(space) if space > TITLE_CHARS / 2 => cut[..space].to_owned(),
+        _ => cut,
+    };
+    Some(format!("{}…", cut.trim_end()))
+}
 
 fn new_message_id() -> String {
     uuid::Uuid::new_v4().to_string()
@@ -66,14 +99,51 @@ impl Session {
         }
     }
 
+    pub(crate) fn system_prompt(&self) -> String {
+        system_prompt::build(&self.cwd, self.context_file.as_ref())
+    }
+
+    /// Runs a prompt: a slash command, or a turn with the model.
+    pub(crate) async fn run_prompt(
+        &mut self,
+        parts: Vec<PromptPart>,
+        cancel: &CancellationToken,
+    ) -> StopReason {
+        if let [PromptPart::Text(text)] = parts.as_slice()
+            && let Some((command, args)) = commands::parse(text)
+        {
+            let args = args.to_owned();
+            return self.run_command(command, &args, cancel).await;
+        }
+        self.run_turn(parts, cancel).await
+    }
+
     pub(crate) async fn run_turn(
         &mut self,
         parts: Vec<PromptPart>,
         cancel: &CancellationToken,
     ) -> StopReason {
         let user_text = build_user_message(&parts, self.fs.as_ref()).await;
+        let display = display_text(&parts);
         let turn_start = self.history.len();
-        self.history.push(ChatMessage::User { content: user_text });
+        self.record(&Record::UserDisplay {
+            text: display.clone(),
+        });
+        self.push_message(ChatMessage::User { content: user_text });
+        let stop = self.model_loop(cancel, turn_start).await;
+        if self.title.is_none()
+            && let Some(title) = title_from(&display)
+        {
+            self.title = Some(title.clone());
+            self.record(&Record::Title {
+                title: title.clone(),
+            });
+            self.emit(Event::Title(title));
+        }
+        stop
+    }
+
+    async fn model_loop(&mut self, cancel: &CancellationToken, turn_start: usize) -> StopReason {
         if cancel.is_cancelled() {
             return StopReason::Cancelled;
         }
@@ -94,7 +164,7 @@ impl Session {
             }
         };
         let tools = tool_specs();
-        let system = system_prompt::build(&self.cwd);
+        let system = self.system_prompt();
         let mut requests = 0u32;
         loop {
             if requests >= self.settings.max_turn_requests {
@@ -115,18 +185,21 @@ impl Session {
                 tools: tools.clone(),
                 max_tokens: None,
             };
-            let (result, partial) = self.stream(&request, cancel).await;
+            let (result, partial, thought) = self.stream(&request, cancel).await;
+            if !thought.is_empty() {
+                self.record(&Record::Thought { text: thought });
+            }
             let completion = match result {
                 Ok(c) => c,
                 Err(LlmError::Cancelled) => {
                     if !partial.is_empty() {
-                        self.history.push(ChatMessage::assistant(partial));
+                        self.push_message(ChatMessage::assistant(partial));
                     }
                     return StopReason::Cancelled;
                 }
                 Err(e) => {
                     if !partial.is_empty() {
-                        self.history.push(ChatMessage::assistant(partial));
+                        self.push_message(ChatMessage::assistant(partial));
                     }
                     tracing::warn!(error = %e, "model request failed");
                     let url = self.llm.as_ref().map(|c| c.chat_url()).unwrap_or_default();
@@ -140,7 +213,7 @@ impl Session {
                 finish_reason,
                 ..
             } = completion;
-            self.history.push(ChatMessage::Assistant {
+            self.push_message(ChatMessage::Assistant {
                 content: (!text.is_empty()).then_some(text),
                 tool_calls: tool_calls.clone(),
             });
@@ -148,14 +221,24 @@ impl Session {
                 return match finish_reason {
                     Some(FinishReason::Length) => StopReason::MaxTokens,
                     Some(FinishReason::ContentFilter) => {
+                        // The client drops the refused exchange; so does the model's view.
                         self.history.truncate(turn_start);
+                        self.record(&Record::Clear);
+                        for message in self.history.clone() {
+                            self.record(&Record::Message { message });
+                        }
                         StopReason::Refusal
                     }
                     _ => StopReason::EndTurn,
                 };
             }
-            let results = self.run_tool_calls(&tool_calls, cancel).await;
-            self.history.extend(results);
+            let (results, views) = self.run_tool_calls(&tool_calls, cancel).await;
+            for call in views {
+                self.record(&Record::ToolCall { call });
+            }
+            for message in results {
+                self.push_message(message);
+            }
             if cancel.is_cancelled() {
                 return StopReason::Cancelled;
             }
@@ -168,7 +251,7 @@ impl Session {
         &self,
         request: &ChatRequest,
         cancel: &CancellationToken,
-    ) -> (Result<Completion, LlmError>, String) {
+    ) -> (Result<Completion, LlmError>, String, String) {
         let llm = match &self.llm {
             Ok(llm) => llm,
             Err(e) => {
@@ -177,6 +260,7 @@ impl Session {
                         message: e.to_string(),
                     }),
                     String::new(),
+                    String::new(),
                 );
             }
         };
@@ -184,6 +268,7 @@ impl Session {
         let thought_id = new_message_id();
         let events = self.events.clone();
         let mut partial = String::new();
+        let mut thought = String::new();
         let mut on_delta = |delta: Delta| match delta {
             Delta::Text(text) => {
                 partial.push_str(&text);
@@ -193,6 +278,7 @@ impl Session {
                 });
             }
             Delta::Reasoning(text) => {
+                thought.push_str(&text);
                 let _ = events.send(Event::Thought {
                     message_id: thought_id.clone(),
                     text,
@@ -214,7 +300,7 @@ impl Session {
             Delta::ToolCallStarted { .. } => {}
         };
         let result = llm.stream_chat(request, cancel, &mut on_delta).await;
-        (result, partial)
+        (result, partial, thought)
     }
 }
 

@@ -110,25 +110,33 @@ impl LlmClient {
         }
     }
 
-    /// Lists the server's models (`GET` models endpoint, `{"data":[{"id":..},..]}`).
-    /// Entries without an `id` are skipped. No retries.
-    pub async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+    /// Sends `GET url` (JSON accepted, API key attached) and returns the status, headers and
+    /// body text, whatever the status. `what` names the request in error messages. No retries;
+    /// `request_timeout` applies to the headers and to the body separately.
+    pub(crate) async fn get_text(
+        &self,
+        url: &str,
+        what: &str,
+    ) -> Result<(reqwest::StatusCode, reqwest::header::HeaderMap, String), LlmError> {
         let timeout = self.config.request_timeout;
-        let request = self.authorize(
-            self.http
-                .get(&self.models_url)
-                .header(ACCEPT, "application/json"),
-        );
+        let request = self.authorize(self.http.get(url).header(ACCEPT, "application/json"));
         let response = tokio::time::timeout(timeout, request.send())
             .await
             .map_err(|_| timed_out(timeout))?
-            .map_err(|err| LlmError::from_reqwest(&err, "listing models"))?;
+            .map_err(|err| LlmError::from_reqwest(&err, &format!("requesting {what}")))?;
         let status = response.status();
         let headers = response.headers().clone();
         let text = tokio::time::timeout(timeout, response.text())
             .await
             .map_err(|_| timed_out(timeout))?
-            .map_err(|err| LlmError::from_reqwest(&err, "reading the model list"))?;
+            .map_err(|err| LlmError::from_reqwest(&err, &format!("reading {what}")))?;
+        Ok((status, headers, text))
+    }
+
+    /// Lists the server's models (`GET` models endpoint, `{"data":[{"id":..},..]}`).
+    /// Entries without an `id` are skipped. No retries.
+    pub async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        let (status, headers, text) = self.get_text(&self.models_url, "the model list").await?;
         if !status.is_success() {
             return Err(LlmError::from_http(status.as_u16(), &headers, &text));
         }

@@ -66,6 +66,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn model_info_default_and_custom() {
+        let mock = MockLlm::start().await;
+        let out = raw(&mock, "GET", "/model/info", "").await;
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        assert!(out.ends_with("{\"data\":[]}"), "{out}");
+        mock.set_model_info(serde_json::json!({"data": [
+            {"model_name": "m", "model_info": {"max_input_tokens": 4096}}
+        ]}));
+        let out = raw(&mock, "GET", "/v1/model/info", "").await;
+        assert!(
+            out.contains("\"model_name\":\"m\"") && out.contains("4096"),
+            "{out}"
+        );
+        assert_eq!(mock.model_info_requests(), 2);
+        assert_eq!(mock.models_requests(), 0);
+        raw(&mock, "GET", "/v1/models", "").await;
+        assert_eq!(mock.models_requests(), 1);
+        assert!(mock.requests().is_empty());
+    }
+
+    #[tokio::test]
     async fn stream_and_error_replies() {
         let mock = MockLlm::start().await;
         mock.push(text_chunks(&["ab", "cd"], Duration::from_millis(1)));

@@ -40,6 +40,9 @@ pub enum Reply {
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     models: Mutex<Vec<Value>>,
+    model_info: Mutex<Value>,
+    models_gets: AtomicUsize,
+    model_info_gets: AtomicUsize,
     requests: Mutex<Vec<Value>>,
     headers: Mutex<Vec<Vec<(String, String)>>>,
     dropped: AtomicUsize,
@@ -89,11 +92,14 @@ impl MockLlm {
         };
         let shared = Arc::new(Shared::default());
         *lock(&shared.models) = vec![default_model()];
+        *lock(&shared.model_info) = json!({"data": []});
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/chat/completions", post(chat))
             .route("/v1/models", get(models))
             .route("/models", get(models))
+            .route("/model/info", get(model_info))
+            .route("/v1/model/info", get(model_info))
             .fallback(not_found)
             .with_state(Arc::clone(&shared));
         let task = tokio::spawn(async move {
@@ -124,6 +130,23 @@ impl MockLlm {
     /// Sets the `data` of `GET /v1/models`.
     pub fn set_models(&self, models: Vec<Value>) {
         *lock(&self.shared.models) = models;
+    }
+
+    /// Sets the whole body of `GET /model/info` and `GET /v1/model/info` (LiteLLM's shape:
+    /// `{"data":[{"model_name":..,"model_info":{"max_input_tokens":..}}]}`). Default:
+    /// `{"data": []}`.
+    pub fn set_model_info(&self, body: Value) {
+        *lock(&self.shared.model_info) = body;
+    }
+
+    /// Number of `GET /v1/models` (or `/models`) requests received so far.
+    pub fn models_requests(&self) -> usize {
+        self.shared.models_gets.load(Ordering::SeqCst)
+    }
+
+    /// Number of `GET /model/info` (or `/v1/model/info`) requests received so far.
+    pub fn model_info_requests(&self) -> usize {
+        self.shared.model_info_gets.load(Ordering::SeqCst)
     }
 
     /// JSON bodies of the chat requests received so far, in order (a body that is not JSON is
@@ -212,7 +235,14 @@ async fn not_found() -> Response {
     )
 }
 
+async fn model_info(State(shared): State<Arc<Shared>>) -> Response {
+    shared.model_info_gets.fetch_add(1, Ordering::SeqCst);
+    let body = lock(&shared.model_info).clone();
+    json_response(StatusCode::OK, body.to_string())
+}
+
 async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    shared.models_gets.fetch_add(1, Ordering::SeqCst);
     let data = lock(&shared.models).clone();
     json_response(
         StatusCode::OK,

@@ -41,7 +41,7 @@ impl ToolContext {
 }
 
 /// A file change shown to the user before it is applied.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FileDiff {
     /// Absolute path.
     pub path: PathBuf,

@@ -21,7 +21,8 @@ pub const DEFAULT_BASH_TIMEOUT_MS: u64 = 120_000;
 pub const MAX_BASH_TIMEOUT_MS: u64 = 600_000;
 
 /// How the tool is presented to the user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolKind {
     Read,
     Edit,

@@ -1,10 +1,11 @@
 //! Engine events and values in ACP v1 wire types.
 
 use agent_client_protocol_schema::v1::{
-    ContentBlock, ContentChunk, Diff, MessageId, PermissionOption, PermissionOptionKind,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SessionNotification, SessionUpdate, StopReason, ToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ClientCapabilities, ContentBlock, ContentChunk, Diff, MessageId, Notice, NoticeSeverity,
+    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SessionInfoUpdate, SessionNotification, SessionUpdate, StopReason,
+    ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
 use maia_core::{
     ChoiceKind, Event, PermissionReply, PermissionRequest, ToolCallPatch, ToolCallView,
@@ -46,8 +47,8 @@ fn content(items: &[ToolContent]) -> Vec<ToolCallContent> {
     items
         .iter()
         .map(|item| match item {
-            ToolContent::Text(text) => ToolCallContent::from(ContentBlock::from(text.clone())),
-            ToolContent::Diff(diff) => ToolCallContent::Diff(
+            ToolContent::Text { text } => ToolCallContent::from(ContentBlock::from(text.clone())),
+            ToolContent::Diff { diff } => ToolCallContent::Diff(
                 Diff::new(diff.path.clone(), diff.new_text.clone()).old_text(diff.old_text.clone()),
             ),
         })
@@ -85,9 +86,33 @@ fn tool_call_update(patch: &ToolCallPatch) -> ToolCallUpdate {
     ToolCallUpdate::new(patch.id.clone(), fields)
 }
 
-/// The `session/update` for an event, if it has one.
-pub fn session_update(event: Event) -> Option<SessionUpdate> {
+/// Whether the client accepts `notice` updates.
+fn takes_notices(caps: &ClientCapabilities) -> bool {
+    caps.session.as_ref().is_some_and(|s| s.notices.is_some())
+}
+
+/// The `session/update` for an event, if it has one for this client.
+pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<SessionUpdate> {
     Some(match event {
+        Event::UserMessage { message_id, text } => SessionUpdate::UserMessageChunk(
+            ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
+        ),
+        Event::Title(title) => SessionUpdate::SessionInfoUpdate(
+            SessionInfoUpdate::new()
+                .title(title)
+                .updated_at(maia_core::store::iso8601(maia_core::store::now_secs())),
+        ),
+        Event::Notice { level, text } => {
+            if !takes_notices(caps) {
+                return None;
+            }
+            let severity = match level {
+                maia_core::NoticeLevel::Info => NoticeSeverity::Info,
+                maia_core::NoticeLevel::Warning => NoticeSeverity::Warning,
+            };
+            SessionUpdate::Notice(Notice::new(severity, text))
+        }
+        Event::ModelChanged(_) => return None,
         Event::AgentText { message_id, text } => SessionUpdate::AgentMessageChunk(
             ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
         ),

@@ -12,13 +12,17 @@
 mod convert;
 mod fs;
 
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
-    AgentCapabilities, ClientCapabilities, ClientNotification, ClientRequest, ContentBlock,
-    EmbeddedResourceResource, Implementation, InitializeResponse, NewSessionResponse,
-    PromptCapabilities, PromptRequest, PromptResponse,
+    AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
+    ClientCapabilities, ClientNotification, ClientRequest, ContentBlock, EmbeddedResourceResource,
+    Implementation, InitializeResponse, ListSessionsRequest, ListSessionsResponse, McpServer,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, SessionCapabilities,
+    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
+    SessionResumeCapabilities, SessionUpdate, UnstructuredCommandInput,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use dashmap::DashMap;
@@ -64,7 +68,13 @@ struct Agent {
     client: Mutex<Option<ClientCapabilities>>,
     sessions: DashMap<String, Arc<SessionEntry>>,
     pumps: Mutex<Vec<JoinHandle<()>>>,
+    /// Folders sessions were opened in (what `session/list` without a
+    /// `cwd` and `session/delete` search).
+    known_cwds: Mutex<BTreeSet<PathBuf>>,
 }
+
+/// Sessions per `session/list` page.
+const LIST_PAGE: usize = 50;
 
 fn invalid_params(message: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, message)
@@ -90,6 +100,7 @@ impl Agent {
             client: Mutex::new(None),
             sessions: DashMap::new(),
             pumps: Mutex::new(Vec::new()),
+            known_cwds: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -137,7 +148,42 @@ impl Agent {
                 ErrorCode::InvalidRequest,
                 "the connection is not initialized: call `initialize` first",
             )),
-            ClientRequest::NewSessionRequest(req) => self.new_session(req),
+            ClientRequest::NewSessionRequest(req) => {
+                return self.open_session(
+                    id,
+                    &req.cwd,
+                    &req.mcp_servers,
+                    Open::New,
+                    req.system_prompt.is_some(),
+                );
+            }
+            ClientRequest::LoadSessionRequest(req) => {
+                let sid = req.session_id.0.to_string();
+                return self.open_session(
+                    id,
+                    &req.cwd,
+                    &req.mcp_servers,
+                    Open::Load(sid),
+                    req.system_prompt.is_some(),
+                );
+            }
+            ClientRequest::ResumeSessionRequest(req) => {
+                let sid = req.session_id.0.to_string();
+                return self.open_session(
+                    id,
+                    &req.cwd,
+                    &req.mcp_servers,
+                    Open::Resume(sid),
+                    req.system_prompt.is_some(),
+                );
+            }
+            ClientRequest::CloseSessionRequest(req) => {
+                self.close_session(req.session_id.0.as_ref())
+            }
+            ClientRequest::DeleteSessionRequest(req) => {
+                self.delete_session(req.session_id.0.as_ref())
+            }
+            ClientRequest::ListSessionsRequest(req) => self.list_sessions(&req),
             ClientRequest::PromptRequest(req) => match self.prompt(&id, req) {
                 // Answered when the turn ends.
                 Ok(()) => return,
@@ -170,55 +216,172 @@ impl Agent {
         }
     }
 
-    fn new_session(
+    /// `session/new`, `session/load` and `session/resume`. Answers the
+    /// request itself: a load replays the conversation before its answer,
+    /// and the session's own updates start only after the answer.
+    fn open_session(
         &self,
-        req: agent_client_protocol_schema::v1::NewSessionRequest,
-    ) -> Result<Value, RpcError> {
-        let cwd: PathBuf = req.cwd;
-        if !cwd.is_absolute() {
-            return Err(invalid_params(format!(
-                "cwd must be an absolute path, got `{}`",
-                cwd.display()
-            )));
+        id: Id,
+        cwd: &Path,
+        mcp_servers: &[McpServer],
+        how: Open,
+        system_prompt: bool,
+    ) {
+        if let Err(e) = check_cwd(cwd, system_prompt) {
+            self.conn.respond(id, Err(e));
+            return;
         }
-        if !cwd.is_dir() {
-            return Err(invalid_params(format!(
-                "cwd `{}` is not an existing folder",
-                cwd.display()
-            )));
-        }
-        if req.system_prompt.is_some() {
-            return Err(invalid_params(
-                "systemPrompt is not supported by this agent",
-            ));
-        }
-        if !req.mcp_servers.is_empty() {
+        if !mcp_servers.is_empty() {
             tracing::warn!(
-                count = req.mcp_servers.len(),
+                count = mcp_servers.len(),
                 "MCP servers were passed but are not connected by this version"
             );
         }
+        let cwd = cwd.to_path_buf();
+        if let Ok(mut known) = self.known_cwds.lock() {
+            known.insert(cwd.clone());
+        }
         let caps = self.client_caps().unwrap_or_default();
-        let (handle, events) = {
-            let fs = fs::ClientFs::new(self.conn.clone(), &caps);
-            let (handle, events) = self.engine.start_session(cwd, Arc::new(fs.clone()));
-            fs.bind(handle.id());
-            (handle, events)
+        let fs = fs::ClientFs::new(self.conn.clone(), &caps);
+        let (started, replay) = match &how {
+            Open::New => (
+                self.engine.start_session(cwd, Arc::new(fs.clone())),
+                Vec::new(),
+            ),
+            Open::Load(sid) | Open::Resume(sid) => {
+                if let Some((_, live)) = self.sessions.remove(sid) {
+                    // Reopening a live thread replaces it.
+                    live.handle.cancel();
+                }
+                match self.engine.load_session(cwd, Arc::new(fs.clone()), sid) {
+                    Ok((started, replay)) => (started, replay),
+                    Err(maia_core::LoadError::NotFound(_)) => {
+                        self.conn.respond(id, Err(unknown_session(sid)));
+                        return;
+                    }
+                    Err(e) => {
+                        self.conn.respond(
+                            id,
+                            Err(RpcError::new(ErrorCode::InternalError, e.to_string())),
+                        );
+                        return;
+                    }
+                }
+            }
         };
-        let id = handle.id().to_owned();
+        let (handle, events) = started;
+        fs.bind(handle.id());
+        let session_id = handle.id().to_owned();
+        if matches!(how, Open::Load(_)) {
+            for event in replay {
+                self.forward(&session_id, event, &caps);
+            }
+        }
+        let result = match how {
+            Open::New => to_value(&NewSessionResponse::new(session_id.clone())),
+            Open::Load(_) | Open::Resume(_) => Ok(json!({})),
+        };
+        self.conn.respond(id, result);
         let pending = Pending::default();
-        let entry = Arc::new(SessionEntry {
-            handle,
-            pending: pending.clone(),
-        });
-        self.sessions.insert(id.clone(), entry);
+        self.sessions.insert(
+            session_id.clone(),
+            Arc::new(SessionEntry {
+                handle,
+                pending: pending.clone(),
+            }),
+        );
+        self.send_update(
+            &session_id,
+            SessionUpdate::AvailableCommandsUpdate(available_commands()),
+        );
         // The pump does not own the handle: dropping the entry ends the session.
-        let pump = tokio::spawn(pump(self.conn.clone(), id.clone(), pending, events));
+        let pump = tokio::spawn(pump(self.conn.clone(), session_id, pending, events, caps));
         if let Ok(mut pumps) = self.pumps.lock() {
             pumps.retain(|p| !p.is_finished());
             pumps.push(pump);
         }
-        to_value(&NewSessionResponse::new(id))
+    }
+
+    fn send_update(&self, session_id: &str, update: SessionUpdate) {
+        match convert::notification(session_id, update) {
+            Ok(params) => self.conn.notify("session/update", params),
+            Err(e) => tracing::error!("cannot encode an update: {e}"),
+        }
+    }
+
+    fn forward(&self, session_id: &str, event: Event, caps: &ClientCapabilities) {
+        if let Some(update) = convert::session_update(event, caps) {
+            self.send_update(session_id, update);
+        }
+    }
+
+    fn close_session(&self, session_id: &str) -> Result<Value, RpcError> {
+        match self.sessions.remove(session_id) {
+            Some((_, entry)) => {
+                // Cancels a running turn; the pump still answers its prompt.
+                entry.handle.cancel();
+                Ok(json!({}))
+            }
+            None => Err(unknown_session(session_id)),
+        }
+    }
+
+    fn delete_session(&self, session_id: &str) -> Result<Value, RpcError> {
+        let mut cwds: BTreeSet<PathBuf> = self
+            .known_cwds
+            .lock()
+            .map(|k| k.clone())
+            .unwrap_or_default();
+        if let Some((_, entry)) = self.sessions.remove(session_id) {
+            entry.handle.cancel();
+            cwds.insert(entry.handle.cwd().to_path_buf());
+        }
+        for cwd in cwds {
+            if let Err(e) = self.engine.delete_session(&cwd, session_id) {
+                return Err(RpcError::new(ErrorCode::InternalError, e.to_string()));
+            }
+        }
+        Ok(json!({}))
+    }
+
+    fn list_sessions(&self, req: &ListSessionsRequest) -> Result<Value, RpcError> {
+        let cwds: Vec<PathBuf> = match &req.cwd {
+            Some(cwd) if !cwd.is_absolute() => {
+                return Err(invalid_params("cwd must be an absolute path"));
+            }
+            Some(cwd) => vec![cwd.clone()],
+            None => self
+                .known_cwds
+                .lock()
+                .map(|k| k.iter().cloned().collect())
+                .unwrap_or_default(),
+        };
+        let start = match &req.cursor {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .map_err(|_| invalid_params(format!("invalid cursor `{cursor}`")))?,
+        };
+        let mut all: Vec<maia_core::SessionSummary> = cwds
+            .iter()
+            .flat_map(|cwd| self.engine.list_sessions(cwd))
+            .collect();
+        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        let sessions: Vec<SessionInfo> = all
+            .iter()
+            .skip(start)
+            .take(LIST_PAGE)
+            .map(|s| {
+                SessionInfo::new(s.id.clone(), s.cwd.clone())
+                    .title(s.title.clone().unwrap_or_else(|| s.name.clone()))
+                    .updated_at(s.updated_at.clone())
+            })
+            .collect();
+        let mut response = ListSessionsResponse::new(sessions);
+        if all.len() > start + LIST_PAGE {
+            response.next_cursor = Some((start + LIST_PAGE).to_string());
+        }
+        to_value(&response)
     }
 
     fn prompt(&self, id: &Id, req: PromptRequest) -> Result<(), RpcError> {
@@ -263,12 +426,62 @@ impl Agent {
     }
 }
 
+/// How `open_session` opens a session.
+enum Open {
+    New,
+    Load(String),
+    Resume(String),
+}
+
+fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
+    if !cwd.is_absolute() {
+        return Err(invalid_params(format!(
+            "cwd must be an absolute path, got `{}`",
+            cwd.display()
+        )));
+    }
+    if !cwd.is_dir() {
+        return Err(invalid_params(format!(
+            "cwd `{}` is not an existing folder",
+            cwd.display()
+        )));
+    }
+    if system_prompt {
+        return Err(invalid_params(
+            "systemPrompt is not supported by this agent",
+        ));
+    }
+    Ok(())
+}
+
+fn available_commands() -> AvailableCommandsUpdate {
+    AvailableCommandsUpdate::new(
+        maia_core::commands::COMMANDS
+            .iter()
+            .map(|c| {
+                AvailableCommand::new(c.name, c.description).input(
+                    c.hint.map(|h| {
+                        AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(h))
+                    }),
+                )
+            })
+            .collect(),
+    )
+}
+
 fn initialize_response() -> InitializeResponse {
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
             AgentCapabilities::new()
-                .load_session(false)
-                .prompt_capabilities(PromptCapabilities::new().embedded_context(true)),
+                .load_session(true)
+                .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+                .session_capabilities(
+                    SessionCapabilities::new()
+                        .list(SessionListCapabilities::new())
+                        .resume(SessionResumeCapabilities::new())
+                        .close(SessionCloseCapabilities::new())
+                        .delete(SessionDeleteCapabilities::new()),
+                ),
         )
         .agent_info(Implementation::new("maia", env!("CARGO_PKG_VERSION")).title("MAIA"))
 }
@@ -320,6 +533,7 @@ async fn pump(
     session_id: String,
     pending: Pending,
     mut events: mpsc::UnboundedReceiver<Event>,
+    caps: ClientCapabilities,
 ) {
     while let Some(event) = events.recv().await {
         match event {
@@ -345,7 +559,7 @@ async fn pump(
                 });
             }
             other => {
-                if let Some(update) = convert::session_update(other) {
+                if let Some(update) = convert::session_update(other, &caps) {
                     match convert::notification(&session_id, update) {
                         Ok(params) => conn.notify("session/update", params),
                         Err(e) => tracing::error!("cannot encode an update: {e}"),

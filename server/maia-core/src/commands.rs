@@ -1,0 +1,280 @@
+//! Slash commands typed at the start of a prompt (`/help`, `/new`, …).
+//! An unknown `/word` is ordinary text for the model.
+
+use crate::event::{Event, StopReason};
+use crate::session::{Session, fresh_name, replay};
+use crate::store::{self, Record};
+
+/// A command the user can type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// What the argument is, for commands that take one.
+    pub hint: Option<&'static str>,
+}
+
+/// Every command, in the order `/help` lists them.
+pub const COMMANDS: &[CommandInfo] = &[
+    CommandInfo {
+        name: "new",
+        description: "Start a fresh conversation in this thread (the current one stays saved)",
+        hint: None,
+    },
+    CommandInfo {
+        name: "clear",
+        description: "Empty the context and reload settings, context file and rules",
+        hint: None,
+    },
+    CommandInfo {
+        name: "rename",
+        description: "Rename the saved conversation",
+        hint: Some("new name"),
+    },
+    CommandInfo {
+        name: "load",
+        description: "Continue a saved conversation of this folder in this thread",
+        hint: Some("saved session name"),
+    },
+    CommandInfo {
+        name: "model",
+        description: "List the models, or switch to one",
+        hint: Some("model name (optional)"),
+    },
+    CommandInfo {
+        name: "context",
+        description: "Show what fills the context",
+        hint: None,
+    },
+    CommandInfo {
+        name: "help",
+        description: "List the commands",
+        hint: None,
+    },
+];
+
+/// Splits `/name args` when `name` is a known command.
+pub fn parse(text: &str) -> Option<(&'static CommandInfo, &str)> {
+    let rest = text.trim_start().strip_prefix('/')?;
+    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let info = COMMANDS.iter().find(|c| c.name == name)?;
+    Some((info, args.trim()))
+}
+
+/// Characters per token for estimates.
+const CHARS_PER_TOKEN: usize = 4;
+
+fn estimate(chars: usize) -> usize {
+    chars.div_ceil(CHARS_PER_TOKEN)
+}
+
+impl Session {
+    fn reply(&self, text: String) {
+        self.emit(Event::AgentText {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            text,
+        });
+    }
+
+    /// Runs a command; the turn then ends.
+    pub(crate) async fn run_command(
+        &mut self,
+        command: &CommandInfo,
+        args: &str,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> StopReason {
+        match command.name {
+            "help" => {
+                let mut text = String::from("Commands:\n\n");
+                for c in COMMANDS {
+                    let arg = c.hint.map(|h| format!(" <{h}>")).unwrap_or_default();
+                    text.push_str(&format!("- `/{}{arg}` — {}\n", c.name, c.description));
+                }
+                self.reply(text);
+            }
+            "new" => {
+                let saved = (!self.history.is_empty()).then(|| self.name.clone());
+                self.reset(fresh_name(&self.id));
+                self.reply(match saved {
+                    Some(name) => format!(
+                        "Started a new conversation. The previous one is saved as `{name}` (`/load {name}` brings it back)."
+                    ),
+                    None => "Started a new conversation.".to_owned(),
+                });
+            }
+            "clear" => {
+                self.record(&Record::Clear);
+                let dropped = self.history.len();
+                self.reload();
+                self.history.clear();
+                self.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
+                self.reply(format!(
+                    "Context cleared ({dropped} messages dropped); settings, context file and rules reloaded."
+                ));
+            }
+            "rename" => {
+                if !store::valid_name(args) {
+                    self.reply(
+                        "Usage: `/rename NAME` (letters, digits, spaces, `-`, `_`, `.`)."
+                            .to_owned(),
+                    );
+                } else if store::session_path(&self.cwd, args).exists() {
+                    self.reply(format!("A saved session named `{args}` already exists."));
+                } else {
+                    let old = self.name.clone();
+                    match self.rename(args.to_owned()) {
+                        Ok(()) => self.reply(format!("Renamed `{old}` to `{args}`.")),
+                        Err(e) => self.reply(format!("Cannot rename: {e}")),
+                    }
+                }
+            }
+            "load" => self.load_command(args),
+            "model" => self.model_command(args, cancel).await,
+            "context" => self.context_command(),
+            _ => self.reply(format!("`/{}` is not available.", command.name)),
+        }
+        StopReason::EndTurn
+    }
+
+    fn load_command(&mut self, name: &str) {
+        if !store::valid_name(name) {
+            let saved: Vec<String> = store::list(&self.cwd)
+                .into_iter()
+                .map(|s| format!("`{}`", s.name))
+                .collect();
+            self.reply(format!(
+                "Usage: `/load NAME`. Saved sessions here: {}",
+                if saved.is_empty() {
+                    "none".to_owned()
+                } else {
+                    saved.join(", ")
+                }
+            ));
+            return;
+        }
+        let path = store::session_path(&self.cwd, name);
+        let loaded = match store::load(&path) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                self.reply(format!("Cannot load `{name}`: {e}"));
+                return;
+            }
+        };
+        if let Err(e) = self.adopt(name.to_owned(), &loaded) {
+            self.reply(format!("Cannot load `{name}`: {e}"));
+            return;
+        }
+        self.reply(format!("Loaded `{name}`:"));
+        for event in replay(&loaded) {
+            self.emit(event);
+        }
+    }
+
+    async fn model_command(&mut self, args: &str, cancel: &tokio_util::sync::CancellationToken) {
+        let listed = match &self.llm {
+            Ok(llm) => tokio::select! {
+                () = cancel.cancelled() => return,
+                listed = llm.list_models() => listed.map_err(|e| e.to_string()),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        if args.is_empty() {
+            let current = self
+                .model
+                .clone()
+                .unwrap_or_else(|| "(not chosen yet)".into());
+            let text = match listed {
+                Ok(models) => {
+                    let lines: Vec<String> = models
+                        .iter()
+                        .map(|m| {
+                            let mark = if Some(&m.id) == self.model.as_ref() {
+                                " ← current"
+                            } else {
+                                ""
+                            };
+                            format!("- `{}`{mark}", m.id)
+                        })
+                        .collect();
+                    format!(
+                        "Model in use: `{current}`\n\nAvailable:\n{}",
+                        lines.join("\n")
+                    )
+                }
+                Err(e) => {
+                    format!("Model in use: `{current}`\n\nThe model list could not be read: {e}")
+                }
+            };
+            self.reply(text);
+            return;
+        }
+        let known = listed
+            .as_ref()
+            .map(|models| models.iter().any(|m| m.id == args))
+            .unwrap_or(true);
+        if !known {
+            self.reply(format!(
+                "`{args}` is not among the endpoint's models; see `/model`."
+            ));
+            return;
+        }
+        self.model = Some(args.to_owned());
+        self.emit(Event::ModelChanged(args.to_owned()));
+        self.reply(format!("Now using `{args}`."));
+    }
+
+    fn context_command(&self) {
+        let system = self.system_prompt();
+        let tools = serde_json::to_string(&maia_tools::definitions())
+            .map(|s| s.len())
+            .unwrap_or(0);
+        let messages: usize = self
+            .history
+            .iter()
+            .map(|m| serde_json::to_string(m).map(|s| s.len()).unwrap_or(0))
+            .sum();
+        let context_file = match &self.context_file {
+            Some(f) => format!(
+                "`{}` (~{} tokens)",
+                f.path.display(),
+                estimate(f.text.len())
+            ),
+            None => "none (no MAIA.md, CLAUDE.md or AGENTS.md here)".to_owned(),
+        };
+        let total = estimate(system.len() + tools + messages);
+        let text = format!(
+            "Context of `{name}` (estimates, ~4 characters per token):\n\n\
+             - system prompt: ~{sys} tokens\n\
+             - context file: {context_file}\n\
+             - tool definitions: ~{tools} tokens\n\
+             - messages: {count} (~{msgs} tokens)\n\
+             - pending items: none\n\
+             - total: ~{total} tokens\n\
+             - model: `{model}`, context window unknown",
+            name = self.name,
+            sys = estimate(system.len()),
+            tools = estimate(tools),
+            count = self.history.len(),
+            msgs = estimate(messages),
+            model = self.model.as_deref().unwrap_or("(not chosen yet)"),
+        );
+        self.reply(text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_known_commands_only() {
+        assert_eq!(parse("/help").map(|(c, a)| (c.name, a)), Some(("help", "")));
+        assert_eq!(
+            parse("  /rename my work ").map(|(c, a)| (c.name, a)),
+            Some(("rename", "my work"))
+        );
+        assert!(parse("/unknown thing").is_none());
+        assert!(parse("hello /help").is_none());
+        assert!(parse("/").is_none());
+    }
+}
