@@ -72,8 +72,11 @@ async fn fresh_turn_is_clean(maia: &mut Maia, sid: &str) -> Vec<Value> {
             m["method"], "session/update",
             "only updates before the new response: {m}"
         );
-        assert_eq!(
-            m["params"]["update"]["sessionUpdate"], "agent_message_chunk",
+        let kind = &m["params"]["update"]["sessionUpdate"];
+        assert!(
+            kind == "agent_message_chunk"
+                || kind == "usage_update"
+                || kind == "session_info_update",
             "an update of the cancelled turn leaked into the next: {m}"
         );
     }

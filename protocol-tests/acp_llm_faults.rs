@@ -247,9 +247,11 @@ async fn unparsable_endpoint_url() {
 
 #[tokio::test]
 async fn without_a_model_the_first_listed_is_used() {
-    let (mut maia, sid) = Maia::ready_with(with(json!({"model": null}))).await;
+    let mut maia = Maia::start_with(with(json!({"model": null}))).await;
     maia.mock
         .set_models(vec![json!({"id": "alpha"}), json!({"id": "beta"})]);
+    maia.initialize().await;
+    let sid = maia.new_session().await;
     maia.mock.push(mock::text_reply("hello"));
     maia.mock.push(mock::text_reply("again"));
     assert_eq!(turn_text(&mut maia, &sid, "hi").await, "hello");
@@ -261,8 +263,10 @@ async fn without_a_model_the_first_listed_is_used() {
 
 #[tokio::test]
 async fn without_a_model_and_an_empty_list_the_turn_explains() {
-    let (mut maia, sid) = Maia::ready_with(with(json!({"model": null}))).await;
+    let mut maia = Maia::start_with(with(json!({"model": null}))).await;
     maia.mock.set_models(Vec::new());
+    maia.initialize().await;
+    let sid = maia.new_session().await;
     let text = turn_text(&mut maia, &sid, "hi").await;
     assert!(text.contains("no model is configured"), "{text}");
     assert!(text.contains(&maia.mock.url()), "{text}");

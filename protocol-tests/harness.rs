@@ -20,7 +20,7 @@ pub const WAIT: Duration = Duration::from_secs(20);
 pub struct Maia {
     pub child: Child,
     stdin: Option<ChildStdin>,
-    rx: mpsc::UnboundedReceiver<Result<Value, String>>,
+    rx: Lines,
     next_id: u64,
     /// Every message received so far, in order.
     pub seen: Vec<Value>,
@@ -31,7 +31,12 @@ pub struct Maia {
     pub cwd: TempDir,
     /// What maia wrote on stderr, when started with [`Maia::start_capturing_stderr`].
     pub stderr: Arc<Mutex<String>>,
+    /// What the process was started with (for [`Maia::restart`]).
+    args: Vec<String>,
+    capture_log: Option<String>,
 }
+
+type Lines = mpsc::UnboundedReceiver<Result<Value, String>>;
 
 pub struct Options {
     pub settings: Value,
@@ -83,56 +88,7 @@ impl Maia {
             serde_json::to_string_pretty(&settings).unwrap(),
         )
         .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
-            .arg("acp")
-            .args(&options.args)
-            .env("HOME", home.path())
-            .env_remove("LITELLM_API_KEY")
-            .env_remove("MAIA_MODEL")
-            .env(
-                "MAIA_LOG",
-                capture_log.map_or_else(
-                    || std::env::var("MAIA_LOG").unwrap_or_else(|_| "warn".into()),
-                    str::to_owned,
-                ),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(if capture_log.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::inherit()
-            })
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn maia");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let stderr_text = Arc::new(Mutex::new(String::new()));
-        if let Some(stderr) = child.stderr.take() {
-            let sink = stderr_text.clone();
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    let mut text = sink.lock().unwrap();
-                    text.push_str(&line);
-                    text.push('\n');
-                }
-            });
-        }
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let parsed = match serde_json::from_str::<Value>(&line) {
-                    Ok(v) if v.get("jsonrpc") == Some(&json!("2.0")) => Ok(v),
-                    _ => Err(line),
-                };
-                if tx.send(parsed).is_err() {
-                    return;
-                }
-            }
-        });
+        let (child, stdin, rx, stderr_text) = launch(home.path(), &options.args, capture_log);
         Maia {
             child,
             stdin,
@@ -143,6 +99,33 @@ impl Maia {
             home,
             cwd,
             stderr: stderr_text,
+            args: options.args,
+            capture_log: capture_log.map(str::to_owned),
+        }
+    }
+
+    /// Kills the process with SIGKILL (no chance to flush or clean up) and
+    /// starts a new one on the same HOME, cwd and mock LLM. The new process
+    /// is not initialized; [`Maia::seen`] starts empty.
+    pub async fn restart(mut self) -> Maia {
+        self.child.start_kill().expect("kill maia");
+        let _ = tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("maia did not die after SIGKILL");
+        let (child, stdin, rx, stderr) =
+            launch(self.home.path(), &self.args, self.capture_log.as_deref());
+        Maia {
+            child,
+            stdin,
+            rx,
+            next_id: 1,
+            seen: Vec::new(),
+            mock: self.mock,
+            home: self.home,
+            cwd: self.cwd,
+            stderr,
+            args: self.args,
+            capture_log: self.capture_log,
         }
     }
 
@@ -394,4 +377,64 @@ pub async fn eventually(within: Duration, mut pred: impl FnMut() -> bool) -> boo
 
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap()
+}
+
+/// Spawns `maia acp` with `home` as HOME; returns the child, its stdin, its
+/// stdout lines (parsed) and its collected stderr.
+fn launch(
+    home: &Path,
+    args: &[String],
+    capture_log: Option<&str>,
+) -> (Child, Option<ChildStdin>, Lines, Arc<Mutex<String>>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
+        .arg("acp")
+        .args(args)
+        .env("HOME", home)
+        .env_remove("LITELLM_API_KEY")
+        .env_remove("MAIA_MODEL")
+        .env(
+            "MAIA_LOG",
+            capture_log.map_or_else(
+                || std::env::var("MAIA_LOG").unwrap_or_else(|_| "warn".into()),
+                str::to_owned,
+            ),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(if capture_log.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        })
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn maia");
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().unwrap();
+    let stderr_text = Arc::new(Mutex::new(String::new()));
+    if let Some(stderr) = child.stderr.take() {
+        let sink = stderr_text.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut text = sink.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let parsed = match serde_json::from_str::<Value>(&line) {
+                Ok(v) if v.get("jsonrpc") == Some(&json!("2.0")) => Ok(v),
+                _ => Err(line),
+            };
+            if tx.send(parsed).is_err() {
+                return;
+            }
+        }
+    });
+    (child, stdin, rx, stderr_text)
 }

@@ -179,8 +179,8 @@ impl Session {
             Err(e) => Err(e.to_string()),
         };
         if args.is_empty() {
-            let current = self
-                .model
+            let current_model = self.model.get();
+            let current = current_model
                 .clone()
                 .unwrap_or_else(|| "(not chosen yet)".into());
             let text = match listed {
@@ -188,7 +188,7 @@ impl Session {
                     let lines: Vec<String> = models
                         .iter()
                         .map(|m| {
-                            let mark = if Some(&m.id) == self.model.as_ref() {
+                            let mark = if Some(&m.id) == current_model.as_ref() {
                                 " ← current"
                             } else {
                                 ""
@@ -218,7 +218,7 @@ impl Session {
             ));
             return;
         }
-        self.model = Some(args.to_owned());
+        self.model.set(Some(args.to_owned()));
         self.emit(Event::ModelChanged(args.to_owned()));
         self.reply(format!("Now using `{args}`."));
     }
@@ -250,13 +250,19 @@ impl Session {
              - messages: {count} (~{msgs} tokens)\n\
              - pending items: none\n\
              - total: ~{total} tokens\n\
-             - model: `{model}`, context window unknown",
+             - model: `{model}`, context window: {window}",
             name = self.name,
             sys = estimate(system.len()),
             tools = estimate(tools),
             count = self.history.len(),
             msgs = estimate(messages),
-            model = self.model.as_deref().unwrap_or("(not chosen yet)"),
+            model = self
+                .model
+                .get()
+                .unwrap_or_else(|| "(not chosen yet)".into()),
+            window = self
+                .window
+                .map_or_else(|| "unknown".to_owned(), |w| format!("{w} tokens")),
         );
         self.reply(text);
     }

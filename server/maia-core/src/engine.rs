@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 use crate::event::Event;
 use crate::session::{self, SessionHandle, Start};
 use crate::store;
+use crate::window::WindowCache;
 
 /// Process-wide options, fixed at start.
 #[derive(Debug, Clone, Default)]
@@ -45,15 +46,26 @@ pub struct SessionSummary {
 pub type Started = (SessionHandle, mpsc::UnboundedReceiver<Event>);
 
 /// Creates sessions. Cheap to clone.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Engine {
     options: Arc<EngineOptions>,
+    /// Context windows found so far, shared by every session.
+    windows: Arc<WindowCache>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Engine {
     pub fn new(options: EngineOptions) -> Self {
         Engine {
             options: Arc::new(options),
+            windows: Arc::new(WindowCache::default()),
         }
     }
 
@@ -62,7 +74,7 @@ impl Engine {
     /// handle and its clones are dropped.
     pub fn start_session(&self, cwd: PathBuf, fs: Arc<dyn FileSystem>) -> Started {
         let id = uuid::Uuid::new_v4().to_string();
-        session::spawn(&self.options, id, cwd, fs, Start::New)
+        session::spawn(&self.options, &self.windows, id, cwd, fs, Start::New)
     }
 
     /// Restores thread `id` saved in `cwd`. Returns the session and the
@@ -78,6 +90,7 @@ impl Engine {
         let replay = session::replay(&loaded);
         let started = session::spawn(
             &self.options,
+            &self.windows,
             id.to_owned(),
             cwd,
             fs,
@@ -101,6 +114,18 @@ impl Engine {
                 updated_at: store::iso8601(s.updated),
             })
             .collect()
+    }
+
+    /// The models the endpoint configured for `cwd` lists.
+    pub async fn list_models(&self, cwd: &Path) -> Result<Vec<String>, String> {
+        let settings = crate::settings::load(
+            self.options.home.as_deref(),
+            cwd,
+            self.options.env_api_key.clone(),
+        );
+        let client = maia_llm::LlmClient::new(settings.llm).map_err(|e| e.to_string())?;
+        let models = client.list_models().await.map_err(|e| e.to_string())?;
+        Ok(models.into_iter().map(|m| m.id).collect())
     }
 
     /// Deletes every saved file of thread `id` in `cwd`.

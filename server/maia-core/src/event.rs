@@ -129,6 +129,11 @@ pub enum Event {
     Title(String),
     /// The session now uses this model.
     ModelChanged(String),
+    /// How full the context is, in tokens, against the model's window.
+    Usage {
+        used: u64,
+        size: u64,
+    },
     /// Something the user should know that is not part of the conversation
     /// (settings loaded, context file missing…).
     Notice {

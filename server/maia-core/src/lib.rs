@@ -28,4 +28,4 @@ pub use event::{
     StopReason, ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
 };
 pub use prompt::PromptPart;
-pub use session::{Busy, SessionHandle};
+pub use session::{Busy, SessionHandle, SharedModel};

@@ -20,6 +20,7 @@ use crate::permission::Broker;
 use crate::prompt::PromptPart;
 use crate::settings::{self, Settings};
 use crate::store::{self, Journal, Loaded, Record};
+use crate::window::WindowCache;
 
 /// A prompt was sent while a turn is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -41,6 +42,23 @@ pub struct SessionHandle {
     ops: mpsc::UnboundedSender<Op>,
     turn: Arc<Mutex<Option<CancellationToken>>>,
     busy: Arc<AtomicBool>,
+    model: SharedModel,
+}
+
+/// The model a session uses, readable and settable from both sides.
+#[derive(Debug, Clone, Default)]
+pub struct SharedModel(Arc<Mutex<Option<String>>>);
+
+impl SharedModel {
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|m| m.clone())
+    }
+
+    pub fn set(&self, model: Option<String>) {
+        if let Ok(mut m) = self.0.lock() {
+            *m = model;
+        }
+    }
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -91,6 +109,21 @@ impl SessionHandle {
         }
     }
 
+    /// The model in use, if chosen.
+    pub fn model(&self) -> Option<String> {
+        self.model.get()
+    }
+
+    /// The shared model cell (for front doors that watch it).
+    pub fn shared_model(&self) -> SharedModel {
+        self.model.clone()
+    }
+
+    /// Switches the model for the next requests.
+    pub fn set_model(&self, model: String) {
+        self.model.set(Some(model));
+    }
+
     /// Whether a turn is running.
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire)
@@ -114,13 +147,17 @@ pub(crate) struct Session {
     pub options: Arc<EngineOptions>,
     pub settings: Settings,
     pub llm: Result<LlmClient, LlmError>,
-    pub model: Option<String>,
+    /// The model in use, shared with the handle (`None` until chosen).
+    pub model: SharedModel,
     pub history: Vec<ChatMessage>,
     pub fs: Arc<dyn FileSystem>,
     pub reads: Arc<ReadTracker>,
     pub broker: Arc<Mutex<Broker>>,
     pub events: mpsc::UnboundedSender<Event>,
     pub context_file: Option<ContextFile>,
+    pub windows: Arc<WindowCache>,
+    /// The context window of the model in use, once known.
+    pub window: Option<u64>,
     /// The name of the saved conversation (its file name).
     pub name: String,
     pub title: Option<String>,
@@ -185,7 +222,7 @@ impl Session {
         );
         self.llm = LlmClient::new(self.settings.llm.clone());
         if self.options.model.is_none() && self.settings.model.is_some() {
-            self.model = self.settings.model.clone();
+            self.model.set(self.settings.model.clone());
         }
         self.context_file = context_file::load(&self.cwd);
         if let Ok(mut broker) = self.broker.lock() {
@@ -243,6 +280,7 @@ pub(crate) fn fresh_name(id: &str) -> String {
 
 pub(crate) fn spawn(
     options: &Arc<EngineOptions>,
+    windows: &Arc<WindowCache>,
     id: String,
     cwd: PathBuf,
     fs: Arc<dyn FileSystem>,
@@ -250,7 +288,8 @@ pub(crate) fn spawn(
 ) -> (SessionHandle, mpsc::UnboundedReceiver<Event>) {
     let settings = settings::load(options.home.as_deref(), &cwd, options.env_api_key.clone());
     let llm = LlmClient::new(settings.llm.clone());
-    let model = options.model.clone().or_else(|| settings.model.clone());
+    let model = SharedModel::default();
+    model.set(options.model.clone().or_else(|| settings.model.clone()));
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
     let busy = Arc::new(AtomicBool::new(false));
@@ -261,6 +300,7 @@ pub(crate) fn spawn(
         ops: ops_tx,
         turn: turn.clone(),
         busy: busy.clone(),
+        model: model.clone(),
     };
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
         tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
@@ -281,6 +321,8 @@ pub(crate) fn spawn(
         broker: Arc::new(Mutex::new(Broker::default())),
         events: events_tx,
         context_file,
+        windows: windows.clone(),
+        window: None,
         title: None,
         journal: None,
         journal_failed: false,

@@ -3,10 +3,12 @@
 //!
 //! Keys: `LiteLLM_URL`, `OpenAI_EndPoint`, `LiteLLM_Models`,
 //! `LiteLLM_API_Key` (else the `LITELLM_API_KEY` environment variable),
-//! `model`, `max_turn_requests`, `llm_max_retries`, `llm_retry_base_ms`.
+//! `model`, `max_turn_requests`, `llm_max_retries`, `llm_retry_base_ms`,
+//! `contextWindows` (`{"<model>": <tokens>}`).
 //! A file that is not valid JSON is reported and ignored. The API key is
 //! never logged.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,6 +24,8 @@ pub struct Settings {
     pub llm: LlmConfig,
     pub model: Option<String>,
     pub max_turn_requests: u32,
+    /// Manual context windows per model (`contextWindows`).
+    pub context_windows: HashMap<String, u64>,
     /// Files that were read.
     pub loaded: Vec<PathBuf>,
     /// Problems found (unreadable files, bad values).
@@ -118,10 +122,31 @@ fn from_map(
     let max_turn_requests = number("max_turn_requests")
         .map(|n| u32::try_from(n).unwrap_or(u32::MAX).max(1))
         .unwrap_or(DEFAULT_MAX_TURN_REQUESTS);
+    let mut context_windows = HashMap::new();
+    match map.get("contextWindows") {
+        None => {}
+        Some(Value::Object(windows)) => {
+            for (model, tokens) in windows {
+                match tokens
+                    .as_u64()
+                    .or_else(|| tokens.as_f64().map(|f| f as u64))
+                {
+                    Some(tokens) if tokens > 0 => {
+                        context_windows.insert(model.clone(), tokens);
+                    }
+                    _ => warnings.push(format!(
+                        "contextWindows.{model} must be a positive number of tokens; ignored"
+                    )),
+                }
+            }
+        }
+        Some(_) => warnings.push("contextWindows must be an object; ignored".to_owned()),
+    }
     Settings {
         llm,
         model: text("model"),
         max_turn_requests,
+        context_windows,
         loaded,
         warnings,
     }

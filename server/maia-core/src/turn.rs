@@ -72,8 +72,8 @@ impl Session {
 
     /// The model to use: forced, configured, else the first listed.
     async fn resolve_model(&mut self, cancel: &CancellationToken) -> Result<String, String> {
-        if let Some(model) = &self.model {
-            return Ok(model.clone());
+        if let Some(model) = self.model.get() {
+            return Ok(model);
         }
         let llm = self.llm.as_ref().map_err(|e| e.to_string())?;
         let listed = tokio::select! {
@@ -84,7 +84,7 @@ impl Session {
             Ok(models) => match models.into_iter().next() {
                 Some(first) => {
                     tracing::info!(model = %first.id, "using the first model listed");
-                    self.model = Some(first.id.clone());
+                    self.model.set(Some(first.id.clone()));
                     Ok(first.id)
                 }
                 None => Err(format!(
@@ -163,6 +163,7 @@ impl Session {
                 return StopReason::EndTurn;
             }
         };
+        self.window = self.context_window(&model, cancel).await;
         let tools = tool_specs();
         let system = self.system_prompt();
         let mut requests = 0u32;
@@ -211,8 +212,16 @@ impl Session {
                 text,
                 tool_calls,
                 finish_reason,
+                usage,
                 ..
             } = completion;
+            if let (Some(usage), Some(size)) = (usage, self.window) {
+                // What stays in the conversation: the prompt and the answer.
+                self.emit(Event::Usage {
+                    used: usage.prompt_tokens + usage.completion_tokens,
+                    size,
+                });
+            }
             self.push_message(ChatMessage::Assistant {
                 content: (!text.is_empty()).then_some(text),
                 tool_calls: tool_calls.clone(),
@@ -243,6 +252,27 @@ impl Session {
                 return StopReason::Cancelled;
             }
         }
+    }
+
+    /// The context window of `model`, from the settings, the endpoint or
+    /// the model itself (cached for the process).
+    async fn context_window(&self, model: &str, cancel: &CancellationToken) -> Option<u64> {
+        let llm = self.llm.as_ref().ok()?;
+        let window = crate::window::resolve(
+            &self.windows,
+            llm,
+            model,
+            &self.settings.context_windows,
+            cancel,
+        )
+        .await?;
+        tracing::debug!(
+            model,
+            tokens = window.tokens,
+            source = window.source.as_str(),
+            "context window"
+        );
+        Some(window.tokens)
     }
 
     /// One model request, streaming text and reasoning to the front door.

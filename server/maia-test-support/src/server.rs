@@ -39,6 +39,9 @@ pub enum Reply {
 #[derive(Default)]
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
+    /// Replies to the context-size question, kept apart from `replies`.
+    window_replies: Mutex<VecDeque<Reply>>,
+    window_questions: AtomicUsize,
     models: Mutex<Vec<Value>>,
     model_info: Mutex<Value>,
     models_gets: AtomicUsize,
@@ -120,6 +123,19 @@ impl MockLlm {
     /// Queues a reply for the next chat request.
     pub fn push(&self, reply: Reply) {
         lock(&self.shared.replies).push_back(reply);
+    }
+
+    /// Scripts the answer to the agent's "maximum context size" question.
+    /// Such questions never take replies from [`MockLlm::push`]'s queue and
+    /// are not recorded in [`MockLlm::requests`]; unscripted, they get a 404
+    /// (the model does not know).
+    pub fn push_window_answer(&self, reply: Reply) {
+        lock(&self.shared.window_replies).push_back(reply);
+    }
+
+    /// How many times the context-size question was asked.
+    pub fn window_questions(&self) -> usize {
+        self.shared.window_questions.load(Ordering::SeqCst)
     }
 
     /// Scripted replies not used yet.
@@ -250,6 +266,15 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
     )
 }
 
+/// Whether a chat request is the agent asking for the context size.
+fn is_window_question(request: &Value) -> bool {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .is_some_and(|c| c.contains("maximum context size"))
+}
+
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let request = serde_json::from_slice::<Value>(&body)
         .unwrap_or_else(|_| json!({"invalid_json": String::from_utf8_lossy(&body)}));
@@ -262,11 +287,20 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             )
         })
         .collect();
-    let reply = {
-        lock(&shared.headers).push(header_list);
-        lock(&shared.requests).push(request);
-        lock(&shared.replies).pop_front()
-    };
+    let reply =
+        if is_window_question(&request) {
+            shared.window_questions.fetch_add(1, Ordering::SeqCst);
+            Some(lock(&shared.window_replies).pop_front().unwrap_or(Reply::Error {
+            status: 404,
+            body: json!({"error": {"message": "mock: the context size question is not scripted"}})
+                .to_string(),
+            headers: Vec::new(),
+        }))
+        } else {
+            lock(&shared.headers).push(header_list);
+            lock(&shared.requests).push(request);
+            lock(&shared.replies).pop_front()
+        };
     shared.changed.notify_waiters();
 
     match reply {

@@ -3,9 +3,10 @@
 use agent_client_protocol_schema::v1::{
     ClientCapabilities, ContentBlock, ContentChunk, Diff, MessageId, Notice, NoticeSeverity,
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SessionInfoUpdate, SessionNotification, SessionUpdate, StopReason,
+    RequestPermissionResponse, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigSelectOption, SessionInfoUpdate, SessionNotification, SessionUpdate, StopReason,
     ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind,
+    ToolCallUpdateFields, ToolKind, UsageUpdate,
 };
 use maia_core::{
     ChoiceKind, Event, PermissionReply, PermissionRequest, ToolCallPatch, ToolCallView,
@@ -13,6 +14,30 @@ use maia_core::{
 };
 use maia_rpc::RequestError;
 use serde_json::Value;
+
+/// The id of the model config option.
+pub const MODEL_OPTION: &str = "model";
+
+/// The session's config options: the model, when one is known.
+pub fn config_options(
+    current: Option<String>,
+    listed: &[String],
+) -> Option<Vec<SessionConfigOption>> {
+    let mut names: Vec<String> = listed.to_vec();
+    let current = current.or_else(|| names.first().cloned())?;
+    if !names.contains(&current) {
+        names.insert(0, current.clone());
+    }
+    let options: Vec<SessionConfigSelectOption> = names
+        .iter()
+        .map(|n| SessionConfigSelectOption::new(n.clone(), n.clone()))
+        .collect();
+    Some(vec![
+        SessionConfigOption::select(MODEL_OPTION, "Model", current, options)
+            .description("The model MAIA sends requests to".to_owned())
+            .category(SessionConfigOptionCategory::Model),
+    ])
+}
 
 pub fn stop_reason(stop: maia_core::StopReason) -> StopReason {
     match stop {
@@ -113,6 +138,7 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
             SessionUpdate::Notice(Notice::new(severity, text))
         }
         Event::ModelChanged(_) => return None,
+        Event::Usage { used, size } => SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)),
         Event::AgentText { message_id, text } => SessionUpdate::AgentMessageChunk(
             ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
         ),

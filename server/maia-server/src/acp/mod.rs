@@ -18,11 +18,13 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
     AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
-    ClientCapabilities, ClientNotification, ClientRequest, ContentBlock, EmbeddedResourceResource,
-    Implementation, InitializeResponse, ListSessionsRequest, ListSessionsResponse, McpServer,
-    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, SessionCapabilities,
+    ClientCapabilities, ClientNotification, ClientRequest, ConfigOptionUpdate, ContentBlock,
+    EmbeddedResourceResource, Implementation, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionResponse, NewSessionResponse, PromptCapabilities,
+    PromptRequest, PromptResponse, ResumeSessionResponse, SessionCapabilities,
     SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
-    SessionResumeCapabilities, SessionUpdate, UnstructuredCommandInput,
+    SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionResponse,
+    UnstructuredCommandInput,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use dashmap::DashMap;
@@ -39,7 +41,7 @@ pub async fn serve_stdio(options: EngineOptions) -> anyhow::Result<()> {
         tokio::io::stdout(),
         maia_rpc::framing::DEFAULT_MAX_LINE,
     );
-    let agent = Agent::new(conn, Engine::new(options));
+    let agent = Arc::new(Agent::new(conn, Engine::new(options)));
     while let Some(message) = incoming.recv().await {
         match message {
             Incoming::Request { id, method, params } => agent.handle_request(id, &method, params),
@@ -56,10 +58,17 @@ pub async fn serve_stdio(options: EngineOptions) -> anyhow::Result<()> {
 /// The id of the `session/prompt` request being served, if any.
 type Pending = Arc<Mutex<Option<Id>>>;
 
+/// The models offered for a session (shared with its pump).
+type Models = Arc<Mutex<Vec<String>>>;
+
 struct SessionEntry {
     handle: SessionHandle,
     pending: Pending,
+    models: Models,
 }
+
+/// How long opening a session waits for the endpoint's model list.
+const MODEL_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 struct Agent {
     conn: Connection,
@@ -108,7 +117,7 @@ impl Agent {
         self.client.lock().ok().and_then(|c| c.clone())
     }
 
-    fn handle_request(&self, id: Id, method: &str, params: Value) {
+    fn handle_request(self: &Arc<Self>, id: Id, method: &str, params: Value) {
         let request = match ClientRequest::from_method_and_params(method, &params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. }) => {
@@ -149,30 +158,30 @@ impl Agent {
                 "the connection is not initialized: call `initialize` first",
             )),
             ClientRequest::NewSessionRequest(req) => {
-                return self.open_session(
+                return self.spawn_open(
                     id,
                     &req.cwd,
-                    &req.mcp_servers,
+                    req.mcp_servers.len(),
                     Open::New,
                     req.system_prompt.is_some(),
                 );
             }
             ClientRequest::LoadSessionRequest(req) => {
                 let sid = req.session_id.0.to_string();
-                return self.open_session(
+                return self.spawn_open(
                     id,
                     &req.cwd,
-                    &req.mcp_servers,
+                    req.mcp_servers.len(),
                     Open::Load(sid),
                     req.system_prompt.is_some(),
                 );
             }
             ClientRequest::ResumeSessionRequest(req) => {
                 let sid = req.session_id.0.to_string();
-                return self.open_session(
+                return self.spawn_open(
                     id,
                     &req.cwd,
-                    &req.mcp_servers,
+                    req.mcp_servers.len(),
                     Open::Resume(sid),
                     req.system_prompt.is_some(),
                 );
@@ -184,6 +193,7 @@ impl Agent {
                 self.delete_session(req.session_id.0.as_ref())
             }
             ClientRequest::ListSessionsRequest(req) => self.list_sessions(&req),
+            ClientRequest::SetSessionConfigOptionRequest(req) => self.set_config_option(&req),
             ClientRequest::PromptRequest(req) => match self.prompt(&id, req) {
                 // Answered when the turn ends.
                 Ok(()) => return,
@@ -216,14 +226,13 @@ impl Agent {
         }
     }
 
-    /// `session/new`, `session/load` and `session/resume`. Answers the
-    /// request itself: a load replays the conversation before its answer,
-    /// and the session's own updates start only after the answer.
-    fn open_session(
-        &self,
+    /// `session/new`, `session/load` and `session/resume`: checked here,
+    /// opened on a task (it may wait for the model list).
+    fn spawn_open(
+        self: &Arc<Self>,
         id: Id,
         cwd: &Path,
-        mcp_servers: &[McpServer],
+        mcp_servers: usize,
         how: Open,
         system_prompt: bool,
     ) {
@@ -231,13 +240,21 @@ impl Agent {
             self.conn.respond(id, Err(e));
             return;
         }
-        if !mcp_servers.is_empty() {
+        if mcp_servers > 0 {
             tracing::warn!(
-                count = mcp_servers.len(),
+                count = mcp_servers,
                 "MCP servers were passed but are not connected by this version"
             );
         }
+        let agent = self.clone();
         let cwd = cwd.to_path_buf();
+        tokio::spawn(async move { agent.open_session(id, cwd, how).await });
+    }
+
+    /// Opens a session and answers the request itself: a load replays the
+    /// conversation before its answer, and the session's own updates start
+    /// only after the answer.
+    async fn open_session(&self, id: Id, cwd: PathBuf, how: Open) {
         if let Ok(mut known) = self.known_cwds.lock() {
             known.insert(cwd.clone());
         }
@@ -245,7 +262,7 @@ impl Agent {
         let fs = fs::ClientFs::new(self.conn.clone(), &caps);
         let (started, replay) = match &how {
             Open::New => (
-                self.engine.start_session(cwd, Arc::new(fs.clone())),
+                self.engine.start_session(cwd.clone(), Arc::new(fs.clone())),
                 Vec::new(),
             ),
             Open::Load(sid) | Open::Resume(sid) => {
@@ -253,7 +270,10 @@ impl Agent {
                     // Reopening a live thread replaces it.
                     live.handle.cancel();
                 }
-                match self.engine.load_session(cwd, Arc::new(fs.clone()), sid) {
+                match self
+                    .engine
+                    .load_session(cwd.clone(), Arc::new(fs.clone()), sid)
+                {
                     Ok((started, replay)) => (started, replay),
                     Err(maia_core::LoadError::NotFound(_)) => {
                         self.conn.respond(id, Err(unknown_session(sid)));
@@ -277,17 +297,40 @@ impl Agent {
                 self.forward(&session_id, event, &caps);
             }
         }
+        let listed =
+            match tokio::time::timeout(MODEL_LIST_WAIT, self.engine.list_models(&cwd)).await {
+                Ok(Ok(models)) => models,
+                Ok(Err(e)) => {
+                    tracing::warn!("cannot list the models: {e}");
+                    Vec::new()
+                }
+                Err(_) => {
+                    tracing::warn!("the model list did not arrive in time");
+                    Vec::new()
+                }
+            };
+        if handle.model().is_none()
+            && let Some(first) = listed.first()
+        {
+            handle.set_model(first.clone());
+        }
+        let options = convert::config_options(handle.model(), &listed);
         let result = match how {
-            Open::New => to_value(&NewSessionResponse::new(session_id.clone())),
-            Open::Load(_) | Open::Resume(_) => Ok(json!({})),
+            Open::New => {
+                to_value(&NewSessionResponse::new(session_id.clone()).config_options(options))
+            }
+            Open::Load(_) => to_value(&LoadSessionResponse::new().config_options(options)),
+            Open::Resume(_) => to_value(&ResumeSessionResponse::new().config_options(options)),
         };
         self.conn.respond(id, result);
         let pending = Pending::default();
+        let models: Models = Arc::new(Mutex::new(listed));
         self.sessions.insert(
             session_id.clone(),
             Arc::new(SessionEntry {
-                handle,
+                handle: handle.clone(),
                 pending: pending.clone(),
+                models: models.clone(),
             }),
         );
         self.send_update(
@@ -295,7 +338,15 @@ impl Agent {
             SessionUpdate::AvailableCommandsUpdate(available_commands()),
         );
         // The pump does not own the handle: dropping the entry ends the session.
-        let pump = tokio::spawn(pump(self.conn.clone(), session_id, pending, events, caps));
+        let pump = tokio::spawn(pump(
+            self.conn.clone(),
+            session_id,
+            pending,
+            events,
+            caps,
+            (handle_model(&handle), models),
+        ));
+        drop(handle);
         if let Ok(mut pumps) = self.pumps.lock() {
             pumps.retain(|p| !p.is_finished());
             pumps.push(pump);
@@ -313,6 +364,37 @@ impl Agent {
         if let Some(update) = convert::session_update(event, caps) {
             self.send_update(session_id, update);
         }
+    }
+
+    fn set_config_option(
+        &self,
+        req: &agent_client_protocol_schema::v1::SetSessionConfigOptionRequest,
+    ) -> Result<Value, RpcError> {
+        let session_id = req.session_id.0.to_string();
+        let entry = self
+            .sessions
+            .get(&session_id)
+            .map(|e| e.clone())
+            .ok_or_else(|| unknown_session(&session_id))?;
+        if req.config_id.0.as_ref() != convert::MODEL_OPTION {
+            return Err(invalid_params(format!(
+                "unknown config option `{}`",
+                req.config_id.0
+            )));
+        }
+        let agent_client_protocol_schema::v1::SessionConfigOptionValue::ValueId { value } =
+            &req.value
+        else {
+            return Err(invalid_params("the model option takes a value id"));
+        };
+        let models = entry.models.lock().map(|m| m.clone()).unwrap_or_default();
+        let value = value.0.to_string();
+        if !models.contains(&value) && entry.handle.model().as_deref() != Some(value.as_str()) {
+            return Err(invalid_params(format!("unknown model `{value}`")));
+        }
+        entry.handle.set_model(value);
+        let options = convert::config_options(entry.handle.model(), &models).unwrap_or_default();
+        to_value(&SetSessionConfigOptionResponse::new(options))
     }
 
     fn close_session(&self, session_id: &str) -> Result<Value, RpcError> {
@@ -433,6 +515,10 @@ enum Open {
     Resume(String),
 }
 
+fn handle_model(handle: &SessionHandle) -> maia_core::SharedModel {
+    handle.shared_model()
+}
+
 fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
     if !cwd.is_absolute() {
         return Err(invalid_params(format!(
@@ -534,6 +620,7 @@ async fn pump(
     pending: Pending,
     mut events: mpsc::UnboundedReceiver<Event>,
     caps: ClientCapabilities,
+    (model, models): (maia_core::SharedModel, Models),
 ) {
     while let Some(event) = events.recv().await {
         match event {
@@ -557,6 +644,25 @@ async fn pump(
                     };
                     let _ = request.reply.send(reply);
                 });
+            }
+            Event::ModelChanged(name) => {
+                let listed = match models.lock() {
+                    Ok(mut models) => {
+                        if !models.contains(&name) {
+                            models.push(name);
+                        }
+                        models.clone()
+                    }
+                    Err(_) => Vec::new(),
+                };
+                if let Some(options) = convert::config_options(model.get(), &listed) {
+                    let update =
+                        SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options));
+                    match convert::notification(&session_id, update) {
+                        Ok(params) => conn.notify("session/update", params),
+                        Err(e) => tracing::error!("cannot encode an update: {e}"),
+                    }
+                }
             }
             other => {
                 if let Some(update) = convert::session_update(other, &caps) {
