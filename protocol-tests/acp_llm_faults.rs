@@ -116,14 +116,48 @@ async fn empty_stream_ends_with_a_message() {
 }
 
 #[tokio::test]
-async fn context_window_exceeded_is_explained_and_not_retried() {
+async fn context_window_exceeded_compacts_once_and_retries() {
     let (mut maia, sid) = Maia::ready().await;
     maia.mock.push(mock::context_exceeded());
-    maia.mock.push(mock::text_reply("never used"));
+    maia.mock
+        .push(mock::text_reply("## Project context\nSUMMARY-TEXT"));
+    maia.mock.push(mock::text_reply("answer after compaction"));
+    let text = turn_text(&mut maia, &sid, "a very long prompt").await;
+    assert_eq!(text, "answer after compaction");
+    let requests = maia.mock.requests();
+    assert_eq!(requests.len(), 3);
+    // The summary request: no tools, 4,000 tokens, the five headings asked.
+    assert_eq!(requests[1]["max_tokens"], 4000);
+    assert!(requests[1].get("tools").is_none());
+    let ask = requests[1]["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        ask.contains("Next steps") && ask.contains("Current goal"),
+        "{ask}"
+    );
+    // The retry starts from the summary.
+    let retry = requests[2]["messages"].as_array().unwrap();
+    assert!(
+        retry[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY-TEXT")
+    );
+    assert_eq!(retry.len(), 2, "system + continue note: {retry:?}");
+}
+
+#[tokio::test]
+async fn context_window_exceeded_again_is_explained() {
+    let (mut maia, sid) = Maia::ready().await;
+    maia.mock.push(mock::context_exceeded());
+    maia.mock.push(mock::text_reply("summary"));
+    maia.mock.push(mock::context_exceeded());
     let text = turn_text(&mut maia, &sid, "a very long prompt").await;
     assert_failure_message(&text, &maia.mock.url(), "maximum context length");
     assert!(text.contains("context window"), "{text}");
-    assert_eq!(maia.mock.requests().len(), 1, "not retried");
+    assert_eq!(maia.mock.requests().len(), 3, "compacted once, not again");
 }
 
 #[tokio::test]

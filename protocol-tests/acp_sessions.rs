@@ -448,7 +448,7 @@ async fn delete_removes_the_thread_and_unknown_ids_succeed() {
 
     let (resp, _) = call(&mut maia, "session/delete", json!({"sessionId": a})).await;
     assert_eq!(resp["result"], json!({}), "{resp}");
-    assert_eq!(listed_ids(&mut maia).await, [b.clone()]);
+    assert_eq!(listed_ids(&mut maia).await, [b.as_str()]);
     assert_eq!(journals(&maia).len(), 1);
     let (resp, _) = call(&mut maia, "session/delete", json!({"sessionId": "no-such"})).await;
     assert_eq!(resp["result"], json!({}), "{resp}");
@@ -458,7 +458,7 @@ async fn delete_removes_the_thread_and_unknown_ids_succeed() {
     // After a restart: the editor lists the folder, then deletes.
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    assert_eq!(listed_ids(&mut maia).await, [b.clone()]);
+    assert_eq!(listed_ids(&mut maia).await, [b.as_str()]);
     let (resp, _) = call(&mut maia, "session/delete", json!({"sessionId": b})).await;
     assert_eq!(resp["result"], json!({}), "{resp}");
     assert_eq!(listed_ids(&mut maia).await, Vec::<String>::new());
@@ -616,15 +616,40 @@ async fn new_starts_fresh_and_names_the_saved_conversation() {
     let messages = last_request_messages(&maia);
     assert_eq!(roles(&messages), ["system", "user"]);
     assert_eq!(messages[1]["content"], "new topic");
-    assert_eq!(journals(&maia).len(), 2, "the old conversation stays");
+    let files = journals(&maia);
+    assert_eq!(files.len(), 2, "the old conversation stays: {files:?}");
+    let old = maia.path(&format!(".maia/.sessions/{name}.jsonl"));
+    assert!(user_texts_in(&old).contains(&"old topic".to_owned()));
+    let new = files.into_iter().find(|p| p != &old).unwrap();
+    // The thread's current conversation is its most recently written file;
+    // file times are coarse (a few ms), so write until the new one is newer.
+    let mtime = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+    let mut extra = 0;
+    while mtime(&new) <= mtime(&old) {
+        extra += 1;
+        assert!(extra < 100, "the new file never became newer");
+        turn(&mut maia, &sid, "more", "ok").await;
+    }
     // The thread is listed once, and after a restart it loads its current
     // conversation.
-    assert_eq!(listed_ids(&mut maia).await, [sid.clone()]);
+    assert_eq!(listed_ids(&mut maia).await, [sid.as_str()]);
     let mut maia = maia.restart().await;
     maia.initialize().await;
     let (resp, before) = load(&mut maia, &sid).await;
     assert_opened(&resp);
-    assert_eq!(user_texts(&before), ["new topic"]);
+    let users = user_texts(&before);
+    assert_eq!(users[0], "new topic", "{users:?}");
+    assert!(!users.contains(&"old topic".to_owned()), "{users:?}");
+}
+
+/// The `user_display` texts of a journal.
+fn user_texts_in(path: &Path) -> Vec<String> {
+    crate::harness::read(path)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["type"] == "user_display")
+        .map(|r| r["text"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[tokio::test]
@@ -635,7 +660,11 @@ async fn rename_then_load_from_another_thread() {
     assert!(text.contains("foo"), "{text}");
     let foo = maia.path(".maia/.sessions/foo.jsonl");
     assert!(foo.exists(), "{:?}", journals(&maia));
-    assert_eq!(journals(&maia), [foo.clone()], "renamed, not copied");
+    assert_eq!(
+        journals(&maia),
+        std::slice::from_ref(&foo),
+        "renamed, not copied"
+    );
     let size = std::fs::metadata(&foo).unwrap().len();
     turn(&mut maia, &a, "and pears", "ok pears").await;
     assert!(
@@ -643,6 +672,7 @@ async fn rename_then_load_from_another_thread() {
         "later messages go to the renamed file"
     );
 
+    let saved = crate::harness::read(&foo);
     let b = maia.new_session().await;
     let (text, before) = command(&mut maia, &b, "/load foo").await;
     assert!(text.contains("foo"), "{text}");
@@ -660,6 +690,25 @@ async fn rename_then_load_from_another_thread() {
     assert_eq!(messages[1]["content"], "remember apples");
     assert_eq!(messages[4]["content"], "ok pears");
     assert_eq!(messages[5]["content"], "what fruit?");
+    // Thread a keeps its conversation: b never writes to a's file.
+    assert_eq!(
+        crate::harness::read(&foo),
+        saved,
+        "foo.jsonl is a's, unchanged"
+    );
+    let mut ids = listed_ids(&mut maia).await;
+    ids.sort();
+    let mut both = vec![a.clone(), b.clone()];
+    both.sort();
+    assert_eq!(ids, both);
+    turn(&mut maia, &a, "and plums", "ok plums").await;
+    assert!(user_texts_in(&foo).contains(&"and plums".to_owned()));
+    assert!(
+        journals(&maia)
+            .iter()
+            .filter(|p| **p != foo)
+            .all(|p| !user_texts_in(p).contains(&"and plums".to_owned()))
+    );
 
     let (text, _) = command(&mut maia, &b, "/load no-such-session").await;
     assert!(text.contains("no-such-session"), "{text}");

@@ -5,6 +5,7 @@
 mod harness;
 
 mod acp_cancel;
+mod acp_compaction;
 mod acp_errors;
 mod acp_initialize;
 mod acp_llm_faults;

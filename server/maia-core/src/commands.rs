@@ -37,6 +37,11 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: Some("saved session name"),
     },
     CommandInfo {
+        name: "compact",
+        description: "Summarise the conversation to free the context (it continues as NAME__n)",
+        hint: None,
+    },
+    CommandInfo {
         name: "model",
         description: "List the models, or switch to one",
         hint: Some("model name (optional)"),
@@ -94,7 +99,8 @@ impl Session {
             }
             "new" => {
                 let saved = (!self.history.is_empty()).then(|| self.name.clone());
-                self.reset(fresh_name(&self.id));
+                let name = self.unused_name();
+                self.reset(name);
                 self.reply(match saved {
                     Some(name) => format!(
                         "Started a new conversation. The previous one is saved as `{name}` (`/load {name}` brings it back)."
@@ -129,11 +135,32 @@ impl Session {
                 }
             }
             "load" => self.load_command(args),
+            "compact" => match self.compact(cancel).await {
+                Ok(()) => self.reply(format!(
+                    "Conversation compacted; it continues as `{}`.",
+                    self.name
+                )),
+                Err(crate::compaction::CompactError::Cancelled) => return StopReason::Cancelled,
+                Err(e) => self.reply(format!("Not compacted: {e}.")),
+            },
             "model" => self.model_command(args, cancel).await,
             "context" => self.context_command(),
             _ => self.reply(format!("`/{}` is not available.", command.name)),
         }
         StopReason::EndTurn
+    }
+
+    /// A fresh name that is neither the current one nor a saved one (a
+    /// second `/new` within the same second must not overwrite anything).
+    fn unused_name(&self) -> String {
+        let base = fresh_name(&self.id);
+        let mut name = base.clone();
+        let mut n = 2;
+        while name == self.name || store::session_path(&self.cwd, &name).exists() {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        name
     }
 
     fn load_command(&mut self, name: &str) {
@@ -160,11 +187,20 @@ impl Session {
                 return;
             }
         };
-        if let Err(e) = self.adopt(name.to_owned(), &loaded) {
+        // Another thread's conversation continues here as a copy: two
+        // threads never write to one file, and that thread keeps its own.
+        let (target, intro) = if loaded.header.id == self.id {
+            (name.to_owned(), format!("Loaded `{name}`:"))
+        } else {
+            let copy = self.unused_name();
+            let intro = format!("Loaded `{name}` (continued here as `{copy}`):");
+            (copy, intro)
+        };
+        if let Err(e) = self.adopt(target, &loaded) {
             self.reply(format!("Cannot load `{name}`: {e}"));
             return;
         }
-        self.reply(format!("Loaded `{name}`:"));
+        self.reply(intro);
         for event in replay(&loaded) {
             self.emit(event);
         }

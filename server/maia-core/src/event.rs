@@ -97,6 +97,22 @@ pub struct PermissionRequest {
     pub reply: oneshot::Sender<PermissionReply>,
 }
 
+/// Where a compaction is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompactionState {
+    Started,
+    /// Done: the summary, and the context size before and after (tokens).
+    Completed {
+        summary: String,
+        before: u64,
+        after: u64,
+    },
+    /// Failed; the conversation is unchanged.
+    Failed(String),
+    /// Cancelled; the conversation is unchanged.
+    Cancelled,
+}
+
 /// How important a notice is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoticeLevel {
@@ -133,6 +149,11 @@ pub enum Event {
     Usage {
         used: u64,
         size: u64,
+    },
+    /// A compaction's progress; one id per compaction.
+    Compaction {
+        id: String,
+        state: CompactionState,
     },
     /// Something the user should know that is not part of the conversation
     /// (settings loaded, context file missing…).

@@ -9,6 +9,7 @@
 //! updates around them.
 
 pub mod commands;
+mod compaction;
 pub mod context_file;
 mod engine;
 mod event;
@@ -24,8 +25,8 @@ pub mod window;
 
 pub use engine::{Engine, EngineOptions, LoadError, SessionSummary};
 pub use event::{
-    ChoiceKind, Event, NoticeLevel, PermissionChoice, PermissionReply, PermissionRequest,
-    StopReason, ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
+    ChoiceKind, CompactionState, Event, NoticeLevel, PermissionChoice, PermissionReply,
+    PermissionRequest, StopReason, ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
 };
 pub use prompt::PromptPart;
 pub use session::{Busy, SessionHandle, SharedModel};

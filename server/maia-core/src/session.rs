@@ -155,6 +155,11 @@ pub(crate) struct Session {
     pub broker: Arc<Mutex<Broker>>,
     pub events: mpsc::UnboundedSender<Event>,
     pub context_file: Option<ContextFile>,
+    /// A compaction summary that replaces the context file as starting
+    /// context.
+    pub summary: Option<String>,
+    /// The last measured context size and the history length it covered.
+    pub measured: Option<(u64, usize)>,
     pub windows: Arc<WindowCache>,
     /// The context window of the model in use, once known.
     pub window: Option<u64>,
@@ -206,6 +211,8 @@ impl Session {
     pub fn reset(&mut self, name: String) {
         self.reload();
         self.history.clear();
+        self.summary = None;
+        self.measured = None;
         self.reads = Arc::new(ReadTracker::default());
         self.journal = None;
         self.journal_failed = false;
@@ -235,9 +242,25 @@ impl Session {
         let header = store::new_header(&self.id, &self.cwd);
         let journal = Journal::create(&self.cwd, &name, &header, &loaded.records)?;
         self.history = loaded.history();
+        self.summary = loaded.summary().map(str::to_owned);
+        self.measured = None;
         self.title = loaded.title().map(str::to_owned);
         self.reads = Arc::new(ReadTracker::default());
         self.journal = Some(journal);
+        self.journal_failed = false;
+        self.name = name;
+        Ok(())
+    }
+
+    /// Continues the thread in a new journal `name` that starts with
+    /// `records` (after a compaction).
+    pub fn continue_as(
+        &mut self,
+        name: String,
+        records: &[Record],
+    ) -> Result<(), store::StoreError> {
+        let header = store::new_header(&self.id, &self.cwd);
+        self.journal = Some(Journal::create(&self.cwd, &name, &header, records)?);
         self.journal_failed = false;
         self.name = name;
         Ok(())
@@ -321,6 +344,8 @@ pub(crate) fn spawn(
         broker: Arc::new(Mutex::new(Broker::default())),
         events: events_tx,
         context_file,
+        summary: None,
+        measured: None,
         windows: windows.clone(),
         window: None,
         title: None,
@@ -329,6 +354,7 @@ pub(crate) fn spawn(
     };
     if let Start::Restore { name, loaded } = start {
         session.history = loaded.history();
+        session.summary = loaded.summary().map(str::to_owned);
         session.title = loaded.title().map(str::to_owned);
         match Journal::open(&store::session_path(&session.cwd, &name)) {
             Ok(journal) => session.journal = Some(journal),
@@ -410,7 +436,7 @@ pub(crate) fn replay(loaded: &Loaded) -> Vec<Event> {
             }),
             Record::ToolCall { call } => out.push(Event::ToolCall(call.clone())),
             Record::Title { title } => out.push(Event::Title(title.clone())),
-            Record::Message { .. } | Record::Clear => {}
+            Record::Message { .. } | Record::Clear | Record::Compaction { .. } => {}
         }
     }
     out

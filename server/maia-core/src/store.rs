@@ -49,6 +49,9 @@ pub enum Record {
     Title { title: String },
     /// `/clear`: the model-facing history starts again after this point.
     Clear,
+    /// A compaction: the history starts again after this point, with this
+    /// summary as starting context (first record of a `name__n` file).
+    Compaction { summary: String },
 }
 
 /// Why a journal could not be used.
@@ -166,6 +169,20 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// The summary the conversation starts from, when the last reset was a
+    /// compaction.
+    pub fn summary(&self) -> Option<&str> {
+        match self
+            .records
+            .iter()
+            .rev()
+            .find(|r| matches!(r, Record::Clear | Record::Compaction { .. }))
+        {
+            Some(Record::Compaction { summary }) => Some(summary.as_str()),
+            _ => None,
+        }
+    }
+
     /// The last title recorded, if any.
     pub fn title(&self) -> Option<&str> {
         self.records.iter().rev().find_map(|r| match r {
@@ -174,12 +191,13 @@ impl Loaded {
         })
     }
 
-    /// The model-facing history (what follows the last `/clear`).
+    /// The model-facing history (what follows the last `/clear` or
+    /// compaction).
     pub fn history(&self) -> Vec<ChatMessage> {
         let start = self
             .records
             .iter()
-            .rposition(|r| matches!(r, Record::Clear))
+            .rposition(|r| matches!(r, Record::Clear | Record::Compaction { .. }))
             .map_or(0, |i| i + 1);
         self.records[start..]
             .iter()
@@ -251,30 +269,31 @@ pub fn list(cwd: &Path) -> Vec<Summary> {
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
-    let mut out: Vec<Summary> = Vec::new();
+    // With the full-precision modification time: a thread that moved to a
+    // new file (`/new`, compaction) within the same second lists its newest.
+    let mut out: Vec<(std::time::Duration, Summary)> = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
             continue;
         }
-        let updated = entry
+        let modified = entry
             .metadata()
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let Some(summary) = summarize(&path, updated) else {
+            .unwrap_or_default();
+        let Some(summary) = summarize(&path, modified.as_secs()) else {
             continue;
         };
-        match out.iter_mut().find(|s| s.id == summary.id) {
-            Some(existing) if existing.updated < summary.updated => *existing = summary,
+        match out.iter_mut().find(|(_, s)| s.id == summary.id) {
+            Some(existing) if existing.0 < modified => *existing = (modified, summary),
             Some(_) => {}
-            None => out.push(summary),
+            None => out.push((modified, summary)),
         }
     }
-    out.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.name.cmp(&b.name)));
-    out
+    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    out.into_iter().map(|(_, s)| s).collect()
 }
 
 /// Reads the header and the first title (titles come early) of a journal.

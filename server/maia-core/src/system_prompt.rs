@@ -4,8 +4,9 @@ use std::path::Path;
 
 use crate::context_file::ContextFile;
 
-/// Builds the system prompt for a session rooted at `cwd`.
-pub fn build(cwd: &Path, context_file: Option<&ContextFile>) -> String {
+/// Builds the system prompt for a session rooted at `cwd`. A compaction
+/// summary, when there is one, replaces the context file.
+pub fn build(cwd: &Path, context_file: Option<&ContextFile>, summary: Option<&str>) -> String {
     let mut prompt = format!(
         "You are MAIA, a coding agent working inside the user's editor.\n\
          Working folder: {cwd}\n\
@@ -19,7 +20,11 @@ pub fn build(cwd: &Path, context_file: Option<&ContextFile>) -> String {
         cwd = cwd.display(),
         os = std::env::consts::OS,
     );
-    if let Some(file) = context_file {
+    if let Some(summary) = summary {
+        prompt.push_str(&format!(
+            "\n\n# Summary of the conversation so far (it was compacted)\n\n{summary}"
+        ));
+    } else if let Some(file) = context_file {
         prompt.push_str(&format!(
             "\n\n# Project context (from {})\n\n{}",
             file.path.display(),

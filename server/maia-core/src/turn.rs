@@ -10,11 +10,72 @@ use maia_llm::{ChatMessage, ChatRequest, Completion, Delta, FinishReason, LlmErr
 use tokio_util::sync::CancellationToken;
 
 use crate::commands;
+use crate::compaction::CompactError;
 use crate::event::{Event, StopReason};
 use crate::prompt::{PromptPart, build_user_message};
 use crate::session::Session;
 use crate::store::Record;
 use crate::system_prompt;
+
+/// Told to the model after a compaction in the middle of a turn.
+const CONTINUE_AFTER_COMPACTION: &str = "(The conversation was compacted to fit the context window. Continue the current task from the summary.)";
+
+/// Ends a turn whose model repeats the same call with the same result.
+#[derive(Debug, Default)]
+struct LoopGuard {
+    recent: std::collections::VecDeque<String>,
+}
+
+impl LoopGuard {
+    const WINDOW: usize = 10;
+    const MAX_REPEATS: usize = 5;
+
+    /// Records a step; true when it repeats too often.
+    fn step(&mut self, call: &maia_llm::ToolCall, output: &str) -> bool {
+        let key = format!("{}\u{0}{}\u{0}{}", call.name, call.arguments, output);
+        self.recent.push_back(key.clone());
+        if self.recent.len() > Self::WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.iter().filter(|k| **k == key).count() > Self::MAX_REPEATS
+    }
+}
+
+/// Makes the history valid for the model: a tool result without its call is
+/// dropped, and a call without a result gets a synthetic error result.
+pub(crate) fn repair_history(history: &mut Vec<ChatMessage>) {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(history.len());
+    let mut open: Vec<String> = Vec::new();
+    let close = |out: &mut Vec<ChatMessage>, open: &mut Vec<String>| {
+        for id in open.drain(..) {
+            out.push(ChatMessage::Tool {
+                tool_call_id: id,
+                content: "Error: this call got no result (it was interrupted).".to_owned(),
+            });
+        }
+    };
+    for message in history.drain(..) {
+        match &message {
+            ChatMessage::Tool { tool_call_id, .. } => {
+                if let Some(pos) = open.iter().position(|id| id == tool_call_id) {
+                    open.remove(pos);
+                    out.push(message);
+                }
+            }
+            ChatMessage::Assistant { tool_calls, .. } => {
+                close(&mut out, &mut open);
+                open = tool_calls.iter().map(|c| c.id.clone()).collect();
+                out.push(message);
+            }
+            _ => {
+                close(&mut out, &mut open);
+                out.push(message);
+            }
+        }
+    }
+    close(&mut out, &mut open);
+    *history = out;
+}
 
 /// Characters kept in a title derived from the first message.
 const TITLE_CHARS: usize = 60;
@@ -71,7 +132,10 @@ impl Session {
     }
 
     /// The model to use: forced, configured, else the first listed.
-    async fn resolve_model(&mut self, cancel: &CancellationToken) -> Result<String, String> {
+    pub(crate) async fn resolve_model(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<String, String> {
         if let Some(model) = self.model.get() {
             return Ok(model);
         }
@@ -100,7 +164,11 @@ impl Session {
     }
 
     pub(crate) fn system_prompt(&self) -> String {
-        system_prompt::build(&self.cwd, self.context_file.as_ref())
+        system_prompt::build(
+            &self.cwd,
+            self.context_file.as_ref(),
+            self.summary.as_deref(),
+        )
     }
 
     /// Runs a prompt: a slash command, or a turn with the model.
@@ -130,7 +198,13 @@ impl Session {
             text: display.clone(),
         });
         self.push_message(ChatMessage::User { content: user_text });
-        let stop = self.model_loop(cancel, turn_start).await;
+        let mut stop = self.model_loop(cancel, turn_start).await;
+        if stop == StopReason::EndTurn && self.needs_compaction() {
+            // Checked after each turn too; reported before the turn's end.
+            if let Err(CompactError::Cancelled) = self.compact(cancel).await {
+                stop = StopReason::Cancelled;
+            }
+        }
         if self.title.is_none()
             && let Some(title) = title_from(&display)
         {
@@ -165,8 +239,9 @@ impl Session {
         };
         self.window = self.context_window(&model, cancel).await;
         let tools = tool_specs();
-        let system = self.system_prompt();
         let mut requests = 0u32;
+        let mut compacted = false;
+        let mut guard = LoopGuard::default();
         loop {
             if requests >= self.settings.max_turn_requests {
                 self.say(format!(
@@ -175,9 +250,20 @@ impl Session {
                 return StopReason::MaxTurnRequests;
             }
             requests += 1;
+            if self.needs_compaction() {
+                match self.compact(cancel).await {
+                    Ok(()) => {
+                        compacted = true;
+                        self.push_message(ChatMessage::user(CONTINUE_AFTER_COMPACTION));
+                    }
+                    Err(CompactError::Cancelled) => return StopReason::Cancelled,
+                    Err(e) => tracing::warn!("automatic compaction: {e}"),
+                }
+            }
+            repair_history(&mut self.history);
             let mut messages = Vec::with_capacity(self.history.len() + 1);
             messages.push(ChatMessage::System {
-                content: system.clone(),
+                content: self.system_prompt(),
             });
             messages.extend(self.history.iter().cloned());
             let request = ChatRequest {
@@ -198,6 +284,23 @@ impl Session {
                     }
                     return StopReason::Cancelled;
                 }
+                Err(LlmError::ContextWindowExceeded { .. }) if !compacted && partial.is_empty() => {
+                    // The model is the final judge of its window: compact once and retry.
+                    compacted = true;
+                    match self.compact(cancel).await {
+                        Ok(()) => {
+                            self.push_message(ChatMessage::user(CONTINUE_AFTER_COMPACTION));
+                            continue;
+                        }
+                        Err(CompactError::Cancelled) => return StopReason::Cancelled,
+                        Err(e) => {
+                            self.say(format!(
+                                "\n\n**The conversation no longer fits in the model's context window** and could not be compacted: {e}\n"
+                            ));
+                            return StopReason::EndTurn;
+                        }
+                    }
+                }
                 Err(e) => {
                     if !partial.is_empty() {
                         self.push_message(ChatMessage::assistant(partial));
@@ -215,7 +318,7 @@ impl Session {
                 usage,
                 ..
             } = completion;
-            if let (Some(usage), Some(size)) = (usage, self.window) {
+            if let (Some(usage), Some(size)) = (&usage, self.window) {
                 // What stays in the conversation: the prompt and the answer.
                 self.emit(Event::Usage {
                     used: usage.prompt_tokens + usage.completion_tokens,
@@ -226,6 +329,12 @@ impl Session {
                 content: (!text.is_empty()).then_some(text),
                 tool_calls: tool_calls.clone(),
             });
+            if let Some(usage) = &usage {
+                self.measured = Some((
+                    usage.prompt_tokens + usage.completion_tokens,
+                    self.history.len(),
+                ));
+            }
             if tool_calls.is_empty() {
                 return match finish_reason {
                     Some(FinishReason::Length) => StopReason::MaxTokens,
@@ -245,11 +354,25 @@ impl Session {
             for call in views {
                 self.record(&Record::ToolCall { call });
             }
+            let mut looping = false;
+            for (call, message) in tool_calls.iter().zip(&results) {
+                if let ChatMessage::Tool { content, .. } = message {
+                    looping |= guard.step(call, content);
+                }
+            }
             for message in results {
                 self.push_message(message);
             }
             if cancel.is_cancelled() {
                 return StopReason::Cancelled;
+            }
+            if looping {
+                self.say(format!(
+                    "\n\nStopped: the same tool call with the same result came back more than {} times in the last {} steps; the model seems stuck in a loop.\n",
+                    LoopGuard::MAX_REPEATS,
+                    LoopGuard::WINDOW
+                ));
+                return StopReason::EndTurn;
             }
         }
     }
@@ -351,4 +474,76 @@ fn describe_failure(error: &LlmError, url: &str) -> String {
         LlmError::Cancelled => "the request was cancelled",
     };
     format!("\n\n**Model request failed**: {what}.\n\nEndpoint: `{url}`\n\nError: {error}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use maia_llm::ToolCall;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "Read".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn repair_drops_orphan_results_and_fills_missing_ones() {
+        let mut history = vec![
+            ChatMessage::user("hi"),
+            ChatMessage::tool("ghost", "stray"),
+            ChatMessage::Assistant {
+                content: None,
+                tool_calls: vec![call("a"), call("b")],
+            },
+            ChatMessage::tool("b", "done"),
+            ChatMessage::user("next"),
+        ];
+        repair_history(&mut history);
+        let roles: Vec<_> = history.iter().map(ChatMessage::role).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+        assert!(
+            matches!(&history[2], ChatMessage::Tool { tool_call_id, .. } if tool_call_id == "b")
+        );
+        assert!(
+            matches!(&history[3], ChatMessage::Tool { tool_call_id, content } if tool_call_id == "a" && content.contains("no result"))
+        );
+        let mut trailing = vec![ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![call("c")],
+        }];
+        repair_history(&mut trailing);
+        assert_eq!(trailing.len(), 2);
+    }
+
+    #[test]
+    fn loop_guard_trips_after_five_repeats_in_ten_steps() {
+        let mut guard = LoopGuard::default();
+        let same = call("x");
+        for _ in 0..5 {
+            assert!(!guard.step(&same, "out"));
+        }
+        assert!(guard.step(&same, "out"));
+        let mut guard = LoopGuard::default();
+        for i in 0..20 {
+            assert!(!guard.step(&same, &i.to_string()));
+        }
+    }
+
+    #[test]
+    fn titles() {
+        assert_eq!(
+            title_from("\n  Fix the bug\nmore").as_deref(),
+            Some("Fix the bug")
+        );
+        let long = "word ".repeat(30);
+        let t = title_from(&long).unwrap();
+        assert!(
+            t.ends_with('…') && t.chars().count() <= TITLE_CHARS + 1,
+            "{t}"
+        );
+        assert_eq!(title_from("  \n "), None);
+    }
 }

@@ -322,7 +322,7 @@ mod tests {
         );
         assert_eq!(mock.model_info_requests(), 0);
         assert_eq!(mock.models_requests(), 0);
-        assert!(mock.requests().is_empty());
+        assert!(mock.window_question_requests().is_empty());
         // A zero manual value is ignored; another model's value does not apply.
         let window = resolve(
             &cache,
@@ -357,7 +357,7 @@ mod tests {
         );
         assert_eq!(mock.model_info_requests(), 1);
         assert_eq!(mock.models_requests(), 0);
-        assert!(mock.requests().is_empty());
+        assert!(mock.window_question_requests().is_empty());
         // The manual setting still overrides a cached answer.
         let window = resolve(
             &cache,
@@ -393,7 +393,7 @@ mod tests {
         );
         assert_eq!(mock.model_info_requests(), 1);
         assert_eq!(mock.models_requests(), 1);
-        assert!(mock.requests().is_empty());
+        assert!(mock.window_question_requests().is_empty());
     }
 
     #[tokio::test]
@@ -425,7 +425,7 @@ mod tests {
     async fn asking_the_model_is_the_fallback() {
         let (mock, client) = start().await;
         mock.set_models(vec![json!({"id": "mystery"})]);
-        mock.push(text_reply("128k"));
+        mock.push_window_answer(text_reply("128k"));
         let cache = WindowCache::new();
         let window = resolve(
             &cache,
@@ -442,7 +442,7 @@ mod tests {
                 source: WindowSource::AskedModel
             })
         );
-        let requests = mock.requests();
+        let requests = mock.window_question_requests();
         assert_eq!(requests.len(), 1);
         assert_eq!(requests[0]["model"], "mystery");
         assert_eq!(requests[0]["max_tokens"], 50);
@@ -456,7 +456,7 @@ mod tests {
     async fn unknown_when_all_fail_and_cached() {
         let (mock, client) = start().await;
         mock.set_models(vec![json!({"id": "mystery"})]);
-        mock.push(text_reply("I do not know."));
+        mock.push_window_answer(text_reply("I do not know."));
         let cache = WindowCache::new();
         let cancel = CancellationToken::new();
         let none = HashMap::new();
@@ -470,12 +470,12 @@ mod tests {
             resolve(&cache, &client, "mystery", &none, &cancel).await,
             None
         );
-        assert_eq!(mock.requests().len(), 1);
+        assert_eq!(mock.window_question_requests().len(), 1);
         assert_eq!(mock.model_info_requests(), 1);
         assert_eq!(mock.models_requests(), 1);
 
         // An HTTP error while asking is also a final "unknown".
-        mock.push(error_reply(400, "unknown model"));
+        mock.push_window_answer(error_reply(400, "unknown model"));
         assert_eq!(
             resolve(&cache, &client, "ghost", &none, &cancel).await,
             None
@@ -484,7 +484,7 @@ mod tests {
             resolve(&cache, &client, "ghost", &none, &cancel).await,
             None
         );
-        assert_eq!(mock.requests().len(), 2);
+        assert_eq!(mock.window_question_requests().len(), 2);
         // `/model/info` and the list were fetched once for the server, not per model.
         assert_eq!(mock.model_info_requests(), 1);
         assert_eq!(mock.models_requests(), 1);
@@ -502,7 +502,7 @@ mod tests {
             json!({"id": "b", "max_input_tokens": 8192}),
             json!({"id": "c"}),
         ]);
-        mock.push(text_reply("The maximum context is 1,5 million tokens."));
+        mock.push_window_answer(text_reply("The maximum context is 1,5 million tokens."));
         let cache = WindowCache::new();
         let cancel = CancellationToken::new();
         let none = HashMap::new();
@@ -525,7 +525,7 @@ mod tests {
         }
         assert_eq!(mock.model_info_requests(), 1);
         assert_eq!(mock.models_requests(), 1);
-        assert_eq!(mock.requests().len(), 1);
+        assert_eq!(mock.window_question_requests().len(), 1);
 
         // Another server is another cache entry.
         let other = MockLlm::start().await;
@@ -550,7 +550,7 @@ mod tests {
     async fn concurrent_resolutions_share_one_discovery() {
         let (mock, client) = start().await;
         mock.set_models(vec![json!({"id": "slow"})]);
-        mock.push(text_chunks(&["64", " 0", "00"], Duration::from_millis(50)));
+        mock.push_window_answer(text_chunks(&["64", " 0", "00"], Duration::from_millis(50)));
         let cache = Arc::new(WindowCache::new());
         let tasks: Vec<_> = (0..4)
             .map(|_| {
@@ -577,7 +577,7 @@ mod tests {
             source: WindowSource::AskedModel,
         });
         assert!(results.iter().all(|r| *r == expected), "{results:?}");
-        assert_eq!(mock.requests().len(), 1);
+        assert_eq!(mock.window_question_requests().len(), 1);
         assert_eq!(mock.model_info_requests(), 1);
         assert_eq!(mock.models_requests(), 1);
     }
@@ -586,7 +586,7 @@ mod tests {
     async fn cancellation_and_unreachable_server_are_not_cached() {
         let (mock, client) = start().await;
         mock.set_models(vec![json!({"id": "m"})]);
-        mock.push(Reply::Hang);
+        mock.push_window_answer(Reply::Hang);
         let cache = WindowCache::new();
         let none = HashMap::new();
         let cancel = CancellationToken::new();
@@ -598,10 +598,10 @@ mod tests {
         assert_eq!(resolve(&cache, &client, "m", &none, &cancel).await, None);
         assert_eq!(cache.cached(&client, "m"), None);
         // The next resolution asks again (the sources already read are not fetched again).
-        mock.push(text_reply("32k"));
+        mock.push_window_answer(text_reply("32k"));
         let window = resolve(&cache, &client, "m", &none, &CancellationToken::new()).await;
         assert_eq!(window.map(|w| w.tokens), Some(32_000));
-        assert_eq!(mock.requests().len(), 2);
+        assert_eq!(mock.window_question_requests().len(), 2);
         assert_eq!(mock.model_info_requests(), 1);
         assert_eq!(mock.models_requests(), 1);
 

@@ -544,7 +544,7 @@ mod tests {
     #[tokio::test]
     async fn ask_context_window_sends_the_question() {
         let mock = MockLlm::start().await;
-        mock.push(text_reply(
+        mock.push_window_answer(text_reply(
             "<think>hmm, 4096?</think>The answer is 128k tokens.",
         ));
         let cancel = CancellationToken::new();
@@ -553,7 +553,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(tokens, Some(128_000));
-        let requests = mock.requests();
+        let requests = mock.window_question_requests();
         assert_eq!(requests.len(), 1);
         let body = &requests[0];
         assert_eq!(body["model"], "mock-model");
@@ -572,14 +572,14 @@ mod tests {
         let client = client_at(&mock.url());
         let cancel = CancellationToken::new();
 
-        mock.push(text_reply("I am not sure."));
+        mock.push_window_answer(text_reply("I am not sure."));
         assert_eq!(client.ask_context_window("m", &cancel).await.unwrap(), None);
 
-        mock.push(error_reply(400, "unknown model"));
+        mock.push_window_answer(error_reply(400, "unknown model"));
         let err = client.ask_context_window("m", &cancel).await.unwrap_err();
         assert!(matches!(err, LlmError::BadRequest { .. }), "{err}");
 
-        mock.push(Reply::Hang);
+        mock.push_window_answer(Reply::Hang);
         let started = std::time::Instant::now();
         let tokens = client
             .ask_context_window_within("m", &cancel, Duration::from_millis(200))
@@ -590,7 +590,7 @@ mod tests {
         mock.wait_for_dropped_streams(1, Duration::from_secs(2))
             .await;
 
-        mock.push(Reply::Hang);
+        mock.push_window_answer(Reply::Hang);
         let cancel_soon = cancel.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(100)).await;

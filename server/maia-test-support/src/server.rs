@@ -41,7 +41,7 @@ struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     /// Replies to the context-size question, kept apart from `replies`.
     window_replies: Mutex<VecDeque<Reply>>,
-    window_questions: AtomicUsize,
+    window_requests: Mutex<Vec<Value>>,
     models: Mutex<Vec<Value>>,
     model_info: Mutex<Value>,
     models_gets: AtomicUsize,
@@ -135,7 +135,12 @@ impl MockLlm {
 
     /// How many times the context-size question was asked.
     pub fn window_questions(&self) -> usize {
-        self.shared.window_questions.load(Ordering::SeqCst)
+        lock(&self.shared.window_requests).len()
+    }
+
+    /// The recorded bodies of the context-size questions.
+    pub fn window_question_requests(&self) -> Vec<Value> {
+        lock(&self.shared.window_requests).clone()
     }
 
     /// Scripted replies not used yet.
@@ -289,7 +294,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         .collect();
     let reply =
         if is_window_question(&request) {
-            shared.window_questions.fetch_add(1, Ordering::SeqCst);
+            lock(&shared.window_requests).push(request);
             Some(lock(&shared.window_replies).pop_front().unwrap_or(Reply::Error {
             status: 404,
             body: json!({"error": {"message": "mock: the context size question is not scripted"}})

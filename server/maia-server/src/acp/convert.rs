@@ -1,16 +1,16 @@
 //! Engine events and values in ACP v1 wire types.
 
 use agent_client_protocol_schema::v1::{
-    ClientCapabilities, ContentBlock, ContentChunk, Diff, MessageId, Notice, NoticeSeverity,
-    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SessionConfigOption, SessionConfigOptionCategory,
-    SessionConfigSelectOption, SessionInfoUpdate, SessionNotification, SessionUpdate, StopReason,
-    ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind, UsageUpdate,
+    ClientCapabilities, CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff,
+    MessageId, Notice, NoticeSeverity, PermissionOption, PermissionOptionKind,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate,
+    SessionNotification, SessionUpdate, StopReason, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
 };
 use maia_core::{
-    ChoiceKind, Event, PermissionReply, PermissionRequest, ToolCallPatch, ToolCallView,
-    ToolContent, ToolStatus,
+    ChoiceKind, CompactionState, Event, PermissionReply, PermissionRequest, ToolCallPatch,
+    ToolCallView, ToolContent, ToolStatus,
 };
 use maia_rpc::RequestError;
 use serde_json::Value;
@@ -116,6 +116,64 @@ fn takes_notices(caps: &ClientCapabilities) -> bool {
     caps.session.as_ref().is_some_and(|s| s.notices.is_some())
 }
 
+/// Whether the client shows compactions itself.
+fn takes_compaction(caps: &ClientCapabilities) -> bool {
+    caps.session
+        .as_ref()
+        .is_some_and(|s| s.compaction.is_some())
+}
+
+/// A compaction as `compaction_update` when the client has the capability,
+/// else as a visible "think" tool call with the context size before/after.
+fn compaction(id: String, state: CompactionState, caps: &ClientCapabilities) -> SessionUpdate {
+    if takes_compaction(caps) {
+        let update = match state {
+            CompactionState::Started => CompactionUpdate::new(id, CompactionStatus::InProgress),
+            CompactionState::Completed { summary, .. } => {
+                CompactionUpdate::new(id, CompactionStatus::Completed)
+                    .summary(vec![ContentBlock::from(summary)])
+            }
+            CompactionState::Failed(error) => {
+                CompactionUpdate::new(id, CompactionStatus::Failed).error(error)
+            }
+            CompactionState::Cancelled => CompactionUpdate::new(id, CompactionStatus::Cancelled),
+        };
+        return SessionUpdate::CompactionUpdate(update);
+    }
+    let text = |t: String| vec![ToolCallContent::from(ContentBlock::from(t))];
+    match state {
+        CompactionState::Started => SessionUpdate::ToolCall(
+            ToolCall::new(id, "Compacting conversation…")
+                .kind(ToolKind::Think)
+                .status(ToolCallStatus::InProgress),
+        ),
+        CompactionState::Completed {
+            summary,
+            before,
+            after,
+        } => SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            id,
+            ToolCallUpdateFields::new()
+                .status(ToolCallStatus::Completed)
+                .content(text(format!(
+                    "Context: ~{before} → ~{after} tokens\n\n{summary}"
+                ))),
+        )),
+        CompactionState::Failed(error) => SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            id,
+            ToolCallUpdateFields::new()
+                .status(ToolCallStatus::Failed)
+                .content(text(error)),
+        )),
+        CompactionState::Cancelled => SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            id,
+            ToolCallUpdateFields::new()
+                .status(ToolCallStatus::Failed)
+                .content(text("Cancelled; the conversation is unchanged.".to_owned())),
+        )),
+    }
+}
+
 /// The `session/update` for an event, if it has one for this client.
 pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<SessionUpdate> {
     Some(match event {
@@ -139,6 +197,7 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         }
         Event::ModelChanged(_) => return None,
         Event::Usage { used, size } => SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)),
+        Event::Compaction { id, state } => compaction(id, state, caps),
         Event::AgentText { message_id, text } => SessionUpdate::AgentMessageChunk(
             ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
         ),

@@ -65,7 +65,13 @@ struct SessionEntry {
     handle: SessionHandle,
     pending: Pending,
     models: Models,
+    /// Cancelled when the session's pump has ended (the session stopped and
+    /// its last prompt was answered).
+    done: tokio_util::sync::CancellationToken,
 }
+
+/// How long `session/close` waits for the session to stop.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long opening a session waits for the endpoint's model list.
 const MODEL_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -187,7 +193,7 @@ impl Agent {
                 );
             }
             ClientRequest::CloseSessionRequest(req) => {
-                self.close_session(req.session_id.0.as_ref())
+                return self.close_session(id, req.session_id.0.as_ref());
             }
             ClientRequest::DeleteSessionRequest(req) => {
                 self.delete_session(req.session_id.0.as_ref())
@@ -325,12 +331,14 @@ impl Agent {
         self.conn.respond(id, result);
         let pending = Pending::default();
         let models: Models = Arc::new(Mutex::new(listed));
+        let done = tokio_util::sync::CancellationToken::new();
         self.sessions.insert(
             session_id.clone(),
             Arc::new(SessionEntry {
                 handle: handle.clone(),
                 pending: pending.clone(),
                 models: models.clone(),
+                done: done.clone(),
             }),
         );
         self.send_update(
@@ -338,14 +346,18 @@ impl Agent {
             SessionUpdate::AvailableCommandsUpdate(available_commands()),
         );
         // The pump does not own the handle: dropping the entry ends the session.
-        let pump = tokio::spawn(pump(
+        let pump = pump(
             self.conn.clone(),
             session_id,
             pending,
             events,
             caps,
             (handle_model(&handle), models),
-        ));
+        );
+        let pump = tokio::spawn(async move {
+            let _done = done.drop_guard();
+            pump.await;
+        });
         drop(handle);
         if let Ok(mut pumps) = self.pumps.lock() {
             pumps.retain(|p| !p.is_finished());
@@ -397,15 +409,28 @@ impl Agent {
         to_value(&SetSessionConfigOptionResponse::new(options))
     }
 
-    fn close_session(&self, session_id: &str) -> Result<Value, RpcError> {
-        match self.sessions.remove(session_id) {
-            Some((_, entry)) => {
-                // Cancels a running turn; the pump still answers its prompt.
-                entry.handle.cancel();
-                Ok(json!({}))
+    /// Cancels a running turn and answers once the session has stopped, so
+    /// a cancelled prompt is answered (`cancelled`) before the close.
+    fn close_session(&self, id: Id, session_id: &str) {
+        let Some((_, entry)) = self.sessions.remove(session_id) else {
+            self.conn.respond(id, Err(unknown_session(session_id)));
+            return;
+        };
+        entry.handle.cancel();
+        let done = entry.done.clone();
+        // The entry holds the session's handle: dropping it ends the session
+        // once its turn is over.
+        drop(entry);
+        let conn = self.conn.clone();
+        tokio::spawn(async move {
+            if tokio::time::timeout(CLOSE_WAIT, done.cancelled())
+                .await
+                .is_err()
+            {
+                tracing::warn!("the closed session did not stop in time");
             }
-            None => Err(unknown_session(session_id)),
-        }
+            conn.respond(id, Ok(json!({})));
+        });
     }
 
     fn delete_session(&self, session_id: &str) -> Result<Value, RpcError> {
@@ -431,7 +456,13 @@ impl Agent {
             Some(cwd) if !cwd.is_absolute() => {
                 return Err(invalid_params("cwd must be an absolute path"));
             }
-            Some(cwd) => vec![cwd.clone()],
+            Some(cwd) => {
+                // `session/delete` (which has no cwd) searches the listed folders.
+                if let Ok(mut known) = self.known_cwds.lock() {
+                    known.insert(cwd.clone());
+                }
+                vec![cwd.clone()]
+            }
             None => self
                 .known_cwds
                 .lock()

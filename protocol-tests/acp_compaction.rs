@@ -1,0 +1,215 @@
+//! Compaction: `/compact`, automatic and cancelled compactions, how the
+//! editor sees them, and the `name__n` files.
+
+use std::time::Duration;
+
+use maia_test_support as mock;
+use serde_json::{Value, json};
+
+use crate::harness::{Maia, Options, agent_text, updates_of};
+
+async fn ready(settings: Value, client_capabilities: Value) -> (Maia, String) {
+    let mut maia = Maia::start_with(Options {
+        settings,
+        ..Default::default()
+    })
+    .await;
+    maia.initialize_with(client_capabilities).await;
+    let sid = maia.new_session().await;
+    (maia, sid)
+}
+
+async fn turn(maia: &mut Maia, sid: &str, text: &str) -> (Value, Vec<Value>) {
+    let id = maia.prompt(sid, text).await;
+    maia.response(id).await
+}
+
+fn session_files(maia: &Maia) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(maia.path(".maia/.sessions"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".jsonl"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn manual_compaction_with_the_compaction_capability() {
+    let (mut maia, sid) = ready(json!({}), json!({"session": {"compaction": {}}})).await;
+    maia.mock.push(mock::text_reply("first answer"));
+    turn(&mut maia, &sid, "remember the word banana").await;
+    let id = maia.prompt(&sid, "/rename work").await;
+    maia.response(id).await;
+
+    maia.mock
+        .push(mock::text_reply("## Project context\nThe word is banana."));
+    let (resp, before) = turn(&mut maia, &sid, "/compact").await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn");
+    let updates = updates_of(&before, "compaction_update");
+    let statuses: Vec<_> = updates.iter().map(|u| u["status"].clone()).collect();
+    assert_eq!(statuses, [json!("in_progress"), json!("completed")]);
+    assert_eq!(updates[0]["compactionId"], updates[1]["compactionId"]);
+    assert!(
+        updates[1]["summary"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("banana")
+    );
+    assert!(
+        updates_of(&before, "tool_call").is_empty(),
+        "never both carriers"
+    );
+    assert!(agent_text(&before).contains("work__1"));
+    let summary_request = maia.mock.requests().last().unwrap().clone();
+    assert_eq!(summary_request["max_tokens"], 4000);
+
+    // The pre-compaction file is intact; the thread continues in work__1.
+    assert_eq!(session_files(&maia), ["work.jsonl", "work__1.jsonl"]);
+    let old = std::fs::read_to_string(maia.path(".maia/.sessions/work.jsonl")).unwrap();
+    assert!(old.contains("remember the word banana"));
+
+    maia.mock.push(mock::text_reply("it was banana"));
+    turn(&mut maia, &sid, "what was the word?").await;
+    let messages = maia.mock.requests().last().unwrap()["messages"].clone();
+    let messages = messages.as_array().unwrap();
+    assert_eq!(
+        messages.len(),
+        2,
+        "system (with the summary) + the new question"
+    );
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("The word is banana.")
+    );
+
+    // Loading the compacted file restores the summary as starting context.
+    let id = maia.prompt(&sid, "/load work__1").await;
+    maia.response(id).await;
+    maia.mock.push(mock::text_reply("ok"));
+    turn(&mut maia, &sid, "again").await;
+    let messages = maia.mock.requests().last().unwrap()["messages"].clone();
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("The word is banana.")
+    );
+}
+
+#[tokio::test]
+async fn without_the_capability_a_think_tool_call_shows_it() {
+    let (mut maia, sid) = ready(json!({}), json!({})).await;
+    maia.mock.push(mock::text_reply("first answer"));
+    turn(&mut maia, &sid, "hello").await;
+    maia.mock.push(mock::text_reply("the summary"));
+    let (_, before) = turn(&mut maia, &sid, "/compact").await;
+    assert!(updates_of(&before, "compaction_update").is_empty());
+    let calls = updates_of(&before, "tool_call");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["kind"], "think");
+    assert_eq!(calls[0]["title"], "Compacting conversation…");
+    let done = updates_of(&before, "tool_call_update");
+    assert_eq!(done.last().unwrap()["status"], "completed");
+    let text = done.last().unwrap()["content"][0]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.contains('→'), "before/after token counts: {text}");
+}
+
+#[tokio::test]
+async fn automatic_compaction_before_a_request() {
+    // A 4,600-token window leaves 100 tokens above the 4,000 + 500 reserve:
+    // the estimate of the first request (system prompt and tools) is over it.
+    let (mut maia, sid) = ready(
+        json!({"contextWindows": {"mock-model": 4600}}),
+        json!({"session": {"compaction": {}}}),
+    )
+    .await;
+    maia.mock.push(mock::text_reply("auto summary"));
+    maia.mock.push(mock::text_reply("answer"));
+    let (resp, before) = turn(&mut maia, &sid, "hi").await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn");
+    assert_eq!(agent_text(&before), "answer");
+    let statuses: Vec<_> = updates_of(&before, "compaction_update")
+        .iter()
+        .map(|u| u["status"].clone())
+        .collect();
+    assert_eq!(statuses, [json!("in_progress"), json!("completed")]);
+    let requests = maia.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0]["max_tokens"], 4000, "the summary came first");
+    let messages = requests[1]["messages"].as_array().unwrap();
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("auto summary")
+    );
+    assert!(
+        messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("compacted")
+    );
+    // Usage: the estimate after compacting, then the server's numbers.
+    let usage = updates_of(&before, "usage_update");
+    assert_eq!(usage.len(), 2, "{usage:?}");
+    assert_eq!(usage[1]["size"], 4600);
+    assert!(
+        session_files(&maia)
+            .iter()
+            .any(|f| f.ends_with("__1.jsonl"))
+    );
+    // The measured size (49 tokens) is under the threshold: no compaction now.
+    maia.mock.push(mock::text_reply("calm"));
+    let (_, before) = turn(&mut maia, &sid, "next").await;
+    assert!(updates_of(&before, "compaction_update").is_empty());
+}
+
+#[tokio::test]
+async fn cancelling_a_compaction_changes_nothing() {
+    let (mut maia, sid) = ready(json!({}), json!({"session": {"compaction": {}}})).await;
+    maia.mock.push(mock::text_reply("first answer"));
+    turn(&mut maia, &sid, "keep me").await;
+    maia.mock.push(mock::Reply::Hang);
+    let id = maia.prompt(&sid, "/compact").await;
+    maia.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "compaction_update")
+        .await;
+    maia.notify("session/cancel", json!({"sessionId": sid}))
+        .await;
+    let (resp, before) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "cancelled");
+    let last = updates_of(&before, "compaction_update");
+    assert_eq!(last.last().unwrap()["status"], "cancelled");
+    maia.mock
+        .wait_for_dropped_streams(1, Duration::from_secs(5))
+        .await;
+    assert_eq!(session_files(&maia).len(), 1, "no __1 file");
+    maia.mock.push(mock::text_reply("still here"));
+    turn(&mut maia, &sid, "next").await;
+    let messages = maia.mock.requests().last().unwrap()["messages"].clone();
+    let text = messages.to_string();
+    assert!(text.contains("keep me"), "history unchanged: {text}");
+}
+
+#[tokio::test]
+async fn suffix_wraps_after_1000() {
+    let (mut maia, sid) = ready(json!({}), json!({})).await;
+    maia.mock.push(mock::text_reply("answer"));
+    turn(&mut maia, &sid, "hello").await;
+    let id = maia.prompt(&sid, "/rename x__1000").await;
+    maia.response(id).await;
+    maia.mock.push(mock::text_reply("summary"));
+    let (_, before) = turn(&mut maia, &sid, "/compact").await;
+    assert!(
+        agent_text(&before).contains("`x__1`"),
+        "{}",
+        agent_text(&before)
+    );
+    assert!(session_files(&maia).contains(&"x__1.jsonl".to_owned()));
+}
