@@ -37,7 +37,7 @@ async fn batches_and_non_objects_are_invalid_requests() {
 #[tokio::test]
 async fn unknown_methods_and_unadvertised_ones() {
     let (mut maia, sid) = Maia::ready().await;
-    for method in ["nope", "_vendor/thing", "session/set_mode"] {
+    for method in ["nope", "_vendor/thing", "session/fork"] {
         let id = maia
             .request(
                 method,

@@ -40,7 +40,10 @@ async fn streams_text_before_the_response() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(tools, ["Read", "Write", "Edit", "Glob", "Grep", "Bash"]);
+    assert_eq!(
+        tools,
+        ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebFetch"]
+    );
 
     // A second turn carries the history.
     maia.mock.push(mock::text_reply("again"));

@@ -282,10 +282,10 @@ async fn saved_thread_survives_kill_9_and_load_replays_it_in_order() {
         sequence,
         [
             "user_message_chunk",
+            "session_info_update",
             "agent_message_chunk",
             "tool_call",
             "agent_message_chunk",
-            "session_info_update",
         ],
         "{before:?}"
     );

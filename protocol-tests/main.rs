@@ -10,6 +10,7 @@ mod acp_errors;
 mod acp_initialize;
 mod acp_llm_faults;
 mod acp_models;
+mod acp_modes;
 mod acp_prompt;
 mod acp_sessions;
 mod acp_tools;

@@ -11,12 +11,16 @@
 pub mod commands;
 mod compaction;
 pub mod context_file;
+pub mod custom_tools;
 mod engine;
 mod event;
+pub mod mode;
 pub mod permission;
 pub mod prompt;
+pub mod prompt_syntax;
 mod session;
 pub mod settings;
+pub mod skills;
 pub mod store;
 mod system_prompt;
 mod tool_run;
@@ -28,5 +32,6 @@ pub use event::{
     ChoiceKind, CompactionState, Event, NoticeLevel, PermissionChoice, PermissionReply,
     PermissionRequest, StopReason, ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
 };
+pub use mode::{Mode, SharedMode};
 pub use prompt::PromptPart;
 pub use session::{Busy, SessionHandle, SharedModel};

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context_file::{self, ContextFile};
 use crate::engine::EngineOptions;
 use crate::event::{Event, NoticeLevel, StopReason};
+use crate::mode::{Mode, SharedMode};
 use crate::permission::Broker;
 use crate::prompt::PromptPart;
 use crate::settings::{self, Settings};
@@ -43,6 +44,7 @@ pub struct SessionHandle {
     turn: Arc<Mutex<Option<CancellationToken>>>,
     busy: Arc<AtomicBool>,
     model: SharedModel,
+    mode: SharedMode,
 }
 
 /// The model a session uses, readable and settable from both sides.
@@ -114,6 +116,21 @@ impl SessionHandle {
         self.model.get()
     }
 
+    /// The session's mode.
+    pub fn mode(&self) -> Mode {
+        self.mode.get()
+    }
+
+    /// Changes the mode; it applies to the next tool call.
+    pub fn set_mode(&self, mode: Mode) {
+        self.mode.set(mode);
+    }
+
+    /// The shared mode cell (for front doors that watch it).
+    pub fn shared_mode(&self) -> SharedMode {
+        self.mode.clone()
+    }
+
     /// The shared model cell (for front doors that watch it).
     pub fn shared_model(&self) -> SharedModel {
         self.model.clone()
@@ -149,6 +166,7 @@ pub(crate) struct Session {
     pub llm: Result<LlmClient, LlmError>,
     /// The model in use, shared with the handle (`None` until chosen).
     pub model: SharedModel,
+    pub mode: SharedMode,
     pub history: Vec<ChatMessage>,
     pub fs: Arc<dyn FileSystem>,
     pub reads: Arc<ReadTracker>,
@@ -276,6 +294,7 @@ impl Session {
                 source,
             })?;
             self.journal = Some(Journal::open(&to)?);
+            store::set_current(&self.cwd, &self.id, &name)?;
         }
         self.name = name;
         Ok(())
@@ -311,6 +330,7 @@ pub(crate) fn spawn(
 ) -> (SessionHandle, mpsc::UnboundedReceiver<Event>) {
     let settings = settings::load(options.home.as_deref(), &cwd, options.env_api_key.clone());
     let llm = LlmClient::new(settings.llm.clone());
+    let mode = SharedMode::default();
     let model = SharedModel::default();
     model.set(options.model.clone().or_else(|| settings.model.clone()));
     let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -324,6 +344,7 @@ pub(crate) fn spawn(
         turn: turn.clone(),
         busy: busy.clone(),
         model: model.clone(),
+        mode: mode.clone(),
     };
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
         tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
@@ -338,6 +359,7 @@ pub(crate) fn spawn(
         settings,
         llm,
         model,
+        mode,
         history: Vec::new(),
         fs,
         reads: Arc::new(ReadTracker::default()),

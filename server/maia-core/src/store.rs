@@ -129,6 +129,7 @@ impl Journal {
         }
         std::fs::write(&tmp, text).map_err(io(&tmp))?;
         std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        set_current(cwd, &header.id, name)?;
         Self::open(&path)
     }
 
@@ -262,8 +263,39 @@ pub struct Summary {
     pub path: PathBuf,
 }
 
+fn pointer_path(cwd: &Path, id: &str) -> Option<PathBuf> {
+    // Thread ids become file names: accept only plain ones.
+    let plain = !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    plain.then(|| sessions_dir(cwd).join(".current").join(id))
+}
+
+/// Records that thread `id` continues in the file `name` (after `/new`,
+/// `/rename`, `/load` or a compaction), so the thread is reopened there
+/// whatever the files' modification times.
+pub fn set_current(cwd: &Path, id: &str, name: &str) -> Result<(), StoreError> {
+    let Some(path) = pointer_path(cwd, id) else {
+        return Ok(());
+    };
+    let dir = sessions_dir(cwd).join(".current");
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let tmp = dir.join(format!(".{id}.tmp"));
+    std::fs::write(&tmp, name).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))
+}
+
+/// The file thread `id` continues in, if recorded.
+fn current(cwd: &Path, id: &str) -> Option<String> {
+    let name = std::fs::read_to_string(pointer_path(cwd, id)?).ok()?;
+    let name = name.trim();
+    valid_name(name).then(|| name.to_owned())
+}
+
 /// The sessions saved in `cwd`, newest first. For each thread id only its
-/// newest file counts (a thread continues under `name__n` after compaction).
+/// current file counts (a thread continues under another name after `/new`
+/// or a compaction): the recorded one, else the newest.
 pub fn list(cwd: &Path) -> Vec<Summary> {
     let dir = sessions_dir(cwd);
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -286,8 +318,13 @@ pub fn list(cwd: &Path) -> Vec<Summary> {
         let Some(summary) = summarize(&path, modified.as_secs()) else {
             continue;
         };
+        let is_current = |s: &Summary| current(cwd, &s.id).as_deref() == Some(s.name.as_str());
         match out.iter_mut().find(|(_, s)| s.id == summary.id) {
-            Some(existing) if existing.0 < modified => *existing = (modified, summary),
+            Some(existing)
+                if is_current(&summary) || (!is_current(&existing.1) && existing.0 < modified) =>
+            {
+                *existing = (modified, summary);
+            }
             Some(_) => {}
             None => out.push((modified, summary)),
         }
@@ -345,6 +382,9 @@ pub fn delete(cwd: &Path, id: &str) -> Result<usize, StoreError> {
             std::fs::remove_file(&path).map_err(io(&path))?;
             removed += 1;
         }
+    }
+    if let Some(pointer) = pointer_path(cwd, id) {
+        let _ = std::fs::remove_file(pointer);
     }
     Ok(removed)
 }

@@ -20,6 +20,7 @@ use crate::event::{
     ChoiceKind, Event, PermissionReply, PermissionRequest, ToolCallPatch, ToolCallView,
     ToolContent, ToolStatus,
 };
+use crate::mode::Mode;
 use crate::permission::{Broker, Decision, choices, suggest_rule};
 use crate::session::Session;
 
@@ -51,6 +52,31 @@ struct Shared<'a> {
     cancel: &'a CancellationToken,
     /// The latest state of every call, as the editor sees it.
     views: Vec<Mutex<ToolCallView>>,
+    mode: Mode,
+}
+
+/// Deny rules always win; then the mode may allow or refuse what the rules
+/// would have asked or allowed.
+fn apply_mode(mode: Mode, rules: Decision, input: &ToolInput, cwd: &std::path::Path) -> Decision {
+    if matches!(rules, Decision::Deny(_)) {
+        return rules;
+    }
+    match mode {
+        Mode::Default => rules,
+        Mode::AcceptEdits => {
+            let edit = matches!(input, ToolInput::Write(_) | ToolInput::Edit(_))
+                && input
+                    .paths(cwd)
+                    .iter()
+                    .all(|p| maia_tools::path::is_within(cwd, p));
+            if edit { Decision::Allow } else { rules }
+        }
+        Mode::ReadOnly if input.is_mutating() => {
+            Decision::Deny("the read-only mode (nothing may be changed or run)".to_owned())
+        }
+        Mode::ReadOnly => rules,
+        Mode::Bypass => Decision::Allow,
+    }
 }
 
 impl Shared<'_> {
@@ -90,11 +116,16 @@ impl Shared<'_> {
         );
     }
 
+    /// The broker's decision, adjusted by the session's mode.
     fn decide(&self, input: &ToolInput) -> Decision {
-        match self.broker.lock() {
-            Ok(broker) => broker.decide(input, &self.ctx.cwd),
+        let rules = match self.broker.lock() {
+            Ok(broker) => match broker.decide(input, &self.ctx.cwd) {
+                Decision::Deny(rule) => Decision::Deny(format!("the rule {rule}")),
+                other => other,
+            },
             Err(_) => Decision::Ask,
-        }
+        };
+        apply_mode(self.mode, rules, input, &self.ctx.cwd)
     }
 }
 
@@ -123,6 +154,7 @@ impl Session {
             slots: Semaphore::new(MAX_PARALLEL),
             cancel,
             views: planned.iter().map(|p| Mutex::new(p.view.clone())).collect(),
+            mode: self.mode.get(),
         };
         let (done_tx, done_rx): (Vec<_>, Vec<_>) =
             planned.iter().map(|_| watch::channel(false)).unzip();
@@ -290,10 +322,10 @@ async fn authorize(
     s: &Shared<'_>,
 ) -> Authorization {
     let id = p.view.id.as_str();
-    let refuse_by_rule = |rule: String| {
-        s.fail(id, &format!("Denied by the rule {rule}"));
+    let refuse_by_rule = |reason: String| {
+        s.fail(id, &format!("Denied by {reason}"));
         Authorization::Refused(format!(
-            "Permission denied by the rule {rule}. Do not retry this call."
+            "Permission denied by {reason}. Do not retry this call."
         ))
     };
     match s.decide(input) {

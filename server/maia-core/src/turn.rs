@@ -198,13 +198,8 @@ impl Session {
             text: display.clone(),
         });
         self.push_message(ChatMessage::User { content: user_text });
-        let mut stop = self.model_loop(cancel, turn_start).await;
-        if stop == StopReason::EndTurn && self.needs_compaction() {
-            // Checked after each turn too; reported before the turn's end.
-            if let Err(CompactError::Cancelled) = self.compact(cancel).await {
-                stop = StopReason::Cancelled;
-            }
-        }
+        // Titled from the first message, early in the file (listing reads
+        // only the start of each file).
         if self.title.is_none()
             && let Some(title) = title_from(&display)
         {
@@ -213,6 +208,13 @@ impl Session {
                 title: title.clone(),
             });
             self.emit(Event::Title(title));
+        }
+        let mut stop = self.model_loop(cancel, turn_start).await;
+        if stop == StopReason::EndTurn && self.needs_compaction() {
+            // Checked after each turn too; reported before the turn's end.
+            if let Err(CompactError::Cancelled) = self.compact(cancel).await {
+                stop = StopReason::Cancelled;
+            }
         }
         stop
     }

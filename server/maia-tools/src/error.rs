@@ -7,7 +7,7 @@ use crate::fs::FsError;
 /// Why a tool call could not be prepared or run.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
-    #[error("Unknown tool `{0}`. Available tools: Read, Write, Edit, Glob, Grep, Bash.")]
+    #[error("Unknown tool `{0}`. Available tools: Read, Write, Edit, Glob, Grep, Bash, WebFetch.")]
     UnknownTool(String),
     #[error("Invalid arguments for {tool}: {message}")]
     InvalidArguments { tool: String, message: String },

@@ -13,12 +13,17 @@ use crate::path::{display_relative, resolve};
 use crate::truncate::truncate_end;
 
 /// Names of the tools in their stable order.
-pub const TOOL_NAMES: [&str; 6] = ["Read", "Write", "Edit", "Glob", "Grep", "Bash"];
+pub const TOOL_NAMES: [&str; 7] = ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebFetch"];
 
 /// Default Bash timeout in milliseconds.
 pub const DEFAULT_BASH_TIMEOUT_MS: u64 = 120_000;
 /// Largest Bash timeout in milliseconds.
 pub const MAX_BASH_TIMEOUT_MS: u64 = 600_000;
+
+/// Characters WebFetch returns when the model gives no `max_length`.
+pub const DEFAULT_WEBFETCH_MAX_LENGTH: usize = 50_000;
+/// Largest `max_length` WebFetch honours (larger values are capped).
+pub const MAX_WEBFETCH_MAX_LENGTH: usize = 200_000;
 
 /// How the tool is presented to the user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
@@ -28,6 +33,8 @@ pub enum ToolKind {
     Edit,
     Execute,
     Search,
+    /// Retrieves content from the network (WebFetch).
+    Fetch,
 }
 
 /// Arguments of the Read tool.
@@ -114,6 +121,37 @@ impl BashInput {
     }
 }
 
+/// Arguments of the WebFetch tool.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct WebFetchInput {
+    pub url: String,
+    /// Characters returned at most; default [`DEFAULT_WEBFETCH_MAX_LENGTH`].
+    #[serde(default, deserialize_with = "lenient_opt_usize")]
+    pub max_length: Option<usize>,
+}
+
+impl WebFetchInput {
+    /// The effective character limit (default applied, capped at
+    /// [`MAX_WEBFETCH_MAX_LENGTH`]; 0 means the default).
+    pub fn effective_max_length(&self) -> usize {
+        self.max_length
+            .filter(|&n| n > 0)
+            .unwrap_or(DEFAULT_WEBFETCH_MAX_LENGTH)
+            .min(MAX_WEBFETCH_MAX_LENGTH)
+    }
+
+    /// The host name of the URL, lowercased (`None` when the URL does not
+    /// parse or has no host). This is what `WebFetch(domain:…)` rules match.
+    pub fn host(&self) -> Option<String> {
+        let url = reqwest::Url::parse(self.url.trim()).ok()?;
+        url.host_str().map(|h| {
+            h.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_ascii_lowercase()
+        })
+    }
+}
+
 /// A parsed tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolInput {
@@ -123,6 +161,7 @@ pub enum ToolInput {
     Glob(GlobInput),
     Grep(GrepInput),
     Bash(BashInput),
+    WebFetch(WebFetchInput),
 }
 
 fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, ToolError> {
@@ -156,6 +195,7 @@ impl ToolInput {
             "Glob" => ToolInput::Glob(parse_args(name, arguments)?),
             "Grep" => ToolInput::Grep(parse_args(name, arguments)?),
             "Bash" => ToolInput::Bash(parse_args(name, arguments)?),
+            "WebFetch" => ToolInput::WebFetch(parse_args(name, arguments)?),
             other => return Err(ToolError::UnknownTool(other.to_string())),
         };
         input.validate()?;
@@ -174,6 +214,7 @@ impl ToolInput {
             ToolInput::Glob(i) if i.pattern.is_empty() => Err(empty("pattern")),
             ToolInput::Grep(i) if i.pattern.is_empty() => Err(empty("pattern")),
             ToolInput::Bash(i) if i.command.trim().is_empty() => Err(empty("command")),
+            ToolInput::WebFetch(i) if i.url.trim().is_empty() => Err(empty("url")),
             _ => Ok(()),
         }
     }
@@ -187,16 +228,19 @@ impl ToolInput {
             ToolInput::Glob(_) => "Glob",
             ToolInput::Grep(_) => "Grep",
             ToolInput::Bash(_) => "Bash",
+            ToolInput::WebFetch(_) => "WebFetch",
         }
     }
 
-    /// Read→Read, Write/Edit→Edit, Glob/Grep→Search, Bash→Execute.
+    /// Read→Read, Write/Edit→Edit, Glob/Grep→Search, Bash→Execute,
+    /// WebFetch→Fetch.
     pub fn kind(&self) -> ToolKind {
         match self {
             ToolInput::Read(_) => ToolKind::Read,
             ToolInput::Write(_) | ToolInput::Edit(_) => ToolKind::Edit,
             ToolInput::Glob(_) | ToolInput::Grep(_) => ToolKind::Search,
             ToolInput::Bash(_) => ToolKind::Execute,
+            ToolInput::WebFetch(_) => ToolKind::Fetch,
         }
     }
 
@@ -222,11 +266,12 @@ impl ToolInput {
                 let short = truncate_end(first, 100, "…");
                 format!("Run `{short}{more}`")
             }
+            ToolInput::WebFetch(i) => format!("Fetch {}", truncate_end(i.url.trim(), 200, "…")),
         }
     }
 
     /// Absolute resolved paths the call touches (file for Read/Write/Edit;
-    /// search root for Glob/Grep, default cwd; empty for Bash).
+    /// search root for Glob/Grep, default cwd; empty for Bash and WebFetch).
     pub fn paths(&self, cwd: &Path) -> Vec<PathBuf> {
         match self {
             ToolInput::Read(i) => vec![resolve(cwd, &i.file_path)],
@@ -234,7 +279,7 @@ impl ToolInput {
             ToolInput::Edit(i) => vec![resolve(cwd, &i.file_path)],
             ToolInput::Glob(i) => vec![resolve(cwd, i.path.as_deref().unwrap_or("."))],
             ToolInput::Grep(i) => vec![resolve(cwd, i.path.as_deref().unwrap_or("."))],
-            ToolInput::Bash(_) => Vec::new(),
+            ToolInput::Bash(_) | ToolInput::WebFetch(_) => Vec::new(),
         }
     }
 
@@ -402,5 +447,51 @@ mod tests {
         )
         .unwrap();
         assert_eq!(outside.title(cwd), "Edit /etc/x");
+    }
+
+    #[test]
+    fn webfetch_input() {
+        let cwd = Path::new("/w/p");
+        let fetch = ToolInput::parse(
+            "WebFetch",
+            r#"{"url":"https://Docs.Example.com:8443/a?b=1","max_length":"100"}"#,
+        )
+        .unwrap();
+        assert_eq!(fetch.name(), "WebFetch");
+        assert_eq!(fetch.kind(), ToolKind::Fetch);
+        assert_eq!(
+            fetch.title(cwd),
+            "Fetch https://Docs.Example.com:8443/a?b=1"
+        );
+        assert!(fetch.paths(cwd).is_empty());
+        assert!(!fetch.is_mutating());
+        assert_eq!(fetch.command(), None);
+        let ToolInput::WebFetch(input) = fetch else {
+            panic!()
+        };
+        assert_eq!(input.max_length, Some(100));
+        assert_eq!(input.effective_max_length(), 100);
+        assert_eq!(input.host().as_deref(), Some("docs.example.com"));
+        let default = WebFetchInput {
+            url: "http://[::1]:80/".into(),
+            max_length: Some(0),
+        };
+        assert_eq!(default.effective_max_length(), DEFAULT_WEBFETCH_MAX_LENGTH);
+        assert_eq!(default.host().as_deref(), Some("::1"));
+        let huge = WebFetchInput {
+            url: "nonsense".into(),
+            max_length: Some(10_000_000),
+        };
+        assert_eq!(huge.effective_max_length(), MAX_WEBFETCH_MAX_LENGTH);
+        assert_eq!(huge.host(), None);
+        let err = ToolInput::parse("WebFetch", r#"{"url":" "}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("url"), "{err}");
+        assert!(ToolInput::parse("WebFetch", "{}").is_err());
+        assert_eq!(
+            serde_json::to_value(ToolKind::Fetch).unwrap(),
+            serde_json::json!("fetch")
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! The model-facing tools of MAIA: Read, Write, Edit, Glob, Grep and Bash.
+//! The model-facing tools of MAIA: Read, Write, Edit, Glob, Grep, Bash and
+//! WebFetch.
 //!
 //! A tool call goes through two steps:
 //! 1. [`prepare`] validates the typed [`ToolInput`] and, for Write and Edit,
@@ -23,10 +24,12 @@ pub use definitions::{ToolDefinition, definitions};
 pub use error::ToolError;
 pub use fs::{FileSystem, FsError, LocalFs};
 pub use input::{
-    BashInput, DEFAULT_BASH_TIMEOUT_MS, EditInput, GlobInput, GrepInput, GrepMode,
-    MAX_BASH_TIMEOUT_MS, ReadInput, TOOL_NAMES, ToolInput, ToolKind, WriteInput,
+    BashInput, DEFAULT_BASH_TIMEOUT_MS, DEFAULT_WEBFETCH_MAX_LENGTH, EditInput, GlobInput,
+    GrepInput, GrepMode, MAX_BASH_TIMEOUT_MS, MAX_WEBFETCH_MAX_LENGTH, ReadInput, TOOL_NAMES,
+    ToolInput, ToolKind, WebFetchInput, WriteInput,
 };
 pub use reads::{ReadTracker, StaleRead};
+pub use tools::webfetch::{WEBFETCH_MAX_BODY_BYTES, WEBFETCH_TIMEOUT};
 pub use truncate::{omission_note, truncate_middle};
 
 /// Validates `input` and computes what the user must see before permission.
@@ -35,7 +38,7 @@ pub use truncate::{omission_note, truncate_middle};
 /// `None`) and builds the diff. Edit: reads through `ctx.fs`, requires that the
 /// file was read (or written) in this session and is unchanged since, applies
 /// the replacement and builds the diff. Other tools: no diff, minimal
-/// validation (regex and globs compile).
+/// validation (regex and globs compile, WebFetch's URL is http(s)).
 pub async fn prepare(input: ToolInput, ctx: &ToolContext) -> Result<Prepared, ToolError> {
     let diff = match &input {
         ToolInput::Read(_) | ToolInput::Bash(_) => None,
@@ -47,6 +50,10 @@ pub async fn prepare(input: ToolInput, ctx: &ToolContext) -> Result<Prepared, To
         }
         ToolInput::Grep(i) => {
             tools::grep::Query::new(i)?;
+            None
+        }
+        ToolInput::WebFetch(i) => {
+            tools::webfetch::parse_url(&i.url)?;
             None
         }
     };
@@ -72,6 +79,7 @@ pub async fn execute(prepared: Prepared, ctx: &ToolContext) -> ToolOutput {
             ToolInput::Glob(i) => tools::glob::execute(&i, ctx).await,
             ToolInput::Grep(i) => tools::grep::execute(&i, ctx).await,
             ToolInput::Bash(i) => Ok(tools::bash::execute(&i, ctx).await),
+            ToolInput::WebFetch(i) => tools::webfetch::execute(&i).await,
         }
     };
     let result = tokio::select! {

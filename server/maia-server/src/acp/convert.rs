@@ -5,8 +5,9 @@ use agent_client_protocol_schema::v1::{
     MessageId, Notice, NoticeSeverity, PermissionOption, PermissionOptionKind,
     RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate,
-    SessionNotification, SessionUpdate, StopReason, ToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
+    SessionMode, SessionModeState, SessionNotification, SessionUpdate, StopReason, ToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind, UsageUpdate,
 };
 use maia_core::{
     ChoiceKind, CompactionState, Event, PermissionReply, PermissionRequest, ToolCallPatch,
@@ -18,25 +19,55 @@ use serde_json::Value;
 /// The id of the model config option.
 pub const MODEL_OPTION: &str = "model";
 
-/// The session's config options: the model, when one is known.
+/// The id of the mode config option.
+pub const MODE_OPTION: &str = "mode";
+
+/// The session's config options: the model (when one is known), then the
+/// mode (kept in sync with ACP modes).
 pub fn config_options(
     current: Option<String>,
     listed: &[String],
-) -> Option<Vec<SessionConfigOption>> {
+    mode: maia_core::Mode,
+) -> Vec<SessionConfigOption> {
+    let mut out = Vec::new();
     let mut names: Vec<String> = listed.to_vec();
-    let current = current.or_else(|| names.first().cloned())?;
-    if !names.contains(&current) {
-        names.insert(0, current.clone());
+    if let Some(current) = current.or_else(|| names.first().cloned()) {
+        if !names.contains(&current) {
+            names.insert(0, current.clone());
+        }
+        let options: Vec<SessionConfigSelectOption> = names
+            .iter()
+            .map(|n| SessionConfigSelectOption::new(n.clone(), n.clone()))
+            .collect();
+        out.push(
+            SessionConfigOption::select(MODEL_OPTION, "Model", current, options)
+                .description("The model MAIA sends requests to".to_owned())
+                .category(SessionConfigOptionCategory::Model),
+        );
     }
-    let options: Vec<SessionConfigSelectOption> = names
+    let modes: Vec<SessionConfigSelectOption> = maia_core::Mode::ALL
         .iter()
-        .map(|n| SessionConfigSelectOption::new(n.clone(), n.clone()))
+        .map(|m| {
+            SessionConfigSelectOption::new(m.id(), m.name()).description(m.description().to_owned())
+        })
         .collect();
-    Some(vec![
-        SessionConfigOption::select(MODEL_OPTION, "Model", current, options)
-            .description("The model MAIA sends requests to".to_owned())
-            .category(SessionConfigOptionCategory::Model),
-    ])
+    out.push(
+        SessionConfigOption::select(MODE_OPTION, "Mode", mode.id(), modes)
+            .description("How much MAIA may do without asking".to_owned())
+            .category(SessionConfigOptionCategory::Mode),
+    );
+    out
+}
+
+/// The ACP modes of a session.
+pub fn modes(mode: maia_core::Mode) -> SessionModeState {
+    SessionModeState::new(
+        mode.id(),
+        maia_core::Mode::ALL
+            .iter()
+            .map(|m| SessionMode::new(m.id(), m.name()).description(m.description().to_owned()))
+            .collect(),
+    )
 }
 
 pub fn stop_reason(stop: maia_core::StopReason) -> StopReason {
@@ -55,6 +86,7 @@ fn kind(kind: Option<maia_tools::ToolKind>) -> ToolKind {
         Some(maia_tools::ToolKind::Edit) => ToolKind::Edit,
         Some(maia_tools::ToolKind::Execute) => ToolKind::Execute,
         Some(maia_tools::ToolKind::Search) => ToolKind::Search,
+        Some(maia_tools::ToolKind::Fetch) => ToolKind::Fetch,
         None => ToolKind::Other,
     }
 }

@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol_schema::v1::{
     AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
     ClientCapabilities, ClientNotification, ClientRequest, ConfigOptionUpdate, ContentBlock,
-    EmbeddedResourceResource, Implementation, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionResponse, NewSessionResponse, PromptCapabilities,
-    PromptRequest, PromptResponse, ResumeSessionResponse, SessionCapabilities,
+    CurrentModeUpdate, EmbeddedResourceResource, Implementation, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionResponse, NewSessionResponse,
+    PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionResponse, SessionCapabilities,
     SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
     SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionResponse,
     UnstructuredCommandInput,
@@ -200,6 +200,7 @@ impl Agent {
             }
             ClientRequest::ListSessionsRequest(req) => self.list_sessions(&req),
             ClientRequest::SetSessionConfigOptionRequest(req) => self.set_config_option(&req),
+            ClientRequest::SetSessionModeRequest(req) => self.set_mode(&req),
             ClientRequest::PromptRequest(req) => match self.prompt(&id, req) {
                 // Answered when the turn ends.
                 Ok(()) => return,
@@ -320,13 +321,24 @@ impl Agent {
         {
             handle.set_model(first.clone());
         }
-        let options = convert::config_options(handle.model(), &listed);
+        let options = convert::config_options(handle.model(), &listed, handle.mode());
+        let modes = convert::modes(handle.mode());
         let result = match how {
-            Open::New => {
-                to_value(&NewSessionResponse::new(session_id.clone()).config_options(options))
-            }
-            Open::Load(_) => to_value(&LoadSessionResponse::new().config_options(options)),
-            Open::Resume(_) => to_value(&ResumeSessionResponse::new().config_options(options)),
+            Open::New => to_value(
+                &NewSessionResponse::new(session_id.clone())
+                    .modes(modes)
+                    .config_options(options),
+            ),
+            Open::Load(_) => to_value(
+                &LoadSessionResponse::new()
+                    .modes(modes)
+                    .config_options(options),
+            ),
+            Open::Resume(_) => to_value(
+                &ResumeSessionResponse::new()
+                    .modes(modes)
+                    .config_options(options),
+            ),
         };
         self.conn.respond(id, result);
         let pending = Pending::default();
@@ -352,7 +364,7 @@ impl Agent {
             pending,
             events,
             caps,
-            (handle_model(&handle), models),
+            (handle.shared_model(), handle.shared_mode(), models),
         );
         let pump = tokio::spawn(async move {
             let _done = done.drop_guard();
@@ -378,6 +390,29 @@ impl Agent {
         }
     }
 
+    fn set_mode(
+        &self,
+        req: &agent_client_protocol_schema::v1::SetSessionModeRequest,
+    ) -> Result<Value, RpcError> {
+        let session_id = req.session_id.0.to_string();
+        let entry = self
+            .sessions
+            .get(&session_id)
+            .map(|e| e.clone())
+            .ok_or_else(|| unknown_session(&session_id))?;
+        let mode = maia_core::Mode::from_id(&req.mode_id.0)
+            .ok_or_else(|| invalid_params(format!("unknown mode `{}`", req.mode_id.0)))?;
+        entry.handle.set_mode(mode);
+        // Keep the mode config option in sync.
+        let models = entry.models.lock().map(|m| m.clone()).unwrap_or_default();
+        let options = convert::config_options(entry.handle.model(), &models, mode);
+        self.send_update(
+            &session_id,
+            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options)),
+        );
+        Ok(json!({}))
+    }
+
     fn set_config_option(
         &self,
         req: &agent_client_protocol_schema::v1::SetSessionConfigOptionRequest,
@@ -388,24 +423,34 @@ impl Agent {
             .get(&session_id)
             .map(|e| e.clone())
             .ok_or_else(|| unknown_session(&session_id))?;
-        if req.config_id.0.as_ref() != convert::MODEL_OPTION {
-            return Err(invalid_params(format!(
-                "unknown config option `{}`",
-                req.config_id.0
-            )));
-        }
         let agent_client_protocol_schema::v1::SessionConfigOptionValue::ValueId { value } =
             &req.value
         else {
-            return Err(invalid_params("the model option takes a value id"));
+            return Err(invalid_params("this option takes a value id"));
         };
-        let models = entry.models.lock().map(|m| m.clone()).unwrap_or_default();
         let value = value.0.to_string();
-        if !models.contains(&value) && entry.handle.model().as_deref() != Some(value.as_str()) {
-            return Err(invalid_params(format!("unknown model `{value}`")));
+        let models = entry.models.lock().map(|m| m.clone()).unwrap_or_default();
+        match req.config_id.0.as_ref() {
+            convert::MODEL_OPTION => {
+                if !models.contains(&value)
+                    && entry.handle.model().as_deref() != Some(value.as_str())
+                {
+                    return Err(invalid_params(format!("unknown model `{value}`")));
+                }
+                entry.handle.set_model(value);
+            }
+            convert::MODE_OPTION => {
+                let mode = maia_core::Mode::from_id(&value)
+                    .ok_or_else(|| invalid_params(format!("unknown mode `{value}`")))?;
+                entry.handle.set_mode(mode);
+                self.send_update(
+                    &session_id,
+                    SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),
+                );
+            }
+            other => return Err(invalid_params(format!("unknown config option `{other}`"))),
         }
-        entry.handle.set_model(value);
-        let options = convert::config_options(entry.handle.model(), &models).unwrap_or_default();
+        let options = convert::config_options(entry.handle.model(), &models, entry.handle.mode());
         to_value(&SetSessionConfigOptionResponse::new(options))
     }
 
@@ -546,10 +591,6 @@ enum Open {
     Resume(String),
 }
 
-fn handle_model(handle: &SessionHandle) -> maia_core::SharedModel {
-    handle.shared_model()
-}
-
 fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
     if !cwd.is_absolute() {
         return Err(invalid_params(format!(
@@ -651,7 +692,7 @@ async fn pump(
     pending: Pending,
     mut events: mpsc::UnboundedReceiver<Event>,
     caps: ClientCapabilities,
-    (model, models): (maia_core::SharedModel, Models),
+    (model, mode, models): (maia_core::SharedModel, maia_core::SharedMode, Models),
 ) {
     while let Some(event) = events.recv().await {
         match event {
@@ -686,7 +727,8 @@ async fn pump(
                     }
                     Err(_) => Vec::new(),
                 };
-                if let Some(options) = convert::config_options(model.get(), &listed) {
+                {
+                    let options = convert::config_options(model.get(), &listed, mode.get());
                     let update =
                         SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options));
                     match convert::notification(&session_id, update) {

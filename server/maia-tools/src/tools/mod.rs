@@ -5,6 +5,7 @@ pub(crate) mod edit;
 pub(crate) mod glob;
 pub(crate) mod grep;
 pub(crate) mod read;
+pub(crate) mod webfetch;
 pub(crate) mod write;
 
 use std::path::Path;

@@ -1,0 +1,185 @@
+//! Session modes: `default`, `accept-edits`, `read-only`, `bypass`, as ACP
+//! modes and as the `mode` config option, kept in sync.
+
+use maia_test_support as mock;
+use serde_json::{Value, json};
+
+use crate::harness::{Maia, choose, updates_of};
+
+async fn open(maia: &mut Maia) -> (String, Value) {
+    maia.initialize().await;
+    let cwd = maia.cwd();
+    let id = maia
+        .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    let sid = resp["result"]["sessionId"].as_str().unwrap().to_owned();
+    maia.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")
+        .await;
+    (sid, resp["result"].clone())
+}
+
+async fn set_mode(maia: &mut Maia, sid: &str, mode: &str) -> Value {
+    let id = maia
+        .request(
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": mode}),
+        )
+        .await;
+    maia.response(id).await.0
+}
+
+fn write_call(path: &str) -> mock::Reply {
+    mock::tool_calls_reply(&[("w1", "Write", json!({"file_path": path, "content": "x\n"}))])
+}
+
+fn no_permission_asked(messages: &[Value]) -> bool {
+    messages
+        .iter()
+        .all(|m| m["method"] != "session/request_permission")
+}
+
+#[tokio::test]
+async fn modes_are_offered_both_ways() {
+    let mut maia = Maia::start().await;
+    let (sid, result) = open(&mut maia).await;
+    assert_eq!(result["modes"]["currentModeId"], "default");
+    let ids: Vec<_> = result["modes"]["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["default", "accept-edits", "read-only", "bypass"]);
+    let bypass = &result["modes"]["availableModes"][3];
+    assert!(
+        bypass["name"].as_str().unwrap().contains("dangerous"),
+        "{bypass}"
+    );
+    let option = result["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "mode")
+        .unwrap()
+        .clone();
+    assert_eq!(option["category"], "mode");
+    assert_eq!(option["currentValue"], "default");
+
+    // set_mode → {} and the config option follows (sent before the answer).
+    let id = maia
+        .request(
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": "read-only"}),
+        )
+        .await;
+    let (resp, before) = maia.response(id).await;
+    assert_eq!(resp["result"], json!({}), "{resp}");
+    let update = updates_of(&before, "config_option_update");
+    assert_eq!(update.len(), 1, "{before:?}");
+    let options = update[0]["configOptions"].as_array().unwrap();
+    assert!(
+        options
+            .iter()
+            .any(|o| o["id"] == "mode" && o["currentValue"] == "read-only")
+    );
+
+    // The config option → the full list, and current_mode_update.
+    let id = maia
+        .request(
+            "session/set_config_option",
+            json!({"sessionId": sid, "configId": "mode", "value": "accept-edits"}),
+        )
+        .await;
+    let (resp, before) = maia.response(id).await;
+    let options = resp["result"]["configOptions"].as_array().unwrap();
+    assert!(
+        options
+            .iter()
+            .any(|o| o["id"] == "mode" && o["currentValue"] == "accept-edits")
+    );
+    let update = updates_of(&before, "current_mode_update");
+    assert_eq!(update[0]["currentModeId"], "accept-edits");
+
+    let resp = set_mode(&mut maia, &sid, "yolo").await;
+    assert_eq!(resp["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn accept_edits_writes_inside_the_project_without_asking() {
+    let mut maia = Maia::start().await;
+    let (sid, _) = open(&mut maia).await;
+    set_mode(&mut maia, &sid, "accept-edits").await;
+    maia.mock.push(write_call("src/a.txt"));
+    maia.mock.push(mock::text_reply("done"));
+    let id = maia.prompt(&sid, "write").await;
+    let (_, before) = maia.response(id).await;
+    assert!(no_permission_asked(&before));
+    assert_eq!(
+        std::fs::read_to_string(maia.path("src/a.txt")).unwrap(),
+        "x\n"
+    );
+    // Commands still follow the rules (ask).
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "b1",
+        "Bash",
+        json!({"command": "echo hi"}),
+    )]));
+    maia.mock.push(mock::text_reply("done"));
+    let id = maia.prompt(&sid, "run").await;
+    let (_, before) = maia.response_with(id, choose("reject_once")).await;
+    assert!(!no_permission_asked(&before));
+}
+
+#[tokio::test]
+async fn read_only_refuses_changes_and_commands() {
+    let mut maia = Maia::start().await;
+    let (sid, _) = open(&mut maia).await;
+    set_mode(&mut maia, &sid, "read-only").await;
+    maia.mock.push(mock::tool_calls_reply(&[
+        ("w1", "Write", json!({"file_path": "a.txt", "content": "x"})),
+        ("b1", "Bash", json!({"command": "touch marker"})),
+    ]));
+    maia.mock.push(mock::text_reply("ok"));
+    let id = maia.prompt(&sid, "try").await;
+    let (resp, before) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn");
+    assert!(no_permission_asked(&before));
+    assert!(!maia.path("a.txt").exists() && !maia.path("marker").exists());
+    let failed = updates_of(&before, "tool_call_update")
+        .iter()
+        .filter(|u| u["status"] == "failed")
+        .count();
+    assert_eq!(failed, 2);
+    let tool_messages: Vec<String> = maia.mock.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        tool_messages.iter().all(|t| t.contains("read-only")),
+        "{tool_messages:?}"
+    );
+}
+
+#[tokio::test]
+async fn bypass_runs_without_asking() {
+    let mut maia = Maia::start().await;
+    let (sid, _) = open(&mut maia).await;
+    set_mode(&mut maia, &sid, "bypass").await;
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "b1",
+        "Bash",
+        json!({"command": "echo bypassed > out.txt"}),
+    )]));
+    maia.mock.push(mock::text_reply("ok"));
+    let id = maia.prompt(&sid, "run").await;
+    let (_, before) = maia.response(id).await;
+    assert!(no_permission_asked(&before));
+    assert_eq!(
+        std::fs::read_to_string(maia.path("out.txt")).unwrap(),
+        "bypassed\n"
+    );
+}

@@ -1,0 +1,316 @@
+//! The permission broker: the single gate every tool call passes.
+//!
+//! Rules have MAIA's form `Tool` or `Tool(pattern)` and come from
+//! `permissions.allow` / `ask` / `deny` in `~/.maia/settings.json` and
+//! `<cwd>/.maia/settings.json` (both add up; [`load_rules`]), plus the
+//! "always" answers of the session ([`Broker::always`] also writes them to
+//! the cwd's file, [`persist_rule`]).
+//!
+//! Evaluation: deny, then ask, then allow; the first family with a matching
+//! rule decides, whatever the precision of the rules. With no match the
+//! answer is ask, for every tool, except the tools without side effects
+//! outside the conversation ([`NO_SIDE_EFFECT_TOOLS`]), which are allowed.
+//! Tool names match case-insensitively. What each pattern means:
+//!
+//! - `Bash(...)`: the command; `*` is any sequence, `cmd *` covers `cmd`
+//!   alone or with arguments but not `cmdx`, no `*` is the exact command.
+//!   Commands are parsed with `brush-parser` ([`shell`]): a deny or ask
+//!   applies when one part matches (hidden parts in `$(…)`, backticks,
+//!   process substitutions, `sh -c`, `eval` included; also with wrappers
+//!   such as `sudo`/`env`/`command` or a program path dropped); an allow
+//!   only when every part matches as written and the command has no
+//!   redirection (`2>&1` included) and no substitution. A command that
+//!   does not parse is checked as raw text by deny/ask and never allowed.
+//! - `Read/Write/Edit(...)` (the file) and `Glob/Grep(...)` (the search
+//!   root; `src/**` covers `src` itself): gitignore-style globs. `./x` and
+//!   `a/b` are relative to the cwd, a bare name (`.env`, `*.pem`) matches at
+//!   any depth, a trailing `/` is the folder and all below, `/abs/**` and
+//!   `~/x` are absolute. An allow matches the resolved path only (`..`
+//!   folded, symlinks of the longest existing ancestor followed; a dangling
+//!   symlink is never allowed); deny/ask match the path as written or
+//!   resolved. A path outside the cwd never matches a relative pattern.
+//! - `WebFetch(domain:host)`: the URL's host, case-insensitive, port
+//!   ignored; `domain:*.example.org` is any subdomain but not
+//!   `example.org` itself; `domain:*` is any host.
+//! - `Skill(name)`: the `skill` argument (`*` allowed).
+//! - Any other tool (custom, MCP, `TodoWrite`…): `*`-pattern against any
+//!   string or number value of the input (`Addition(5)` for `{"a": 5}`).
+
+mod load;
+mod persist;
+mod rule;
+mod seen;
+mod shell;
+mod suggest;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use maia_tools::ToolInput;
+use serde_json::Value;
+
+use crate::event::{ChoiceKind, PermissionChoice};
+
+pub use load::{LoadedRules, load_rules};
+pub use persist::{PersistError, persist_rule};
+pub use rule::{Family, Rule, RuleError};
+pub use seen::{SEEN_FILE, unseen_allow_rules};
+pub use suggest::{suggest_rule, suggest_rule_value};
+
+/// Tools with no side effect outside the conversation: allowed when no
+/// rule matches (a deny or ask rule still applies).
+pub const NO_SIDE_EFFECT_TOOLS: &[&str] = &["TodoWrite", "CurrentModel"];
+
+/// The broker's verdict for one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Ask,
+    /// Denied by the named rule.
+    Deny(String),
+}
+
+/// A source of rules, sorted by family.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleSet {
+    pub allow: Vec<Rule>,
+    pub ask: Vec<Rule>,
+    pub deny: Vec<Rule>,
+}
+
+impl RuleSet {
+    pub fn family(&self, family: Family) -> &[Rule] {
+        match family {
+            Family::Allow => &self.allow,
+            Family::Ask => &self.ask,
+            Family::Deny => &self.deny,
+        }
+    }
+
+    pub fn family_mut(&mut self, family: Family) -> &mut Vec<Rule> {
+        match family {
+            Family::Allow => &mut self.allow,
+            Family::Ask => &mut self.ask,
+            Family::Deny => &mut self.deny,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.allow.len() + self.ask.len() + self.deny.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds `rule` unless the family already holds it.
+    pub fn add(&mut self, family: Family, rule: Rule) {
+        let list = self.family_mut(family);
+        if !list.contains(&rule) {
+            list.push(rule);
+        }
+    }
+}
+
+/// The broker of one session.
+#[derive(Debug, Clone, Default)]
+pub struct Broker {
+    /// Rules from files (with their file) and from code (`None`).
+    loaded: LoadedRules,
+    sets: Vec<RuleSet>,
+    /// "Always" answers that could not be written to a file.
+    remembered: RuleSet,
+}
+
+impl Broker {
+    /// A broker over rule sets that come from no file (tests, code).
+    pub fn new(sets: Vec<RuleSet>) -> Self {
+        Broker {
+            sets,
+            ..Default::default()
+        }
+    }
+
+    /// A broker over the rules of the settings files.
+    pub fn from_loaded(loaded: LoadedRules) -> Self {
+        Broker {
+            loaded,
+            ..Default::default()
+        }
+    }
+
+    /// Loads the rules of `~/.maia/settings.json` and
+    /// `<cwd>/.maia/settings.json` ([`load_rules`]).
+    pub fn load(home: Option<&Path>, cwd: &Path) -> Self {
+        Self::from_loaded(load_rules(home, cwd))
+    }
+
+    /// The file rules this broker was built from (for the start notice).
+    pub fn loaded(&self) -> &LoadedRules {
+        &self.loaded
+    }
+
+    fn all(&self) -> impl Iterator<Item = &RuleSet> {
+        self.loaded
+            .sets
+            .iter()
+            .map(|(_, s)| s)
+            .chain(&self.sets)
+            .chain(std::iter::once(&self.remembered))
+    }
+
+    /// Deny, then ask, then allow; no match → ask (allow for
+    /// [`NO_SIDE_EFFECT_TOOLS`]).
+    pub fn decide(&self, input: &ToolInput, cwd: &Path) -> Decision {
+        self.decide_value(input.name(), &rule::input_value(input), cwd)
+    }
+
+    /// [`Broker::decide`] for any tool: `tool` is the tool's name, `input`
+    /// its JSON arguments (`{"url": …}` for WebFetch, `{"skill": …}` for
+    /// Skill, anything for custom and MCP tools).
+    pub fn decide_value(&self, tool: &str, input: &Value, cwd: &Path) -> Decision {
+        let subject = rule::Subject::new(tool, input, cwd);
+        let family = |f: Family| {
+            self.all()
+                .flat_map(move |s| s.family(f))
+                .filter(|r| r.names(tool))
+        };
+        if let Some(rule) = family(Family::Deny).find(|r| r.hits(&subject, false)) {
+            return Decision::Deny(rule.to_string());
+        }
+        if family(Family::Ask).any(|r| r.hits(&subject, false)) {
+            return Decision::Ask;
+        }
+        let allowed = match &subject {
+            // Every part must be covered, each by any allow rule.
+            rule::Subject::Bash { analysis, .. } => {
+                let rules: Vec<&Rule> = family(Family::Allow).collect();
+                !rules.is_empty()
+                    && rule::bash_allowable(analysis)
+                    && analysis
+                        .parts
+                        .iter()
+                        .all(|p| rules.iter().any(|r| r.covers_part(p)))
+            }
+            _ => family(Family::Allow).any(|r| r.hits(&subject, true)),
+        };
+        if allowed
+            || NO_SIDE_EFFECT_TOOLS
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(tool))
+        {
+            return Decision::Allow;
+        }
+        Decision::Ask
+    }
+
+    /// Remembers an "always" answer for the rest of the session, in memory
+    /// only. Prefer [`Broker::always`], which also writes it to the file.
+    pub fn remember(&mut self, kind: ChoiceKind, rule: Rule) {
+        match kind {
+            ChoiceKind::AllowAlways => self.remembered.add(Family::Allow, rule),
+            ChoiceKind::RejectAlways => self.remembered.add(Family::Deny, rule),
+            ChoiceKind::AllowOnce | ChoiceKind::RejectOnce => {}
+        }
+    }
+
+    /// An "always" answer: writes `rule` to `<cwd>/.maia/settings.json`
+    /// ([`persist_rule`]) and applies it at once. `Ok(None)` for a "once"
+    /// answer, `Ok(Some(file))` once written. On a write error the rule
+    /// still applies for the rest of the session (shown by `/permissions`
+    /// as not saved) and the error is returned for a warning.
+    pub fn always(
+        &mut self,
+        kind: ChoiceKind,
+        rule: Rule,
+        cwd: &Path,
+    ) -> Result<Option<PathBuf>, PersistError> {
+        let family = match kind {
+            ChoiceKind::AllowAlways => Family::Allow,
+            ChoiceKind::RejectAlways => Family::Deny,
+            ChoiceKind::AllowOnce | ChoiceKind::RejectOnce => return Ok(None),
+        };
+        match persist_rule(cwd, family, &rule) {
+            Ok(file) => {
+                self.loaded.add(&file, family, rule);
+                Ok(Some(file))
+            }
+            Err(e) => {
+                self.remember(kind, rule);
+                Err(e)
+            }
+        }
+    }
+
+    /// The `/permissions` text: the file rules grouped ALLOW / ASK / DENY,
+    /// then the session's unsaved rules, then loading warnings.
+    pub fn render(&self) -> String {
+        let mut out = self.loaded.render();
+        let extra: Vec<&RuleSet> = self
+            .sets
+            .iter()
+            .chain(std::iter::once(&self.remembered))
+            .filter(|s| !s.is_empty())
+            .collect();
+        if !extra.is_empty() {
+            let mut merged = RuleSet::default();
+            for s in extra {
+                for family in [Family::Allow, Family::Ask, Family::Deny] {
+                    for r in s.family(family) {
+                        merged.add(family, r.clone());
+                    }
+                }
+            }
+            out.push_str("\n### This session only (not saved)\n\n");
+            out.push_str(&load::render_set(&merged));
+        }
+        out
+    }
+}
+
+/// True when a command uses shell syntax that can hide or chain commands
+/// (used to decide whether a prefix rule may be suggested).
+pub fn has_shell_syntax(command: &str) -> bool {
+    command.chars().any(|c| {
+        matches!(
+            c,
+            ';' | '&' | '|' | '<' | '>' | '$' | '`' | '(' | ')' | '\n'
+        )
+    })
+}
+
+/// The options offered for `input`, with labels that say what they cover.
+pub fn choices(rule: Option<&Rule>) -> Vec<PermissionChoice> {
+    let choice = |id: &str, label: String, kind| PermissionChoice {
+        id: id.to_owned(),
+        label,
+        kind,
+    };
+    let mut out = vec![choice(
+        "allow_once",
+        "Allow once".to_owned(),
+        ChoiceKind::AllowOnce,
+    )];
+    if let Some(rule) = rule {
+        out.push(choice(
+            "allow_always",
+            format!("Always allow {rule}"),
+            ChoiceKind::AllowAlways,
+        ));
+    }
+    out.push(choice(
+        "reject_once",
+        "Reject".to_owned(),
+        ChoiceKind::RejectOnce,
+    ));
+    if let Some(rule) = rule {
+        out.push(choice(
+            "reject_always",
+            format!("Always reject {rule}"),
+            ChoiceKind::RejectAlways,
+        ));
+    }
+    out
+}

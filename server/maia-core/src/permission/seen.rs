@@ -1,0 +1,100 @@
+//! "Seen before": a project's `.maia/settings.json` may carry broad allow
+//! rules (a cloned repository); the user is told about each allow rule of a
+//! project file once.
+//!
+//! Storage: `~/.maia/seen-rules.json`,
+//! `{"version": 1, "files": {"<absolute settings path>": ["Bash(ls *)", …]}}`
+//! (the settings path is canonicalised when it exists). A rule counts as
+//! seen once reported; editing the rule text makes it new again.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::LoadedRules;
+
+/// The file, relative to the home folder.
+pub const SEEN_FILE: &str = ".maia/seen-rules.json";
+
+/// The allow rules of `<cwd>/.maia/settings.json` (as loaded in `rules`)
+/// that the user has not been told about yet; they are recorded as seen in
+/// `~/.maia/seen-rules.json`, so the next call returns only new ones.
+/// Without a home folder nothing can be recorded and every allow rule of the
+/// project file is returned. The home's own settings file is never reported.
+pub fn unseen_allow_rules(home: Option<&Path>, cwd: &Path, rules: &LoadedRules) -> Vec<String> {
+    let local = super::persist::local_settings_file(cwd);
+    if home.is_some_and(|h| h.join(".maia").join("settings.json") == local) {
+        return Vec::new();
+    }
+    let Some(set) = rules.file(&local) else {
+        return Vec::new();
+    };
+    let allow: Vec<String> = set.allow.iter().map(ToString::to_string).collect();
+    if allow.is_empty() {
+        return Vec::new();
+    }
+    let Some(home) = home else {
+        return allow;
+    };
+    let store = home.join(SEEN_FILE);
+    let key = std::fs::canonicalize(&local)
+        .unwrap_or_else(|_| local.clone())
+        .to_string_lossy()
+        .into_owned();
+    let mut files = read_store(&store);
+    let seen = files.entry(key).or_default();
+    let unseen: Vec<String> = allow.into_iter().filter(|r| !seen.contains(r)).collect();
+    if unseen.is_empty() {
+        return unseen;
+    }
+    seen.extend(unseen.iter().cloned());
+    if let Err(e) = write_store(&store, &files) {
+        tracing::warn!(
+            "cannot record seen permission rules in {}: {e}",
+            store.display()
+        );
+    }
+    unseen
+}
+
+fn read_store(store: &Path) -> BTreeMap<String, Vec<String>> {
+    let Ok(text) = std::fs::read_to_string(store) else {
+        return BTreeMap::new();
+    };
+    let Ok(value) = serde_json::from_str::<Value>(&text) else {
+        tracing::warn!("{} is not valid JSON; starting afresh", store.display());
+        return BTreeMap::new();
+    };
+    value
+        .get("files")
+        .and_then(Value::as_object)
+        .map(|files| {
+            files
+                .iter()
+                .map(|(k, v)| {
+                    let rules = v
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|r| r.as_str().map(str::to_owned))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (k.clone(), rules)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn write_store(store: &Path, files: &BTreeMap<String, Vec<String>>) -> std::io::Result<()> {
+    if let Some(dir) = store.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let text =
+        serde_json::to_string_pretty(&json!({ "version": 1, "files": files })).unwrap_or_default();
+    let tmp: PathBuf = store.with_extension(format!("json.tmp{}", std::process::id()));
+    std::fs::write(&tmp, text + "\n")?;
+    std::fs::rename(&tmp, store)
+}
