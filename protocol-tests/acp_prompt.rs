@@ -42,7 +42,17 @@ async fn streams_text_before_the_response() {
         .collect();
     assert_eq!(
         tools,
-        ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebFetch"]
+        [
+            "Read",
+            "Write",
+            "Edit",
+            "Glob",
+            "Grep",
+            "Bash",
+            "WebFetch",
+            "TodoWrite",
+            "CurrentModel"
+        ]
     );
 
     // A second turn carries the history.

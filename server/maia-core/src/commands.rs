@@ -47,6 +47,11 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: Some("model name (optional)"),
     },
     CommandInfo {
+        name: "permissions",
+        description: "Show the permission rules in force, file by file",
+        hint: None,
+    },
+    CommandInfo {
         name: "context",
         description: "Show what fills the context",
         hint: None,
@@ -145,6 +150,14 @@ impl Session {
             },
             "model" => self.model_command(args, cancel).await,
             "context" => self.context_command(),
+            "permissions" => {
+                let text = self
+                    .broker
+                    .lock()
+                    .map(|b| b.render())
+                    .unwrap_or_else(|_| "The rules cannot be read.".to_owned());
+                self.reply(text);
+            }
             _ => self.reply(format!("`/{}` is not available.", command.name)),
         }
         StopReason::EndTurn

@@ -83,8 +83,12 @@ pub struct PermissionChoice {
 /// The user's answer to a permission request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermissionReply {
-    /// The id of the chosen [`PermissionChoice`].
-    Selected(String),
+    /// The id of the chosen [`PermissionChoice`], and the user's reason
+    /// when the client sent one (rejections).
+    Selected {
+        option: String,
+        reason: Option<String>,
+    },
     /// The request was cancelled (the turn is being cancelled).
     Cancelled,
 }
@@ -111,6 +115,15 @@ pub enum CompactionState {
     Failed(String),
     /// Cancelled; the conversation is unchanged.
     Cancelled,
+}
+
+/// A command offered to the user (`/name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandEntry {
+    pub name: String,
+    pub description: String,
+    /// What the argument is, for commands that take one.
+    pub hint: Option<String>,
 }
 
 /// How important a notice is.
@@ -150,6 +163,10 @@ pub enum Event {
         used: u64,
         size: u64,
     },
+    /// The session's task list changed (the whole list).
+    Plan(Vec<crate::session_tools::Todo>),
+    /// The commands the user can type changed (the whole list).
+    Commands(Vec<CommandEntry>),
     /// A compaction's progress; one id per compaction.
     Compaction {
         id: String,

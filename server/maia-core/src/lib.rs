@@ -19,6 +19,7 @@ pub mod permission;
 pub mod prompt;
 pub mod prompt_syntax;
 mod session;
+pub mod session_tools;
 pub mod settings;
 pub mod skills;
 pub mod store;
@@ -29,8 +30,9 @@ pub mod window;
 
 pub use engine::{Engine, EngineOptions, LoadError, SessionSummary};
 pub use event::{
-    ChoiceKind, CompactionState, Event, NoticeLevel, PermissionChoice, PermissionReply,
-    PermissionRequest, StopReason, ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
+    ChoiceKind, CommandEntry, CompactionState, Event, NoticeLevel, PermissionChoice,
+    PermissionReply, PermissionRequest, StopReason, ToolCallPatch, ToolCallView, ToolContent,
+    ToolStatus,
 };
 pub use mode::{Mode, SharedMode};
 pub use prompt::PromptPart;

@@ -13,13 +13,18 @@ use maia_tools::{FileSystem, ReadTracker};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::commands;
 use crate::context_file::{self, ContextFile};
+use crate::custom_tools::{self, LoadedTools};
 use crate::engine::EngineOptions;
-use crate::event::{Event, NoticeLevel, StopReason};
+use crate::event::{CommandEntry, Event, NoticeLevel, StopReason};
 use crate::mode::{Mode, SharedMode};
+use crate::permission;
 use crate::permission::Broker;
 use crate::prompt::PromptPart;
+use crate::session_tools::{CURRENT_MODEL, TODO_WRITE, Todo};
 use crate::settings::{self, Settings};
+use crate::skills::{self, LoadedSkills};
 use crate::store::{self, Journal, Loaded, Record};
 use crate::window::WindowCache;
 
@@ -171,6 +176,12 @@ pub(crate) struct Session {
     pub fs: Arc<dyn FileSystem>,
     pub reads: Arc<ReadTracker>,
     pub broker: Arc<Mutex<Broker>>,
+    pub skills: Arc<LoadedSkills>,
+    pub custom_tools: Arc<LoadedTools>,
+    /// The task list (`TodoWrite`).
+    pub todos: Arc<Mutex<Vec<Todo>>>,
+    /// Output of `!commands` waiting to join the next request.
+    pub pending: Vec<String>,
     pub events: mpsc::UnboundedSender<Event>,
     pub context_file: Option<ContextFile>,
     /// A compaction summary that replaces the context file as starting
@@ -250,9 +261,14 @@ impl Session {
             self.model.set(self.settings.model.clone());
         }
         self.context_file = context_file::load(&self.cwd);
+        let home = self.options.home.clone();
         if let Ok(mut broker) = self.broker.lock() {
-            *broker = Broker::default();
+            *broker = Broker::load(home.as_deref(), &self.cwd);
         }
+        self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
+        self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
+        self.pending.clear();
+        self.announce_start();
     }
 
     /// Replaces this thread's conversation with a saved one.
@@ -351,6 +367,9 @@ pub(crate) fn spawn(
     }
     let context_file = context_file::load(&cwd);
     tracing::info!(session = %id, cwd = %cwd.display(), settings = ?settings.loaded, context_file = ?context_file.as_ref().map(|c| &c.path), "session started");
+    let broker = Broker::load(options.home.as_deref(), &cwd);
+    let loaded_skills = skills::load(options.home.as_deref(), &cwd);
+    let loaded_tools = custom_tools::load(&cwd, &reserved_names());
     let mut session = Session {
         name: fresh_name(&id),
         id,
@@ -363,7 +382,11 @@ pub(crate) fn spawn(
         history: Vec::new(),
         fs,
         reads: Arc::new(ReadTracker::default()),
-        broker: Arc::new(Mutex::new(Broker::default())),
+        broker: Arc::new(Mutex::new(broker)),
+        skills: Arc::new(loaded_skills),
+        custom_tools: Arc::new(loaded_tools),
+        todos: Arc::new(Mutex::new(Vec::new())),
+        pending: Vec::new(),
         events: events_tx,
         context_file,
         summary: None,
@@ -377,6 +400,13 @@ pub(crate) fn spawn(
     if let Start::Restore { name, loaded } = start {
         session.history = loaded.history();
         session.summary = loaded.summary().map(str::to_owned);
+        if let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
+            Record::Plan { todos } => Some(todos.clone()),
+            _ => None,
+        }) && let Ok(mut list) = session.todos.lock()
+        {
+            *list = todos;
+        }
         session.title = loaded.title().map(str::to_owned);
         match Journal::open(&store::session_path(&session.cwd, &name)) {
             Ok(journal) => session.journal = Some(journal),
@@ -408,15 +438,96 @@ pub(crate) fn spawn(
     (handle, events_rx)
 }
 
+/// Names custom tools may not take.
+fn reserved_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = maia_tools::TOOL_NAMES.to_vec();
+    names.extend([skills::TOOL_NAME, TODO_WRITE, CURRENT_MODEL]);
+    names
+}
+
 impl Session {
-    /// Tells the user which settings and context file were loaded.
-    fn announce_start(&self) {
-        for warning in &self.settings.warnings {
-            self.emit(Event::Notice {
-                level: NoticeLevel::Warning,
-                text: warning.clone(),
+    /// The commands the user can type: MAIA's, then one per skill.
+    pub(crate) fn command_entries(&self) -> Vec<CommandEntry> {
+        let mut out: Vec<CommandEntry> = commands::COMMANDS
+            .iter()
+            .map(|c| CommandEntry {
+                name: c.name.to_owned(),
+                description: c.description.to_owned(),
+                hint: c.hint.map(str::to_owned),
+            })
+            .collect();
+        for skill in &self.skills.skills {
+            if out.iter().any(|c| c.name == skill.name) {
+                continue;
+            }
+            out.push(CommandEntry {
+                name: skill.name.clone(),
+                description: format!("Skill: {}", skill.description),
+                hint: Some("arguments".to_owned()),
             });
         }
+        out
+    }
+
+    /// Tells the user which settings, rules, skills, tools and context
+    /// file were loaded, and announces the commands.
+    fn announce_start(&self) {
+        let warn = |text: String| {
+            tracing::warn!("{text}");
+            self.emit(Event::Notice {
+                level: NoticeLevel::Warning,
+                text,
+            });
+        };
+        let info = |text: String| {
+            tracing::info!("{text}");
+            self.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text,
+            });
+        };
+        for warning in &self.settings.warnings {
+            warn(warning.clone());
+        }
+        if let Ok(broker) = self.broker.lock() {
+            info(broker.loaded().summary());
+            for warning in &broker.loaded().warnings {
+                warn(warning.clone());
+            }
+            let unseen = permission::unseen_allow_rules(
+                self.options.home.as_deref(),
+                &self.cwd,
+                broker.loaded(),
+            );
+            if !unseen.is_empty() {
+                warn(format!(
+                    "This project's .maia/settings.json allows without asking: {}. Read it before you trust it (/permissions lists every rule).",
+                    unseen.join(", ")
+                ));
+            }
+        }
+        for warning in self
+            .skills
+            .warnings
+            .iter()
+            .chain(&self.custom_tools.warnings)
+        {
+            warn(warning.clone());
+        }
+        if !self.skills.skills.is_empty() {
+            let names: Vec<&str> = self.skills.skills.iter().map(|s| s.name.as_str()).collect();
+            info(format!("Skills: {}", names.join(", ")));
+        }
+        if !self.custom_tools.tools.is_empty() {
+            let names: Vec<&str> = self
+                .custom_tools
+                .tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect();
+            info(format!("Custom tools: {}", names.join(", ")));
+        }
+        self.emit(Event::Commands(self.command_entries()));
         let (level, text) = match &self.context_file {
             Some(file) => (
                 NoticeLevel::Info,
@@ -458,6 +569,7 @@ pub(crate) fn replay(loaded: &Loaded) -> Vec<Event> {
             }),
             Record::ToolCall { call } => out.push(Event::ToolCall(call.clone())),
             Record::Title { title } => out.push(Event::Title(title.clone())),
+            Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
             Record::Message { .. } | Record::Clear | Record::Compaction { .. } => {}
         }
     }

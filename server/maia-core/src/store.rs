@@ -49,6 +49,10 @@ pub enum Record {
     Title { title: String },
     /// `/clear`: the model-facing history starts again after this point.
     Clear,
+    /// The task list after a `TodoWrite` (the whole list).
+    Plan {
+        todos: Vec<crate::session_tools::Todo>,
+    },
     /// A compaction: the history starts again after this point, with this
     /// summary as starting context (first record of a `name__n` file).
     Compaction { summary: String },

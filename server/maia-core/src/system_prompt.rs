@@ -6,7 +6,12 @@ use crate::context_file::ContextFile;
 
 /// Builds the system prompt for a session rooted at `cwd`. A compaction
 /// summary, when there is one, replaces the context file.
-pub fn build(cwd: &Path, context_file: Option<&ContextFile>, summary: Option<&str>) -> String {
+pub fn build(
+    cwd: &Path,
+    context_file: Option<&ContextFile>,
+    summary: Option<&str>,
+    skills: Option<&str>,
+) -> String {
     let mut prompt = format!(
         "You are MAIA, a coding agent working inside the user's editor.\n\
          Working folder: {cwd}\n\
@@ -20,6 +25,10 @@ pub fn build(cwd: &Path, context_file: Option<&ContextFile>, summary: Option<&st
         cwd = cwd.display(),
         os = std::env::consts::OS,
     );
+    if let Some(skills) = skills {
+        prompt.push_str("\n\n");
+        prompt.push_str(skills);
+    }
     if let Some(summary) = summary {
         prompt.push_str(&format!(
             "\n\n# Summary of the conversation so far (it was compacted)\n\n{summary}"

@@ -4,34 +4,59 @@
 //! most [`MAX_PARALLEL`]); calls on the same file run one after the other in
 //! the order requested; permission questions are asked one at a time; one
 //! failure or refusal does not stop the others; results go back to the
-//! model in the order requested. Every call passes the broker.
+//! model in the order requested. Every call — built-in, session, skill or
+//! custom tool — passes the broker.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
 use maia_llm::{ChatMessage, ToolCall};
-use maia_tools::{ToolContext, ToolInput, ToolKind, truncate_middle};
+use maia_tools::{ToolContext, ToolInput, ToolKind, ToolOutput, truncate_middle};
 use serde_json::Value;
 use tokio::sync::{Semaphore, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::custom_tools::LoadedTools;
 use crate::event::{
-    ChoiceKind, Event, PermissionReply, PermissionRequest, ToolCallPatch, ToolCallView,
-    ToolContent, ToolStatus,
+    ChoiceKind, Event, NoticeLevel, PermissionReply, PermissionRequest, ToolCallPatch,
+    ToolCallView, ToolContent, ToolStatus,
 };
 use crate::mode::Mode;
-use crate::permission::{Broker, Decision, choices, suggest_rule};
+use crate::permission::{Broker, Decision, choices, suggest_rule, suggest_rule_value};
 use crate::session::Session;
+use crate::session_tools::{self, CURRENT_MODEL, TODO_WRITE, Todo};
+use crate::skills::{self, LoadedSkills, SkillInput};
 
 /// Tool calls running at once.
 pub const MAX_PARALLEL: usize = 8;
 /// Characters of tool output shown in the editor.
 const DISPLAY_CHARS: usize = 20_000;
 
+/// What a tool call asks for, once understood.
+#[derive(Debug, Clone)]
+enum Invocation {
+    Builtin(ToolInput),
+    CurrentModel,
+    TodoWrite(Vec<Todo>),
+    Skill(SkillInput),
+    /// A custom tool (its index in the session's custom tools) and its input.
+    Custom(usize, Value),
+}
+
+impl Invocation {
+    fn mutating(&self) -> bool {
+        match self {
+            Invocation::Builtin(input) => input.is_mutating(),
+            Invocation::Custom(..) => true,
+            Invocation::CurrentModel | Invocation::TodoWrite(_) | Invocation::Skill(_) => false,
+        }
+    }
+}
+
 struct Planned {
     call: ToolCall,
-    input: Result<ToolInput, String>,
+    input: Result<Invocation, String>,
     view: ToolCallView,
     /// Files this call touches; calls sharing one run in order.
     keys: Vec<PathBuf>,
@@ -41,6 +66,13 @@ struct Planned {
 enum Outcome {
     Done(String),
     Cancelled,
+}
+
+/// The session's tools other than the built-in ones, for one batch.
+pub(crate) struct SessionTools {
+    pub skills: Arc<LoadedSkills>,
+    pub custom: Arc<LoadedTools>,
+    pub todos: Arc<Mutex<Vec<Todo>>>,
 }
 
 struct Shared<'a> {
@@ -53,25 +85,30 @@ struct Shared<'a> {
     /// The latest state of every call, as the editor sees it.
     views: Vec<Mutex<ToolCallView>>,
     mode: Mode,
+    model: Option<String>,
+    tools: &'a SessionTools,
 }
 
 /// Deny rules always win; then the mode may allow or refuse what the rules
 /// would have asked or allowed.
-fn apply_mode(mode: Mode, rules: Decision, input: &ToolInput, cwd: &std::path::Path) -> Decision {
+fn apply_mode(mode: Mode, rules: Decision, invocation: &Invocation, cwd: &Path) -> Decision {
     if matches!(rules, Decision::Deny(_)) {
         return rules;
     }
     match mode {
         Mode::Default => rules,
-        Mode::AcceptEdits => {
-            let edit = matches!(input, ToolInput::Write(_) | ToolInput::Edit(_))
-                && input
+        Mode::AcceptEdits => match invocation {
+            Invocation::Builtin(input @ (ToolInput::Write(_) | ToolInput::Edit(_)))
+                if input
                     .paths(cwd)
                     .iter()
-                    .all(|p| maia_tools::path::is_within(cwd, p));
-            if edit { Decision::Allow } else { rules }
-        }
-        Mode::ReadOnly if input.is_mutating() => {
+                    .all(|p| maia_tools::path::is_within(cwd, p)) =>
+            {
+                Decision::Allow
+            }
+            _ => rules,
+        },
+        Mode::ReadOnly if invocation.mutating() => {
             Decision::Deny("the read-only mode (nothing may be changed or run)".to_owned())
         }
         Mode::ReadOnly => rules,
@@ -81,12 +118,11 @@ fn apply_mode(mode: Mode, rules: Decision, input: &ToolInput, cwd: &std::path::P
 
 impl Shared<'_> {
     fn send_patch(&self, patch: ToolCallPatch) {
-        if let Some(view) = self
+        if let Some(mut view) = self
             .views
             .iter()
             .find_map(|v| v.lock().ok().filter(|v| v.id == patch.id))
         {
-            let mut view = view;
             if let Some(status) = patch.status {
                 view.status = status;
             }
@@ -117,19 +153,34 @@ impl Shared<'_> {
     }
 
     /// The broker's decision, adjusted by the session's mode.
-    fn decide(&self, input: &ToolInput) -> Decision {
+    fn decide(&self, p: &Planned, invocation: &Invocation) -> Decision {
         let rules = match self.broker.lock() {
-            Ok(broker) => match broker.decide(input, &self.ctx.cwd) {
-                Decision::Deny(rule) => Decision::Deny(format!("the rule {rule}")),
-                other => other,
-            },
+            Ok(broker) => {
+                let decision = match invocation {
+                    Invocation::Builtin(input) => broker.decide(input, &self.ctx.cwd),
+                    _ => broker.decide_value(&p.call.name, &p.view.raw_input, &self.ctx.cwd),
+                };
+                match decision {
+                    Decision::Deny(rule) => Decision::Deny(format!("the rule {rule}")),
+                    other => other,
+                }
+            }
             Err(_) => Decision::Ask,
         };
-        apply_mode(self.mode, rules, input, &self.ctx.cwd)
+        apply_mode(self.mode, rules, invocation, &self.ctx.cwd)
     }
 }
 
 impl Session {
+    /// The tools other than the built-in ones, for a batch of calls.
+    pub(crate) fn session_tools(&self) -> SessionTools {
+        SessionTools {
+            skills: self.skills.clone(),
+            custom: self.custom_tools.clone(),
+            todos: self.todos.clone(),
+        }
+    }
+
     /// Runs the calls; returns the tool messages for the model and the final
     /// state of each call, both in the order requested.
     pub(crate) async fn run_tool_calls(
@@ -137,7 +188,8 @@ impl Session {
         calls: &[ToolCall],
         cancel: &CancellationToken,
     ) -> (Vec<ChatMessage>, Vec<ToolCallView>) {
-        let planned: Vec<Planned> = calls.iter().map(|call| self.plan(call)).collect();
+        let tools = self.session_tools();
+        let planned: Vec<Planned> = calls.iter().map(|call| self.plan(call, &tools)).collect();
         for p in &planned {
             self.emit(Event::ToolCall(p.view.clone()));
         }
@@ -155,6 +207,8 @@ impl Session {
             cancel,
             views: planned.iter().map(|p| Mutex::new(p.view.clone())).collect(),
             mode: self.mode.get(),
+            model: self.model.get(),
+            tools: &tools,
         };
         let (done_tx, done_rx): (Vec<_>, Vec<_>) =
             planned.iter().map(|_| watch::channel(false)).unzip();
@@ -202,24 +256,39 @@ impl Session {
         (messages, views)
     }
 
-    fn plan(&self, call: &ToolCall) -> Planned {
+    fn plan(&self, call: &ToolCall, tools: &SessionTools) -> Planned {
         // Unique within the session, also across restarts.
         let id = format!("tool-{}", uuid::Uuid::new_v4().simple());
         let raw_input = serde_json::from_str::<Value>(&call.arguments)
             .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-        let input = ToolInput::parse(&call.name, &call.arguments).map_err(|e| e.to_string());
+        let input = understand(call, &raw_input, tools);
         let (title, kind, locations) = match &input {
-            Ok(input) => (
+            Ok(Invocation::Builtin(input)) => (
                 input.title(&self.cwd),
                 Some(input.kind()),
                 input.paths(&self.cwd),
             ),
+            Ok(Invocation::CurrentModel) => ("Current model".to_owned(), None, Vec::new()),
+            Ok(Invocation::TodoWrite(todos)) => (
+                format!("Update the task list ({} tasks)", todos.len()),
+                None,
+                Vec::new(),
+            ),
+            Ok(Invocation::Skill(skill)) => {
+                let path = tools.skills.get(&skill.skill).map(|s| s.path.clone());
+                (
+                    format!("Load skill {}", skill.skill),
+                    Some(ToolKind::Read),
+                    path.into_iter().collect(),
+                )
+            }
+            Ok(Invocation::Custom(..)) => (call.name.clone(), Some(ToolKind::Execute), Vec::new()),
             Err(_) => (call.name.clone(), None, Vec::new()),
         };
         let keys = match &input {
-            Ok(i @ (ToolInput::Read(_) | ToolInput::Write(_) | ToolInput::Edit(_))) => {
-                i.paths(&self.cwd)
-            }
+            Ok(Invocation::Builtin(
+                i @ (ToolInput::Read(_) | ToolInput::Write(_) | ToolInput::Edit(_)),
+            )) => i.paths(&self.cwd),
             _ => Vec::new(),
         };
         Planned {
@@ -240,10 +309,41 @@ impl Session {
     }
 }
 
+/// Reads a call: a built-in tool, a session tool, a skill or a custom tool.
+fn understand(call: &ToolCall, raw: &Value, tools: &SessionTools) -> Result<Invocation, String> {
+    match call.name.as_str() {
+        CURRENT_MODEL => Ok(Invocation::CurrentModel),
+        TODO_WRITE => session_tools::parse_todos(&call.arguments).map(Invocation::TodoWrite),
+        skills::TOOL_NAME if !tools.skills.skills.is_empty() => {
+            let input = SkillInput::parse(&call.arguments)?;
+            if tools.skills.get(&input.skill).is_none() {
+                let known: Vec<&str> = tools
+                    .skills
+                    .skills
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect();
+                return Err(format!(
+                    "unknown skill `{}`; available: {}",
+                    input.skill,
+                    known.join(", ")
+                ));
+            }
+            Ok(Invocation::Skill(input))
+        }
+        name => match tools.custom.tools.iter().position(|t| t.name == name) {
+            Some(index) => Ok(Invocation::Custom(index, raw.clone())),
+            None => ToolInput::parse(name, &call.arguments)
+                .map(Invocation::Builtin)
+                .map_err(|e| e.to_string()),
+        },
+    }
+}
+
 async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
     let id = p.view.id.as_str();
-    let input = match &p.input {
-        Ok(input) => input.clone(),
+    let invocation = match &p.input {
+        Ok(invocation) => invocation.clone(),
         Err(message) => {
             s.fail(id, message);
             return Outcome::Done(format!("Error: {message}"));
@@ -253,22 +353,31 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
         s.fail(id, "Cancelled");
         return Outcome::Cancelled;
     }
-    let prepared = tokio::select! {
-        () = s.cancel.cancelled() => {
-            s.fail(id, "Cancelled");
-            return Outcome::Cancelled;
+    // Built-in tools are prepared first: Write and Edit show their diff
+    // before the permission question.
+    let (prepared, diff) = match &invocation {
+        Invocation::Builtin(input) => {
+            let prepared = tokio::select! {
+                () = s.cancel.cancelled() => {
+                    s.fail(id, "Cancelled");
+                    return Outcome::Cancelled;
+                }
+                prepared = maia_tools::prepare(input.clone(), &s.ctx) => prepared,
+            };
+            match prepared {
+                Ok(prepared) => {
+                    let diff = prepared.diff.clone().map(|diff| ToolContent::Diff { diff });
+                    (Some(prepared), diff)
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    s.fail(id, &message);
+                    return Outcome::Done(format!("Error: {message}"));
+                }
+            }
         }
-        prepared = maia_tools::prepare(input, &s.ctx) => prepared,
+        _ => (None, None),
     };
-    let prepared = match prepared {
-        Ok(prepared) => prepared,
-        Err(e) => {
-            let message = e.to_string();
-            s.fail(id, &message);
-            return Outcome::Done(format!("Error: {message}"));
-        }
-    };
-    let diff = prepared.diff.clone().map(|diff| ToolContent::Diff { diff });
     if let Some(diff) = &diff {
         s.send_patch(ToolCallPatch {
             id: id.to_owned(),
@@ -276,7 +385,7 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
             ..ToolCallPatch::default()
         });
     }
-    match authorize(p, &prepared.input, diff.as_ref(), s).await {
+    match authorize(p, &invocation, diff.as_ref(), s).await {
         Authorization::Granted => {}
         Authorization::Refused(to_model) => return Outcome::Done(to_model),
         Authorization::Cancelled => {
@@ -285,7 +394,10 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
         }
     }
     s.update(id, ToolStatus::InProgress, None);
-    let output = maia_tools::execute(prepared, &s.ctx).await;
+    let output = match (prepared, &invocation) {
+        (Some(prepared), _) => maia_tools::execute(prepared, &s.ctx).await,
+        (None, invocation) => run_session_tool(invocation, s).await,
+    };
     if s.cancel.is_cancelled() && output.is_error {
         s.fail(id, "Cancelled");
         return Outcome::Cancelled;
@@ -308,6 +420,35 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
     Outcome::Done(output.content)
 }
 
+/// Runs a tool that is not a built-in one.
+async fn run_session_tool(invocation: &Invocation, s: &Shared<'_>) -> ToolOutput {
+    match invocation {
+        Invocation::CurrentModel => match &s.model {
+            Some(model) => ToolOutput::ok(format!("The current model is `{model}`.")),
+            None => ToolOutput::error("No model is chosen yet."),
+        },
+        Invocation::TodoWrite(todos) => {
+            if let Ok(mut list) = s.tools.todos.lock() {
+                list.clone_from(todos);
+            }
+            let _ = s.events.send(Event::Plan(todos.clone()));
+            ToolOutput::ok(session_tools::todo_result(todos))
+        }
+        Invocation::Skill(input) => match s.tools.skills.get(&input.skill) {
+            Some(skill) => match skills::body(skill, &input.arguments) {
+                Ok(body) => ToolOutput::ok(body),
+                Err(e) => ToolOutput::error(format!("cannot read {}: {e}", skill.path.display())),
+            },
+            None => ToolOutput::error(format!("unknown skill `{}`", input.skill)),
+        },
+        Invocation::Custom(index, input) => match s.tools.custom.tools.get(*index) {
+            Some(tool) => tool.run(input, &s.ctx.cwd, &s.ctx.cancel).await,
+            None => ToolOutput::error("this custom tool is no longer loaded"),
+        },
+        Invocation::Builtin(_) => ToolOutput::error("internal error: built-in tool not prepared"),
+    }
+}
+
 enum Authorization {
     Granted,
     /// Not run; the text tells the model why.
@@ -317,7 +458,7 @@ enum Authorization {
 
 async fn authorize(
     p: &Planned,
-    input: &ToolInput,
+    invocation: &Invocation,
     diff: Option<&ToolContent>,
     s: &Shared<'_>,
 ) -> Authorization {
@@ -328,7 +469,7 @@ async fn authorize(
             "Permission denied by {reason}. Do not retry this call."
         ))
     };
-    match s.decide(input) {
+    match s.decide(p, invocation) {
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
         Decision::Ask => {}
@@ -338,12 +479,15 @@ async fn authorize(
         () = s.cancel.cancelled() => return Authorization::Cancelled,
         guard = s.ask.lock() => guard,
     };
-    match s.decide(input) {
+    match s.decide(p, invocation) {
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
         Decision::Ask => {}
     }
-    let rule = suggest_rule(input, &s.ctx.cwd);
+    let rule = match invocation {
+        Invocation::Builtin(input) => suggest_rule(input, &s.ctx.cwd),
+        _ => suggest_rule_value(&p.call.name, &p.view.raw_input, &s.ctx.cwd),
+    };
     let options = choices(rule.as_ref());
     let mut view = p.view.clone();
     view.content = diff.cloned().into_iter().collect();
@@ -357,31 +501,55 @@ async fn authorize(
         () = s.cancel.cancelled() => return Authorization::Cancelled,
         reply = reply_rx => reply.unwrap_or(PermissionReply::Cancelled),
     };
-    let chosen = match reply {
-        PermissionReply::Selected(option) => {
-            options.iter().find(|o| o.id == option).map(|o| o.kind)
-        }
-        PermissionReply::Cancelled => None,
+    let (chosen, reason) = match reply {
+        PermissionReply::Selected { option, reason } => (
+            options.iter().find(|o| o.id == option).map(|o| o.kind),
+            reason,
+        ),
+        PermissionReply::Cancelled => (None, None),
     };
     let Some(kind) = chosen else {
         // A cancelled permission ends the turn as cancelled.
         s.cancel.cancel();
         return Authorization::Cancelled;
     };
-    if let (Some(rule), Ok(mut broker)) = (rule, s.broker.lock()) {
-        broker.remember(kind, rule);
+    if let Some(rule) = rule {
+        let saved = s
+            .broker
+            .lock()
+            .map(|mut broker| broker.always(kind, rule.clone(), &s.ctx.cwd));
+        match saved {
+            Ok(Ok(Some(file))) => {
+                tracing::info!(rule = %rule, file = %file.display(), "permission rule saved");
+            }
+            Ok(Err(e)) => {
+                let _ = s.events.send(Event::Notice {
+                    level: NoticeLevel::Warning,
+                    text: format!("The rule {rule} applies to this session but was not saved: {e}"),
+                });
+            }
+            _ => {}
+        }
     }
     match kind {
         ChoiceKind::AllowOnce | ChoiceKind::AllowAlways => Authorization::Granted,
         ChoiceKind::RejectOnce | ChoiceKind::RejectAlways => {
             s.fail(id, "Rejected by the user");
-            let what = match input.kind() {
-                ToolKind::Execute => "run this command",
-                ToolKind::Edit => "make this change",
+            let what = match invocation {
+                Invocation::Builtin(input) => match input.kind() {
+                    ToolKind::Execute => "run this command",
+                    ToolKind::Edit => "make this change",
+                    _ => "run this tool call",
+                },
+                Invocation::Custom(..) => "run this tool",
                 _ => "run this tool call",
             };
+            let because = reason
+                .filter(|r| !r.trim().is_empty())
+                .map(|r| format!(" The user's reason: {r}"))
+                .unwrap_or_default();
             Authorization::Refused(format!(
-                "The user refused to let you {what}. Do not retry it unchanged; ask the user how to proceed if needed."
+                "The user refused to let you {what}.{because} Do not retry it unchanged; ask the user how to proceed if needed."
             ))
         }
     }

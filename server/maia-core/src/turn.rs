@@ -12,10 +12,14 @@ use tokio_util::sync::CancellationToken;
 use crate::commands;
 use crate::compaction::CompactError;
 use crate::event::{Event, StopReason};
+use crate::event::{NoticeLevel, ToolCallPatch, ToolCallView, ToolContent, ToolStatus};
 use crate::prompt::{PromptPart, build_user_message};
+use crate::prompt_syntax;
 use crate::session::Session;
+use crate::skills;
 use crate::store::Record;
 use crate::system_prompt;
+use maia_tools::{BashInput, ToolInput};
 
 /// Told to the model after a compaction in the middle of a turn.
 const CONTINUE_AFTER_COMPACTION: &str = "(The conversation was compacted to fit the context window. Continue the current task from the summary.)";
@@ -77,6 +81,15 @@ pub(crate) fn repair_history(history: &mut Vec<ChatMessage>) {
     *history = out;
 }
 
+/// Characters of a `!command`'s output kept for the next request.
+const BANG_OUTPUT_CHARS: usize = 30_000;
+
+fn skill_uses_arguments(skill: &skills::Skill) -> bool {
+    std::fs::read_to_string(&skill.path)
+        .map(|text| text.contains(skills::ARGUMENTS_PLACEHOLDER))
+        .unwrap_or(false)
+}
+
 /// Characters kept in a title derived from the first message.
 const TITLE_CHARS: usize = 60;
 
@@ -112,15 +125,25 @@ fn new_message_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-pub(crate) fn tool_specs() -> Vec<ToolSpec> {
-    maia_tools::definitions()
-        .into_iter()
-        .map(|d| ToolSpec {
-            name: d.name.to_owned(),
-            description: d.description,
-            parameters: d.parameters,
-        })
-        .collect()
+impl Session {
+    /// Every tool offered to the model: built-in, session, skill, custom.
+    pub(crate) fn tool_specs(&self) -> Vec<ToolSpec> {
+        let mut specs: Vec<ToolSpec> = maia_tools::definitions()
+            .into_iter()
+            .map(|d| ToolSpec {
+                name: d.name.to_owned(),
+                description: d.description,
+                parameters: d.parameters,
+            })
+            .collect();
+        specs.push(crate::session_tools::todo_definition());
+        specs.push(crate::session_tools::current_model_definition());
+        if !self.skills.skills.is_empty() {
+            specs.push(crate::skills::tool_definition());
+        }
+        specs.extend(self.custom_tools.tools.iter().map(|t| t.definition()));
+        specs
+    }
 }
 
 impl Session {
@@ -168,6 +191,7 @@ impl Session {
             &self.cwd,
             self.context_file.as_ref(),
             self.summary.as_deref(),
+            crate::skills::prompt_section(&self.skills.skills).as_deref(),
         )
     }
 
@@ -177,22 +201,161 @@ impl Session {
         parts: Vec<PromptPart>,
         cancel: &CancellationToken,
     ) -> StopReason {
-        if let [PromptPart::Text(text)] = parts.as_slice()
-            && let Some((command, args)) = commands::parse(text)
-        {
-            let args = args.to_owned();
-            return self.run_command(command, &args, cancel).await;
+        if let [PromptPart::Text(text)] = parts.as_slice() {
+            let text = text.clone();
+            if let Some(bang) = prompt_syntax::parse_bang(&text) {
+                return self.run_bang(bang, &text, cancel).await;
+            }
+            if let Some((command, args)) = commands::parse(&text) {
+                let args = args.to_owned();
+                return self.run_command(command, &args, cancel).await;
+            }
+            let typed_skill = skills::parse_invocation(&text).or_else(|| {
+                let rest = text.trim_start().strip_prefix('/')?;
+                let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                Some((name, args.trim()))
+            });
+            if let Some((name, args)) = typed_skill
+                && let Some(skill) = self.skills.get(name).cloned()
+            {
+                return self.run_skill(&skill, args, &text, cancel).await;
+            }
         }
-        self.run_turn(parts, cancel).await
+        let parts = self.expand_file_refs(parts);
+        self.run_turn(parts, None, cancel).await
+    }
+
+    /// Adds the files named by `@` references in typed text (MAIA's forms);
+    /// an `@` that looks like a path but names nothing gets a warning.
+    fn expand_file_refs(&self, parts: Vec<PromptPart>) -> Vec<PromptPart> {
+        let mut out = Vec::with_capacity(parts.len());
+        for part in parts {
+            let PromptPart::Text(text) = &part else {
+                out.push(part);
+                continue;
+            };
+            let scan = prompt_syntax::scan_file_refs(text, &self.cwd, self.options.home.as_deref());
+            for warning in &scan.warnings {
+                self.emit(Event::Notice {
+                    level: NoticeLevel::Warning,
+                    text: warning.to_string(),
+                });
+            }
+            out.extend(scan.prompt_parts(text));
+        }
+        out
+    }
+
+    /// `§name args` or `/name args`: the skill's instructions become the
+    /// user's message (no permission: the user typed it).
+    async fn run_skill(
+        &mut self,
+        skill: &skills::Skill,
+        args: &str,
+        typed: &str,
+        cancel: &CancellationToken,
+    ) -> StopReason {
+        let body = match skills::body(skill, args) {
+            Ok(body) => body,
+            Err(e) => {
+                self.say(format!("Cannot read the skill `{}`: {e}", skill.name));
+                return StopReason::EndTurn;
+            }
+        };
+        let mut message = body;
+        if !args.is_empty() && !skill_uses_arguments(skill) {
+            message.push_str(&format!("\n\nArguments: {args}"));
+        }
+        self.run_turn(
+            vec![PromptPart::Text(message)],
+            Some(typed.to_owned()),
+            cancel,
+        )
+        .await
+    }
+
+    /// `!command`: runs in the working folder without permission rules (the
+    /// user typed it), shown as an `execute` tool call; the output joins the
+    /// context of the user's next request.
+    async fn run_bang(
+        &mut self,
+        bang: prompt_syntax::BangCommand,
+        typed: &str,
+        cancel: &CancellationToken,
+    ) -> StopReason {
+        let command = match bang {
+            prompt_syntax::BangCommand::Help => {
+                self.say(prompt_syntax::BANG_HELP.to_owned());
+                return StopReason::EndTurn;
+            }
+            prompt_syntax::BangCommand::Run(command) => command,
+        };
+        self.record(&Record::UserDisplay {
+            text: typed.to_owned(),
+        });
+        let input = ToolInput::Bash(BashInput {
+            command: command.clone(),
+            timeout_ms: None,
+            description: None,
+        });
+        let mut view = ToolCallView {
+            id: format!("tool-{}", uuid::Uuid::new_v4().simple()),
+            name: "Bash".to_owned(),
+            title: format!("{} (typed by you)", input.title(&self.cwd)),
+            kind: Some(maia_tools::ToolKind::Execute),
+            locations: Vec::new(),
+            raw_input: serde_json::json!({ "command": command }),
+            status: ToolStatus::InProgress,
+            content: Vec::new(),
+        };
+        self.emit(Event::ToolCall(view.clone()));
+        let ctx = maia_tools::ToolContext {
+            cwd: self.cwd.clone(),
+            fs: self.fs.clone(),
+            reads: self.reads.clone(),
+            cancel: cancel.clone(),
+        };
+        let output = match maia_tools::prepare(input, &ctx).await {
+            Ok(prepared) => maia_tools::execute(prepared, &ctx).await,
+            Err(e) => maia_tools::ToolOutput::error(e.to_string()),
+        };
+        view.status = if output.is_error {
+            ToolStatus::Failed
+        } else {
+            ToolStatus::Completed
+        };
+        view.content = vec![ToolContent::Text {
+            text: output.content.clone(),
+        }];
+        self.emit(Event::ToolCallUpdate(ToolCallPatch {
+            id: view.id.clone(),
+            status: Some(view.status),
+            content: Some(view.content.clone()),
+            raw_output: None,
+        }));
+        self.record(&Record::ToolCall { call: view });
+        if cancel.is_cancelled() {
+            return StopReason::Cancelled;
+        }
+        self.pending.push(format!(
+            "The user ran `{command}` in the working folder:\n{}",
+            maia_tools::truncate_middle(&output.content, BANG_OUTPUT_CHARS)
+        ));
+        StopReason::EndTurn
     }
 
     pub(crate) async fn run_turn(
         &mut self,
         parts: Vec<PromptPart>,
+        display: Option<String>,
         cancel: &CancellationToken,
     ) -> StopReason {
-        let user_text = build_user_message(&parts, self.fs.as_ref()).await;
-        let display = display_text(&parts);
+        let mut user_text = build_user_message(&parts, self.fs.as_ref()).await;
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending).join("\n\n");
+            user_text = format!("{pending}\n\n{user_text}");
+        }
+        let display = display.unwrap_or_else(|| display_text(&parts));
         let turn_start = self.history.len();
         self.record(&Record::UserDisplay {
             text: display.clone(),
@@ -240,7 +403,7 @@ impl Session {
             }
         };
         self.window = self.context_window(&model, cancel).await;
-        let tools = tool_specs();
+        let tools = self.tool_specs();
         let mut requests = 0u32;
         let mut compacted = false;
         let mut guard = LoopGuard::default();
@@ -353,8 +516,15 @@ impl Session {
                 };
             }
             let (results, views) = self.run_tool_calls(&tool_calls, cancel).await;
+            let planned = views.iter().any(|v| {
+                v.name == crate::session_tools::TODO_WRITE && v.status == ToolStatus::Completed
+            });
             for call in views {
                 self.record(&Record::ToolCall { call });
+            }
+            if planned {
+                let todos = self.todos.lock().map(|t| t.clone()).unwrap_or_default();
+                self.record(&Record::Plan { todos });
             }
             let mut looping = false;
             for (call, message) in tool_calls.iter().zip(&results) {

@@ -1,13 +1,15 @@
 //! Engine events and values in ACP v1 wire types.
 
 use agent_client_protocol_schema::v1::{
-    ClientCapabilities, CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff,
-    MessageId, Notice, NoticeSeverity, PermissionOption, PermissionOptionKind,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate,
-    SessionMode, SessionModeState, SessionNotification, SessionUpdate, StopReason, ToolCall,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind, UsageUpdate,
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ClientCapabilities,
+    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff, MessageId, Notice,
+    NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, PlanUpdate, PlanUpdateContent, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate, SessionMode,
+    SessionModeState, SessionNotification, SessionUpdate, StopReason, ToolCall, ToolCallContent,
+    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    UnstructuredCommandInput, UsageUpdate,
 };
 use maia_core::{
     ChoiceKind, CompactionState, Event, PermissionReply, PermissionRequest, ToolCallPatch,
@@ -148,6 +150,38 @@ fn takes_notices(caps: &ClientCapabilities) -> bool {
     caps.session.as_ref().is_some_and(|s| s.notices.is_some())
 }
 
+/// The task list as a plan: `plan_update` for clients that advertise
+/// `plan`, else the baseline `plan` update.
+fn plan(todos: &[maia_core::session_tools::Todo], caps: &ClientCapabilities) -> SessionUpdate {
+    use maia_core::session_tools::TodoStatus;
+    let entries: Vec<PlanEntry> = todos
+        .iter()
+        .map(|t| {
+            let status = match t.status {
+                TodoStatus::Pending => PlanEntryStatus::Pending,
+                TodoStatus::InProgress => PlanEntryStatus::InProgress,
+                TodoStatus::Completed => PlanEntryStatus::Completed,
+            };
+            let content = match (&t.active_form, t.status) {
+                (Some(active), TodoStatus::InProgress) => active.clone(),
+                _ => t.content.clone(),
+            };
+            PlanEntry::new(content, PlanEntryPriority::Medium, status)
+        })
+        .collect();
+    if caps.plan.is_some() {
+        SessionUpdate::PlanUpdate(PlanUpdate::new(PlanUpdateContent::items(
+            TODO_PLAN_ID,
+            entries,
+        )))
+    } else {
+        SessionUpdate::Plan(Plan::new(entries))
+    }
+}
+
+/// The id of the task-list plan.
+const TODO_PLAN_ID: &str = "maia-todos";
+
 /// Whether the client shows compactions itself.
 fn takes_compaction(caps: &ClientCapabilities) -> bool {
     caps.session
@@ -228,6 +262,19 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
             SessionUpdate::Notice(Notice::new(severity, text))
         }
         Event::ModelChanged(_) => return None,
+        Event::Plan(todos) => plan(&todos, caps),
+        Event::Commands(commands) => {
+            SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(
+                commands
+                    .into_iter()
+                    .map(|c| {
+                        AvailableCommand::new(c.name, c.description).input(c.hint.map(|h| {
+                            AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(h))
+                        }))
+                    })
+                    .collect(),
+            ))
+        }
         Event::Usage { used, size } => SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)),
         Event::Compaction { id, state } => compaction(id, state, caps),
         Event::AgentText { message_id, text } => SessionUpdate::AgentMessageChunk(
@@ -284,24 +331,39 @@ pub fn permission_request(
 /// rejection (the tool does not run, the turn goes on); a closed connection
 /// as a cancellation.
 pub fn permission_reply(answer: Result<Value, RequestError>) -> PermissionReply {
+    let rejected = || PermissionReply::Selected {
+        option: "reject_once".to_owned(),
+        reason: None,
+    };
     match answer {
-        Ok(value) => match serde_json::from_value::<RequestPermissionResponse>(value) {
-            Ok(response) => match response.outcome {
-                RequestPermissionOutcome::Selected(selected) => {
-                    PermissionReply::Selected(selected.option_id.0.to_string())
+        Ok(value) => {
+            // A rejection may carry the user's reason (`_meta.reason`), on the
+            // result or on the outcome.
+            let reason = [
+                &value["_meta"]["reason"],
+                &value["outcome"]["_meta"]["reason"],
+            ]
+            .into_iter()
+            .find_map(|r| r.as_str().map(str::to_owned));
+            match serde_json::from_value::<RequestPermissionResponse>(value) {
+                Ok(response) => match response.outcome {
+                    RequestPermissionOutcome::Selected(selected) => PermissionReply::Selected {
+                        option: selected.option_id.0.to_string(),
+                        reason,
+                    },
+                    _ => PermissionReply::Cancelled,
+                },
+                Err(e) => {
+                    tracing::warn!("unreadable permission answer ({e}); treated as a rejection");
+                    rejected()
                 }
-                _ => PermissionReply::Cancelled,
-            },
-            Err(e) => {
-                tracing::warn!("unreadable permission answer ({e}); treated as a rejection");
-                PermissionReply::Selected("reject_once".to_owned())
             }
-        },
+        }
         Err(RequestError::Rpc(e)) => {
             tracing::warn!(
                 "the client failed the permission request ({e}); treated as a rejection"
             );
-            PermissionReply::Selected("reject_once".to_owned())
+            rejected()
         }
         Err(RequestError::Closed) => PermissionReply::Cancelled,
     }

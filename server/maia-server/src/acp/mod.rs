@@ -17,14 +17,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
-    AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
-    ClientCapabilities, ClientNotification, ClientRequest, ConfigOptionUpdate, ContentBlock,
-    CurrentModeUpdate, EmbeddedResourceResource, Implementation, InitializeResponse,
+    AgentCapabilities, ClientCapabilities, ClientNotification, ClientRequest, ConfigOptionUpdate,
+    ContentBlock, CurrentModeUpdate, EmbeddedResourceResource, Implementation, InitializeResponse,
     ListSessionsRequest, ListSessionsResponse, LoadSessionResponse, NewSessionResponse,
     PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionResponse, SessionCapabilities,
     SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
     SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionResponse,
-    UnstructuredCommandInput,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use dashmap::DashMap;
@@ -353,10 +351,6 @@ impl Agent {
                 done: done.clone(),
             }),
         );
-        self.send_update(
-            &session_id,
-            SessionUpdate::AvailableCommandsUpdate(available_commands()),
-        );
         // The pump does not own the handle: dropping the entry ends the session.
         let pump = pump(
             self.conn.clone(),
@@ -610,21 +604,6 @@ fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
         ));
     }
     Ok(())
-}
-
-fn available_commands() -> AvailableCommandsUpdate {
-    AvailableCommandsUpdate::new(
-        maia_core::commands::COMMANDS
-            .iter()
-            .map(|c| {
-                AvailableCommand::new(c.name, c.description).input(
-                    c.hint.map(|h| {
-                        AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(h))
-                    }),
-                )
-            })
-            .collect(),
-    )
 }
 
 fn initialize_response() -> InitializeResponse {
