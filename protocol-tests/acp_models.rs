@@ -137,3 +137,29 @@ async fn the_model_is_asked_last_and_unknown_means_no_usage_update() {
     let (_, before) = maia.response(id).await;
     assert!(agent_text(&before).contains("context window: unknown"));
 }
+
+#[tokio::test]
+async fn estimates_are_sent_between_responses() {
+    let mut maia = Maia::start().await;
+    let (sid, _) = session_with(&mut maia).await;
+    let measured = usage_of_turn(&mut maia, &sid).await;
+    assert_eq!(measured.len(), 1);
+    // `/clear`: no model response, but the (smaller) estimate is reported.
+    let id = maia.prompt(&sid, "/clear").await;
+    let (_, before) = maia.response(id).await;
+    let usage = updates_of(&before, "usage_update");
+    assert_eq!(usage.len(), 1, "{before:?}");
+    assert_eq!(usage[0]["size"], 32768);
+    assert!(usage[0]["used"].as_u64().unwrap() > 0);
+    // A cancelled turn reports an estimate too.
+    maia.mock.push(mock::Reply::Hang);
+    let id = maia.prompt(&sid, "hang").await;
+    maia.mock
+        .wait_for_requests(2, std::time::Duration::from_secs(5))
+        .await;
+    maia.notify("session/cancel", json!({"sessionId": sid}))
+        .await;
+    let (resp, before) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "cancelled");
+    assert_eq!(updates_of(&before, "usage_update").len(), 1, "{before:?}");
+}

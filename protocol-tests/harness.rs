@@ -142,8 +142,13 @@ impl Maia {
     }
 
     pub async fn send_raw(&mut self, text: &str) {
+        self.send_bytes(text.as_bytes()).await;
+    }
+
+    /// Writes raw bytes (not necessarily UTF-8) to maia's stdin.
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(text.as_bytes()).await.unwrap();
+        stdin.write_all(bytes).await.unwrap();
         stdin.flush().await.unwrap();
     }
 

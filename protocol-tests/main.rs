@@ -6,11 +6,17 @@ mod harness;
 
 mod acp_cancel;
 mod acp_compaction;
+mod acp_config;
 mod acp_errors;
 mod acp_initialize;
 mod acp_llm_faults;
+mod acp_mcp;
 mod acp_models;
 mod acp_modes;
 mod acp_prompt;
 mod acp_sessions;
 mod acp_tools;
+mod fuzz_replay;
+mod lsp;
+mod neovim;
+mod robustness;

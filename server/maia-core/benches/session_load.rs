@@ -1,4 +1,5 @@
-//! Loading a saved session of 10,000 messages (run: `cargo bench -p maia-core`).
+//! Loading a saved session of 10,000 messages (run: `cargo bench -p maia-core`;
+//! also part of the suite `cargo bench -p maia-server --bench perf`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::time::Instant;
@@ -6,7 +7,18 @@ use std::time::Instant;
 use maia_core::store::{self, Journal, Record};
 use maia_llm::{ChatMessage, ToolCall};
 
-fn main() {
+/// What [`measure`] found.
+pub struct Measured {
+    /// Time to append the 10,000 messages, in ms.
+    pub append_ms: f64,
+    /// Size of the journal, in bytes.
+    pub size: u64,
+    /// Best of 5 loads, in ms.
+    pub load_ms: f64,
+}
+
+/// Writes a 10,000-message journal and loads it 5 times.
+pub fn measure() -> Measured {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path();
     let header = store::new_header("bench-thread", cwd);
@@ -40,13 +52,23 @@ fn main() {
         assert_eq!(loaded.history().len(), 10_000);
         best = best.min(started.elapsed().as_secs_f64() * 1000.0);
     }
+    Measured {
+        append_ms: append.as_secs_f64() * 1000.0,
+        size,
+        load_ms: best,
+    }
+}
+
+#[allow(dead_code)] // unused where this file is included as a module
+fn main() {
+    let m = measure();
     println!("| measure | value |");
     println!("| --- | --- |");
     println!(
         "| append 10,000 messages | {:.1} ms ({:.1} µs each) |",
-        append.as_secs_f64() * 1000.0,
-        append.as_secs_f64() * 1e6 / 10_000.0
+        m.append_ms,
+        m.append_ms * 1000.0 / 10_000.0
     );
-    println!("| journal size | {:.1} MB |", size as f64 / 1e6);
-    println!("| load 10,000 messages (best of 5) | {best:.1} ms |");
+    println!("| journal size | {:.1} MB |", m.size as f64 / 1e6);
+    println!("| load 10,000 messages (best of 5) | {:.1} ms |", m.load_ms);
 }

@@ -57,6 +57,11 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: None,
     },
     CommandInfo {
+        name: "mcp",
+        description: "List the MCP servers, their state and their tools",
+        hint: None,
+    },
+    CommandInfo {
         name: "help",
         description: "List the commands",
         hint: None,
@@ -94,6 +99,10 @@ impl Session {
         cancel: &tokio_util::sync::CancellationToken,
     ) -> StopReason {
         match command.name {
+            "mcp" => {
+                let report = self.mcp_report();
+                self.reply(report);
+            }
             "help" => {
                 let mut text = String::from("Commands:\n\n");
                 for c in COMMANDS {
@@ -112,6 +121,7 @@ impl Session {
                     ),
                     None => "Started a new conversation.".to_owned(),
                 });
+                self.report_estimate();
             }
             "clear" => {
                 self.record(&Record::Clear);
@@ -122,6 +132,7 @@ impl Session {
                 self.reply(format!(
                     "Context cleared ({dropped} messages dropped); settings, context file and rules reloaded."
                 ));
+                self.report_estimate();
             }
             "rename" => {
                 if !store::valid_name(args) {
@@ -217,6 +228,7 @@ impl Session {
         for event in replay(&loaded) {
             self.emit(event);
         }
+        self.report_estimate();
     }
 
     async fn model_command(&mut self, args: &str, cancel: &tokio_util::sync::CancellationToken) {

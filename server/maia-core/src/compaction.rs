@@ -72,11 +72,43 @@ impl Session {
                 tokens + estimate(message_chars(&self.history[len..]))
             }
             _ => {
-                let tools = serde_json::to_string(&maia_tools::definitions())
-                    .map(|s| s.len())
-                    .unwrap_or(0);
-                estimate(self.system_prompt().len() + tools + message_chars(&self.history))
+                let tools = serde_json::to_string(
+                    &self
+                        .tool_specs()
+                        .iter()
+                        .map(|t| (&t.name, &t.description, &t.parameters))
+                        .collect::<Vec<_>>(),
+                )
+                .map(|s| s.len())
+                .unwrap_or(0);
+                let raw =
+                    estimate(self.system_prompt().len() + tools + message_chars(&self.history));
+                // Calibrated by the last measured real/estimated ratio.
+                (raw as f64 * self.calibration).round() as u64
             }
+        }
+    }
+
+    /// Learns the real/estimated ratio from a response's usage.
+    pub(crate) fn calibrate(&mut self, prompt_tokens: u64, request_chars: usize) {
+        let estimated = estimate(request_chars);
+        if estimated == 0 || prompt_tokens == 0 {
+            return;
+        }
+        let ratio = prompt_tokens as f64 / estimated as f64;
+        if (0.1..10.0).contains(&ratio) {
+            self.calibration = ratio;
+        }
+    }
+
+    /// Sends an estimate of the context size between responses (after
+    /// `/clear`, `/new`, `/load`, a cancelled turn), when the window is known.
+    pub(crate) fn report_estimate(&self) {
+        if let Some(size) = self.window {
+            self.emit(Event::Usage {
+                used: self.context_tokens(),
+                size,
+            });
         }
     }
 

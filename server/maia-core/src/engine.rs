@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use maia_mcp::{McpServerConfig, McpTransport};
 use maia_tools::FileSystem;
 use tokio::sync::mpsc;
 
@@ -73,8 +74,28 @@ impl Engine {
     /// writes of its tools go through `fs`. The session ends when the
     /// handle and its clones are dropped.
     pub fn start_session(&self, cwd: PathBuf, fs: Arc<dyn FileSystem>) -> Started {
+        self.start_session_with_mcp(cwd, fs, Vec::new())
+    }
+
+    /// Like [`Engine::start_session`], with the MCP servers the front door
+    /// was given (they win over settings entries of the same name). The
+    /// servers connect in the background.
+    pub fn start_session_with_mcp(
+        &self,
+        cwd: PathBuf,
+        fs: Arc<dyn FileSystem>,
+        mcp_servers: Vec<McpServerConfig>,
+    ) -> Started {
         let id = uuid::Uuid::new_v4().to_string();
-        session::spawn(&self.options, &self.windows, id, cwd, fs, Start::New)
+        session::spawn(
+            &self.options,
+            &self.windows,
+            id,
+            cwd,
+            fs,
+            Start::New,
+            mcp_servers,
+        )
     }
 
     /// Restores thread `id` saved in `cwd`. Returns the session and the
@@ -84,6 +105,17 @@ impl Engine {
         cwd: PathBuf,
         fs: Arc<dyn FileSystem>,
         id: &str,
+    ) -> Result<(Started, Vec<Event>), LoadError> {
+        self.load_session_with_mcp(cwd, fs, id, Vec::new())
+    }
+
+    /// Like [`Engine::load_session`], with the front door's MCP servers.
+    pub fn load_session_with_mcp(
+        &self,
+        cwd: PathBuf,
+        fs: Arc<dyn FileSystem>,
+        id: &str,
+        mcp_servers: Vec<McpServerConfig>,
     ) -> Result<(Started, Vec<Event>), LoadError> {
         let summary = store::find(&cwd, id).ok_or_else(|| LoadError::NotFound(id.to_owned()))?;
         let loaded = store::load(&summary.path)?;
@@ -98,6 +130,7 @@ impl Engine {
                 name: summary.name,
                 loaded,
             },
+            mcp_servers,
         );
         Ok((started, replay))
     }

@@ -14,6 +14,7 @@ pub mod context_file;
 pub mod custom_tools;
 mod engine;
 mod event;
+mod mcp;
 pub mod mode;
 pub mod permission;
 pub mod prompt;
@@ -28,7 +29,7 @@ mod tool_run;
 mod turn;
 pub mod window;
 
-pub use engine::{Engine, EngineOptions, LoadError, SessionSummary};
+pub use engine::{Engine, EngineOptions, LoadError, McpServerConfig, McpTransport, SessionSummary};
 pub use event::{
     ChoiceKind, CommandEntry, CompactionState, Event, NoticeLevel, PermissionChoice,
     PermissionReply, PermissionRequest, StopReason, ToolCallPatch, ToolCallView, ToolContent,

@@ -178,6 +178,8 @@ pub(crate) struct Session {
     pub broker: Arc<Mutex<Broker>>,
     pub skills: Arc<LoadedSkills>,
     pub custom_tools: Arc<LoadedTools>,
+    /// The session's MCP servers (stopped when the session ends).
+    pub mcp: Arc<maia_mcp::McpManager>,
     /// The task list (`TodoWrite`).
     pub todos: Arc<Mutex<Vec<Todo>>>,
     /// Output of `!commands` waiting to join the next request.
@@ -189,6 +191,8 @@ pub(crate) struct Session {
     pub summary: Option<String>,
     /// The last measured context size and the history length it covered.
     pub measured: Option<(u64, usize)>,
+    /// Real/estimated token ratio from the last response (1.0 until known).
+    pub calibration: f64,
     pub windows: Arc<WindowCache>,
     /// The context window of the model in use, once known.
     pub window: Option<u64>,
@@ -343,6 +347,7 @@ pub(crate) fn spawn(
     cwd: PathBuf,
     fs: Arc<dyn FileSystem>,
     start: Start,
+    mcp_servers: Vec<maia_mcp::McpServerConfig>,
 ) -> (SessionHandle, mpsc::UnboundedReceiver<Event>) {
     let settings = settings::load(options.home.as_deref(), &cwd, options.env_api_key.clone());
     let llm = LlmClient::new(settings.llm.clone());
@@ -370,6 +375,11 @@ pub(crate) fn spawn(
     let broker = Broker::load(options.home.as_deref(), &cwd);
     let loaded_skills = skills::load(options.home.as_deref(), &cwd);
     let loaded_tools = custom_tools::load(&cwd, &reserved_names());
+    // Connects in the background; never delays the session.
+    let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
+        mcp_servers,
+        &settings,
+    )));
     let mut session = Session {
         name: fresh_name(&id),
         id,
@@ -385,12 +395,14 @@ pub(crate) fn spawn(
         broker: Arc::new(Mutex::new(broker)),
         skills: Arc::new(loaded_skills),
         custom_tools: Arc::new(loaded_tools),
+        mcp,
         todos: Arc::new(Mutex::new(Vec::new())),
         pending: Vec::new(),
         events: events_tx,
         context_file,
         summary: None,
         measured: None,
+        calibration: 1.0,
         windows: windows.clone(),
         window: None,
         title: None,
@@ -415,6 +427,7 @@ pub(crate) fn spawn(
         session.name = name;
     }
     session.announce_start();
+    crate::mcp::watch(&session.mcp, session.events.clone());
     tokio::spawn(async move {
         while let Some(op) = ops_rx.recv().await {
             match op {
@@ -433,6 +446,7 @@ pub(crate) fn spawn(
                 }
             }
         }
+        session.mcp.shutdown();
         tracing::debug!(session = %session.id, "session ended");
     });
     (handle, events_rx)
@@ -526,6 +540,24 @@ impl Session {
                 .map(|t| t.name.as_str())
                 .collect();
             info(format!("Custom tools: {}", names.join(", ")));
+        }
+        let servers = self.mcp.status();
+        if !servers.is_empty() {
+            let list: Vec<String> = servers
+                .iter()
+                .map(|s| {
+                    let state = match &s.state {
+                        maia_mcp::ServerState::Starting => "starting",
+                        maia_mcp::ServerState::Connected { .. } => "connected",
+                        maia_mcp::ServerState::Failed(_) => "failed",
+                    };
+                    format!("{} ({state})", s.name)
+                })
+                .collect();
+            info(format!(
+                "MCP servers: {} — /mcp shows their tools",
+                list.join(", ")
+            ));
         }
         self.emit(Event::Commands(self.command_entries()));
         let (level, text) = match &self.context_file {

@@ -4,7 +4,10 @@
 //! Keys: `LiteLLM_URL`, `OpenAI_EndPoint`, `LiteLLM_Models`,
 //! `LiteLLM_API_Key` (else the `LITELLM_API_KEY` environment variable),
 //! `model`, `max_turn_requests`, `llm_max_retries`, `llm_retry_base_ms`,
-//! `contextWindows` (`{"<model>": <tokens>}`).
+//! `contextWindows` (`{"<model>": <tokens>}`), `mcpServers`
+//! (`{"<name>": {"command", "args", "env", "disabledTools"}}` or
+//! `{"<name>": {"url", "headers", "disabledTools"}}`; merged server by
+//! server, the folder's entry winning).
 //! A file that is not valid JSON is reported and ignored. The API key is
 //! never logged.
 
@@ -26,6 +29,11 @@ pub struct Settings {
     pub max_turn_requests: u32,
     /// Manual context windows per model (`contextWindows`).
     pub context_windows: HashMap<String, u64>,
+    /// MCP servers configured in the settings (`mcpServers`).
+    pub mcp_servers: Vec<maia_mcp::McpServerConfig>,
+    /// `disabledTools` of entries that only name a server (to apply to a
+    /// server of that name from the editor).
+    pub mcp_disabled: HashMap<String, Vec<String>>,
     /// Files that were read.
     pub loaded: Vec<PathBuf>,
     /// Problems found (unreadable files, bad values).
@@ -48,6 +56,7 @@ pub fn files(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
 /// Loads the settings for a session in `cwd`.
 pub fn load(home: Option<&Path>, cwd: &Path, env_api_key: Option<String>) -> Settings {
     let mut merged = Map::new();
+    let mut mcp = Map::new();
     let mut loaded = Vec::new();
     let mut warnings = Vec::new();
     for file in files(home, cwd) {
@@ -60,7 +69,16 @@ pub fn load(home: Option<&Path>, cwd: &Path, env_api_key: Option<String>) -> Set
             }
         };
         match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Object(map)) => {
+            Ok(Value::Object(mut map)) => {
+                // Servers merge one by one rather than as a whole object.
+                match map.remove("mcpServers") {
+                    Some(Value::Object(servers)) => mcp.extend(servers),
+                    Some(_) => warnings.push(format!(
+                        "mcpServers in {} must be an object; ignored",
+                        file.display()
+                    )),
+                    None => {}
+                }
                 merged.extend(map);
                 loaded.push(file);
             }
@@ -71,10 +89,150 @@ pub fn load(home: Option<&Path>, cwd: &Path, env_api_key: Option<String>) -> Set
             )),
         }
     }
+    let (mcp_servers, mcp_disabled) = mcp_servers(&mcp, cwd, &mut warnings);
     for w in &warnings {
         tracing::warn!("{w}");
     }
-    from_map(&merged, env_api_key, loaded, warnings)
+    let mut settings = from_map(&merged, env_api_key, loaded, warnings);
+    settings.mcp_servers = mcp_servers;
+    settings.mcp_disabled = mcp_disabled;
+    settings
+}
+
+/// Reads the `mcpServers` entries. Stdio servers start in `cwd`.
+fn mcp_servers(
+    map: &Map<String, Value>,
+    cwd: &Path,
+    warnings: &mut Vec<String>,
+) -> (Vec<maia_mcp::McpServerConfig>, HashMap<String, Vec<String>>) {
+    use maia_mcp::{McpServerConfig, McpTransport};
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| match x {
+                        Value::String(s) => Some(s.clone()),
+                        Value::Number(n) => Some(n.to_string()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let pairs = |v: Option<&Value>| -> Vec<(String, String)> {
+        v.and_then(Value::as_object)
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(k, v)| match v {
+                        Value::String(s) => Some((k.clone(), s.clone())),
+                        Value::Number(_) | Value::Bool(_) => Some((k.clone(), v.to_string())),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut servers = Vec::new();
+    let mut disabled_only = HashMap::new();
+    for (name, entry) in map {
+        let Some(entry) = entry.as_object() else {
+            warnings.push(format!("mcpServers.{name} must be an object; ignored"));
+            continue;
+        };
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            warnings.push(format!(
+                "mcpServers.{name}: a server name may only use letters, digits, `_` and `-`; ignored"
+            ));
+            continue;
+        }
+        if entry.get("disabled").and_then(Value::as_bool) == Some(true) {
+            continue;
+        }
+        let disabled_tools = strings(entry.get("disabledTools"));
+        let text = |key: &str| {
+            entry
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let transport = match (text("command"), text("url")) {
+            (Some(command), _) => McpTransport::Stdio {
+                command,
+                args: strings(entry.get("args")),
+                env: pairs(entry.get("env")),
+                cwd: Some(cwd.to_path_buf()),
+            },
+            (None, Some(url)) => {
+                if entry.get("type").and_then(Value::as_str) == Some("sse") {
+                    warnings.push(format!(
+                        "mcpServers.{name}: SSE servers are not supported (use a streamable HTTP url); ignored"
+                    ));
+                    continue;
+                }
+                McpTransport::Http {
+                    url,
+                    headers: pairs(entry.get("headers")),
+                }
+            }
+            (None, None) => {
+                if entry.contains_key("disabledTools") {
+                    disabled_only.insert(name.clone(), disabled_tools);
+                } else {
+                    warnings.push(format!(
+                        "mcpServers.{name} needs a `command` or a `url`; ignored"
+                    ));
+                }
+                continue;
+            }
+        };
+        servers.push(McpServerConfig {
+            name: name.clone(),
+            transport,
+            disabled_tools,
+        });
+    }
+    (servers, disabled_only)
+}
+
+/// The servers of a session: the editor's, then those of the settings
+/// whose names the editor did not use. `disabledTools` from the settings
+/// also apply to an editor server of the same name.
+pub fn merge_mcp_servers(
+    editor: Vec<maia_mcp::McpServerConfig>,
+    settings: &Settings,
+) -> Vec<maia_mcp::McpServerConfig> {
+    let mut out: Vec<maia_mcp::McpServerConfig> = Vec::new();
+    for mut server in editor {
+        if out.iter().any(|s| s.name == server.name) {
+            continue;
+        }
+        let from_settings = settings
+            .mcp_servers
+            .iter()
+            .find(|s| s.name == server.name)
+            .map(|s| &s.disabled_tools)
+            .or_else(|| settings.mcp_disabled.get(&server.name));
+        if let Some(disabled) = from_settings {
+            for tool in disabled {
+                if !server.disabled_tools.contains(tool) {
+                    server.disabled_tools.push(tool.clone());
+                }
+            }
+        }
+        out.push(server);
+    }
+    for server in &settings.mcp_servers {
+        if !out.iter().any(|s| s.name == server.name) {
+            out.push(server.clone());
+        }
+    }
+    out
 }
 
 fn from_map(
@@ -147,6 +305,8 @@ fn from_map(
         model: text("model"),
         max_turn_requests,
         context_windows,
+        mcp_servers: Vec::new(),
+        mcp_disabled: HashMap::new(),
         loaded,
         warnings,
     }
@@ -184,6 +344,58 @@ mod tests {
         assert_eq!(s.model.as_deref(), Some("a"));
         assert_eq!(s.warnings.len(), 1);
         assert!(!format!("{s:?}").contains("sk-home"));
+    }
+
+    #[test]
+    fn mcp_servers_merge_by_name_and_editor_wins() {
+        use maia_mcp::{McpServerConfig, McpTransport};
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".maia")).unwrap();
+        std::fs::create_dir_all(cwd.path().join(".maia")).unwrap();
+        std::fs::write(
+            home.path().join(".maia/settings.json"),
+            r#"{"mcpServers":{"a":{"command":"a-home"},"b":{"url":"http://b/mcp","headers":{"X":"1"}}}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            cwd.path().join(".maia/settings.json"),
+            r#"{"mcpServers":{"a":{"command":"a-cwd","args":["-v",1],"env":{"K":"V"},"disabledTools":["drop"]},"ed":{"disabledTools":["x"]},"bad":{}}}"#,
+        )
+        .unwrap();
+        let s = load(Some(home.path()), cwd.path(), None);
+        assert_eq!(s.mcp_servers.len(), 2, "{:?}", s.mcp_servers);
+        let a = &s.mcp_servers[0];
+        assert_eq!(
+            a.transport,
+            McpTransport::Stdio {
+                command: "a-cwd".into(),
+                args: vec!["-v".into(), "1".into()],
+                env: vec![("K".into(), "V".into())],
+                cwd: Some(cwd.path().to_path_buf()),
+            }
+        );
+        assert_eq!(a.disabled_tools, vec!["drop".to_owned()]);
+        assert!(
+            matches!(&s.mcp_servers[1].transport, McpTransport::Http { url, .. } if url == "http://b/mcp")
+        );
+        assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+
+        let editor = |name: &str| McpServerConfig {
+            name: name.into(),
+            transport: McpTransport::Http {
+                url: "http://editor/mcp".into(),
+                headers: Vec::new(),
+            },
+            disabled_tools: Vec::new(),
+        };
+        let merged = merge_mcp_servers(vec![editor("b"), editor("ed")], &s);
+        let names: Vec<&str> = merged.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["b", "ed", "a"]);
+        assert!(
+            matches!(&merged[0].transport, McpTransport::Http { url, .. } if url == "http://editor/mcp")
+        );
+        assert_eq!(merged[1].disabled_tools, vec!["x".to_owned()]);
     }
 
     #[test]

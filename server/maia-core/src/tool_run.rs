@@ -42,13 +42,16 @@ enum Invocation {
     Skill(SkillInput),
     /// A custom tool (its index in the session's custom tools) and its input.
     Custom(usize, Value),
+    /// A tool of an MCP server (`mcp__<server>__<tool>`) and its input.
+    Mcp(maia_mcp::McpTool, Value),
 }
 
 impl Invocation {
     fn mutating(&self) -> bool {
         match self {
             Invocation::Builtin(input) => input.is_mutating(),
-            Invocation::Custom(..) => true,
+            // MCP annotations are hints from the server, not guarantees.
+            Invocation::Custom(..) | Invocation::Mcp(..) => true,
             Invocation::CurrentModel | Invocation::TodoWrite(_) | Invocation::Skill(_) => false,
         }
     }
@@ -73,6 +76,7 @@ pub(crate) struct SessionTools {
     pub skills: Arc<LoadedSkills>,
     pub custom: Arc<LoadedTools>,
     pub todos: Arc<Mutex<Vec<Todo>>>,
+    pub mcp: Arc<maia_mcp::McpManager>,
 }
 
 struct Shared<'a> {
@@ -87,6 +91,7 @@ struct Shared<'a> {
     mode: Mode,
     model: Option<String>,
     tools: &'a SessionTools,
+    home: Option<PathBuf>,
 }
 
 /// Deny rules always win; then the mode may allow or refuse what the rules
@@ -178,6 +183,7 @@ impl Session {
             skills: self.skills.clone(),
             custom: self.custom_tools.clone(),
             todos: self.todos.clone(),
+            mcp: self.mcp.clone(),
         }
     }
 
@@ -209,6 +215,7 @@ impl Session {
             mode: self.mode.get(),
             model: self.model.get(),
             tools: &tools,
+            home: self.options.home.clone(),
         };
         let (done_tx, done_rx): (Vec<_>, Vec<_>) =
             planned.iter().map(|_| watch::channel(false)).unzip();
@@ -283,6 +290,11 @@ impl Session {
                 )
             }
             Ok(Invocation::Custom(..)) => (call.name.clone(), Some(ToolKind::Execute), Vec::new()),
+            Ok(Invocation::Mcp(tool, _)) => (
+                format!("{} ({})", tool.title, tool.server),
+                (tool.read_only && tool.open_world).then_some(ToolKind::Fetch),
+                Vec::new(),
+            ),
             Err(_) => (call.name.clone(), None, Vec::new()),
         };
         let keys = match &input {
@@ -331,6 +343,12 @@ fn understand(call: &ToolCall, raw: &Value, tools: &SessionTools) -> Result<Invo
             }
             Ok(Invocation::Skill(input))
         }
+        name if name.starts_with("mcp__") && tools.mcp.owns(name) => match tools.mcp.tool(name) {
+            Some(tool) => Ok(Invocation::Mcp(tool, raw.clone())),
+            None => Err(format!(
+                "the MCP tool `{name}` is not available (its server is not connected or the tool is disabled; /mcp shows the servers)"
+            )),
+        },
         name => match tools.custom.tools.iter().position(|t| t.name == name) {
             Some(index) => Ok(Invocation::Custom(index, raw.clone())),
             None => ToolInput::parse(name, &call.arguments)
@@ -445,6 +463,12 @@ async fn run_session_tool(invocation: &Invocation, s: &Shared<'_>) -> ToolOutput
             Some(tool) => tool.run(input, &s.ctx.cwd, &s.ctx.cancel).await,
             None => ToolOutput::error("this custom tool is no longer loaded"),
         },
+        Invocation::Mcp(tool, input) => {
+            s.tools
+                .mcp
+                .call(&tool.full_name, input.clone(), &s.ctx.cancel)
+                .await
+        }
         Invocation::Builtin(_) => ToolOutput::error("internal error: built-in tool not prepared"),
     }
 }
@@ -521,6 +545,11 @@ async fn authorize(
         match saved {
             Ok(Ok(Some(file))) => {
                 tracing::info!(rule = %rule, file = %file.display(), "permission rule saved");
+                // The user's own answer is no news at the next start.
+                let loaded = s.broker.lock().map(|b| b.loaded().clone());
+                if let (ChoiceKind::AllowAlways, Ok(loaded)) = (kind, loaded) {
+                    crate::permission::unseen_allow_rules(s.home.as_deref(), &s.ctx.cwd, &loaded);
+                }
             }
             Ok(Err(e)) => {
                 let _ = s.events.send(Event::Notice {
@@ -541,7 +570,7 @@ async fn authorize(
                     ToolKind::Edit => "make this change",
                     _ => "run this tool call",
                 },
-                Invocation::Custom(..) => "run this tool",
+                Invocation::Custom(..) | Invocation::Mcp(..) => "run this tool",
                 _ => "run this tool call",
             };
             let because = reason

@@ -142,6 +142,7 @@ impl Session {
             specs.push(crate::skills::tool_definition());
         }
         specs.extend(self.custom_tools.tools.iter().map(|t| t.definition()));
+        specs.extend(crate::mcp::tool_specs(&self.mcp));
         specs
     }
 }
@@ -222,7 +223,11 @@ impl Session {
             }
         }
         let parts = self.expand_file_refs(parts);
-        self.run_turn(parts, None, cancel).await
+        let stop = self.run_turn(parts, None, cancel).await;
+        if stop == StopReason::Cancelled {
+            self.report_estimate();
+        }
+        stop
     }
 
     /// Adds the files named by `@` references in typed text (MAIA's forms);
@@ -403,6 +408,10 @@ impl Session {
             }
         };
         self.window = self.context_window(&model, cancel).await;
+        self.wait_for_mcp(cancel).await;
+        if cancel.is_cancelled() {
+            return StopReason::Cancelled;
+        }
         let tools = self.tool_specs();
         let mut requests = 0u32;
         let mut compacted = false;
@@ -437,6 +446,9 @@ impl Session {
                 tools: tools.clone(),
                 max_tokens: None,
             };
+            let request_chars = serde_json::to_string(&request.body())
+                .map(|b| b.len())
+                .unwrap_or(0);
             let (result, partial, thought) = self.stream(&request, cancel).await;
             if !thought.is_empty() {
                 self.record(&Record::Thought { text: thought });
@@ -495,6 +507,7 @@ impl Session {
                 tool_calls: tool_calls.clone(),
             });
             if let Some(usage) = &usage {
+                self.calibrate(usage.prompt_tokens, request_chars);
                 self.measured = Some((
                     usage.prompt_tokens + usage.completion_tokens,
                     self.history.len(),

@@ -6,9 +6,11 @@ use maia_core::EngineOptions;
 
 pub const USAGE: &str = "\
 Usage: maia acp [--model MODEL]
+       maia lsp [--model MODEL]
        maia --version | --help
 
   acp              serve the Agent Client Protocol on stdin/stdout
+  lsp              serve the Language Server Protocol on stdin/stdout
   --model MODEL    model to use (else MAIA_MODEL, the `model` setting,
                    or the first model the endpoint lists)
 
@@ -18,6 +20,7 @@ Environment: LITELLM_API_KEY, MAIA_MODEL, MAIA_LOG (e.g. debug), MAIA_LOG_FILE";
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
     Acp(Options),
+    Lsp(Options),
     Help,
     Version,
 }
@@ -47,6 +50,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
             "-h" | "--help" | "help" => return Ok(Command::Help),
             "-V" | "--version" => return Ok(Command::Version),
             "acp" if command.is_none() => command = Some("acp"),
+            "lsp" if command.is_none() => command = Some("lsp"),
             "--model" => {
                 options.model = Some(args.next().ok_or("--model needs a value")?);
             }
@@ -60,6 +64,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, String> 
         }
     }
     match command {
+        Some("lsp") => Ok(Command::Lsp(options)),
         Some(_) => Ok(Command::Acp(options)),
         None => Err("missing command".to_owned()),
     }
@@ -88,6 +93,7 @@ mod tests {
                 model: Some("x".into())
             }))
         );
+        assert_eq!(p(&["lsp"]), Ok(Command::Lsp(Options::default())));
         assert_eq!(p(&["--version"]), Ok(Command::Version));
         assert!(p(&[]).is_err());
         assert!(p(&["acp", "--model"]).is_err());

@@ -7,6 +7,7 @@
 //! ```
 
 mod fixtures;
+pub mod mock_mcp;
 mod server;
 
 pub use fixtures::{

@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -49,6 +49,8 @@ struct Shared {
     requests: Mutex<Vec<Value>>,
     headers: Mutex<Vec<Vec<(String, String)>>>,
     dropped: AtomicUsize,
+    /// When each streamed piece was handed to the HTTP body, in order.
+    sent: Mutex<Vec<Instant>>,
     changed: Notify,
 }
 
@@ -184,6 +186,12 @@ impl MockLlm {
     /// Number of streams whose client went away before their last piece was sent.
     pub fn dropped_streams(&self) -> usize {
         self.shared.dropped.load(Ordering::SeqCst)
+    }
+
+    /// When each piece of the scripted streams so far was handed to the HTTP
+    /// body (all streams, in order); for latency benchmarks.
+    pub fn piece_times(&self) -> Vec<Instant> {
+        lock(&self.shared.sent).clone()
     }
 
     /// Waits until at least `n` chat requests arrived and returns them.
@@ -397,6 +405,7 @@ fn stream_body(shared: Arc<Shared>, pieces: Vec<String>, gap: Duration) -> Body 
         if state.pieces.is_empty() {
             state.guard.mark_finished();
         }
+        lock(&state.guard.shared.sent).push(Instant::now());
         Some((Ok::<_, Infallible>(Bytes::from(piece)), state))
     });
     Body::from_stream(stream)

@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use tokio::io::AsyncReadExt;
+
 /// Largest file [`LocalFs`] reads as text.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -35,6 +37,29 @@ pub trait FileSystem: Send + Sync {
     async fn read_to_string(&self, path: &Path) -> Result<String, FsError>;
     /// `path` is absolute; creates parent folders and the file if missing.
     async fn write(&self, path: &Path, content: &str) -> Result<(), FsError>;
+    /// Writes a change the Write/Edit tools made, where the user may review
+    /// it piece by piece (an editor that proposes each hunk). Returns what
+    /// was kept; by default the whole change is written with [`Self::write`].
+    async fn write_reviewed(&self, path: &Path, content: &str) -> Result<WriteOutcome, FsError> {
+        self.write(path, content)
+            .await
+            .map(|()| WriteOutcome::Written)
+    }
+}
+
+/// What became of a change passed to [`FileSystem::write_reviewed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The whole change was written.
+    Written,
+    /// The user reviewed the change: `text` is the file's content now (some
+    /// parts of the change may be missing), `applied` says whether any part
+    /// was kept, and `report` tells the model what was kept and rejected.
+    Reviewed {
+        text: String,
+        applied: bool,
+        report: String,
+    },
 }
 
 /// Disk implementation of [`FileSystem`] using `tokio::fs`.
@@ -72,6 +97,13 @@ impl FileSystem for LocalFs {
                 message: "it is a directory, not a file (use Glob to list its files)".into(),
             });
         }
+        // A FIFO would block the open, a device (`/dev/zero`) never ends.
+        if !meta.is_file() {
+            return Err(FsError::Io {
+                path: path.to_path_buf(),
+                message: "it is not a regular file".into(),
+            });
+        }
         if meta.len() > MAX_FILE_BYTES {
             return Err(FsError::TooLarge {
                 path: path.to_path_buf(),
@@ -79,9 +111,22 @@ impl FileSystem for LocalFs {
                 limit: MAX_FILE_BYTES,
             });
         }
-        let bytes = tokio::fs::read(path)
+        // Read at most one byte past the limit: the file may grow meanwhile.
+        let file = tokio::fs::File::open(path)
             .await
             .map_err(|e| io_error(path, &e))?;
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| io_error(path, &e))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(FsError::TooLarge {
+                path: path.to_path_buf(),
+                size: bytes.len() as u64,
+                limit: MAX_FILE_BYTES,
+            });
+        }
         decode_text(path, bytes)
     }
 

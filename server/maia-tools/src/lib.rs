@@ -22,7 +22,7 @@ mod truncate;
 pub use context::{FileDiff, Prepared, ToolContext, ToolOutput};
 pub use definitions::{ToolDefinition, definitions};
 pub use error::ToolError;
-pub use fs::{FileSystem, FsError, LocalFs};
+pub use fs::{FileSystem, FsError, LocalFs, WriteOutcome};
 pub use input::{
     BashInput, DEFAULT_BASH_TIMEOUT_MS, DEFAULT_WEBFETCH_MAX_LENGTH, EditInput, GlobInput,
     GrepInput, GrepMode, MAX_BASH_TIMEOUT_MS, MAX_WEBFETCH_MAX_LENGTH, ReadInput, TOOL_NAMES,

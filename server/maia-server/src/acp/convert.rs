@@ -368,3 +368,48 @@ pub fn permission_reply(answer: Result<Value, RequestError>) -> PermissionReply 
         Err(RequestError::Closed) => PermissionReply::Cancelled,
     }
 }
+
+/// The session's MCP servers as engine configurations. Stdio servers start
+/// in the session's folder; SSE servers (not advertised) are skipped.
+pub fn mcp_servers(
+    servers: Vec<agent_client_protocol_schema::v1::McpServer>,
+    cwd: &std::path::Path,
+) -> Vec<maia_core::McpServerConfig> {
+    use agent_client_protocol_schema::v1::McpServer;
+    use maia_core::{McpServerConfig, McpTransport};
+    servers
+        .into_iter()
+        .filter_map(|server| match server {
+            McpServer::Stdio(stdio) => Some(McpServerConfig {
+                name: stdio.name,
+                transport: McpTransport::Stdio {
+                    command: stdio.command.to_string_lossy().into_owned(),
+                    args: stdio.args,
+                    env: stdio.env.into_iter().map(|e| (e.name, e.value)).collect(),
+                    cwd: Some(cwd.to_path_buf()),
+                },
+                disabled_tools: Vec::new(),
+            }),
+            McpServer::Http(http) => Some(McpServerConfig {
+                name: http.name,
+                transport: McpTransport::Http {
+                    url: http.url,
+                    headers: http
+                        .headers
+                        .into_iter()
+                        .map(|h| (h.name, h.value))
+                        .collect(),
+                },
+                disabled_tools: Vec::new(),
+            }),
+            McpServer::Sse(sse) => {
+                tracing::warn!(server = %sse.name, "SSE MCP servers are not supported; skipped");
+                None
+            }
+            _ => {
+                tracing::warn!("an MCP server of an unknown transport was skipped");
+                None
+            }
+        })
+        .collect()
+}

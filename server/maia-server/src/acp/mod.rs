@@ -19,10 +19,11 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol_schema::v1::{
     AgentCapabilities, ClientCapabilities, ClientNotification, ClientRequest, ConfigOptionUpdate,
     ContentBlock, CurrentModeUpdate, EmbeddedResourceResource, Implementation, InitializeResponse,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionResponse, NewSessionResponse,
-    PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionResponse, SessionCapabilities,
-    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
-    SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionResponse, McpCapabilities,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionResponse,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
+    SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
+    SetSessionConfigOptionResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use dashmap::DashMap;
@@ -162,30 +163,27 @@ impl Agent {
                 "the connection is not initialized: call `initialize` first",
             )),
             ClientRequest::NewSessionRequest(req) => {
-                return self.spawn_open(
-                    id,
-                    &req.cwd,
-                    req.mcp_servers.len(),
-                    Open::New,
-                    req.system_prompt.is_some(),
-                );
+                let mcp = convert::mcp_servers(req.mcp_servers, &req.cwd);
+                return self.spawn_open(id, &req.cwd, mcp, Open::New, req.system_prompt.is_some());
             }
             ClientRequest::LoadSessionRequest(req) => {
                 let sid = req.session_id.0.to_string();
+                let mcp = convert::mcp_servers(req.mcp_servers, &req.cwd);
                 return self.spawn_open(
                     id,
                     &req.cwd,
-                    req.mcp_servers.len(),
+                    mcp,
                     Open::Load(sid),
                     req.system_prompt.is_some(),
                 );
             }
             ClientRequest::ResumeSessionRequest(req) => {
                 let sid = req.session_id.0.to_string();
+                let mcp = convert::mcp_servers(req.mcp_servers, &req.cwd);
                 return self.spawn_open(
                     id,
                     &req.cwd,
-                    req.mcp_servers.len(),
+                    mcp,
                     Open::Resume(sid),
                     req.system_prompt.is_some(),
                 );
@@ -237,7 +235,7 @@ impl Agent {
         self: &Arc<Self>,
         id: Id,
         cwd: &Path,
-        mcp_servers: usize,
+        mcp: Vec<maia_core::McpServerConfig>,
         how: Open,
         system_prompt: bool,
     ) {
@@ -245,21 +243,21 @@ impl Agent {
             self.conn.respond(id, Err(e));
             return;
         }
-        if mcp_servers > 0 {
-            tracing::warn!(
-                count = mcp_servers,
-                "MCP servers were passed but are not connected by this version"
-            );
-        }
         let agent = self.clone();
         let cwd = cwd.to_path_buf();
-        tokio::spawn(async move { agent.open_session(id, cwd, how).await });
+        tokio::spawn(async move { agent.open_session(id, cwd, how, mcp).await });
     }
 
     /// Opens a session and answers the request itself: a load replays the
     /// conversation before its answer, and the session's own updates start
     /// only after the answer.
-    async fn open_session(&self, id: Id, cwd: PathBuf, how: Open) {
+    async fn open_session(
+        &self,
+        id: Id,
+        cwd: PathBuf,
+        how: Open,
+        mcp: Vec<maia_core::McpServerConfig>,
+    ) {
         if let Ok(mut known) = self.known_cwds.lock() {
             known.insert(cwd.clone());
         }
@@ -267,7 +265,8 @@ impl Agent {
         let fs = fs::ClientFs::new(self.conn.clone(), &caps);
         let (started, replay) = match &how {
             Open::New => (
-                self.engine.start_session(cwd.clone(), Arc::new(fs.clone())),
+                self.engine
+                    .start_session_with_mcp(cwd.clone(), Arc::new(fs.clone()), mcp),
                 Vec::new(),
             ),
             Open::Load(sid) | Open::Resume(sid) => {
@@ -277,7 +276,7 @@ impl Agent {
                 }
                 match self
                     .engine
-                    .load_session(cwd.clone(), Arc::new(fs.clone()), sid)
+                    .load_session_with_mcp(cwd.clone(), Arc::new(fs.clone()), sid, mcp)
                 {
                     Ok((started, replay)) => (started, replay),
                     Err(maia_core::LoadError::NotFound(_)) => {
@@ -611,6 +610,7 @@ fn initialize_response() -> InitializeResponse {
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
+                .mcp_capabilities(McpCapabilities::new().http(true))
                 .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
                 .session_capabilities(
                     SessionCapabilities::new()

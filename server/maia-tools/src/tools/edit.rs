@@ -7,7 +7,7 @@ use crate::error::ToolError;
 use crate::input::EditInput;
 use crate::path::resolve;
 use crate::reads::StaleRead;
-use crate::tools::verify_unchanged;
+use crate::tools::{reviewed, verify_unchanged};
 
 /// The result of applying an edit to a text.
 #[derive(Debug, PartialEq, Eq)]
@@ -117,8 +117,10 @@ pub(crate) async fn execute(
         None => prepare(input, ctx).await?,
     };
     verify_unchanged(&diff, ctx).await?;
-    ctx.fs.write(&diff.path, &diff.new_text).await?;
-    ctx.reads.record(&diff.path, &diff.new_text);
+    let outcome = ctx.fs.write_reviewed(&diff.path, &diff.new_text).await?;
+    if let Some(output) = reviewed(&diff, outcome, ctx) {
+        return Ok(output);
+    }
     let summary = diff.old_text.as_deref().and_then(|old| {
         apply(
             &diff.path,

@@ -12,9 +12,9 @@ use std::path::Path;
 
 use ignore::WalkBuilder;
 
-use crate::context::{FileDiff, ToolContext};
+use crate::context::{FileDiff, ToolContext, ToolOutput};
 use crate::error::ToolError;
-use crate::fs::FsError;
+use crate::fs::{FsError, WriteOutcome};
 
 /// Reads `path` through the context's file system; a missing file is `None`.
 pub(crate) async fn read_optional(
@@ -37,6 +37,34 @@ pub(crate) async fn verify_unchanged(diff: &FileDiff, ctx: &ToolContext) -> Resu
     } else {
         tracing::debug!(path = %diff.path.display(), "file changed while waiting for permission");
         Err(ToolError::ChangedWhileWaiting(diff.path.clone()))
+    }
+}
+
+/// Records what a write left in the file. A change the user reviewed
+/// (some parts possibly rejected) is reported as the review says; `None`
+/// means it was written whole and the tool reports it its own way.
+pub(crate) fn reviewed(
+    diff: &FileDiff,
+    outcome: WriteOutcome,
+    ctx: &ToolContext,
+) -> Option<ToolOutput> {
+    match outcome {
+        WriteOutcome::Written => {
+            ctx.reads.record(&diff.path, &diff.new_text);
+            None
+        }
+        WriteOutcome::Reviewed {
+            text,
+            applied,
+            report,
+        } => {
+            ctx.reads.record(&diff.path, &text);
+            Some(if applied {
+                ToolOutput::ok(report)
+            } else {
+                ToolOutput::error(report)
+            })
+        }
     }
 }
 

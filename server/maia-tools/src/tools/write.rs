@@ -4,7 +4,7 @@ use crate::context::{FileDiff, ToolContext, ToolOutput};
 use crate::error::ToolError;
 use crate::input::WriteInput;
 use crate::path::resolve;
-use crate::tools::{read_optional, verify_unchanged};
+use crate::tools::{read_optional, reviewed, verify_unchanged};
 
 pub(crate) async fn prepare(input: &WriteInput, ctx: &ToolContext) -> Result<FileDiff, ToolError> {
     let path = resolve(&ctx.cwd, &input.file_path);
@@ -26,8 +26,10 @@ pub(crate) async fn execute(
         None => prepare(input, ctx).await?,
     };
     verify_unchanged(&diff, ctx).await?;
-    ctx.fs.write(&diff.path, &diff.new_text).await?;
-    ctx.reads.record(&diff.path, &diff.new_text);
+    let outcome = ctx.fs.write_reviewed(&diff.path, &diff.new_text).await?;
+    if let Some(output) = reviewed(&diff, outcome, ctx) {
+        return Ok(output);
+    }
     let verb = if diff.old_text.is_some() {
         "Overwrote"
     } else {

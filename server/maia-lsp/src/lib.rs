@@ -1,0 +1,409 @@
+//! `maia lsp`: MAIA as a language server next to the real one.
+//!
+//! A small capability footprint (code actions with resolve, execute
+//! command, hover, full text sync): the user asks about a selection through
+//! a code action, `maia.ask` starts an engine turn in the background and
+//! returns at once, and the turn streams into `$/progress`, an answer
+//! document under `.maia/answers/` and a `maia/stream` notification.
+//! Writes to open documents become `workspace/applyEdit` proposals (see
+//! [`edits`]); permission questions become `window/showMessageRequest`s.
+//!
+//! One engine session per workspace folder, saved in `.maia/.sessions` like
+//! ACP sessions. The engine knows nothing of LSP: this crate is the only
+//! place where engine events meet LSP types.
+
+mod ask;
+mod docs;
+mod edits;
+mod turn;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use maia_core::{Engine, EngineOptions, Event, SessionHandle};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tower_lsp_server::jsonrpc::{Error, Result};
+use tower_lsp_server::ls_types::{
+    ClientCapabilities, CodeAction, CodeActionOptions, CodeActionParams,
+    CodeActionProviderCapability, CodeActionResponse, DidChangeTextDocumentParams,
+    DidChangeWorkspaceFoldersParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
+    ExecuteCommandOptions, ExecuteCommandParams, Hover, HoverContents, HoverParams,
+    HoverProviderCapability, InitializeParams, InitializeResult, InitializedParams, MarkupContent,
+    MarkupKind, NumberOrString, OneOf, Range, ServerCapabilities, ServerInfo,
+    TextDocumentSyncCapability, TextDocumentSyncKind, WorkDoneProgressCancelParams,
+    WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
+};
+use tower_lsp_server::{Client, LanguageServer, LspService, Server};
+
+use crate::docs::{Documents, uri_to_path};
+
+/// The commands `workspace/executeCommand` accepts.
+pub const COMMANDS: [&str; 3] = ["maia.ask", "maia.cancel", "maia.newSession"];
+
+/// Serves LSP on this process's stdin and stdout until the client exits.
+pub async fn serve_stdio(options: EngineOptions) {
+    let engine = Engine::new(options);
+    let (service, socket) = LspService::build(move |client| Backend::new(client, engine))
+        .custom_method("window/workDoneProgress/cancel", Backend::progress_cancel)
+        .finish();
+    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
+        .serve(service)
+        .await;
+}
+
+/// What the client can do, decided once at `initialize`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Caps {
+    /// `window.workDoneProgress`: server-created progress tokens.
+    pub progress: bool,
+    /// `workspace.workspaceEdit.changeAnnotationSupport`.
+    pub annotations: bool,
+}
+
+impl Caps {
+    fn from(caps: &ClientCapabilities) -> Caps {
+        Caps {
+            progress: caps
+                .window
+                .as_ref()
+                .and_then(|w| w.work_done_progress)
+                .unwrap_or(false),
+            annotations: caps
+                .workspace
+                .as_ref()
+                .and_then(|w| w.workspace_edit.as_ref())
+                .is_some_and(|e| e.change_annotation_support.is_some()),
+        }
+    }
+}
+
+/// One engine session (one per workspace folder).
+pub(crate) struct Session {
+    pub handle: SessionHandle,
+    /// Taken by the turn being run (events between turns wait here).
+    pub events: tokio::sync::Mutex<UnboundedReceiver<Event>>,
+}
+
+/// A finished answer, shown on hover over the range it was asked about.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    pub uri: String,
+    pub range: Range,
+    pub text: String,
+}
+
+/// Answers kept for hover.
+const MAX_ANSWERS: usize = 50;
+
+pub(crate) struct Inner {
+    pub client: Client,
+    engine: Engine,
+    pub docs: Arc<Documents>,
+    pub caps: OnceLock<Caps>,
+    folders: Mutex<Vec<PathBuf>>,
+    sessions: Mutex<HashMap<PathBuf, Arc<Session>>>,
+    /// Running turns by progress token.
+    pub turns: Mutex<HashMap<String, SessionHandle>>,
+    pub answers: Mutex<Vec<Answer>>,
+    pub counter: AtomicU64,
+}
+
+impl Inner {
+    pub fn caps(&self) -> Caps {
+        self.caps.get().copied().unwrap_or_default()
+    }
+
+    pub fn next(&self) -> u64 {
+        self.counter.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The workspace folder a file belongs to (the innermost one), else its
+    /// own folder.
+    pub fn folder_for(&self, path: &Path) -> PathBuf {
+        let folders = self.folders.lock().map(|f| f.clone()).unwrap_or_default();
+        folders
+            .into_iter()
+            .filter(|f| path.starts_with(f))
+            .max_by_key(|f| f.components().count())
+            .or_else(|| path.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| PathBuf::from("/"))
+    }
+
+    /// The folder's session, started if needed.
+    pub fn session_for(&self, folder: &Path) -> Arc<Session> {
+        let Ok(mut sessions) = self.sessions.lock() else {
+            return self.start_session(folder);
+        };
+        sessions
+            .entry(folder.to_path_buf())
+            .or_insert_with(|| self.start_session(folder))
+            .clone()
+    }
+
+    fn start_session(&self, folder: &Path) -> Arc<Session> {
+        let fs = edits::EditorFs::new(
+            self.client.clone(),
+            self.docs.clone(),
+            self.caps().annotations,
+        );
+        let (handle, events) = self
+            .engine
+            .start_session(folder.to_path_buf(), Arc::new(fs));
+        tracing::info!(session = handle.id(), folder = %folder.display(), "session started");
+        Arc::new(Session {
+            handle,
+            events: tokio::sync::Mutex::new(events),
+        })
+    }
+
+    /// The live sessions of `folder`, or of every folder.
+    fn sessions_of(&self, folder: Option<&Path>) -> Vec<Arc<Session>> {
+        let Ok(sessions) = self.sessions.lock() else {
+            return Vec::new();
+        };
+        sessions
+            .iter()
+            .filter(|(f, _)| folder.is_none_or(|folder| f.as_path() == folder))
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+}
+
+pub struct Backend {
+    inner: Arc<Inner>,
+}
+
+impl Backend {
+    fn new(client: Client, engine: Engine) -> Backend {
+        Backend {
+            inner: Arc::new(Inner {
+                client,
+                engine,
+                docs: Arc::new(Documents::default()),
+                caps: OnceLock::new(),
+                folders: Mutex::new(Vec::new()),
+                sessions: Mutex::new(HashMap::new()),
+                turns: Mutex::new(HashMap::new()),
+                answers: Mutex::new(Vec::new()),
+                counter: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// `window/workDoneProgress/cancel`: cancels the turn behind the token.
+    async fn progress_cancel(&self, params: WorkDoneProgressCancelParams) {
+        let token = match params.token {
+            NumberOrString::String(s) => s,
+            NumberOrString::Number(n) => n.to_string(),
+        };
+        let handle = self
+            .inner
+            .turns
+            .lock()
+            .ok()
+            .and_then(|t| t.get(&token).cloned());
+        match handle {
+            Some(handle) => {
+                tracing::info!(token, "turn cancelled from the progress");
+                handle.cancel();
+            }
+            None => tracing::debug!(token, "cancel for an unknown progress token"),
+        }
+    }
+
+    /// The `{uri}` of a `maia.cancel` / `maia.newSession` argument, as the
+    /// folder it belongs to.
+    fn folder_arg(&self, args: &[Value]) -> Result<Option<PathBuf>> {
+        let Some(uri) = args.first().and_then(|a| a.get("uri")) else {
+            return Ok(None);
+        };
+        let uri = uri
+            .as_str()
+            .and_then(|u| u.parse().ok())
+            .ok_or_else(|| Error::invalid_params("uri must be a URI string"))?;
+        let path = uri_to_path(&uri)
+            .ok_or_else(|| Error::invalid_params("only file: URIs are supported"))?;
+        Ok(Some(self.inner.folder_for(&path)))
+    }
+}
+
+fn folders_of(params: &InitializeParams) -> Vec<PathBuf> {
+    if let Some(folders) = &params.workspace_folders
+        && !folders.is_empty()
+    {
+        return folders.iter().filter_map(|f| uri_to_path(&f.uri)).collect();
+    }
+    #[allow(deprecated)]
+    let root = params.root_uri.as_ref().and_then(uri_to_path);
+    root.into_iter().collect()
+}
+
+impl LanguageServer for Backend {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        let _ = self.inner.caps.set(Caps::from(&params.capabilities));
+        if let Ok(mut folders) = self.inner.folders.lock() {
+            *folders = folders_of(&params);
+        }
+        tracing::info!(
+            client = ?params.client_info.as_ref().map(|c| &c.name),
+            caps = ?self.inner.caps(),
+            "initialized"
+        );
+        Ok(InitializeResult {
+            capabilities: ServerCapabilities {
+                text_document_sync: Some(TextDocumentSyncCapability::Kind(
+                    TextDocumentSyncKind::FULL,
+                )),
+                code_action_provider: Some(CodeActionProviderCapability::Options(
+                    CodeActionOptions {
+                        code_action_kinds: Some(ask::action_kinds()),
+                        resolve_provider: Some(true),
+                        ..CodeActionOptions::default()
+                    },
+                )),
+                execute_command_provider: Some(ExecuteCommandOptions {
+                    commands: COMMANDS.iter().map(|c| (*c).to_owned()).collect(),
+                    ..ExecuteCommandOptions::default()
+                }),
+                hover_provider: Some(HoverProviderCapability::Simple(true)),
+                workspace: Some(WorkspaceServerCapabilities {
+                    workspace_folders: Some(WorkspaceFoldersServerCapabilities {
+                        supported: Some(true),
+                        change_notifications: Some(OneOf::Left(true)),
+                    }),
+                    file_operations: None,
+                }),
+                ..ServerCapabilities::default()
+            },
+            server_info: Some(ServerInfo {
+                name: "maia".to_owned(),
+                version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+            }),
+            offset_encoding: None,
+        })
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        tracing::debug!("client initialized");
+    }
+
+    async fn shutdown(&self) -> Result<()> {
+        for session in self.inner.sessions_of(None) {
+            session.handle.cancel();
+        }
+        if let Ok(mut sessions) = self.inner.sessions.lock() {
+            sessions.clear();
+        }
+        Ok(())
+    }
+
+    async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        let doc = params.text_document;
+        self.inner.docs.open(doc.uri, doc.version, doc.text);
+    }
+
+    async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        // Full sync: the last change holds the whole text.
+        if let Some(change) = params.content_changes.into_iter().last() {
+            let doc = params.text_document;
+            self.inner.docs.change(&doc.uri, doc.version, change.text);
+        }
+    }
+
+    async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        self.inner.docs.close(&params.text_document.uri);
+    }
+
+    async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
+        if let Ok(mut folders) = self.inner.folders.lock() {
+            let removed: Vec<PathBuf> = params
+                .event
+                .removed
+                .iter()
+                .filter_map(|f| uri_to_path(&f.uri))
+                .collect();
+            folders.retain(|f| !removed.contains(f));
+            folders.extend(
+                params
+                    .event
+                    .added
+                    .iter()
+                    .filter_map(|f| uri_to_path(&f.uri)),
+            );
+        }
+    }
+
+    async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        Ok(Some(ask::code_actions(&self.inner, &params)))
+    }
+
+    async fn code_action_resolve(&self, action: CodeAction) -> Result<CodeAction> {
+        Ok(ask::resolve(action))
+    }
+
+    async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
+        match params.command.as_str() {
+            "maia.ask" => {
+                let arg =
+                    params.arguments.into_iter().next().ok_or_else(|| {
+                        Error::invalid_params("maia.ask takes one object argument")
+                    })?;
+                ask::ask(&self.inner, arg).await.map(Some)
+            }
+            "maia.cancel" => {
+                let folder = self.folder_arg(&params.arguments)?;
+                let sessions = self.inner.sessions_of(folder.as_deref());
+                let mut cancelled = 0;
+                for session in &sessions {
+                    if session.handle.is_busy() {
+                        cancelled += 1;
+                    }
+                    session.handle.cancel();
+                }
+                Ok(Some(json!({ "cancelled": cancelled })))
+            }
+            "maia.newSession" => {
+                let folder = self.folder_arg(&params.arguments)?;
+                let mut closed = 0;
+                if let Ok(mut sessions) = self.inner.sessions.lock() {
+                    sessions.retain(|f, s| {
+                        let drop = folder.as_deref().is_none_or(|folder| f.as_path() == folder);
+                        if drop {
+                            s.handle.cancel();
+                            closed += 1;
+                        }
+                        !drop
+                    });
+                }
+                Ok(Some(json!({ "closed": closed })))
+            }
+            other => Err(Error::invalid_params(format!(
+                "unknown command `{other}`; MAIA offers {}",
+                COMMANDS.join(", ")
+            ))),
+        }
+    }
+
+    async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
+        let at = params.text_document_position_params;
+        let answers = self
+            .inner
+            .answers
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or_default();
+        let found = answers.into_iter().rev().find(|a| {
+            a.uri == at.text_document.uri.as_str() && docs::contains(&a.range, at.position)
+        });
+        Ok(found.map(|a| Hover {
+            contents: HoverContents::Markup(MarkupContent {
+                kind: MarkupKind::Markdown,
+                value: a.text,
+            }),
+            range: Some(a.range),
+        }))
+    }
+}

@@ -1,0 +1,722 @@
+//! MCP client manager: connects the MCP servers of a session (stdio child
+//! processes or streamable HTTP endpoints) with the official Rust SDK
+//! (`rmcp`), lists their tools and calls them.
+//!
+//! The engine knows only this crate's types: [`McpServerConfig`] in,
+//! [`McpTool`] / [`ServerStatus`] / `maia_tools::ToolOutput` out.
+//!
+//! - Servers connect in the background; [`McpManager::start`] never waits.
+//! - A server that stopped is reported and restarted once, on its next use.
+//! - [`McpManager::shutdown`] (also run on drop) stops every server and kills
+//!   the process group of every stdio server, so no server outlives its
+//!   session.
+
+mod content;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use maia_tools::ToolOutput;
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ServiceError, ServiceExt};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use content::{MAX_OUTPUT_CHARS, render_result};
+
+/// How long one server may take to start and list its tools.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How one server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process speaking MCP on its stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        /// The folder the process starts in.
+        cwd: Option<PathBuf>,
+    },
+    /// A streamable HTTP endpoint.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// One MCP server to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerConfig {
+    pub name: String,
+    pub transport: McpTransport,
+    /// Tool names (as the server names them) not offered to the model.
+    pub disabled_tools: Vec<String>,
+}
+
+/// Where a server is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerState {
+    Starting,
+    /// Connected; the names of the tools it offers (disabled ones left out).
+    Connected {
+        tools: Vec<String>,
+    },
+    Failed(String),
+}
+
+/// One server's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerStatus {
+    pub name: String,
+    pub state: ServerState,
+    /// Tools turned off by `disabledTools`.
+    pub disabled: Vec<String>,
+}
+
+/// A tool offered by a connected server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    pub server: String,
+    /// The server's own name for the tool.
+    pub name: String,
+    /// `mcp__<server>__<tool>`.
+    pub full_name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: Value,
+    /// A human title (the tool's title, else its annotation title, else its name).
+    pub title: String,
+    /// The server says the tool only reads.
+    pub read_only: bool,
+    /// The server says the tool reaches the outside world.
+    pub open_world: bool,
+}
+
+/// The model-facing name of a server's tool: `mcp__<server>__<tool>`, with
+/// characters model APIs refuse in tool names replaced by `_`.
+pub fn full_name(server: &str, tool: &str) -> String {
+    format!("mcp__{}__{}", sanitize(server), sanitize(tool))
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+struct Connection {
+    client: Client,
+    tools: Vec<McpTool>,
+}
+
+enum Slot {
+    Starting,
+    Connected(Arc<Connection>),
+    Failed(String),
+}
+
+struct Server {
+    config: McpServerConfig,
+    slot: Mutex<Slot>,
+    /// The process group of the running stdio child, if any.
+    pgid: Mutex<Option<i32>>,
+    /// Restarted once already.
+    restarted: AtomicBool,
+    /// The tools of the last connection (offered again after a crash, so
+    /// that the next call restarts the server).
+    known_tools: Mutex<Vec<McpTool>>,
+    /// Serialises (re)connections.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+struct Inner {
+    servers: Vec<Arc<Server>>,
+    changed: watch::Sender<u64>,
+    stopped: CancellationToken,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    closed: AtomicBool,
+}
+
+/// The MCP servers of one session. Dropping it stops them.
+pub struct McpManager {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for McpManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpManager")
+            .field("servers", &self.status())
+            .finish()
+    }
+}
+
+impl Default for McpManager {
+    fn default() -> Self {
+        McpManager::start(Vec::new())
+    }
+}
+
+impl McpManager {
+    /// Starts connecting every server in the background (from within a
+    /// Tokio runtime) and returns at once. Servers with the same name: the
+    /// first one wins.
+    pub fn start(configs: Vec<McpServerConfig>) -> McpManager {
+        let mut servers: Vec<Arc<Server>> = Vec::new();
+        for config in configs {
+            if servers.iter().any(|s| s.config.name == config.name) {
+                tracing::warn!(server = %config.name, "duplicate MCP server name; ignored");
+                continue;
+            }
+            servers.push(Arc::new(Server {
+                config,
+                slot: Mutex::new(Slot::Starting),
+                pgid: Mutex::new(None),
+                restarted: AtomicBool::new(false),
+                known_tools: Mutex::new(Vec::new()),
+                connecting: tokio::sync::Mutex::new(()),
+            }));
+        }
+        let (changed, _) = watch::channel(0u64);
+        let inner = Arc::new(Inner {
+            servers,
+            changed,
+            stopped: CancellationToken::new(),
+            tasks: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
+        });
+        let mut tasks = Vec::new();
+        if tokio::runtime::Handle::try_current().is_ok() {
+            for server in &inner.servers {
+                let server = server.clone();
+                let inner2 = inner.clone();
+                tasks.push(tokio::spawn(async move {
+                    let _ = connect(&inner2, &server).await;
+                }));
+            }
+        } else {
+            for server in &inner.servers {
+                set_slot(&inner, server, Slot::Failed("no async runtime".into()));
+            }
+        }
+        if let Ok(mut t) = inner.tasks.lock() {
+            *t = tasks;
+        }
+        McpManager { inner }
+    }
+
+    /// Whether there are no servers.
+    pub fn is_empty(&self) -> bool {
+        self.inner.servers.is_empty()
+    }
+
+    /// Waits until no server is starting any more, or `timeout`.
+    pub async fn wait_ready(&self, timeout: Duration) {
+        let mut rx = self.inner.changed.subscribe();
+        let all_settled = || {
+            self.inner
+                .servers
+                .iter()
+                .all(|s| !matches!(*lock(&s.slot), Slot::Starting))
+        };
+        let wait = async {
+            while !all_settled() {
+                if rx.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait).await;
+    }
+
+    /// A receiver that sees a change each time a server's state changes.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.inner.changed.subscribe()
+    }
+
+    /// Cancelled once the manager is shut down.
+    pub fn stopped(&self) -> CancellationToken {
+        self.inner.stopped.clone()
+    }
+
+    /// Every server's state, in configuration order.
+    pub fn status(&self) -> Vec<ServerStatus> {
+        self.inner
+            .servers
+            .iter()
+            .map(|s| ServerStatus {
+                name: s.config.name.clone(),
+                state: match &*lock(&s.slot) {
+                    Slot::Starting => ServerState::Starting,
+                    Slot::Connected(conn) => ServerState::Connected {
+                        tools: conn.tools.iter().map(|t| t.name.clone()).collect(),
+                    },
+                    Slot::Failed(reason) => ServerState::Failed(reason.clone()),
+                },
+                disabled: s.config.disabled_tools.clone(),
+            })
+            .collect()
+    }
+
+    /// The tools of the connected servers (disabled ones left out), and
+    /// those of a server that stopped and may still be restarted.
+    pub fn tools(&self) -> Vec<McpTool> {
+        let mut out = Vec::new();
+        for server in &self.inner.servers {
+            match &*lock(&server.slot) {
+                Slot::Connected(conn) => out.extend(conn.tools.iter().cloned()),
+                Slot::Failed(_) if !server.restarted.load(Ordering::Acquire) => {
+                    out.extend(lock(&server.known_tools).iter().cloned());
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Looks a tool up by its full name.
+    pub fn tool(&self, full_name: &str) -> Option<McpTool> {
+        self.tools().into_iter().find(|t| t.full_name == full_name)
+    }
+
+    /// Whether `name` looks like a tool of one of this manager's servers,
+    /// connected or not.
+    pub fn owns(&self, name: &str) -> bool {
+        self.server_of(name).is_some()
+    }
+
+    /// The server of a full tool name, and the tool's own name.
+    fn server_of(&self, full: &str) -> Option<(Arc<Server>, String)> {
+        let rest = full.strip_prefix("mcp__")?;
+        let (server, tool) = self
+            .inner
+            .servers
+            .iter()
+            .filter_map(|s| {
+                let tool = rest
+                    .strip_prefix(&sanitize(&s.config.name))?
+                    .strip_prefix("__")?;
+                Some((s.clone(), tool.to_owned()))
+            })
+            // The longest server name wins (`a` vs `a__b`).
+            .max_by_key(|(s, _)| s.config.name.len())?;
+        let known = lock(&server.known_tools)
+            .iter()
+            .find(|t| t.full_name == full)
+            .map(|t| t.name.clone());
+        Some((server, known.unwrap_or(tool)))
+    }
+
+    /// Calls a tool by its full name. Cancelling `cancel` abandons the
+    /// request (the server is told) and returns a cancelled output.
+    pub async fn call(&self, full: &str, args: Value, cancel: &CancellationToken) -> ToolOutput {
+        let Some((server, tool)) = self.server_of(full) else {
+            return ToolOutput::error(format!("no MCP server offers `{full}`"));
+        };
+        if server.config.disabled_tools.iter().any(|d| d == &tool) {
+            return ToolOutput::error(format!(
+                "the tool `{tool}` of MCP server `{}` is disabled in the settings",
+                server.config.name
+            ));
+        }
+        let arguments = match args {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return ToolOutput::error(format!(
+                    "the arguments must be a JSON object, got {other}"
+                ));
+            }
+        };
+        // A request that could not even be sent (the server had died
+        // unnoticed) is sent again once after a restart.
+        let mut retried = false;
+        loop {
+            let conn = tokio::select! {
+                () = cancel.cancelled() => return ToolOutput::cancelled(),
+                conn = self.connection(&server) => conn,
+            };
+            let conn = match conn {
+                Ok(conn) => conn,
+                Err(reason) => {
+                    return ToolOutput::error(format!(
+                        "MCP server `{}` is not available: {reason}",
+                        server.config.name
+                    ));
+                }
+            };
+            let mut params = CallToolRequestParams::new(tool.clone());
+            params.arguments = arguments.clone();
+            // Dropping the call's future sends `notifications/cancelled`.
+            let result = tokio::select! {
+                () = cancel.cancelled() => return ToolOutput::cancelled(),
+                () = self.inner.stopped.cancelled() => return ToolOutput::error("the session ended"),
+                result = conn.client.call_tool(params) => result,
+            };
+            let e = match result {
+                Ok(result) => return render_result(&result),
+                Err(e) => e,
+            };
+            let unsent = matches!(e, ServiceError::TransportSend(_));
+            if !unsent
+                && !conn.client.is_transport_closed()
+                && !matches!(e, ServiceError::TransportClosed)
+            {
+                return ToolOutput::error(format!("MCP error: {e}"));
+            }
+            let reason = stopped_reason(&server);
+            mark_stopped(&self.inner, &server, &conn, &reason);
+            if unsent && !retried {
+                retried = true;
+                continue;
+            }
+            return ToolOutput::error(format!(
+                "MCP server `{}` stopped during the call ({reason}); it will be restarted on its next use",
+                server.config.name
+            ));
+        }
+    }
+
+    /// The live connection of `server`, restarting it once if it stopped.
+    async fn connection(&self, server: &Arc<Server>) -> Result<Arc<Connection>, String> {
+        loop {
+            let current = match &*lock(&server.slot) {
+                Slot::Connected(conn) => Some(Ok(conn.clone())),
+                Slot::Failed(reason) => Some(Err(reason.clone())),
+                Slot::Starting => None,
+            };
+            match current {
+                Some(Ok(conn)) if !conn.client.is_transport_closed() => return Ok(conn),
+                Some(Ok(conn)) => mark_stopped(&self.inner, server, &conn, &stopped_reason(server)),
+                Some(Err(reason)) => {
+                    if server.restarted.swap(true, Ordering::AcqRel) {
+                        return Err(reason);
+                    }
+                    tracing::info!(server = %server.config.name, "restarting the MCP server");
+                    set_slot(&self.inner, server, Slot::Starting);
+                    return connect(&self.inner, server).await;
+                }
+                None => {
+                    // Another task is connecting: wait for it.
+                    let guard = server.connecting.lock().await;
+                    if matches!(*lock(&server.slot), Slot::Starting) {
+                        // Nobody is connecting (the first attempt was aborted).
+                        drop(guard);
+                        return connect(&self.inner, server).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops every server: closes the connections and kills the process
+    /// group of every stdio server. Idempotent.
+    pub fn shutdown(&self) {
+        shutdown(&self.inner);
+    }
+}
+
+impl Drop for McpManager {
+    fn drop(&mut self) {
+        shutdown(&self.inner);
+    }
+}
+
+fn shutdown(inner: &Inner) {
+    if inner.closed.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    inner.stopped.cancel();
+    if let Ok(mut tasks) = inner.tasks.lock() {
+        for task in tasks.drain(..) {
+            task.abort();
+        }
+    }
+    for server in &inner.servers {
+        kill_group(server);
+        let old = std::mem::replace(&mut *lock(&server.slot), Slot::Failed("stopped".to_owned()));
+        drop(old);
+    }
+    inner.changed.send_modify(|n| *n += 1);
+}
+
+fn kill_group(server: &Server) {
+    if let Some(pgid) = lock(&server.pgid).take() {
+        use nix::sys::signal::{Signal, killpg};
+        use nix::unistd::Pid;
+        // The group leader is not reaped before its transport is dropped,
+        // so the group id cannot have been reused.
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        tracing::debug!(server = %server.config.name, pgid, "MCP server stopped");
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn set_slot(inner: &Inner, server: &Server, slot: Slot) {
+    if inner.closed.load(Ordering::Acquire) {
+        return;
+    }
+    match &slot {
+        Slot::Connected(c) => {
+            tracing::info!(server = %server.config.name, tools = c.tools.len(), "MCP server connected")
+        }
+        Slot::Failed(reason) => {
+            tracing::warn!(server = %server.config.name, %reason, "MCP server failed")
+        }
+        Slot::Starting => {}
+    }
+    let old = std::mem::replace(&mut *lock(&server.slot), slot);
+    if let Slot::Connected(_) = old {
+        // The old connection's child (if any) is gone or replaced.
+        kill_group(server);
+    }
+    drop(old);
+    inner.changed.send_modify(|n| *n += 1);
+}
+
+/// Records that `conn` (if still the current connection) has stopped.
+fn mark_stopped(inner: &Inner, server: &Server, conn: &Arc<Connection>, reason: &str) {
+    let current = matches!(&*lock(&server.slot), Slot::Connected(c) if Arc::ptr_eq(c, conn));
+    if current {
+        set_slot(inner, server, Slot::Failed(reason.to_owned()));
+    }
+}
+
+/// How often a connected server is checked for having stopped.
+const MONITOR_EVERY: Duration = Duration::from_millis(500);
+
+/// Reports a server that stops while idle (until the manager stops or
+/// the connection is replaced).
+fn monitor(inner: &Arc<Inner>, server: &Arc<Server>, conn: &Arc<Connection>) {
+    let weak = Arc::downgrade(conn);
+    let stopped = inner.stopped.clone();
+    let inner = Arc::downgrade(inner);
+    let server = server.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stopped.cancelled() => break,
+                () = tokio::time::sleep(MONITOR_EVERY) => {}
+            }
+            let (Some(conn), Some(inner)) = (weak.upgrade(), inner.upgrade()) else {
+                break;
+            };
+            if conn.client.is_transport_closed() {
+                mark_stopped(&inner, &server, &conn, &stopped_reason(&server));
+                break;
+            }
+        }
+    });
+}
+
+fn stopped_reason(server: &Server) -> String {
+    match &server.config.transport {
+        McpTransport::Stdio { .. } => "the server process exited".to_owned(),
+        McpTransport::Http { .. } => "the connection was closed".to_owned(),
+    }
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("maia", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+/// Connects `server` and lists its tools; records the outcome.
+async fn connect(inner: &Arc<Inner>, server: &Arc<Server>) -> Result<Arc<Connection>, String> {
+    let _guard = server.connecting.lock().await;
+    if let Slot::Connected(conn) = &*lock(&server.slot)
+        && !conn.client.is_transport_closed()
+    {
+        return Ok(conn.clone());
+    }
+    kill_group(server);
+    let outcome = tokio::select! {
+        () = inner.stopped.cancelled() => Err("stopped".to_owned()),
+        outcome = tokio::time::timeout(CONNECT_TIMEOUT, open(server)) => match outcome {
+            Ok(outcome) => outcome,
+            Err(_) => Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())),
+        },
+    };
+    match outcome {
+        Ok(conn) => {
+            let conn = Arc::new(conn);
+            *lock(&server.known_tools) = conn.tools.clone();
+            set_slot(inner, server, Slot::Connected(conn.clone()));
+            monitor(inner, server, &conn);
+            Ok(conn)
+        }
+        Err(reason) => {
+            kill_group(server);
+            set_slot(inner, server, Slot::Failed(reason.clone()));
+            Err(reason)
+        }
+    }
+}
+
+async fn open(server: &Server) -> Result<Connection, String> {
+    let client = match &server.config.transport {
+        McpTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args);
+            cmd.envs(env.iter().map(|(k, v)| (k, v)));
+            if let Some(cwd) = cwd {
+                cmd.current_dir(cwd);
+            }
+            // Its own process group, so that stopping it also stops what
+            // it started (`npx` → node).
+            cmd.process_group(0);
+            cmd.kill_on_drop(true);
+            let (transport, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            if let Some(pid) = transport.id() {
+                *lock(&server.pgid) = i32::try_from(pid).ok();
+            }
+            let tail = Arc::new(Mutex::new(Vec::<String>::new()));
+            if let Some(stderr) = stderr {
+                tokio::spawn(log_stderr(server.config.name.clone(), stderr, tail.clone()));
+            }
+            match client_config().serve(transport).await {
+                Ok(client) => client,
+                Err(e) => {
+                    // Let the stderr reader catch the last words.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let last: Vec<String> = lock(&tail).clone();
+                    if last.is_empty() {
+                        return Err(format!("{e}"));
+                    }
+                    tracing::debug!(server = %server.config.name, "MCP start-up failed: {e}");
+                    return Err(format!("it stopped while starting: {}", last.join(" | ")));
+                }
+            }
+        }
+        McpTransport::Http { url, headers } => {
+            let mut custom = HashMap::new();
+            let mut auth = None;
+            for (name, value) in headers {
+                if name.eq_ignore_ascii_case("authorization") {
+                    // rmcp adds `Bearer ` itself.
+                    auth = Some(value.strip_prefix("Bearer ").unwrap_or(value).to_owned());
+                    continue;
+                }
+                let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|e| format!("invalid header name `{name}`: {e}"))?;
+                let value = reqwest::header::HeaderValue::from_str(value)
+                    .map_err(|e| format!("invalid value for header `{name}`: {e}"))?;
+                custom.insert(name, value);
+            }
+            let mut config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+            if let Some(auth) = auth {
+                config = config.auth_header(auth);
+            }
+            let transport = StreamableHttpClientTransport::with_client(http_client(url)?, config);
+            client_config()
+                .serve(transport)
+                .await
+                .map_err(|e| format!("cannot connect to {url}: {e}"))?
+        }
+    };
+    let listed = client
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("cannot list the tools: {e}"))?;
+    let name = &server.config.name;
+    let tools = listed
+        .into_iter()
+        .filter(|t| !server.config.disabled_tools.iter().any(|d| d == &*t.name))
+        .map(|t| {
+            let annotations = t.annotations.as_ref();
+            McpTool {
+                server: name.clone(),
+                full_name: full_name(name, &t.name),
+                name: t.name.to_string(),
+                description: t.description.as_deref().unwrap_or_default().to_owned(),
+                input_schema: Value::Object((*t.input_schema).clone()),
+                title: t
+                    .title
+                    .clone()
+                    .or_else(|| annotations.and_then(|a| a.title.clone()))
+                    .unwrap_or_else(|| t.name.to_string()),
+                read_only: annotations.and_then(|a| a.read_only_hint) == Some(true),
+                open_world: annotations.and_then(|a| a.open_world_hint) == Some(true),
+            }
+        })
+        .collect();
+    Ok(Connection { client, tools })
+}
+
+/// The HTTP client for a streamable HTTP server. Without a process-wide
+/// TLS provider (the `maia` binary installs one) a private one lets plain
+/// http work.
+fn http_client(url: &str) -> Result<reqwest::Client, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("invalid URL `{url}`: {e}"))?;
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(0)
+        .user_agent(concat!("maia/", env!("CARGO_PKG_VERSION")));
+    if matches!(
+        parsed.host_str(),
+        Some("localhost" | "127.0.0.1" | "[::1]" | "::1")
+    ) {
+        builder = builder.no_proxy();
+    }
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("cannot configure TLS: {e}"))?
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        builder = builder.tls_backend_preconfigured(tls);
+    }
+    builder
+        .build()
+        .map_err(|e| format!("cannot set up the HTTP client: {e}"))
+}
+
+/// Lines of a server's stderr kept for a failure message.
+const STDERR_TAIL: usize = 5;
+
+async fn log_stderr(
+    server: String,
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<Vec<String>>>,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(server = %server, "mcp stderr: {line}");
+        let mut tail = lock(&tail);
+        tail.push(line.chars().take(300).collect());
+        if tail.len() > STDERR_TAIL {
+            tail.remove(0);
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! A small MCP server for tests, built with `rmcp`: tools `echo` (returns
+//! its input as text), `fail` (returns an error result) and `slow` (sleeps
+//! 30 s, or until the call is cancelled). Run by the `maia-mock-mcp` binary
+//! on stdio, or over streamable HTTP with `--http PORT` (0 picks a port,
+//! printed on stdout as `listening on http://127.0.0.1:PORT/mcp`).
+//!
+//! Environment: `MOCK_MCP_PID_FILE` — the process writes its pid there;
+//! `MOCK_MCP_LOG` — each call is appended there as one JSON line
+//! (`{"tool":..,"arguments":..,"event":"start"|"end"|"cancelled"}`);
+//! `MOCK_MCP_FAIL_START` — the process exits at once with this message on
+//! stderr (a server that cannot start).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+/// The mock server's handler.
+#[derive(Debug, Clone, Default)]
+pub struct MockMcp;
+
+fn schema(value: Value) -> Arc<serde_json::Map<String, Value>> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(serde_json::Map::new()),
+    }
+}
+
+fn log(tool: &str, arguments: &Value, event: &str) {
+    if let Ok(path) = std::env::var("MOCK_MCP_LOG") {
+        use std::io::Write;
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let line = json!({"tool": tool, "arguments": arguments, "event": event});
+            let _ = writeln!(file, "{line}");
+        }
+    }
+}
+
+/// The tools the mock offers.
+pub fn tools() -> Vec<Tool> {
+    let text_schema = || {
+        schema(json!({
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "Text to echo"}},
+            "required": ["text"]
+        }))
+    };
+    let mut echo = Tool::new("echo", "Returns its input", text_schema());
+    echo.title = Some("Echo text".to_owned());
+    vec![
+        echo,
+        Tool::new("fail", "Always fails", text_schema()),
+        Tool::new(
+            "slow",
+            "Sleeps 30 seconds",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+    ]
+}
+
+impl ServerHandler for MockMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("maia-mock-mcp", "0.1.0"))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let text = arguments
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        log(&request.name, &arguments, "start");
+        let result = match &*request.name {
+            "echo" => CallToolResult::success(vec![ContentBlock::text(format!("echo: {text}"))]),
+            "fail" => CallToolResult::error(vec![ContentBlock::text(format!("failed: {text}"))]),
+            "slow" => {
+                tokio::select! {
+                    () = context.ct.cancelled() => {
+                        log(&request.name, &arguments, "cancelled");
+                        return Err(ErrorData::internal_error("cancelled", None));
+                    }
+                    () = tokio::time::sleep(Duration::from_secs(30)) => {}
+                }
+                CallToolResult::success(vec![ContentBlock::text("slept")])
+            }
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool `{other}`"),
+                    None,
+                ));
+            }
+        };
+        log(&request.name, &arguments, "end");
+        Ok(result.into())
+    }
+}
+
+/// Serves the mock over streamable HTTP at `http://127.0.0.1:PORT/mcp`
+/// until the process ends; prints the address on stdout first.
+pub async fn serve_http(port: u16) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let addr = listener.local_addr()?;
+    let url = format!("http://{addr}/mcp");
+    let router = router();
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        writeln!(out, "listening on {url}")?;
+        out.flush()?;
+    }
+    axum::serve(listener, router).await
+}
+
+/// The mock as an axum router serving `/mcp`.
+pub fn router() -> axum::Router {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    let service = StreamableHttpService::new(
+        || Ok(MockMcp),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    axum::Router::new().nest_service("/mcp", service)
+}
+
+/// Serves the mock over streamable HTTP on a free local port in this
+/// process; returns its URL.
+pub async fn spawn_http() -> std::io::Result<String> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let url = format!("http://{}/mcp", listener.local_addr()?);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router()).await;
+    });
+    Ok(url)
+}
