@@ -411,3 +411,48 @@ async fn no_server_process_outlives_its_session_or_the_agent() {
         "MCP server {pid} outlived the agent"
     );
 }
+
+/// Interoperability with a real third-party server: the reference
+/// `@modelcontextprotocol/server-everything` from npm, which `.ci/run`
+/// installs and names in `MAIA_MCP_EVERYTHING`. Skipped (with a message)
+/// when that variable is not set, e.g. on a developer machine without it.
+#[tokio::test]
+async fn reference_server_everything_echoes_through_maia() {
+    let Some(server) = std::env::var("MAIA_MCP_EVERYTHING").ok() else {
+        eprintln!("skipped: MAIA_MCP_EVERYTHING is not set (see .ci/run)");
+        return;
+    };
+    let mut maia = Maia::start().await;
+    maia.initialize().await;
+    let servers = json!([{
+        "name": "everything",
+        "command": server,
+        "args": ["stdio"],
+        "env": []
+    }]);
+    let sid = open(&mut maia, servers).await;
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "e1",
+        "mcp__everything__echo",
+        json!({"message": "interop hello"}),
+    )]));
+    maia.mock.push(mock::text_reply("done"));
+    let id = maia.prompt(&sid, "echo through the reference server").await;
+    let (resp, before) = maia.response_with(id, choose("allow_once")).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    // The reference server's tools were offered with their schema.
+    let tools = maia.mock.requests()[0]["tools"].to_string();
+    assert!(tools.contains("mcp__everything__echo"), "{tools}");
+    assert!(tools.contains("mcp__everything__get-sum"), "{tools}");
+    // Permission was asked, and the result went back to the model.
+    assert!(
+        before
+            .iter()
+            .any(|m| m["method"] == "session/request_permission")
+    );
+    let results = tool_results(&maia, 1);
+    assert!(
+        results.iter().any(|r| r.contains("interop hello")),
+        "{results:?}"
+    );
+}

@@ -125,6 +125,10 @@ local function run()
 
   vim.api.nvim_set_current_buf(src)
   vim.cmd('write')
+  -- No deprecation warnings or errors from the plugin on the way.
+  local messages = vim.api.nvim_exec2('messages', { output = true }).output
+  check(not messages:find('deprecated') and not messages:find('Error'), 'messages: ' .. messages)
+  log('messages:\n' .. messages)
   log('all steps passed')
 end
 

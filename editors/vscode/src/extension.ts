@@ -1,0 +1,186 @@
+// MAIA for VS Code: starts `maia lsp` with vscode-languageclient. The client
+// already gives the code actions (lightbulb, Refactor… menu), the refactor
+// preview for MAIA's edits (one annotated edit per hunk with
+// `needsConfirmation`: a checkbox per hunk, Apply / Discard), permission
+// prompts as notifications and `$/progress` in the status bar. This file
+// adds "MAIA: Ask about selection", opens answers beside the editor, and
+// shows each turn as a notification progress with a Cancel button.
+import * as vscode from 'vscode';
+import {
+  ExecuteCommandRequest,
+  LanguageClient,
+  LanguageClientOptions,
+  ServerOptions,
+  ShowDocumentParams,
+  ShowDocumentResult,
+  WorkDoneProgressCancelNotification,
+} from 'vscode-languageclient/node';
+import { askArgument, Intent, isAnswerUri, serverCommand, StreamMessage, TurnTracker } from './logic';
+
+let client: LanguageClient | undefined;
+const tracker = new TurnTracker();
+/** Notification progress per turn token. */
+const progressSinks = new Map<string, { report: (message: string) => void; finish: () => void }>();
+
+function makeClient(): LanguageClient {
+  const cfg = vscode.workspace.getConfiguration('maia');
+  const server = serverCommand(
+    { path: cfg.get<string>('path'), args: cfg.get('args'), env: cfg.get('env') },
+    process.env,
+  );
+  const serverOptions: ServerOptions = {
+    command: server.command,
+    args: server.args,
+    options: { env: server.env },
+  };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [{ scheme: 'file' }],
+    outputChannelName: 'MAIA',
+    middleware: {
+      window: {
+        showDocument: async (params: ShowDocumentParams, next): Promise<ShowDocumentResult> => {
+          if (params.external || !isAnswerUri(params.uri)) {
+            const r = await next(params, new vscode.CancellationTokenSource().token);
+            return r && typeof r === 'object' && 'success' in r ? r : { success: false };
+          }
+          try {
+            const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(params.uri));
+            await vscode.window.showTextDocument(doc, {
+              viewColumn: vscode.ViewColumn.Beside,
+              preserveFocus: true,
+              preview: false,
+            });
+            return { success: true };
+          } catch {
+            return { success: false };
+          }
+        },
+      },
+    },
+  };
+  return new LanguageClient('maia', 'MAIA', serverOptions, clientOptions);
+}
+
+async function start(context: vscode.ExtensionContext): Promise<void> {
+  client = makeClient();
+  context.subscriptions.push(
+    client.onNotification('maia/stream', (msg: StreamMessage) => onStream(msg)),
+  );
+  try {
+    await client.start();
+  } catch (e) {
+    void vscode.window.showErrorMessage(
+      `MAIA: cannot start \`${vscode.workspace.getConfiguration('maia').get('path')} lsp\`: ${e}. ` +
+        'Install maia (cargo install --path server/maia-server) or set "maia.path".',
+    );
+  }
+}
+
+function onStream(msg: StreamMessage): void {
+  const update = tracker.update(msg);
+  if (!update) {
+    return;
+  }
+  const token = update.turn.token;
+  if (update.kind === 'begin') {
+    void vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: update.turn.title, cancellable: true },
+      (progress, cancel) =>
+        new Promise<void>((resolve) => {
+          progressSinks.set(token, {
+            report: (message) => progress.report({ message }),
+            finish: resolve,
+          });
+          cancel.onCancellationRequested(() => {
+            // The server's progress token is cancellable: this stops the turn.
+            void client?.sendNotification(WorkDoneProgressCancelNotification.type, { token });
+          });
+        }),
+    );
+  } else if (update.kind === 'progress') {
+    progressSinks.get(token)?.report(update.message);
+  } else {
+    progressSinks.get(token)?.finish();
+    progressSinks.delete(token);
+    if (!update.ok) {
+      void vscode.window.showWarningMessage(update.message);
+    }
+  }
+}
+
+async function ask(intent: Intent, withPrompt: boolean): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor || editor.document.uri.scheme !== 'file') {
+    void vscode.window.showWarningMessage('MAIA: open a file and select some code first.');
+    return;
+  }
+  if (!client || !client.isRunning()) {
+    void vscode.window.showErrorMessage('MAIA: the server is not running (see the MAIA output).');
+    return;
+  }
+  let prompt: string | undefined;
+  if (withPrompt) {
+    prompt = await vscode.window.showInputBox({
+      title: 'Ask MAIA about the selection',
+      prompt: 'Your question (empty: explain the selection)',
+      ignoreFocusOut: true,
+    });
+    if (prompt === undefined) {
+      return;
+    }
+  }
+  const sel = editor.selection;
+  const arg = askArgument(
+    editor.document.uri.toString(),
+    editor.document.version,
+    {
+      start: { line: sel.start.line, character: sel.start.character },
+      end: { line: sel.end.line, character: sel.end.character },
+    },
+    intent,
+    prompt,
+  );
+  try {
+    await client.sendRequest(ExecuteCommandRequest.type, { command: 'maia.ask', arguments: [arg] });
+  } catch (e) {
+    void vscode.window.showErrorMessage(`MAIA: ${e instanceof Error ? e.message : e}`);
+  }
+}
+
+async function runOnServer(command: string, done: (result: unknown) => string): Promise<void> {
+  if (!client || !client.isRunning()) {
+    return;
+  }
+  const editor = vscode.window.activeTextEditor;
+  const arg = editor && editor.document.uri.scheme === 'file' ? { uri: editor.document.uri.toString() } : {};
+  try {
+    const result = await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg] });
+    void vscode.window.showInformationMessage(done(result));
+  } catch (e) {
+    void vscode.window.showErrorMessage(`MAIA: ${e instanceof Error ? e.message : e}`);
+  }
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  context.subscriptions.push(
+    vscode.commands.registerCommand('maia.askSelection', () => ask('ask', true)),
+    vscode.commands.registerCommand('maia.explainSelection', () => ask('explain', false)),
+    vscode.commands.registerCommand('maia.fixSelection', () => ask('fix', false)),
+    vscode.commands.registerCommand('maia.cancelTurn', () =>
+      runOnServer('maia.cancel', (r) => `MAIA: cancelled ${(r as { cancelled?: number })?.cancelled ?? 0} turn(s)`),
+    ),
+    vscode.commands.registerCommand('maia.newConversation', () =>
+      runOnServer('maia.newSession', () => 'MAIA: the next question starts a new conversation'),
+    ),
+    vscode.commands.registerCommand('maia.restartServer', async () => {
+      await client?.stop();
+      await start(context);
+    }),
+    { dispose: () => void client?.stop() },
+  );
+  await start(context);
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop();
+}

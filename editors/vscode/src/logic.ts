@@ -1,0 +1,200 @@
+// The extension's pure logic: no `vscode` import, so it is unit-tested with
+// Node's test runner (test/logic.test.ts) without a VS Code binary.
+
+export interface Position {
+  line: number;
+  character: number;
+}
+
+export interface Range {
+  start: Position;
+  end: Position;
+}
+
+export type Intent = 'ask' | 'explain' | 'fix' | 'edit';
+
+/** The argument of the server's `maia.ask` command. */
+export interface AskArgument {
+  uri: string;
+  version?: number;
+  range: Range;
+  intent: Intent;
+  prompt?: string;
+}
+
+/** The range to ask about: the selection, or its whole line when empty. */
+export function selectionRange(selection: Range): Range {
+  const { start, end } = selection;
+  if (start.line === end.line && start.character === end.character) {
+    return { start: { line: start.line, character: 0 }, end: { line: start.line + 1, character: 0 } };
+  }
+  const [a, b] = before(start, end) ? [start, end] : [end, start];
+  return { start: { ...a }, end: { ...b } };
+}
+
+function before(a: Position, b: Position): boolean {
+  return a.line < b.line || (a.line === b.line && a.character <= b.character);
+}
+
+/** `maia.ask`'s argument; a blank prompt is left out (the server explains). */
+export function askArgument(
+  uri: string,
+  version: number | undefined,
+  selection: Range,
+  intent: Intent,
+  prompt?: string,
+): AskArgument {
+  const arg: AskArgument = { uri, range: selectionRange(selection), intent };
+  if (version !== undefined) {
+    arg.version = version;
+  }
+  const question = prompt?.trim();
+  if (question) {
+    arg.prompt = question;
+  }
+  return arg;
+}
+
+/** Whether `uri` is one of the server's answer documents. */
+export function isAnswerUri(uri: string): boolean {
+  return /\/\.maia\/answers\/[^/]+\.md$/.test(uri);
+}
+
+export interface ServerSettings {
+  path?: string;
+  args?: unknown;
+  env?: unknown;
+}
+
+export interface ServerCommand {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+}
+
+/** The server process from the `maia.*` settings: `maia lsp` by default;
+ * `lsp` is added when the arguments lack it; `env` extends `baseEnv`. */
+export function serverCommand(settings: ServerSettings, baseEnv: Record<string, string | undefined>): ServerCommand {
+  const command = settings.path && settings.path.trim() ? settings.path.trim() : 'maia';
+  let args = Array.isArray(settings.args) ? settings.args.filter((a): a is string => typeof a === 'string') : ['lsp'];
+  if (!args.includes('lsp')) {
+    args = ['lsp', ...args];
+  }
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(baseEnv)) {
+    if (v !== undefined) {
+      env[k] = v;
+    }
+  }
+  if (settings.env && typeof settings.env === 'object') {
+    for (const [k, v] of Object.entries(settings.env as Record<string, unknown>)) {
+      if (typeof v === 'string') {
+        env[k] = v;
+      }
+    }
+  }
+  return { command, args, env };
+}
+
+/** A `maia/stream` notification. */
+export interface StreamMessage {
+  token: string;
+  session?: string;
+  answer?: string;
+  kind: 'begin' | 'text' | 'thought' | 'tool' | 'toolUpdate' | 'end' | string;
+  text?: string;
+  title?: string;
+  id?: string;
+  status?: string;
+  stopReason?: string;
+}
+
+export interface TurnState {
+  token: string;
+  title: string;
+  answer?: string;
+  chars: number;
+  tools: Map<string, string>;
+  done: boolean;
+  stopReason?: string;
+}
+
+/** What a stream message means for the turn's progress display. */
+export type TurnUpdate =
+  | { kind: 'begin'; turn: TurnState }
+  | { kind: 'progress'; turn: TurnState; message: string }
+  | { kind: 'end'; turn: TurnState; message: string; ok: boolean };
+
+/** Follows turns from their `maia/stream` messages. */
+export class TurnTracker {
+  readonly turns = new Map<string, TurnState>();
+
+  update(msg: StreamMessage): TurnUpdate | undefined {
+    if (!msg || typeof msg.token !== 'string') {
+      return undefined;
+    }
+    let turn = this.turns.get(msg.token);
+    if (!turn) {
+      turn = { token: msg.token, title: 'MAIA', chars: 0, tools: new Map(), done: false };
+      this.turns.set(msg.token, turn);
+    }
+    if (msg.answer) {
+      turn.answer = msg.answer;
+    }
+    switch (msg.kind) {
+      case 'begin':
+        turn.title = msg.title || turn.title;
+        return { kind: 'begin', turn };
+      case 'text':
+        turn.chars += [...(msg.text ?? '')].length;
+        return { kind: 'progress', turn, message: progressMessage(turn) };
+      case 'thought':
+        return { kind: 'progress', turn, message: 'thinking…' };
+      case 'tool':
+        if (msg.id) {
+          turn.tools.set(msg.id, msg.title || 'tool');
+        }
+        return { kind: 'progress', turn, message: progressMessage(turn) };
+      case 'toolUpdate':
+        if (msg.id && (msg.status === 'completed' || msg.status === 'failed')) {
+          turn.tools.delete(msg.id);
+        }
+        return { kind: 'progress', turn, message: progressMessage(turn) };
+      case 'end': {
+        turn.done = true;
+        turn.stopReason = msg.stopReason;
+        this.turns.delete(msg.token);
+        return { kind: 'end', turn, message: endMessage(msg.stopReason), ok: msg.stopReason === 'end_turn' };
+      }
+      default:
+        return undefined;
+    }
+  }
+}
+
+/** The progress line: the running tool, else the answer's length. */
+export function progressMessage(turn: TurnState): string {
+  const tools = [...turn.tools.values()];
+  if (tools.length > 0) {
+    return tools[tools.length - 1];
+  }
+  return turn.chars > 0 ? `answering… (${turn.chars} characters)` : 'thinking…';
+}
+
+/** How a turn ended, for a notification. */
+export function endMessage(stopReason: string | undefined): string {
+  switch (stopReason) {
+    case 'end_turn':
+      return 'MAIA: done';
+    case 'cancelled':
+      return 'MAIA: cancelled';
+    case 'max_tokens':
+      return 'MAIA: the answer hit the token limit';
+    case 'max_turn_requests':
+      return 'MAIA: stopped after too many model requests in one turn';
+    case 'refusal':
+      return 'MAIA: the model refused';
+    default:
+      return `MAIA: the turn ended (${stopReason ?? 'unknown'})`;
+  }
+}
