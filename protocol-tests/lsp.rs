@@ -2,7 +2,9 @@
 //! initialize, code actions, `maia.ask` → progress → answer document,
 //! proposed edits through `workspace/applyEdit` (applied, rejected,
 //! partially applied) reported to the model, permissions through
-//! `window/showMessageRequest`, and cancellation.
+//! `window/showMessageRequest`, and cancellation. Clients without change
+//! annotations or message actions (Helix) review edits and answer
+//! permissions through diagnostics and their code actions.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -252,6 +254,55 @@ impl Lsp {
         .await;
     }
 
+    /// Sends `maia.ask` without waiting for anything; returns the request id.
+    async fn start_ask(&mut self, rel: &str, range: Value, intent: &str) -> u64 {
+        let uri = self.uri(rel);
+        self.request(
+            "workspace/executeCommand",
+            json!({"command": "maia.ask", "arguments": [
+                {"uri": uri, "version": 1, "range": range, "intent": intent}]}),
+        )
+        .await
+    }
+
+    /// The code actions on `range` of `rel`.
+    async fn code_actions(&mut self, rel: &str, range: Value, answer: Answer<'_>) -> Vec<Value> {
+        let uri = self.uri(rel);
+        let id = self
+            .request(
+                "textDocument/codeAction",
+                json!({"textDocument": {"uri": uri}, "range": range,
+                       "context": {"diagnostics": []}}),
+            )
+            .await;
+        let r = self.response(id, answer).await;
+        r["result"].as_array().expect("code actions").clone()
+    }
+
+    /// Runs the command of a code action, as a client does when the user
+    /// picks it; returns the result.
+    async fn execute(&mut self, action: &Value, answer: Answer<'_>) -> Value {
+        let command = &action["command"];
+        let id = self
+            .request(
+                "workspace/executeCommand",
+                json!({"command": command["command"], "arguments": command["arguments"]}),
+            )
+            .await;
+        let r = self.response(id, answer).await;
+        assert!(r.get("error").is_none(), "{action}: {r}");
+        r["result"].clone()
+    }
+
+    /// The diagnostics last published for `rel`.
+    fn diagnostics(&self, rel: &str) -> Option<Vec<Value>> {
+        let uri = self.uri(rel);
+        self.log
+            .iter()
+            .rfind(|m| is_diagnostics(m, &uri))
+            .map(|m| m["params"]["diagnostics"].as_array().unwrap().clone())
+    }
+
     /// Runs `maia.ask`; returns its result.
     async fn ask(&mut self, rel: &str, range: Value, intent: &str) -> Value {
         let uri = self.uri(rel);
@@ -305,6 +356,38 @@ impl Lsp {
         )
         .await
     }
+}
+
+fn is_diagnostics(m: &Value, uri: &str) -> bool {
+    m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri
+}
+
+fn titles(actions: &[Value]) -> Vec<&str> {
+    actions
+        .iter()
+        .map(|a| a["title"].as_str().unwrap())
+        .collect()
+}
+
+/// The action titled `title` (or starting with it, when it ends in `…`).
+fn find_action<'a>(actions: &'a [Value], title: &str) -> &'a Value {
+    actions
+        .iter()
+        .find(|a| {
+            let t = a["title"].as_str().unwrap();
+            match title.strip_suffix('…') {
+                Some(prefix) => t.starts_with(prefix),
+                None => t == title,
+            }
+        })
+        .unwrap_or_else(|| panic!("no action `{title}` in {:?}", titles(actions)))
+}
+
+/// Client capabilities like Helix 25.07's: no change annotations and no
+/// message actions.
+fn helix_caps() -> Value {
+    json!({"window": {"workDoneProgress": true},
+           "workspace": {"applyEdit": true, "workspaceEdit": {"documentChanges": true}}})
 }
 
 fn range(l1: u32, c1: u32, l2: u32, c2: u32) -> Value {
@@ -365,7 +448,13 @@ async fn initialize_and_code_actions() {
     );
     assert_eq!(
         caps["executeCommandProvider"]["commands"],
-        json!(["maia.ask", "maia.cancel", "maia.newSession"])
+        json!([
+            "maia.ask",
+            "maia.cancel",
+            "maia.newSession",
+            "maia.review",
+            "maia.permission"
+        ])
     );
     assert_eq!(caps["hoverProvider"], true);
     assert!(caps.get("completionProvider").is_none(), "{caps}");
@@ -717,19 +806,150 @@ async fn proposed_edit_partially_applied_is_read_from_the_document() {
     );
 }
 
+/// Without change annotations, a Read then an Edit of two separate lines
+/// reviewed as hint diagnostics: `choices` are the code actions picked in
+/// turn (`Some(n)`: the Apply/Discard on hunk `n`'s diagnostic, `None`:
+/// Apply all/Discard all). The client applies what the server sends, as
+/// an editor would. Returns the tool message of the edit, the applyEdit
+/// requests, the buffer at the end, the first diagnostics and the client.
+async fn diagnostic_review(
+    choices: &[(Option<usize>, bool)],
+) -> (String, Vec<Value>, String, Vec<Value>, Lsp) {
+    let mut lsp = Lsp::start(json!({"permissions": {"allow": ["Read", "Edit"]}})).await;
+    lsp.initialize(helix_caps()).await;
+    let old = "one\ntwo\nthree\nfour\nfive\n";
+    lsp.open("a.txt", old).await;
+    let path = lsp.path("a.txt").display().to_string();
+    lsp.mock.push(mock::tool_calls_reply(&[(
+        "r1",
+        "Read",
+        json!({"file_path": path}),
+    )]));
+    lsp.mock.push(mock::tool_calls_reply(&[(
+        "e1",
+        "Edit",
+        json!({"file_path": path, "old_string": "two\nthree\nfour", "new_string": "TWO\nthree\nFOUR"}),
+    )]));
+    lsp.mock.push(mock::text_reply("Done."));
+    let uri = lsp.uri("a.txt");
+    let mut buffer = old.to_owned();
+    let mut version = 1;
+    let mut applies = Vec::new();
+    let mut client = |m: &Value| {
+        if !is_request(m, "workspace/applyEdit") {
+            return None;
+        }
+        applies.push(m.clone());
+        buffer = apply_edits(&buffer, &edits_of(m));
+        version += 1;
+        Some(vec![
+            notification(
+                "textDocument/didChange",
+                json!({"textDocument": {"uri": uri, "version": version},
+                       "contentChanges": [{"text": buffer}]}),
+            ),
+            response(&m["id"], json!({"applied": true})),
+        ])
+    };
+    lsp.start_ask("a.txt", range(1, 0, 4, 0), "fix").await;
+    let uri = lsp.uri("a.txt");
+    lsp.until(
+        |m| is_diagnostics(m, &uri) && m["params"]["diagnostics"] != json!([]),
+        &mut client,
+    )
+    .await;
+    let shown = lsp.diagnostics("a.txt").unwrap();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    for &(hunk, accept) in choices {
+        let (on, title) = match (hunk, accept) {
+            (Some(n), true) => (shown[n - 1]["range"].clone(), "MAIA: Apply"),
+            (Some(n), false) => (shown[n - 1]["range"].clone(), "MAIA: Discard"),
+            (None, true) => (range(0, 0, 0, 0), "MAIA: Apply all…"),
+            (None, false) => (range(0, 0, 0, 0), "MAIA: Discard all…"),
+        };
+        let actions = lsp.code_actions("a.txt", on, &mut client).await;
+        if hunk.is_some() {
+            // Both answers are offered on the hunk.
+            find_action(&actions, "MAIA: Apply");
+            find_action(&actions, "MAIA: Discard");
+        }
+        let action = find_action(&actions, title).clone();
+        lsp.execute(&action, &mut client).await;
+    }
+    lsp.turn(&mut client).await;
+    assert_eq!(lsp.mock.requests().len(), 3);
+    let message = tool_message(&lsp.mock, 2, "e1");
+    // The diagnostics are withdrawn.
+    assert_eq!(lsp.diagnostics("a.txt"), Some(Vec::new()));
+    (message, applies, buffer, shown, lsp)
+}
+
 #[tokio::test]
-async fn without_annotation_support_edits_are_plain() {
-    let caps = json!({"window": {"workDoneProgress": true},
-                      "workspace": {"applyEdit": true, "workspaceEdit": {"documentChanges": true}}});
-    let (message, request, _lsp) =
-        edit_turn(caps, |m, old| (Some(apply_edits(old, &edits_of(m))), true)).await;
-    assert!(request["params"]["edit"].get("changeAnnotations").is_none());
+async fn without_annotation_support_hunks_are_reviewed_as_diagnostics() {
+    let (message, applies, buffer, shown, lsp) =
+        diagnostic_review(&[(Some(1), true), (Some(2), false)]).await;
+    // One hint per hunk, on its old lines, showing its diff.
+    assert_eq!(shown[0]["severity"], 4, "{shown:?}");
+    assert_eq!(shown[0]["source"], "maia");
+    assert_eq!(shown[0]["range"], range(1, 0, 1, 3));
+    assert_eq!(shown[1]["range"], range(3, 0, 3, 4));
+    let diff = shown[0]["message"].as_str().unwrap();
+    assert!(diff.contains("- two\n+ TWO"), "{diff}");
     assert!(
-        edits_of(&request)
-            .iter()
-            .all(|e| e.get("annotationId").is_none())
+        shown[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("- four\n+ FOUR")
     );
+    // Once hunk 1 is decided, only hunk 2 is left on screen.
+    let uri = lsp.uri("a.txt");
+    let published: Vec<usize> = lsp
+        .log
+        .iter()
+        .filter(|m| is_diagnostics(m, &uri))
+        .map(|m| m["params"]["diagnostics"].as_array().unwrap().len())
+        .collect();
+    assert!(published.contains(&1), "{published:?}");
+    // Exactly the applied hunk is sent, as a plain versioned edit.
+    assert_eq!(applies.len(), 1, "{applies:?}");
+    let change = &applies[0]["params"]["edit"]["documentChanges"][0];
+    assert_eq!(change["textDocument"]["version"], 1);
+    assert!(
+        applies[0]["params"]["edit"]
+            .get("changeAnnotations")
+            .is_none()
+    );
+    let edits = edits_of(&applies[0]);
+    assert_eq!(edits.len(), 1, "{edits:?}");
+    assert!(edits[0].get("annotationId").is_none());
+    assert_eq!(edits[0]["newText"], "TWO\n");
+    assert_eq!(edits[0]["range"], range(1, 0, 2, 0));
+    assert_eq!(buffer, "one\nTWO\nthree\nfour\nfive\n");
+    assert!(
+        message.contains("partially")
+            && message.contains("Applied: #1 (replace line 2")
+            && message.contains("Rejected: #2 (replace line 4"),
+        "tool message: {message}"
+    );
+    // The disk is left to the editor.
+    assert_eq!(read(&lsp.path("a.txt")), "one\ntwo\nthree\nfour\nfive\n");
+}
+
+#[tokio::test]
+async fn diagnostic_review_apply_all_and_discard_all() {
+    let (message, applies, buffer, _, _lsp) = diagnostic_review(&[(None, true)]).await;
+    assert_eq!(applies.len(), 1);
+    assert_eq!(edits_of(&applies[0]).len(), 2);
+    assert_eq!(buffer, "one\nTWO\nthree\nFOUR\nfive\n");
     assert!(message.contains("applied all 2 hunk(s)"), "{message}");
+
+    let (message, applies, buffer, _, _lsp) = diagnostic_review(&[(None, false)]).await;
+    assert!(applies.is_empty(), "nothing to apply: {applies:?}");
+    assert_eq!(buffer, "one\ntwo\nthree\nfour\nfive\n");
+    assert!(
+        message.contains("rejected the change") && message.contains("all 2 hunk(s) rejected"),
+        "tool message: {message}"
+    );
 }
 
 /// A Read that needs permission, answered by `reply` (a result, or an
@@ -798,6 +1018,66 @@ async fn permission_deny_null_and_error_deny() {
             assert!(message.contains(reason), "{reply:?}: {message}");
         }
     }
+}
+
+/// Without message actions, a Read that needs permission is asked as a
+/// diagnostic; the code action titled `choice` answers it. Returns the
+/// diagnostic, the actions offered on it and the tool message.
+async fn diagnostic_permission(choice: &str) -> (Value, Vec<Value>, String) {
+    let mut lsp = Lsp::start(json!({})).await;
+    lsp.initialize(helix_caps()).await;
+    lsp.open("a.txt", "secret\n").await;
+    let path = lsp.path("a.txt").display().to_string();
+    lsp.mock.push(mock::tool_calls_reply(&[(
+        "r1",
+        "Read",
+        json!({"file_path": path}),
+    )]));
+    lsp.mock.push(mock::text_reply("Done."));
+    lsp.start_ask("a.txt", range(0, 0, 0, 6), "explain").await;
+    let uri = lsp.uri("a.txt");
+    // No showMessageRequest: the default answers panic on one.
+    lsp.until(
+        |m| is_diagnostics(m, &uri) && m["params"]["diagnostics"] != json!([]),
+        &mut |_| None,
+    )
+    .await;
+    let shown = lsp.diagnostics("a.txt").unwrap();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    let diagnostic = shown[0].clone();
+    let actions = lsp
+        .code_actions("a.txt", diagnostic["range"].clone(), &mut |_| None)
+        .await;
+    let action = find_action(&actions, choice).clone();
+    lsp.execute(&action, &mut |_| None).await;
+    lsp.turn(&mut |_| None).await;
+    assert_eq!(lsp.diagnostics("a.txt"), Some(Vec::new()));
+    (diagnostic, actions, tool_message(&lsp.mock, 1, "r1"))
+}
+
+#[tokio::test]
+async fn without_message_actions_permission_is_approved_in_a_diagnostic() {
+    let (diagnostic, actions, message) = diagnostic_permission("MAIA: Approve once").await;
+    // At the start of the file being read, describing the call.
+    assert_eq!(diagnostic["severity"], 3, "{diagnostic}");
+    assert_eq!(diagnostic["range"], range(0, 0, 0, 6));
+    let text = diagnostic["message"].as_str().unwrap();
+    assert!(text.starts_with("MAIA wants to run: Read"), "{text}");
+    let offered = titles(&actions);
+    assert_eq!(offered[0], "MAIA: Approve once", "{offered:?}");
+    assert!(
+        offered[1].starts_with("MAIA: Always allow Read"),
+        "{offered:?}"
+    );
+    assert_eq!(offered[2], "MAIA: Deny", "{offered:?}");
+    assert!(message.contains("secret"), "tool message: {message}");
+}
+
+#[tokio::test]
+async fn without_message_actions_permission_is_denied_in_a_diagnostic() {
+    let (_, _, message) = diagnostic_permission("MAIA: Deny").await;
+    assert!(!message.contains("secret"), "{message}");
+    assert!(message.contains("refused"), "{message}");
 }
 
 #[tokio::test]

@@ -17,6 +17,7 @@ mod acp_prompt;
 mod acp_sessions;
 mod acp_tools;
 mod fuzz_replay;
+mod litellm;
 mod lsp;
 mod neovim;
 mod robustness;

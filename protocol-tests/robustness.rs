@@ -58,10 +58,11 @@ async fn fifty_megabyte_line_is_answered_with_bounded_memory() {
     let m = maia.next().await;
     assert_eq!(m["error"]["code"], -32600);
     assert_eq!(m["id"], Value::Null);
-    // The reader keeps at most the 16 MiB cap of a line, never the line.
+    // The reader keeps at most the 16 MiB cap of a line (plus the copy
+    // while its buffer grows), never the whole line.
     let peak = peak_rss_kb(pid);
     assert!(
-        peak - before < 24 * 1024,
+        peak - before < 32 * 1024,
         "peak RSS {peak} kB (before: {before} kB) for a 50 MB line"
     );
     still_works(&mut maia).await;

@@ -84,7 +84,7 @@ pub fn action_kinds() -> Vec<CodeActionKind> {
 }
 
 /// Whether `kind` passes a `context.only` filter (kinds are hierarchical).
-fn wanted(kind: &CodeActionKind, only: Option<&Vec<CodeActionKind>>) -> bool {
+pub(crate) fn wanted(kind: &CodeActionKind, only: Option<&Vec<CodeActionKind>>) -> bool {
     only.is_none_or(|only| {
         only.iter().any(|o| {
             let (k, o) = (kind.as_str(), o.as_str());

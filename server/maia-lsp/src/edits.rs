@@ -1,6 +1,8 @@
 //! Proposed edits: a tool's write to a file open in the editor becomes a
-//! `workspace/applyEdit` with one (annotated) edit per hunk, and the model
-//! is told which hunks the document holds afterwards.
+//! `workspace/applyEdit` with one annotated edit per hunk, and the model
+//! is told which hunks the document holds afterwards. Clients without
+//! change annotations review the hunks as diagnostics first (see
+//! [`crate::review`]); the accepted ones are then applied as plain edits.
 //!
 //! Outcomes are read from the document, not from the `applied` flag: VS Code
 //! answers `applied: true` even when the user unticked some hunks in its
@@ -22,6 +24,8 @@ use tower_lsp_server::ls_types::{
 };
 
 use crate::docs::{Doc, Documents, position_at};
+use crate::review::Reviews;
+use crate::turn::PERMISSION_WAIT;
 
 /// How long to wait for the `didChange` of an edit the client applied.
 const SETTLE: Duration = Duration::from_millis(1500);
@@ -137,7 +141,7 @@ pub fn applied_hunks(old: &str, hunks: &[Hunk], current: &str) -> Option<Vec<boo
     )
 }
 
-fn describe(hunk: &Hunk) -> String {
+pub(crate) fn describe(hunk: &Hunk) -> String {
     let lines = |n: usize| if n == 1 { "line" } else { "lines" };
     if hunk.old_lines == 0 {
         format!(
@@ -267,7 +271,7 @@ pub fn proposal(doc: &Doc, hunks: &[Hunk], annotated: bool) -> WorkspaceEdit {
     }
 }
 
-fn mini_diff(old: &str, new: &str) -> String {
+pub(crate) fn mini_diff(old: &str, new: &str) -> String {
     let mut out = String::new();
     for line in old.lines() {
         out.push_str("- ");
@@ -282,6 +286,81 @@ fn mini_diff(old: &str, new: &str) -> String {
     out
 }
 
+/// `text` with each `(start, end, new)` span replaced (spans in order,
+/// not overlapping).
+fn splice(text: &str, edits: &[(usize, usize, &str)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for &(start, end, new) in edits {
+        out.push_str(&text[at..start]);
+        out.push_str(new);
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// Where each hunk of `old` lies in `now` (the same text, perhaps edited by
+/// the user since): its byte range there, or `None` when the user changed
+/// its lines.
+fn rebase(old: &str, now: &str, hunks: &[Hunk]) -> Vec<Option<(usize, usize)>> {
+    if old == now {
+        return hunks.iter().map(|h| Some((h.start, h.end))).collect();
+    }
+    let diff = similar::TextDiff::from_lines(old, now);
+    let mut now_offsets = vec![0usize];
+    for line in diff.new_slices() {
+        now_offsets.push(now_offsets.last().copied().unwrap_or(0) + line.len());
+    }
+    let equal: Vec<(usize, usize, usize)> = diff
+        .ops()
+        .iter()
+        .filter_map(|op| match *op {
+            similar::DiffOp::Equal {
+                old_index,
+                new_index,
+                len,
+            } => Some((old_index, new_index, len)),
+            _ => None,
+        })
+        .collect();
+    hunks
+        .iter()
+        .map(|h| {
+            let (first, last) = (h.line - 1, h.line - 1 + h.old_lines);
+            let &(old_index, new_index, _) = equal
+                .iter()
+                .find(|(o, _, len)| *o <= first && last <= o + len)?;
+            let at = new_index + (first - old_index);
+            Some((now_offsets[at], now_offsets[at + h.old_lines]))
+        })
+        .collect()
+}
+
+/// Plain (unannotated) edits of `doc`, versioned.
+fn plain_edit(doc: &Doc, edits: &[(usize, usize, &str)]) -> WorkspaceEdit {
+    let edits = edits
+        .iter()
+        .map(|&(start, end, new)| {
+            OneOf::Left(TextEdit::new(
+                Range::new(position_at(&doc.text, start), position_at(&doc.text, end)),
+                new.to_owned(),
+            ))
+        })
+        .collect();
+    WorkspaceEdit {
+        changes: None,
+        document_changes: Some(DocumentChanges::Edits(vec![TextDocumentEdit {
+            text_document: OptionalVersionedTextDocumentIdentifier {
+                uri: doc.uri.clone(),
+                version: Some(doc.version),
+            },
+            edits,
+        }])),
+        change_annotations: None,
+    }
+}
+
 /// File access for the tools of an LSP session: open documents are read
 /// from the editor's buffers and changed through `workspace/applyEdit`;
 /// other files go to the disk.
@@ -289,15 +368,117 @@ pub struct EditorFs {
     client: Client,
     docs: Arc<Documents>,
     annotations: bool,
+    /// Set for clients without change annotations: hunks are reviewed
+    /// as diagnostics before anything is applied.
+    reviews: Option<Arc<Reviews>>,
 }
 
 impl EditorFs {
-    pub fn new(client: Client, docs: Arc<Documents>, annotations: bool) -> Self {
+    pub fn new(
+        client: Client,
+        docs: Arc<Documents>,
+        annotations: bool,
+        reviews: Option<Arc<Reviews>>,
+    ) -> Self {
         EditorFs {
             client,
             docs,
             annotations,
+            reviews,
         }
+    }
+
+    /// Sends `edit`; returns whether the client applied it and the
+    /// document's state afterwards (after the `didChange` of an applied
+    /// edit, which may come after the answer).
+    async fn apply_edit(
+        &self,
+        path: &Path,
+        label: String,
+        edit: WorkspaceEdit,
+        version: i32,
+    ) -> Result<(bool, String), FsError> {
+        let answer = self
+            .client
+            .send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams {
+                label: Some(label),
+                edit,
+            })
+            .await
+            .map_err(|e| FsError::Client(format!("the editor could not apply the edit: {e}")))?;
+        tracing::debug!(applied = answer.applied, reason = ?answer.failure_reason, "applyEdit answered");
+        let after = if answer.applied {
+            self.docs.wait_newer(path, version, SETTLE).await
+        } else {
+            self.docs.by_path(path)
+        };
+        let current = match after {
+            Some(d) => d.text,
+            None => LocalFs.read_to_string(path).await?,
+        };
+        Ok((answer.applied, current))
+    }
+
+    /// Shows the hunks as diagnostics, waits for the user's decisions, then
+    /// applies the accepted hunks as plain edits and reports what the
+    /// document holds.
+    async fn propose_in_diagnostics(
+        &self,
+        reviews: &Arc<Reviews>,
+        path: &Path,
+        doc: Doc,
+        hunks: Vec<Hunk>,
+    ) -> Result<WriteOutcome, FsError> {
+        let decisions = reviews.decide(&doc, &hunks, PERMISSION_WAIT).await;
+        let unanswered = decisions.iter().filter(|d| d.is_none()).count();
+        let accepted: Vec<bool> = decisions.iter().map(|d| *d == Some(true)).collect();
+        let now = self.docs.by_path(path).unwrap_or_else(|| doc.clone());
+        // The user may have typed meanwhile: the hunks move with the text
+        // around them, and one whose lines were touched is dropped.
+        let spans = rebase(&doc.text, &now.text, &hunks);
+        let kept: Vec<bool> = accepted
+            .iter()
+            .zip(&spans)
+            .map(|(&a, span)| a && span.is_some())
+            .collect();
+        if kept.iter().zip(&accepted).any(|(k, a)| k != a) {
+            tracing::info!("accepted hunks conflict with the user's typing; dropped");
+        }
+        let edits: Vec<(usize, usize, &str)> = spans
+            .iter()
+            .zip(&hunks)
+            .zip(&kept)
+            .filter(|(_, k)| **k)
+            .filter_map(|((span, hunk), _)| span.map(|(s, e)| (s, e, hunk.new_text.as_str())))
+            .collect();
+        let expected = splice(&now.text, &edits);
+        let current = if edits.is_empty() {
+            now.text.clone()
+        } else {
+            let edit = plain_edit(&now, &edits);
+            let n = edits.len();
+            let label = format!("MAIA: apply {n} hunk(s) to {}", path.display());
+            self.apply_edit(path, label, edit, now.version).await?.1
+        };
+        let outcome = if now.text == doc.text {
+            applied_hunks(&doc.text, &hunks, &current)
+        } else if current == expected {
+            Some(kept)
+        } else {
+            None
+        };
+        let (applied, mut report) = report(path, &hunks, outcome.as_deref());
+        if unanswered > 0 {
+            report.push_str(&format!(
+                "\n({unanswered} hunk(s) were not answered within {} s and count as rejected.)",
+                PERMISSION_WAIT.as_secs()
+            ));
+        }
+        Ok(WriteOutcome::Reviewed {
+            text: current,
+            applied,
+            report,
+        })
     }
 
     /// Proposes `content` for the open document `doc` and reports what the
@@ -307,29 +488,14 @@ impl EditorFs {
         if hunks.is_empty() {
             return Ok(WriteOutcome::Written);
         }
-        let name = path.display();
-        let params = ApplyWorkspaceEditParams {
-            label: Some(format!("MAIA: edit {name}")),
-            edit: proposal(&doc, &hunks, self.annotations),
-        };
-        let answer = self
-            .client
-            .send_request::<ApplyWorkspaceEdit>(params)
-            .await
-            .map_err(|e| FsError::Client(format!("the editor could not apply the edit: {e}")))?;
-        tracing::debug!(applied = answer.applied, reason = ?answer.failure_reason, "applyEdit answered");
-        // The answer may overtake the `didChange` that carries the edit.
-        let after = if answer.applied {
-            self.docs.wait_newer(path, doc.version, SETTLE).await
-        } else {
-            self.docs.by_path(path)
-        };
-        let current = match after {
-            Some(d) => d.text,
-            None => LocalFs.read_to_string(path).await?,
-        };
+        if let Some(reviews) = &self.reviews {
+            return self.propose_in_diagnostics(reviews, path, doc, hunks).await;
+        }
+        let label = format!("MAIA: edit {}", path.display());
+        let edit = proposal(&doc, &hunks, self.annotations);
+        let (applied, current) = self.apply_edit(path, label, edit, doc.version).await?;
         let kept = applied_hunks(&doc.text, &hunks, &current);
-        if !answer.applied && kept.as_ref().is_some_and(|k| k.iter().any(|&x| x)) {
+        if !applied && kept.as_ref().is_some_and(|k| k.iter().any(|&x| x)) {
             tracing::debug!("the client said not applied, but the document holds hunks");
         }
         let (applied, report) = report(path, &hunks, kept.as_deref());
@@ -394,5 +560,19 @@ mod tests {
             text.contains("Rejected: #2 (replace line 5 with 2 lines)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn hunks_follow_the_users_typing() {
+        let old = "a\nb\nc\nd\ne\n";
+        let hs = hunks(old, "a\nB\nc\nd\nE\n");
+        assert_eq!(rebase(old, old, &hs), vec![Some((2, 4)), Some((8, 10))]);
+        // A line added on top moves both hunks; a change to `e` drops #2.
+        let now = "top\na\nb\nc\nd\nx\n";
+        let spans = rebase(old, now, &hs);
+        assert_eq!(spans[0], Some((6, 8)));
+        assert_eq!(spans[1], None);
+        let edits: Vec<(usize, usize, &str)> = vec![(6, 8, "B\n")];
+        assert_eq!(splice(now, &edits), "top\na\nB\nc\nd\nx\n");
     }
 }

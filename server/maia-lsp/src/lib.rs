@@ -7,6 +7,8 @@
 //! document under `.maia/answers/` and a `maia/stream` notification.
 //! Writes to open documents become `workspace/applyEdit` proposals (see
 //! [`edits`]); permission questions become `window/showMessageRequest`s.
+//! Clients that cannot review edits or answer message requests get
+//! diagnostics with code actions instead (see [`review`]).
 //!
 //! One engine session per workspace folder, saved in `.maia/.sessions` like
 //! ACP sessions. The engine knows nothing of LSP: this crate is the only
@@ -15,6 +17,7 @@
 mod ask;
 mod docs;
 mod edits;
+mod review;
 mod turn;
 
 use std::collections::HashMap;
@@ -39,9 +42,16 @@ use tower_lsp_server::ls_types::{
 use tower_lsp_server::{Client, LanguageServer, LspService, Server};
 
 use crate::docs::{Documents, uri_to_path};
+use crate::review::Reviews;
 
 /// The commands `workspace/executeCommand` accepts.
-pub const COMMANDS: [&str; 3] = ["maia.ask", "maia.cancel", "maia.newSession"];
+pub const COMMANDS: [&str; 5] = [
+    "maia.ask",
+    "maia.cancel",
+    "maia.newSession",
+    review::REVIEW_COMMAND,
+    review::PERMISSION_COMMAND,
+];
 
 /// Serves LSP on this process's stdin and stdout until the client exits.
 pub async fn serve_stdio(options: EngineOptions) {
@@ -59,8 +69,12 @@ pub async fn serve_stdio(options: EngineOptions) {
 pub(crate) struct Caps {
     /// `window.workDoneProgress`: server-created progress tokens.
     pub progress: bool,
-    /// `workspace.workspaceEdit.changeAnnotationSupport`.
+    /// `workspace.workspaceEdit.changeAnnotationSupport`: edits are
+    /// reviewed in the client's UI, else through diagnostics.
     pub annotations: bool,
+    /// `window.showMessage.messageActionItem`: permission questions are
+    /// message requests, else diagnostics.
+    pub message_actions: bool,
 }
 
 impl Caps {
@@ -76,6 +90,11 @@ impl Caps {
                 .as_ref()
                 .and_then(|w| w.workspace_edit.as_ref())
                 .is_some_and(|e| e.change_annotation_support.is_some()),
+            message_actions: caps
+                .window
+                .as_ref()
+                .and_then(|w| w.show_message.as_ref())
+                .is_some_and(|m| m.message_action_item.is_some()),
         }
     }
 }
@@ -102,6 +121,8 @@ pub(crate) struct Inner {
     pub client: Client,
     engine: Engine,
     pub docs: Arc<Documents>,
+    /// Proposals and permission questions shown as diagnostics.
+    pub reviews: Arc<Reviews>,
     pub caps: OnceLock<Caps>,
     folders: Mutex<Vec<PathBuf>>,
     sessions: Mutex<HashMap<PathBuf, Arc<Session>>>,
@@ -148,6 +169,7 @@ impl Inner {
             self.client.clone(),
             self.docs.clone(),
             self.caps().annotations,
+            (!self.caps().annotations).then(|| self.reviews.clone()),
         );
         let (handle, events) = self
             .engine
@@ -178,11 +200,13 @@ pub struct Backend {
 
 impl Backend {
     fn new(client: Client, engine: Engine) -> Backend {
+        let docs = Arc::new(Documents::default());
         Backend {
             inner: Arc::new(Inner {
+                reviews: Arc::new(Reviews::new(client.clone(), docs.clone())),
                 client,
                 engine,
-                docs: Arc::new(Documents::default()),
+                docs,
                 caps: OnceLock::new(),
                 folders: Mutex::new(Vec::new()),
                 sessions: Mutex::new(HashMap::new()),
@@ -259,7 +283,12 @@ impl LanguageServer for Backend {
                 )),
                 code_action_provider: Some(CodeActionProviderCapability::Options(
                     CodeActionOptions {
-                        code_action_kinds: Some(ask::action_kinds()),
+                        code_action_kinds: Some(
+                            ask::action_kinds()
+                                .into_iter()
+                                .chain(review::action_kinds())
+                                .collect(),
+                        ),
                         resolve_provider: Some(true),
                         ..CodeActionOptions::default()
                     },
@@ -337,7 +366,14 @@ impl LanguageServer for Backend {
     }
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
-        Ok(Some(ask::code_actions(&self.inner, &params)))
+        // Pending reviews first: they block a turn.
+        let only = params.context.only.as_ref();
+        let mut actions = self
+            .inner
+            .reviews
+            .code_actions(&params, |kind| ask::wanted(kind, only));
+        actions.extend(ask::code_actions(&self.inner, &params));
+        Ok(Some(actions))
     }
 
     async fn code_action_resolve(&self, action: CodeAction) -> Result<CodeAction> {
@@ -352,6 +388,17 @@ impl LanguageServer for Backend {
                         Error::invalid_params("maia.ask takes one object argument")
                     })?;
                 ask::ask(&self.inner, arg).await.map(Some)
+            }
+            review::REVIEW_COMMAND | review::PERMISSION_COMMAND => {
+                let arg = params.arguments.into_iter().next().ok_or_else(|| {
+                    Error::invalid_params(format!("{} takes one object argument", params.command))
+                })?;
+                let reviews = &self.inner.reviews;
+                if params.command == review::REVIEW_COMMAND {
+                    reviews.review(arg).await.map(Some)
+                } else {
+                    reviews.permission(arg).await.map(Some)
+                }
             }
             "maia.cancel" => {
                 let folder = self.folder_arg(&params.arguments)?;

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use maia_core::{ChoiceKind, Event, PermissionReply, PermissionRequest, StopReason};
+use maia_core::{
+    ChoiceKind, Event, PermissionChoice, PermissionReply, PermissionRequest, StopReason,
+};
 use serde_json::{Value, json};
 use tower_lsp_server::Client;
 use tower_lsp_server::ls_types::notification::{Notification, Progress};
@@ -290,7 +292,21 @@ pub async fn run(inner: Arc<Inner>, session: Arc<Session>, turn: Turn) {
                 .await;
             }
             Event::Permission(request) => {
-                tokio::spawn(ask_permission(client.clone(), request));
+                if inner.caps().message_actions {
+                    tokio::spawn(ask_permission(client.clone(), request));
+                } else {
+                    // No message actions (Helix 25.07): a diagnostic with
+                    // Approve / Deny code actions.
+                    let reviews = inner.reviews.clone();
+                    match reviews.permission_uri(&request, &turn.asked_uri) {
+                        Some(uri) => {
+                            tokio::spawn(reviews.ask_permission(uri, request));
+                        }
+                        None => {
+                            tokio::spawn(ask_permission(client.clone(), request));
+                        }
+                    }
+                }
             }
             Event::Notice { text, .. } => {
                 client.log_message(MessageType::INFO, text).await;
@@ -356,11 +372,6 @@ async fn ask_permission(client: Client, request: PermissionRequest) {
             ChoiceKind::RejectAlways => None,
         })
         .collect();
-    let deny = request
-        .options
-        .iter()
-        .find(|o| o.kind == ChoiceKind::RejectOnce)
-        .map(|o| o.id.clone());
     let params = ShowMessageRequestParams {
         typ: MessageType::WARNING,
         message: format!("MAIA wants to run: {}", request.tool_call.title),
@@ -397,7 +408,22 @@ async fn ask_permission(client: Client, request: PermissionRequest) {
         }
         Err(_) => (None, Some("no answer to the permission prompt in 120 s")),
     };
-    let reply = match (chosen, deny) {
+    let reply = permission_reply(&request.options, chosen, reason);
+    let _ = request.reply.send(reply);
+}
+
+/// The engine's answer: the chosen option, else the deny option with the
+/// reason the user did not choose (else a cancel, when there is no deny).
+pub(crate) fn permission_reply(
+    options: &[PermissionChoice],
+    chosen: Option<String>,
+    reason: Option<&str>,
+) -> PermissionReply {
+    let deny = options
+        .iter()
+        .find(|o| o.kind == ChoiceKind::RejectOnce)
+        .map(|o| o.id.clone());
+    match (chosen, deny) {
         (Some(option), _) => PermissionReply::Selected {
             option,
             reason: None,
@@ -407,6 +433,5 @@ async fn ask_permission(client: Client, request: PermissionRequest) {
             reason: reason.map(str::to_owned),
         },
         (None, None) => PermissionReply::Cancelled,
-    };
-    let _ = request.reply.send(reply);
+    }
 }
