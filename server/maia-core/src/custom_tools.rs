@@ -32,14 +32,13 @@
 //! characters, middle dropped) and a non-zero exit is an error carrying the
 //! exit code and stderr.
 
-use std::collections::VecDeque;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use maia_llm::ToolSpec;
-use maia_tools::{ToolOutput, omission_note, truncate_middle};
+use maia_tools::{CappedOutput, ToolOutput, truncate_middle};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
@@ -57,8 +56,6 @@ pub const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
 /// Most characters of stderr kept in an error.
 const MAX_STDERR_CHARS: usize = 10_000;
-/// Bytes kept from the start and from the end of each stream while reading.
-const KEEP_BYTES: usize = 4 * MAX_OUTPUT_CHARS + 1024;
 /// How long to keep reading after the program exited (children may hold
 /// the pipes open).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
@@ -721,7 +718,7 @@ impl CustomTool {
 
 /// An error message: the headline, then stderr, then stdout, within
 /// [`MAX_OUTPUT_CHARS`].
-fn failure(headline: &str, stderr: Capped, stdout: &str) -> String {
+fn failure(headline: &str, stderr: CappedOutput, stdout: &str) -> String {
     let mut text = headline.to_string();
     let stderr = stderr.finish(MAX_STDERR_CHARS);
     if !stderr.trim().is_empty() {
@@ -800,7 +797,7 @@ impl Drop for GroupGuard {
 /// One output pipe being read.
 struct Stream<R> {
     reader: Option<R>,
-    output: Capped,
+    output: CappedOutput,
     buf: Vec<u8>,
 }
 
@@ -808,7 +805,7 @@ impl<R: AsyncRead + Unpin> Stream<R> {
     fn new(reader: Option<R>) -> Self {
         Self {
             reader,
-            output: Capped::default(),
+            output: CappedOutput::default(),
             buf: vec![0; 16 * 1024],
         }
     }
@@ -830,57 +827,6 @@ impl<R: AsyncRead + Unpin> Stream<R> {
                 self.reader = None;
             }
         }
-    }
-}
-
-/// Output kept while reading: the head, the tail and how many bytes were
-/// dropped between them.
-#[derive(Default)]
-struct Capped {
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    dropped: usize,
-}
-
-impl Capped {
-    fn push(&mut self, mut bytes: &[u8]) {
-        if self.head.len() < KEEP_BYTES {
-            let room = (KEEP_BYTES - self.head.len()).min(bytes.len());
-            self.head.extend_from_slice(&bytes[..room]);
-            bytes = &bytes[room..];
-        }
-        self.tail.extend(bytes);
-        if self.tail.len() > KEEP_BYTES {
-            let excess = self.tail.len() - KEEP_BYTES;
-            self.tail.drain(..excess);
-            self.dropped += excess;
-        }
-    }
-
-    /// The text, at most about `max_chars` characters, the middle replaced
-    /// by a note when too long.
-    fn finish(self, max_chars: usize) -> String {
-        let tail: Vec<u8> = self.tail.into_iter().collect();
-        if self.dropped == 0 {
-            let mut all = self.head;
-            all.extend_from_slice(&tail);
-            return truncate_middle(&String::from_utf8_lossy(&all), max_chars);
-        }
-        let head = String::from_utf8_lossy(&self.head);
-        let tail = String::from_utf8_lossy(&tail);
-        let head_chars = head.chars().count();
-        let tail_chars = tail.chars().count();
-        let note_len = omission_note(head_chars + tail_chars + self.dropped)
-            .chars()
-            .count();
-        let keep = max_chars.saturating_sub(note_len);
-        let head_keep = (keep / 2).min(head_chars);
-        let tail_keep = (keep - head_keep).min(tail_chars);
-        let dropped = self.dropped + (head_chars - head_keep) + (tail_chars - tail_keep);
-        let mut out: String = head.chars().take(head_keep).collect();
-        out.push_str(&omission_note(dropped));
-        out.extend(tail.chars().skip(tail_chars - tail_keep));
-        out
     }
 }
 
@@ -1582,7 +1528,7 @@ mod tests {
 
     #[test]
     fn capped_counts_dropped_characters() {
-        let mut out = Capped::default();
+        let mut out = CappedOutput::default();
         for _ in 0..100 {
             out.push(&[b'x'; 10_000]);
         }

@@ -30,7 +30,7 @@ pub use input::{
 };
 pub use reads::{ReadTracker, StaleRead};
 pub use tools::webfetch::{WEBFETCH_MAX_BODY_BYTES, WEBFETCH_TIMEOUT};
-pub use truncate::{omission_note, truncate_middle};
+pub use truncate::{CappedOutput, omission_note, truncate_middle};
 
 /// Validates `input` and computes what the user must see before permission.
 ///

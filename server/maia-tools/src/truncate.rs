@@ -119,3 +119,58 @@ mod tests {
         assert_eq!(truncate_end("abc", 3, "…"), "abc");
     }
 }
+
+/// Bytes kept at each end of a process's output while it runs: enough for
+/// 30,000 characters of UTF-8 either side.
+const KEEP_BYTES: usize = 4 * 30_000 + 1024;
+
+/// Output kept while a process runs: the head, the tail and how many bytes
+/// were dropped between them, so memory stays bounded whatever it prints.
+#[derive(Debug, Default)]
+pub struct CappedOutput {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    dropped: usize,
+}
+
+impl CappedOutput {
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        if self.head.len() < KEEP_BYTES {
+            let room = (KEEP_BYTES - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..room]);
+            bytes = &bytes[room..];
+        }
+        self.tail.extend(bytes);
+        if self.tail.len() > KEEP_BYTES {
+            let excess = self.tail.len() - KEEP_BYTES;
+            self.tail.drain(..excess);
+            self.dropped += excess;
+        }
+    }
+
+    /// The text, at most about `max_chars` characters, the middle replaced
+    /// by a note when too long.
+    pub fn finish(self, max_chars: usize) -> String {
+        let tail: Vec<u8> = self.tail.into_iter().collect();
+        if self.dropped == 0 {
+            let mut all = self.head;
+            all.extend_from_slice(&tail);
+            return truncate_middle(&String::from_utf8_lossy(&all), max_chars);
+        }
+        let head = String::from_utf8_lossy(&self.head);
+        let tail = String::from_utf8_lossy(&tail);
+        let head_chars = head.chars().count();
+        let tail_chars = tail.chars().count();
+        let note_len = omission_note(head_chars + tail_chars + self.dropped)
+            .chars()
+            .count();
+        let keep = max_chars.saturating_sub(note_len);
+        let head_keep = (keep / 2).min(head_chars);
+        let tail_keep = (keep - head_keep).min(tail_chars);
+        let dropped = self.dropped + (head_chars - head_keep) + (tail_chars - tail_keep);
+        let mut out: String = head.chars().take(head_keep).collect();
+        out.push_str(&omission_note(dropped));
+        out.extend(tail.chars().skip(tail_chars - tail_keep));
+        out
+    }
+}

@@ -5,7 +5,6 @@
 //! cancellation, or once the shell has exited, the whole group is killed so
 //! no background process outlives the call.
 
-use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
@@ -19,15 +18,13 @@ use tokio::process::Command;
 
 use crate::context::{ToolContext, ToolOutput};
 use crate::input::BashInput;
-use crate::truncate::join_truncated;
+use crate::truncate::CappedOutput;
 
 /// Most characters of output returned (the middle is dropped).
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
 /// How long to keep reading after the shell exited (background children may
 /// hold the pipe open).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
-/// Bytes kept from the start and from the end of the output while reading.
-const KEEP_BYTES: usize = 4 * MAX_OUTPUT_CHARS + 1024;
 
 /// Kills the process group when dropped (also when the call's future is
 /// dropped half-way).
@@ -47,45 +44,6 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill();
-    }
-}
-
-/// Output kept while reading: the head, the tail, and how much was dropped
-/// in between.
-#[derive(Default)]
-struct CappedOutput {
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    dropped: usize,
-}
-
-impl CappedOutput {
-    fn push(&mut self, mut bytes: &[u8]) {
-        if self.head.len() < KEEP_BYTES {
-            let room = (KEEP_BYTES - self.head.len()).min(bytes.len());
-            self.head.extend_from_slice(&bytes[..room]);
-            bytes = &bytes[room..];
-        }
-        self.tail.extend(bytes);
-        if self.tail.len() > KEEP_BYTES {
-            let excess = self.tail.len() - KEEP_BYTES;
-            self.tail.drain(..excess);
-            self.dropped += excess;
-        }
-    }
-
-    fn finish(self) -> String {
-        let tail: Vec<u8> = self.tail.into_iter().collect();
-        if self.dropped == 0 {
-            let mut all = self.head;
-            all.extend_from_slice(&tail);
-            let text = String::from_utf8_lossy(&all);
-            crate::truncate::truncate_middle(&text, MAX_OUTPUT_CHARS)
-        } else {
-            let head = String::from_utf8_lossy(&self.head);
-            let tail = String::from_utf8_lossy(&tail);
-            join_truncated(&head, self.dropped, &tail, MAX_OUTPUT_CHARS)
-        }
     }
 }
 
@@ -177,7 +135,7 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
     group.kill();
     drop(group);
 
-    let mut text = output.finish();
+    let mut text = output.finish(MAX_OUTPUT_CHARS);
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
@@ -329,7 +287,7 @@ mod tests {
         for _ in 0..100 {
             out.push(&[b'x'; 10_000]);
         }
-        let text = out.finish();
+        let text = out.finish(MAX_OUTPUT_CHARS);
         assert!(text.chars().count() <= MAX_OUTPUT_CHARS);
         let kept = text.chars().filter(|&c| c == 'x').count();
         let note = text.split("[... ").nth(1).unwrap();
