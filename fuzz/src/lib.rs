@@ -128,7 +128,8 @@ fn fuzz_cwd() -> &'static Path {
 /// The permission rules and the shell splitter: the first line of `data`
 /// is parsed as a rule, the rest is a command and a file path. Properties:
 /// a `Bash` deny rule denies every command, no rule asks, an allow rule
-/// `Bash(echo *)` never allows a command that does not start with `echo`,
+/// `Bash(echo *)` never allows a command that does not start with `echo`
+/// (after blank and comment lines),
 /// and `Read(src/**)` never allows a path outside `<cwd>/src`.
 pub fn permission_rules(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
@@ -163,7 +164,13 @@ pub fn permission_rules(data: &[u8]) {
 
     let echo = broker_with(Family::Allow, &["Bash(echo *)", "Read(src/**)"]);
     if echo.decide_value("Bash", &command, cwd) == Decision::Allow {
-        let first = rest.split_whitespace().next().unwrap_or("");
+        // The first word of the first line that is not blank or a comment.
+        let first = rest
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or("");
         assert_eq!(first, "echo", "allowed by Bash(echo *): {rest:?}");
     }
     if echo.decide_value("Read", &file, cwd) == Decision::Allow {
