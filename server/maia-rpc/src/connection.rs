@@ -150,6 +150,44 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    serve_with(reader, max_line, |out_rx| {
+        tokio::spawn(write_loop(writer, out_rx))
+    })
+}
+
+/// Like [`serve`], with a blocking writer (such as the process's stdout)
+/// driven by one dedicated thread: each line is written without a hop
+/// through the blocking pool, which keeps streaming latency low.
+pub fn serve_blocking_writer<R, W>(
+    reader: R,
+    writer: W,
+    max_line: usize,
+) -> (
+    Connection,
+    mpsc::UnboundedReceiver<Incoming>,
+    JoinHandle<()>,
+)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: std::io::Write + Send + 'static,
+{
+    serve_with(reader, max_line, |out_rx| {
+        tokio::task::spawn_blocking(move || blocking_write_loop(writer, out_rx))
+    })
+}
+
+fn serve_with<R>(
+    reader: R,
+    max_line: usize,
+    spawn_writer: impl FnOnce(mpsc::UnboundedReceiver<String>) -> JoinHandle<()>,
+) -> (
+    Connection,
+    mpsc::UnboundedReceiver<Incoming>,
+    JoinHandle<()>,
+)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
     let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
     let conn = Connection {
         inner: Arc::new(Inner {
@@ -158,7 +196,7 @@ where
             next_id: AtomicU64::new(1),
         }),
     };
-    let writer_task = tokio::spawn(write_loop(writer, out_rx));
+    let writer_task = spawn_writer(out_rx);
     let (in_tx, in_rx) = mpsc::unbounded_channel();
     let reader_conn = conn.clone();
     tokio::spawn(async move {
@@ -166,6 +204,22 @@ where
         reader_conn.close_pending();
     });
     (conn, in_rx, writer_task)
+}
+
+fn blocking_write_loop<W: std::io::Write>(writer: W, mut rx: mpsc::UnboundedReceiver<String>) {
+    let mut writer = std::io::BufWriter::new(writer);
+    while let Some(mut line) = rx.blocking_recv() {
+        line.push('\n');
+        if let Err(e) = std::io::Write::write_all(&mut writer, line.as_bytes()) {
+            tracing::debug!("cannot write to the peer: {e}");
+            return;
+        }
+        // Flush once the queue is drained, not after every line.
+        if rx.is_empty() && std::io::Write::flush(&mut writer).is_err() {
+            return;
+        }
+    }
+    let _ = std::io::Write::flush(&mut writer);
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut rx: mpsc::UnboundedReceiver<String>) {
@@ -285,5 +339,23 @@ mod tests {
         drop(client_write);
         assert!(incoming.recv().await.is_none());
         assert_eq!(pending.await.unwrap(), Err(RequestError::Closed));
+    }
+
+    #[tokio::test]
+    async fn blocking_writer_writes_lines_in_order() {
+        let (mut read_end, write_end) = std::io::pipe().unwrap();
+        let (conn, _incoming, writer) = serve_blocking_writer(tokio::io::empty(), write_end, 1024);
+        conn.notify("first", json!({}));
+        conn.respond(json!(3), Ok(json!({"ok": true})));
+        drop(conn);
+        writer.await.unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut read_end, &mut out).unwrap();
+        let lines: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["method"], "first");
+        assert_eq!(lines[1]["id"], 3);
     }
 }

@@ -35,9 +35,9 @@ use tokio::task::JoinHandle;
 
 /// Serves ACP on this process's stdin and stdout until stdin closes.
 pub async fn serve_stdio(options: EngineOptions) -> anyhow::Result<()> {
-    let (conn, mut incoming, writer) = maia_rpc::serve(
+    let (conn, mut incoming, writer) = maia_rpc::serve_blocking_writer(
         tokio::io::stdin(),
-        tokio::io::stdout(),
+        std::io::stdout(),
         maia_rpc::framing::DEFAULT_MAX_LINE,
     );
     let agent = Arc::new(Agent::new(conn, Engine::new(options)));
