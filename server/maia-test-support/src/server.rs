@@ -108,6 +108,10 @@ impl MockLlm {
             .fallback(not_found)
             .with_state(Arc::clone(&shared));
         let task = tokio::spawn(async move {
+            // Small SSE pieces must leave at once, as a real proxy's do.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, app).await;
         });
         MockLlm {
