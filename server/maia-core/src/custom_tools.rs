@@ -38,9 +38,8 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use maia_llm::ToolSpec;
+use maia_tools::process::GroupGuard;
 use maia_tools::{CappedOutput, ToolOutput, truncate_middle};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
@@ -639,13 +638,8 @@ impl CustomTool {
                 ));
             }
         };
-        let group = GroupGuard(
-            child
-                .id()
-                .and_then(|id| i32::try_from(id).ok())
-                .map(Pid::from_raw),
-        );
-        tracing::debug!(tool = %self.name, ?argv, pid = ?group.0, "custom tool started");
+        let group = GroupGuard::new(child.id());
+        tracing::debug!(tool = %self.name, ?argv, pid = ?group.pid(), "custom tool started");
 
         let mut stdout = Stream::new(child.stdout.take());
         let mut stderr = Stream::new(child.stderr.take());
@@ -771,27 +765,6 @@ enum Outcome {
     WaitFailed(std::io::Error),
     TimedOut,
     Cancelled,
-}
-
-/// Kills the process group when dropped (also when the call's future is
-/// dropped half-way).
-struct GroupGuard(Option<Pid>);
-
-impl GroupGuard {
-    fn kill(&self) {
-        if let Some(pgid) = self.0 {
-            // ESRCH (group already gone) is expected and harmless.
-            if let Err(err) = killpg(pgid, Signal::SIGKILL) {
-                tracing::trace!(%err, "killpg");
-            }
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// One output pipe being read.
@@ -1541,7 +1514,7 @@ mod tests {
     }
 
     fn is_dead(pid: i32) -> bool {
-        if nix::sys::signal::kill(Pid::from_raw(pid), None).is_err() {
+        if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
             return true;
         }
         // Not yet reaped by its new parent: a zombie is dead too.

@@ -15,6 +15,7 @@ mod error;
 pub mod fs;
 mod input;
 pub mod path;
+pub mod process;
 pub mod reads;
 mod tools;
 mod truncate;

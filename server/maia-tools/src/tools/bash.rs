@@ -10,8 +10,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use crate::process::GroupGuard;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::process::Command;
@@ -25,27 +24,6 @@ pub const MAX_OUTPUT_CHARS: usize = 30_000;
 /// How long to keep reading after the shell exited (background children may
 /// hold the pipe open).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
-
-/// Kills the process group when dropped (also when the call's future is
-/// dropped half-way).
-struct GroupGuard(Option<Pid>);
-
-impl GroupGuard {
-    fn kill(&self) {
-        if let Some(pgid) = self.0 {
-            // ESRCH (group already gone) is expected and harmless.
-            if let Err(err) = killpg(pgid, Signal::SIGKILL) {
-                tracing::trace!(%err, "killpg");
-            }
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 enum Outcome {
     Exited(ExitStatus),
@@ -81,13 +59,8 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
     // the reader sees EOF once every child has closed its own.
     drop(command);
     let mut child = spawned?;
-    let group = GroupGuard(
-        child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw),
-    );
-    tracing::debug!(command = %input.command, pid = ?group.0, "bash started");
+    let group = GroupGuard::new(child.id());
+    tracing::debug!(command = %input.command, pid = ?group.pid(), "bash started");
     let mut receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
 
     let mut output = CappedOutput::default();
@@ -236,7 +209,7 @@ mod tests {
     }
 
     fn is_dead(pid: i32) -> bool {
-        if nix::sys::signal::kill(Pid::from_raw(pid), None).is_err() {
+        if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
             return true;
         }
         // Not yet reaped by its new parent: a zombie is dead too.
