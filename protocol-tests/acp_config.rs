@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, Options, agent_text, choose, read, updates, updates_of};
+use crate::harness::{
+    Maia, Options, agent_text, choose, permission_requests, read, updates, updates_of,
+};
 
 // ---------------------------------------------------------------- helpers
 
@@ -82,24 +84,13 @@ async fn tool_turn(
     calls: &[(&str, &str, Value)],
     answer: impl FnMut(&Value) -> Option<Value>,
 ) -> (Value, Vec<Value>) {
-    maia.mock.push(mock::tool_calls_reply(calls));
-    maia.mock.push(mock::text_reply("done"));
-    let id = maia.prompt(sid, "go").await;
-    let (resp, before) = maia.response_with(id, answer).await;
+    let (resp, before) = maia.tool_turn(sid, calls, answer).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     (resp, before)
 }
 
 fn no_question(m: &Value) -> Option<Value> {
     panic!("unexpected agent request: {m}")
-}
-
-fn permission_requests(messages: &[Value]) -> Vec<Value> {
-    messages
-        .iter()
-        .filter(|m| m["method"] == "session/request_permission")
-        .cloned()
-        .collect()
 }
 
 /// The option names of a permission request.

@@ -15,15 +15,8 @@ fn options(settings: Value) -> Options {
 
 async fn session_with(maia: &mut Maia) -> (String, Value) {
     maia.initialize().await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
-        .await;
-    let (resp, _) = maia.response(id).await;
-    let sid = resp["result"]["sessionId"].as_str().unwrap().to_owned();
-    maia.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")
-        .await;
-    (sid, resp["result"]["configOptions"].clone())
+    let (sid, result) = maia.new_session_result().await;
+    (sid, result["configOptions"].clone())
 }
 
 /// Runs one text turn and returns its `usage_update` payloads.

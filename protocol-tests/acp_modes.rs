@@ -8,15 +8,7 @@ use crate::harness::{Maia, choose, updates_of};
 
 async fn open(maia: &mut Maia) -> (String, Value) {
     maia.initialize().await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
-        .await;
-    let (resp, _) = maia.response(id).await;
-    let sid = resp["result"]["sessionId"].as_str().unwrap().to_owned();
-    maia.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")
-        .await;
-    (sid, resp["result"].clone())
+    maia.new_session_result().await
 }
 
 async fn set_mode(maia: &mut Maia, sid: &str, mode: &str) -> Value {

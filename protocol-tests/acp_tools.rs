@@ -8,21 +8,7 @@ use std::time::Duration;
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, Options, choose, read, updates};
-
-/// Scripts one model response with `calls`, then a final text answer, and
-/// prompts; returns the prompt response and the messages before it.
-async fn tool_turn(
-    maia: &mut Maia,
-    sid: &str,
-    calls: &[(&str, &str, Value)],
-    answer: impl FnMut(&Value) -> Option<Value>,
-) -> (Value, Vec<Value>) {
-    maia.mock.push(mock::tool_calls_reply(calls));
-    maia.mock.push(mock::text_reply("done"));
-    let id = maia.prompt(sid, "go").await;
-    maia.response_with(id, answer).await
-}
+use crate::harness::{Maia, Options, choose, permission_requests, read, updates};
 
 /// The `tool_call` and `tool_call_update` payloads among `messages`.
 fn tool_updates(messages: &[Value]) -> Vec<Value> {
@@ -61,15 +47,6 @@ fn final_status(messages: &[Value], tool_call_id: &Value) -> String {
     statuses(messages, tool_call_id)
         .pop()
         .unwrap_or_else(|| panic!("no status for {tool_call_id}"))
-}
-
-/// The `session/request_permission` requests among `messages`.
-fn permission_requests(messages: &[Value]) -> Vec<Value> {
-    messages
-        .iter()
-        .filter(|m| m["method"] == "session/request_permission")
-        .cloned()
-        .collect()
 }
 
 /// The requests among `messages` of `method`.
@@ -191,13 +168,13 @@ async fn fs_client() -> (Maia, String) {
 async fn write_allowed_once_announces_diffs_asks_and_writes() {
     let (mut maia, sid) = Maia::ready().await;
     let args = json!({"file_path": "src/new.txt", "content": "hello\nworld\n"});
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[("call_w", "Write", args.clone())],
-        choose("allow_once"),
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[("call_w", "Write", args.clone())],
+            choose("allow_once"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     let path = maia.path("src/new.txt");
     let call = only_call(&before);
@@ -281,13 +258,9 @@ async fn write_allowed_once_announces_diffs_asks_and_writes() {
 async fn write_rejected_once_is_not_written_and_the_model_is_told() {
     let (mut maia, sid) = Maia::ready().await;
     let args = json!({"file_path": "no.txt", "content": "x"});
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[("call_w", "Write", args)],
-        choose("reject_once"),
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(&sid, &[("call_w", "Write", args)], choose("reject_once"))
+        .await;
     assert_end_turn(&maia, &resp);
     let tcid = only_call(&before)["toolCallId"].clone();
     assert!(!maia.path("no.txt").exists());
@@ -385,13 +358,13 @@ async fn edit_keeps_crlf_line_endings() {
 async fn bash_allowed_runs_and_reports_output_and_exit_code() {
     let (mut maia, sid) = Maia::ready().await;
     let args = json!({"command": "echo hello-from-bash"});
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[("call_b", "Bash", args.clone())],
-        choose("allow_once"),
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[("call_b", "Bash", args.clone())],
+            choose("allow_once"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     let call = only_call(&before);
     assert_eq!(call["kind"], "execute");
@@ -408,13 +381,13 @@ async fn bash_allowed_runs_and_reports_output_and_exit_code() {
 #[tokio::test]
 async fn bash_rejected_does_not_run() {
     let (mut maia, sid) = Maia::ready().await;
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[("call_b", "Bash", json!({"command": "touch marker.txt"}))],
-        choose("reject_once"),
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[("call_b", "Bash", json!({"command": "touch marker.txt"}))],
+            choose("reject_once"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     let tcid = only_call(&before)["toolCallId"].clone();
     assert_eq!(statuses(&before, &tcid), ["failed"]);
@@ -426,14 +399,14 @@ async fn bash_rejected_does_not_run() {
 #[tokio::test]
 async fn allow_always_is_remembered_for_the_session() {
     let (mut maia, sid) = Maia::ready().await;
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        // A dash option is not taken as a subcommand: the rule is `echo *`.
-        &[("call_1", "Bash", json!({"command": "echo -n one"}))],
-        choose("allow_always"),
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            // A dash option is not taken as a subcommand: the rule is `echo *`.
+            &[("call_1", "Bash", json!({"command": "echo -n one"}))],
+            choose("allow_always"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     let asks = permission_requests(&before);
     let always = asks[0]["params"]["options"]
@@ -447,13 +420,13 @@ async fn allow_always_is_remembered_for_the_session() {
     assert!(result_for(&maia, "call_1").starts_with("one\n"));
 
     // Next turn: covered by the rule, so no question.
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[("call_2", "Bash", json!({"command": "echo two"}))],
-        |m| panic!("asked again: {m}"),
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[("call_2", "Bash", json!({"command": "echo two"}))],
+            |m| panic!("asked again: {m}"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     assert!(permission_requests(&before).is_empty());
     let tcid = only_call(&before)["toolCallId"].clone();
@@ -461,13 +434,13 @@ async fn allow_always_is_remembered_for_the_session() {
     assert_eq!(result_for(&maia, "call_2"), "two\nExit code: 0");
 
     // The rule does not cover another command.
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[("call_3", "Bash", json!({"command": "pwd"}))],
-        choose("reject_once"),
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[("call_3", "Bash", json!({"command": "pwd"}))],
+            choose("reject_once"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     assert_eq!(permission_requests(&before).len(), 1);
 }
@@ -475,26 +448,26 @@ async fn allow_always_is_remembered_for_the_session() {
 #[tokio::test]
 async fn reject_always_is_remembered_for_the_session() {
     let (mut maia, sid) = Maia::ready().await;
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[("call_1", "Bash", json!({"command": "touch a.txt"}))],
-        choose("reject_always"),
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[("call_1", "Bash", json!({"command": "touch a.txt"}))],
+            choose("reject_always"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     let option = permission_requests(&before)[0]["params"]["options"][3].clone();
     assert_eq!(option["kind"], "reject_always");
     assert_eq!(option["name"], "Always reject Bash(touch *)");
     assert!(!maia.path("a.txt").exists());
 
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[("call_2", "Bash", json!({"command": "touch b.txt"}))],
-        |m| panic!("asked again: {m}"),
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[("call_2", "Bash", json!({"command": "touch b.txt"}))],
+            |m| panic!("asked again: {m}"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     assert!(permission_requests(&before).is_empty());
     let tcid = only_call(&before)["toolCallId"].clone();
@@ -508,20 +481,20 @@ async fn reject_always_is_remembered_for_the_session() {
 async fn write_goes_through_the_editor_when_advertised() {
     let (mut maia, sid) = fs_client().await;
     let path = maia.path("out/w.txt");
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[(
-            "call_w",
-            "Write",
-            json!({"file_path": "out/w.txt", "content": "via editor"}),
-        )],
-        |m| match m["method"].as_str() {
-            Some("fs/write_text_file") => Some(Value::Null),
-            _ => choose("allow_once")(m),
-        },
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[(
+                "call_w",
+                "Write",
+                json!({"file_path": "out/w.txt", "content": "via editor"}),
+            )],
+            |m| match m["method"].as_str() {
+                Some("fs/write_text_file") => Some(Value::Null),
+                _ => choose("allow_once")(m),
+            },
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     let writes = requests_of(&before, "fs/write_text_file");
     assert_eq!(writes.len(), 1, "{before:?}");
@@ -540,16 +513,16 @@ async fn read_goes_through_the_editor_when_advertised() {
     let (mut maia, sid) = fs_client().await;
     let path = maia.path("r.txt");
     std::fs::write(&path, "from disk\n").unwrap();
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[("call_r", "Read", json!({"file_path": "r.txt"}))],
-        |m| match m["method"].as_str() {
-            Some("fs/read_text_file") => Some(json!({"content": "from editor buffer"})),
-            _ => choose("allow_once")(m),
-        },
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[("call_r", "Read", json!({"file_path": "r.txt"}))],
+            |m| match m["method"].as_str() {
+                Some("fs/read_text_file") => Some(json!({"content": "from editor buffer"})),
+                _ => choose("allow_once")(m),
+            },
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     let reads = requests_of(&before, "fs/read_text_file");
     assert_eq!(reads.len(), 1, "{before:?}");
@@ -596,20 +569,20 @@ async fn an_editor_error_on_read_fails_the_call_and_the_turn_goes_on() {
 async fn without_fs_capabilities_the_disk_is_used_and_no_fs_request_is_sent() {
     let (mut maia, sid) = Maia::ready().await;
     std::fs::write(maia.path("r.txt"), "on disk\n").unwrap();
-    let (resp, _) = tool_turn(
-        &mut maia,
-        &sid,
-        &[
-            ("call_r", "Read", json!({"file_path": "r.txt"})),
-            (
-                "call_w",
-                "Write",
-                json!({"file_path": "w/x.txt", "content": "written"}),
-            ),
-        ],
-        choose("allow_once"),
-    )
-    .await;
+    let (resp, _) = maia
+        .tool_turn(
+            &sid,
+            &[
+                ("call_r", "Read", json!({"file_path": "r.txt"})),
+                (
+                    "call_w",
+                    "Write",
+                    json!({"file_path": "w/x.txt", "content": "written"}),
+                ),
+            ],
+            choose("allow_once"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     assert!(result_for(&maia, "call_r").contains("on disk"));
     assert_eq!(read(&maia.path("w/x.txt")), "written");
@@ -701,20 +674,20 @@ async fn calls_on_one_file_run_in_the_order_requested() {
     let (mut maia, sid) = Maia::ready().await;
     let path = maia.path("same.txt");
     std::fs::write(&path, "old\n").unwrap();
-    let (resp, _) = tool_turn(
-        &mut maia,
-        &sid,
-        &[
-            ("call_r", "Read", json!({"file_path": "same.txt"})),
-            (
-                "call_e",
-                "Edit",
-                json!({"file_path": "same.txt", "old_string": "old", "new_string": "new"}),
-            ),
-        ],
-        choose("allow_once"),
-    )
-    .await;
+    let (resp, _) = maia
+        .tool_turn(
+            &sid,
+            &[
+                ("call_r", "Read", json!({"file_path": "same.txt"})),
+                (
+                    "call_e",
+                    "Edit",
+                    json!({"file_path": "same.txt", "old_string": "old", "new_string": "new"}),
+                ),
+            ],
+            choose("allow_once"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     // The Edit needs the Read done first.
     let edit = result_for(&maia, "call_e");
@@ -764,20 +737,20 @@ async fn bad_arguments_and_unknown_tools_fail_and_the_turn_goes_on() {
 #[tokio::test]
 async fn relative_paths_resolve_against_the_session_cwd() {
     let (mut maia, sid) = Maia::ready().await;
-    let (resp, before) = tool_turn(
-        &mut maia,
-        &sid,
-        &[
-            (
-                "call_w",
-                "Write",
-                json!({"file_path": "sub/x.txt", "content": "here"}),
-            ),
-            ("call_b", "Bash", json!({"command": "pwd"})),
-        ],
-        choose("allow_once"),
-    )
-    .await;
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[
+                (
+                    "call_w",
+                    "Write",
+                    json!({"file_path": "sub/x.txt", "content": "here"}),
+                ),
+                ("call_b", "Bash", json!({"command": "pwd"})),
+            ],
+            choose("allow_once"),
+        )
+        .await;
     assert_end_turn(&maia, &resp);
     let target = maia.path("sub/x.txt");
     assert_eq!(read(&target), "here");

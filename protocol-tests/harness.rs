@@ -255,6 +255,12 @@ impl Maia {
     }
 
     pub async fn new_session(&mut self) -> String {
+        self.new_session_result().await.0
+    }
+
+    /// Opens a session; returns its id and the whole `session/new` result
+    /// (modes, config options), once the command list has followed it.
+    pub async fn new_session_result(&mut self) -> (String, Value) {
         let cwd = self.cwd();
         let id = self
             .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
@@ -269,7 +275,21 @@ impl Maia {
             .wait_for(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")
             .await;
         assert_eq!(commands["params"]["sessionId"], sid);
-        sid
+        (sid, resp["result"].clone())
+    }
+
+    /// Scripts one model response with `calls`, then a final text answer,
+    /// and prompts; returns the prompt response and the messages before it.
+    pub async fn tool_turn(
+        &mut self,
+        sid: &str,
+        calls: &[(&str, &str, Value)],
+        answer: impl FnMut(&Value) -> Option<Value>,
+    ) -> (Value, Vec<Value>) {
+        self.mock.push(maia_test_support::tool_calls_reply(calls));
+        self.mock.push(maia_test_support::text_reply("done"));
+        let id = self.prompt(sid, "go").await;
+        self.response_with(id, answer).await
     }
 
     /// Initializes and opens a session.
@@ -308,6 +328,15 @@ impl Maia {
             .expect("maia did not exit in time")
             .unwrap()
     }
+}
+
+/// The `session/request_permission` requests among `messages`.
+pub fn permission_requests(messages: &[Value]) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .cloned()
+        .collect()
 }
 
 /// The `session/update` payloads among `messages`.

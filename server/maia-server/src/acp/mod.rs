@@ -163,30 +163,22 @@ impl Agent {
                 "the connection is not initialized: call `initialize` first",
             )),
             ClientRequest::NewSessionRequest(req) => {
-                let mcp = convert::mcp_servers(req.mcp_servers, &req.cwd);
-                return self.spawn_open(id, &req.cwd, mcp, Open::New, req.system_prompt.is_some());
+                let prompt = req.system_prompt.is_some();
+                return self.spawn_open(id, req.cwd, req.mcp_servers, Open::New, prompt);
             }
             ClientRequest::LoadSessionRequest(req) => {
-                let sid = req.session_id.0.to_string();
-                let mcp = convert::mcp_servers(req.mcp_servers, &req.cwd);
-                return self.spawn_open(
-                    id,
-                    &req.cwd,
-                    mcp,
-                    Open::Load(sid),
+                let (how, prompt) = (
+                    Open::Load(req.session_id.0.to_string()),
                     req.system_prompt.is_some(),
                 );
+                return self.spawn_open(id, req.cwd, req.mcp_servers, how, prompt);
             }
             ClientRequest::ResumeSessionRequest(req) => {
-                let sid = req.session_id.0.to_string();
-                let mcp = convert::mcp_servers(req.mcp_servers, &req.cwd);
-                return self.spawn_open(
-                    id,
-                    &req.cwd,
-                    mcp,
-                    Open::Resume(sid),
+                let (how, prompt) = (
+                    Open::Resume(req.session_id.0.to_string()),
                     req.system_prompt.is_some(),
                 );
+                return self.spawn_open(id, req.cwd, req.mcp_servers, how, prompt);
             }
             ClientRequest::CloseSessionRequest(req) => {
                 return self.close_session(id, req.session_id.0.as_ref());
@@ -234,17 +226,17 @@ impl Agent {
     fn spawn_open(
         self: &Arc<Self>,
         id: Id,
-        cwd: &Path,
-        mcp: Vec<maia_core::McpServerConfig>,
+        cwd: PathBuf,
+        mcp_servers: Vec<agent_client_protocol_schema::v1::McpServer>,
         how: Open,
         system_prompt: bool,
     ) {
-        if let Err(e) = check_cwd(cwd, system_prompt) {
+        if let Err(e) = check_cwd(&cwd, system_prompt) {
             self.conn.respond(id, Err(e));
             return;
         }
+        let mcp = convert::mcp_servers(mcp_servers, &cwd);
         let agent = self.clone();
-        let cwd = cwd.to_path_buf();
         tokio::spawn(async move { agent.open_session(id, cwd, how, mcp).await });
     }
 
