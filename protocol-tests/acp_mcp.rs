@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::harness::{Maia, Options, agent_text, alive, choose, eventually, updates_of};
 
 /// The `maia-mock-mcp` executable.
-fn mock_mcp() -> PathBuf {
+pub(crate) fn mock_mcp() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let exe = std::env::current_exe().unwrap();

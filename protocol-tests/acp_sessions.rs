@@ -124,8 +124,19 @@ async fn listed_ids(maia: &mut Maia) -> Vec<String> {
         .collect()
 }
 
-/// Waits for the `available_commands_update` of `sid` that follows an
-/// open response, and checks it is the first message after it.
+/// Checks that `before` (what came before a load or resume response) ends
+/// with the session's opening updates: the command list, and nothing else
+/// for another session.
+fn expect_commands_before(before: &[Value], sid: &str) {
+    let commands = before
+        .iter()
+        .find(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")
+        .unwrap_or_else(|| panic!("the command list must precede the response: {before:?}"));
+    assert_eq!(commands["params"]["sessionId"], sid);
+}
+
+/// Waits for the `available_commands_update` of `sid` that follows a
+/// `session/new` response, and checks it is the first message after it.
 async fn expect_commands_next(maia: &mut Maia, sid: &str) -> Value {
     let m = maia.next().await;
     assert_eq!(
@@ -275,9 +286,15 @@ async fn saved_thread_survives_kill_9_and_load_replays_it_in_order() {
             && m["params"]["sessionId"] == sid),
         "only this session's updates before the load response: {before:?}"
     );
-    // Consecutive chunks of one kind are one message; collapse them.
+    // Consecutive chunks of one kind are one message; collapse them. The
+    // session's opening updates (commands, notices) close the sequence.
     let mut sequence = kinds(&before);
     sequence.dedup();
+    assert_eq!(
+        sequence.last().map(String::as_str),
+        Some("available_commands_update")
+    );
+    sequence.retain(|k| k != "available_commands_update" && k != "notice");
     assert_eq!(
         sequence,
         [
@@ -315,7 +332,7 @@ async fn saved_thread_survives_kill_9_and_load_replays_it_in_order() {
         updates_of(&before, "tool_call_update").is_empty(),
         "a replayed call comes in its final state"
     );
-    expect_commands_next(&mut maia, &sid).await;
+    expect_commands_before(&before, &sid);
 
     // The restored thread continues with its history.
     turn(&mut maia, &sid, "And now?", "Nothing more.").await;
@@ -351,11 +368,12 @@ async fn resume_after_restart_answers_without_replay_and_keeps_history() {
     )
     .await;
     assert_opened(&resp);
-    assert!(
-        before.is_empty(),
-        "nothing before the resume response: {before:?}"
+    assert_eq!(
+        kinds(&before),
+        ["available_commands_update"],
+        "no replay before the resume response: {before:?}"
     );
-    expect_commands_next(&mut maia, &sid).await;
+    expect_commands_before(&before, &sid);
     let (_, before) = turn(&mut maia, &sid, "which number?", "7").await;
     assert!(
         user_texts(&before).is_empty(),
@@ -541,7 +559,7 @@ async fn kill_9_mid_stream_keeps_the_earlier_exchange() {
         agent_text(&before).starts_with("first answer"),
         "{before:?}"
     );
-    expect_commands_next(&mut maia, &sid).await;
+    expect_commands_before(&before, &sid);
 
     // The thread goes on with the completed exchange in its history.
     turn(&mut maia, &sid, "third question", "third answer").await;

@@ -28,8 +28,20 @@ pub struct EngineOptions {
 pub enum LoadError {
     #[error("no saved session `{0}` in this folder")]
     NotFound(String),
+    /// Another session or MAIA process writes this thread.
     #[error(transparent)]
-    Store(#[from] store::StoreError),
+    Locked(store::StoreError),
+    #[error(transparent)]
+    Store(store::StoreError),
+}
+
+impl From<store::StoreError> for LoadError {
+    fn from(e: store::StoreError) -> Self {
+        match e {
+            store::StoreError::Locked { .. } => LoadError::Locked(e),
+            other => LoadError::Store(other),
+        }
+    }
 }
 
 /// A saved session, as listed.
@@ -118,6 +130,8 @@ impl Engine {
         mcp_servers: Vec<McpServerConfig>,
     ) -> Result<(Started, Vec<Event>), LoadError> {
         let summary = store::find(&cwd, id).ok_or_else(|| LoadError::NotFound(id.to_owned()))?;
+        // Lock first, then read: what is read is what this session appends to.
+        let journal = store::Journal::open(&summary.path)?;
         let loaded = store::load(&summary.path)?;
         let replay = session::replay(&loaded);
         let started = session::spawn(
@@ -129,10 +143,17 @@ impl Engine {
             Start::Restore {
                 name: summary.name,
                 loaded,
+                journal,
             },
             mcp_servers,
         );
         Ok((started, replay))
+    }
+
+    /// The folders this user's threads are saved in (from the index under
+    /// `~/.maia`), for listing without a folder.
+    pub fn session_folders(&self) -> Vec<PathBuf> {
+        store::indexed_folders(self.options.home.as_deref())
     }
 
     /// The sessions saved in `cwd`, newest first.

@@ -50,6 +50,8 @@ pub struct SessionHandle {
     busy: Arc<AtomicBool>,
     model: SharedModel,
     mode: SharedMode,
+    /// Cancelled once the session has stopped and released its journal.
+    ended: CancellationToken,
 }
 
 /// The model a session uses, readable and settable from both sides.
@@ -150,15 +152,24 @@ impl SessionHandle {
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire)
     }
+
+    /// A token cancelled once the session has stopped (every handle was
+    /// dropped and its last turn ended) and its journal is released.
+    /// Holding it does not keep the session alive.
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
+    }
 }
 
 /// How a session starts.
 pub(crate) enum Start {
     New,
-    /// Continue a saved conversation (its file name and content).
+    /// Continue a saved conversation: its file name, content and the
+    /// journal, already opened (and locked) for appending.
     Restore {
         name: String,
         loaded: Loaded,
+        journal: Journal,
     },
 }
 
@@ -210,20 +221,7 @@ impl Session {
 
     /// Appends a record to the journal, creating it on first use.
     pub fn record(&mut self, record: &Record) {
-        if self.journal.is_none() && !self.journal_failed {
-            let header = store::new_header(&self.id, &self.cwd);
-            match Journal::create(&self.cwd, &self.name, &header, &[]) {
-                Ok(journal) => self.journal = Some(journal),
-                Err(e) => {
-                    self.journal_failed = true;
-                    tracing::warn!("cannot save the session: {e}");
-                    self.emit(Event::Notice {
-                        level: NoticeLevel::Warning,
-                        text: format!("This conversation cannot be saved: {e}"),
-                    });
-                }
-            }
-        }
+        self.open_journal();
         if let Some(journal) = &mut self.journal
             && let Err(e) = journal.append(record)
         {
@@ -251,6 +249,30 @@ impl Session {
         self.journal_failed = false;
         self.name = name;
         self.title = None;
+        self.open_journal();
+    }
+
+    /// Creates the journal of a fresh conversation now, so the thread is
+    /// known to `load`, `resume` and `list` before its first message.
+    pub fn open_journal(&mut self) {
+        if self.journal.is_some() || self.journal_failed {
+            return;
+        }
+        let header = store::new_header(&self.id, &self.cwd);
+        match Journal::create(&self.cwd, &self.name, &header, &[]) {
+            Ok(journal) => {
+                self.journal = Some(journal);
+                store::index_thread(self.options.home.as_deref(), &self.cwd);
+            }
+            Err(e) => {
+                self.journal_failed = true;
+                tracing::warn!("cannot save the session: {e}");
+                self.emit(Event::Notice {
+                    level: NoticeLevel::Warning,
+                    text: format!("This conversation cannot be saved: {e}"),
+                });
+            }
+        }
     }
 
     /// Reloads settings, the context file and the rules.
@@ -307,12 +329,14 @@ impl Session {
     /// Renames the saved conversation.
     pub fn rename(&mut self, name: String) -> Result<(), store::StoreError> {
         let to = store::session_path(&self.cwd, &name);
-        if let Some(journal) = &self.journal {
+        if let Some(journal) = self.journal.take() {
             let from = journal.path().to_path_buf();
-            std::fs::rename(&from, &to).map_err(|source| store::StoreError::Io {
-                path: to.clone(),
-                source,
-            })?;
+            if let Err(source) = std::fs::rename(&from, &to) {
+                self.journal = Some(journal);
+                return Err(store::StoreError::Io { path: to, source });
+            }
+            // Release the lock on the renamed file before taking it again.
+            drop(journal);
             self.journal = Some(Journal::open(&to)?);
             store::set_current(&self.cwd, &self.id, &name)?;
         }
@@ -358,6 +382,7 @@ pub(crate) fn spawn(
     let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
     let busy = Arc::new(AtomicBool::new(false));
     let turn = Arc::new(Mutex::new(None));
+    let ended = CancellationToken::new();
     let handle = SessionHandle {
         id: id.clone(),
         cwd: cwd.clone(),
@@ -366,6 +391,7 @@ pub(crate) fn spawn(
         busy: busy.clone(),
         model: model.clone(),
         mode: mode.clone(),
+        ended: ended.clone(),
     };
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
         tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
@@ -409,22 +435,26 @@ pub(crate) fn spawn(
         journal: None,
         journal_failed: false,
     };
-    if let Start::Restore { name, loaded } = start {
-        session.history = loaded.history();
-        session.summary = loaded.summary().map(str::to_owned);
-        if let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
-            Record::Plan { todos } => Some(todos.clone()),
-            _ => None,
-        }) && let Ok(mut list) = session.todos.lock()
-        {
-            *list = todos;
+    match start {
+        Start::New => session.open_journal(),
+        Start::Restore {
+            name,
+            loaded,
+            journal,
+        } => {
+            session.history = loaded.history();
+            session.summary = loaded.summary().map(str::to_owned);
+            if let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
+                Record::Plan { todos } => Some(todos.clone()),
+                _ => None,
+            }) && let Ok(mut list) = session.todos.lock()
+            {
+                *list = todos;
+            }
+            session.title = loaded.title().map(str::to_owned);
+            session.journal = Some(journal);
+            session.name = name;
         }
-        session.title = loaded.title().map(str::to_owned);
-        match Journal::open(&store::session_path(&session.cwd, &name)) {
-            Ok(journal) => session.journal = Some(journal),
-            Err(e) => tracing::warn!("cannot reopen the session file: {e}"),
-        }
-        session.name = name;
     }
     session.announce_start();
     crate::mcp::watch(&session.mcp, session.events.clone());
@@ -448,6 +478,9 @@ pub(crate) fn spawn(
         }
         session.mcp.shutdown();
         tracing::debug!(session = %session.id, "session ended");
+        // The journal (and its lock) goes with the session.
+        drop(session);
+        ended.cancel();
     });
     (handle, events_rx)
 }

@@ -4,11 +4,15 @@
 //! Format (version 1, documented in docs/sessions.md): the first line is a
 //! [`Header`]; every later line is one [`Record`]. Appending a record is one
 //! `write` of one line, so a crash (even `kill -9`) loses at most the record
-//! being written, and a torn last line is ignored on load. Records are never
-//! rewritten; two sessions never share a file.
+//! being written: a torn last line is ignored on load and cut off when the
+//! journal is next opened for appending, so the next record starts on a
+//! line of its own. Records are never rewritten. One writer per journal:
+//! [`Journal::open`] takes an exclusive advisory lock (`flock`) held until
+//! the journal is dropped, so two sessions or two processes never append to
+//! one file.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -70,6 +74,11 @@ pub enum StoreError {
     NotASession(PathBuf),
     #[error("{path} has format version {version}, newer than this MAIA ({FORMAT_VERSION})")]
     TooNew { path: PathBuf, version: u32 },
+    /// Another session (in this process or another MAIA) writes this file.
+    #[error(
+        "this conversation is open in another MAIA session or window ({path} is locked); close it there first"
+    )]
+    Locked { path: PathBuf },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -137,12 +146,25 @@ impl Journal {
         Self::open(&path)
     }
 
-    /// Opens an existing journal for appending.
+    /// Opens an existing journal for appending: takes its lock (failing
+    /// with [`StoreError::Locked`] if another writer holds it), then cuts
+    /// off a torn last line left by a crash.
     pub fn open(path: &Path) -> Result<Journal, StoreError> {
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
+            .read(true)
             .append(true)
             .open(path)
             .map_err(io(path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::Locked {
+                    path: path.to_path_buf(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(path)(e)),
+        }
+        repair_tail(&mut file).map_err(io(path))?;
         Ok(Journal {
             path: path.to_path_buf(),
             file,
@@ -158,6 +180,45 @@ impl Journal {
         let text = line(record);
         self.file.write_all(text.as_bytes()).map_err(io(&self.path))
     }
+}
+
+/// Truncates `file` after its last newline when its last line is torn
+/// (a record is always written with its newline in one write, so a last
+/// line without one was cut by a crash and was never acknowledged).
+fn repair_tail(file: &mut File) -> std::io::Result<()> {
+    let len = file.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok(());
+    }
+    // Search backwards for the last newline, a block at a time.
+    const BLOCK: u64 = 8192;
+    let mut end = len;
+    let mut buf = vec![0u8; BLOCK as usize];
+    let keep = loop {
+        if end == 0 {
+            break 0;
+        }
+        let start = end.saturating_sub(BLOCK);
+        let n = (end - start) as usize;
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut buf[..n])?;
+        if let Some(pos) = buf[..n].iter().rposition(|b| *b == b'\n') {
+            break start + pos as u64 + 1;
+        }
+        end = start;
+    };
+    tracing::warn!(
+        cut = len - keep,
+        "cut a torn last line from a session journal"
+    );
+    file.set_len(keep)?;
+    Ok(())
 }
 
 fn line<T: Serialize>(value: &T) -> String {
@@ -229,19 +290,30 @@ fn parse_header(path: &Path, first: &str) -> Result<Header, StoreError> {
     Ok(header)
 }
 
-/// Reads a journal. A torn or unreadable line is skipped (a crash can only
-/// tear the last one); the rest loads.
+/// Reads a journal. A record is a line that ends with a newline: a last
+/// line without one was torn by a crash and is not read (opening the
+/// journal for appending cuts it off). An unreadable line is skipped with
+/// a warning; the rest loads.
 pub fn load(path: &Path) -> Result<Loaded, StoreError> {
     let file = File::open(path).map_err(io(path))?;
-    let mut lines = BufReader::new(file).split(b'\n');
-    let first = match lines.next() {
-        Some(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-        _ => return Err(StoreError::NotASession(path.to_path_buf())),
-    };
-    let header = parse_header(path, &first)?;
+    let mut reader = BufReader::new(file);
+    let mut first = Vec::new();
+    reader.read_until(b'\n', &mut first).map_err(io(path))?;
+    if first.last() != Some(&b'\n') {
+        return Err(StoreError::NotASession(path.to_path_buf()));
+    }
+    let header = parse_header(path, &String::from_utf8_lossy(&first))?;
     let mut records = Vec::new();
-    for bytes in lines {
-        let bytes = bytes.map_err(io(path))?;
+    let mut bytes = Vec::new();
+    loop {
+        bytes.clear();
+        reader.read_until(b'\n', &mut bytes).map_err(io(path))?;
+        if bytes.pop() != Some(b'\n') {
+            if !bytes.is_empty() {
+                tracing::warn!(path = %path.display(), "ignored a torn last line");
+            }
+            break;
+        }
         if bytes.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -398,6 +470,60 @@ pub fn find(cwd: &Path, id: &str) -> Option<Summary> {
     list(cwd).into_iter().find(|s| s.id == id)
 }
 
+/// The index of project folders that hold threads, under the user's
+/// `~/.maia`: one absolute folder per line, appended when a folder's first
+/// thread is created. The journals stay the truth about threads; the index
+/// only says where to look (`session/list` without a `cwd`).
+fn index_path(home: &Path) -> PathBuf {
+    home.join(".maia").join("session-folders.txt")
+}
+
+/// Records that `cwd` holds threads (once per folder; errors are logged).
+pub fn index_thread(home: Option<&Path>, cwd: &Path) {
+    let Some(home) = home else { return };
+    if indexed_folders(Some(home)).iter().any(|f| f == cwd) {
+        return;
+    }
+    let path = index_path(home);
+    let torn = std::fs::read(&path).is_ok_and(|t| t.last().is_some_and(|b| *b != b'\n'));
+    let result = (|| {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+        // One write of one line (after a newline that ends a torn one): a
+        // crash tears at most this line.
+        let lead = if torn { "\n" } else { "" };
+        file.write_all(format!("{lead}{}\n", cwd.display()).as_bytes())
+    })();
+    if let Err(e) = result {
+        tracing::warn!("cannot update {}: {e}", path.display());
+    }
+}
+
+/// The folders the index names (each once, in order; torn lines and
+/// relative paths ignored). Reading never writes.
+pub fn indexed_folders(home: Option<&Path>) -> Vec<PathBuf> {
+    let Some(home) = home else {
+        return Vec::new();
+    };
+    let Ok(text) = std::fs::read_to_string(index_path(home)) else {
+        return Vec::new();
+    };
+    let complete = match text.rfind('\n') {
+        Some(end) => &text[..end],
+        None => "",
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for line in complete.lines() {
+        let folder = PathBuf::from(line);
+        if folder.is_absolute() && !out.contains(&folder) {
+            out.push(folder);
+        }
+    }
+    out
+}
+
 /// Formats seconds since the epoch as ISO 8601 (UTC).
 pub fn iso8601(secs: u64) -> String {
     humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs))
@@ -456,6 +582,139 @@ mod tests {
         h.version = FORMAT_VERSION + 1;
         std::fs::write(&p, line(&h)).unwrap();
         assert!(matches!(load(&p), Err(StoreError::TooNew { .. })));
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_when_reopened_and_the_next_record_survives() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        let mut j = Journal::create(cwd, "t", &header(cwd, "t1"), &[]).unwrap();
+        j.append(&Record::UserDisplay { text: "one".into() })
+            .unwrap();
+        let path = j.path().to_path_buf();
+        drop(j);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"type\":\"user_disp").unwrap();
+        drop(f);
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&Record::UserDisplay { text: "two".into() })
+            .unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(
+            loaded.records,
+            vec![
+                Record::UserDisplay { text: "one".into() },
+                Record::UserDisplay { text: "two".into() }
+            ]
+        );
+    }
+
+    #[test]
+    fn one_writer_per_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        let j = Journal::create(cwd, "t", &header(cwd, "t1"), &[]).unwrap();
+        let path = j.path().to_path_buf();
+        assert!(matches!(
+            Journal::open(&path),
+            Err(StoreError::Locked { .. })
+        ));
+        // Reading is always possible.
+        assert!(load(&path).is_ok());
+        drop(j);
+        assert!(Journal::open(&path).is_ok());
+    }
+
+    /// What the property test does to a journal.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Append(String),
+        /// A crash while writing this record, after `cut` bytes of its line.
+        Crash(String, usize),
+        Reopen,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => "[a-z\\\\\"\n é]{0,40}".prop_map(Step::Append),
+            2 => ("[a-z\n é]{0,40}", 0usize..200).prop_map(|(t, c)| Step::Crash(t, c)),
+            1 => Just(Step::Reopen),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// Every acknowledged record survives any sequence of appends,
+        /// crashes at any byte and reopenings, and the file always parses.
+        #[test]
+        fn acknowledged_records_survive_crashes(steps in proptest::collection::vec(step(), 1..30)) {
+            let dir = tempfile::tempdir().unwrap();
+            let cwd = dir.path();
+            let mut journal = Some(Journal::create(cwd, "p", &header(cwd, "p1"), &[]).unwrap());
+            let path = journal.as_ref().unwrap().path().to_path_buf();
+            let mut acknowledged = Vec::new();
+            for step in steps {
+                match step {
+                    Step::Append(text) => {
+                        let j = match journal.as_mut() {
+                            Some(j) => j,
+                            None => journal.insert(Journal::open(&path).unwrap()),
+                        };
+                        let record = Record::UserDisplay { text };
+                        j.append(&record).unwrap();
+                        acknowledged.push(record);
+                    }
+                    Step::Crash(text, cut) => {
+                        drop(journal.take());
+                        let bytes = line(&Record::UserDisplay { text });
+                        // A crash tears the line before its newline.
+                        let cut = cut % bytes.len();
+                        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+                        f.write_all(&bytes.as_bytes()[..cut]).unwrap();
+                    }
+                    Step::Reopen => {
+                        drop(journal.take());
+                        journal = Some(Journal::open(&path).unwrap());
+                        // Once reopened, every line parses.
+                        let text = std::fs::read_to_string(&path).unwrap();
+                        let mut lines = text.lines();
+                        proptest::prop_assert!(lines.next().is_some());
+                        for l in lines {
+                            proptest::prop_assert!(serde_json::from_str::<Record>(l).is_ok(), "bad line {:?}", l);
+                        }
+                    }
+                }
+                let loaded = load(&path).unwrap();
+                proptest::prop_assert_eq!(&loaded.records, &acknowledged);
+            }
+        }
+    }
+
+    #[test]
+    fn the_folder_index_lists_each_folder_once_and_skips_a_torn_line() {
+        let home = tempfile::tempdir().unwrap();
+        let a = home.path().join("a");
+        let b = home.path().join("b");
+        index_thread(Some(home.path()), &a);
+        index_thread(Some(home.path()), &b);
+        index_thread(Some(home.path()), &a);
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(index_path(home.path()))
+            .unwrap();
+        f.write_all(b"/torn/no-newl").unwrap();
+        assert_eq!(
+            indexed_folders(Some(home.path())),
+            vec![a.clone(), b.clone()]
+        );
+        let c = home.path().join("c");
+        index_thread(Some(home.path()), &c);
+        assert_eq!(
+            indexed_folders(Some(home.path())),
+            vec![a, b, PathBuf::from("/torn/no-newl"), c]
+        );
+        assert!(indexed_folders(None).is_empty());
     }
 
     #[test]

@@ -45,12 +45,41 @@ pub enum RequestError {
     Closed,
 }
 
-type Pending = Mutex<HashMap<String, oneshot::Sender<Result<Value, RpcError>>>>;
+type Waiter = oneshot::Sender<Result<Value, RpcError>>;
+
+/// The requests we sent and still wait on; `None` once input has closed,
+/// so a request made after that fails at once instead of waiting forever.
+type Pending = Mutex<Option<HashMap<String, Waiter>>>;
 
 struct Inner {
     out: mpsc::UnboundedSender<String>,
     pending: Pending,
     next_id: AtomicU64,
+}
+
+/// An outgoing request already queued for the peer; awaiting it gives the
+/// peer's answer, or [`RequestError::Closed`] when the connection closes
+/// first.
+#[derive(Debug)]
+pub struct PendingRequest {
+    rx: Option<oneshot::Receiver<Result<Value, RpcError>>>,
+}
+
+impl std::future::Future for PendingRequest {
+    type Output = Result<Value, RequestError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let Some(rx) = self.rx.as_mut() else {
+            return std::task::Poll::Ready(Err(RequestError::Closed));
+        };
+        std::pin::Pin::new(rx).poll(cx).map(|result| match result {
+            Ok(result) => result.map_err(RequestError::Rpc),
+            Err(_) => Err(RequestError::Closed),
+        })
+    }
 }
 
 /// A cheap, cloneable handle to send messages to the peer.
@@ -90,21 +119,31 @@ impl Connection {
 
     /// Sends a request and waits for its response.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RequestError> {
+        self.start_request(method, params).await
+    }
+
+    /// Queues a request now (so it keeps its place among the messages
+    /// sent before and after this call) and returns its answer as a future.
+    /// Dropping the future forgets the answer.
+    pub fn start_request(&self, method: &str, params: Value) -> PendingRequest {
         let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let key = format!("maia-{n}");
         let (tx, rx) = oneshot::channel();
-        if let Ok(mut pending) = self.inner.pending.lock() {
-            pending.insert(key.clone(), tx);
+        let registered = match self.inner.pending.lock() {
+            Ok(mut pending) => match pending.as_mut() {
+                Some(table) => {
+                    table.insert(key.clone(), tx);
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        };
+        if !registered {
+            return PendingRequest { rx: None };
         }
         self.send_value(&json!({"jsonrpc": "2.0", "id": key, "method": method, "params": params}));
-        let result = rx.await;
-        if let Ok(mut pending) = self.inner.pending.lock() {
-            pending.remove(&key);
-        }
-        match result {
-            Ok(result) => result.map_err(RequestError::Rpc),
-            Err(_) => Err(RequestError::Closed),
-        }
+        PendingRequest { rx: Some(rx) }
     }
 
     fn complete(&self, id: &Id, result: Result<Value, RpcError>) {
@@ -117,7 +156,7 @@ impl Connection {
             .pending
             .lock()
             .ok()
-            .and_then(|mut pending| pending.remove(&key));
+            .and_then(|mut pending| pending.as_mut().and_then(|table| table.remove(&key)));
         match waiter {
             Some(tx) => {
                 let _ = tx.send(result);
@@ -126,9 +165,10 @@ impl Connection {
         }
     }
 
+    /// Fails every waiting request and every later one.
     fn close_pending(&self) {
         if let Ok(mut pending) = self.inner.pending.lock() {
-            pending.clear();
+            *pending = None;
         }
     }
 }
@@ -192,7 +232,7 @@ where
     let conn = Connection {
         inner: Arc::new(Inner {
             out: out_tx,
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(Some(HashMap::new())),
             next_id: AtomicU64::new(1),
         }),
     };
@@ -339,6 +379,13 @@ mod tests {
         drop(client_write);
         assert!(incoming.recv().await.is_none());
         assert_eq!(pending.await.unwrap(), Err(RequestError::Closed));
+        // A request made after input closed resolves at once.
+        let late = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            conn.request("late", Value::Null),
+        )
+        .await;
+        assert_eq!(late, Ok(Err(RequestError::Closed)));
     }
 
     #[tokio::test]

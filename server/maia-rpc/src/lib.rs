@@ -10,5 +10,7 @@ pub mod connection;
 pub mod framing;
 pub mod message;
 
-pub use connection::{Connection, Incoming, RequestError, serve, serve_blocking_writer};
+pub use connection::{
+    Connection, Incoming, PendingRequest, RequestError, serve, serve_blocking_writer,
+};
 pub use message::{ErrorCode, Id, RpcError};

@@ -188,9 +188,14 @@ pub fn sniff_id(prefix: &[u8]) -> Id {
             }
         })
         .map(|(i, c)| if c == '"' { i + 1 } else { i });
-    match end {
+    let id = match end {
         Some(end) => serde_json::from_str(&rest[..end]).unwrap_or(Value::Null),
         None => Value::Null,
+    };
+    // A response id is null, a number or a string; anything else is null.
+    match id {
+        Value::Number(_) | Value::String(_) => id,
+        _ => Value::Null,
     }
 }
 
@@ -245,6 +250,10 @@ mod tests {
         );
         assert_eq!(sniff_id(br#"{"id": "ab", "params":"#), json!("ab"));
         assert_eq!(sniff_id(br#"{"params":{"#), Value::Null);
+        // Found by fuzzing: a structured id is never echoed.
+        assert_eq!(sniff_id(br#"{"id":[[1]],"params":"#), Value::Null);
+        assert_eq!(sniff_id(br#"{"id":{"a":1},"params":"#), Value::Null);
+        assert_eq!(sniff_id(br#"{"id":true,"params":"#), Value::Null);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 mod convert;
 mod fs;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +26,6 @@ use agent_client_protocol_schema::v1::{
     SetSessionConfigOptionResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
-use dashmap::DashMap;
 use maia_core::{Engine, EngineOptions, Event, PromptPart, SessionHandle};
 use maia_rpc::{Connection, ErrorCode, Id, Incoming, RpcError};
 use serde_json::{Value, json};
@@ -75,12 +74,54 @@ const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long opening a session waits for the endpoint's model list.
 const MODEL_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// A message for a session that is being opened, kept until it is open.
+enum Deferred {
+    Request {
+        id: Id,
+        method: String,
+        params: Value,
+    },
+    Notification {
+        method: String,
+        params: Value,
+    },
+}
+
+/// What the agent knows of a session id.
+enum Slot {
+    /// Being opened (`session/load` / `resume`, or reopened): messages
+    /// naming it wait in `queue`, in arrival order. `entry` is set once the
+    /// session is ready, while the queue drains.
+    Opening {
+        /// Which open this is (a reopening while the queue drains starts
+        /// a new one, which takes over the rest of the queue).
+        generation: u64,
+        entry: Option<Arc<SessionEntry>>,
+        queue: VecDeque<Deferred>,
+    },
+    Open(Arc<SessionEntry>),
+}
+
+impl Slot {
+    fn entry(&self) -> Option<Arc<SessionEntry>> {
+        match self {
+            Slot::Open(entry) => Some(entry.clone()),
+            Slot::Opening { entry, .. } => entry.clone(),
+        }
+    }
+}
+
 struct Agent {
     conn: Connection,
     engine: Engine,
     /// The client's capabilities, once `initialize` was answered.
     client: Mutex<Option<ClientCapabilities>>,
-    sessions: DashMap<String, Arc<SessionEntry>>,
+    /// Every session id this connection opened or is opening. One lock, held
+    /// only for map operations, so a state change is atomic with the
+    /// routing decision of every message.
+    sessions: Mutex<HashMap<String, Slot>>,
+    /// Numbers the opens of [`Slot::Opening`].
+    generations: std::sync::atomic::AtomicU64,
     pumps: Mutex<Vec<JoinHandle<()>>>,
     /// Folders sessions were opened in (what `session/list` without a
     /// `cwd` and `session/delete` search).
@@ -112,7 +153,8 @@ impl Agent {
             conn,
             engine,
             client: Mutex::new(None),
-            sessions: DashMap::new(),
+            sessions: Mutex::new(HashMap::new()),
+            generations: std::sync::atomic::AtomicU64::new(1),
             pumps: Mutex::new(Vec::new()),
             known_cwds: Mutex::new(BTreeSet::new()),
         }
@@ -122,7 +164,24 @@ impl Agent {
         self.client.lock().ok().and_then(|c| c.clone())
     }
 
+    /// A request from the client's input: one that names a session being
+    /// opened waits for it (in order); the rest is handled now.
     fn handle_request(self: &Arc<Self>, id: Id, method: &str, params: Value) {
+        if let Some(sid) = named_session(&params) {
+            let mut sessions = self.lock_sessions();
+            if let Some(Slot::Opening { queue, .. }) = sessions.get_mut(&sid) {
+                queue.push_back(Deferred::Request {
+                    id,
+                    method: method.to_owned(),
+                    params,
+                });
+                return;
+            }
+        }
+        self.handle_request_now(id, method, params);
+    }
+
+    fn handle_request_now(self: &Arc<Self>, id: Id, method: &str, params: Value) {
         let request = match ClientRequest::from_method_and_params(method, &params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. }) => {
@@ -203,10 +262,24 @@ impl Agent {
         self.conn.respond(id, result);
     }
 
-    fn handle_notification(&self, method: &str, params: Value) {
+    fn handle_notification(self: &Arc<Self>, method: &str, params: Value) {
+        if let Some(sid) = named_session(&params) {
+            let mut sessions = self.lock_sessions();
+            if let Some(Slot::Opening { queue, .. }) = sessions.get_mut(&sid) {
+                queue.push_back(Deferred::Notification {
+                    method: method.to_owned(),
+                    params,
+                });
+                return;
+            }
+        }
+        self.handle_notification_now(method, params);
+    }
+
+    fn handle_notification_now(&self, method: &str, params: Value) {
         match ClientNotification::from_method_and_params(method, &params) {
             Ok(ClientNotification::CancelNotification(n)) => {
-                match self.sessions.get(n.session_id.0.as_ref()) {
+                match self.entry(n.session_id.0.as_ref()) {
                     Some(entry) => {
                         tracing::info!(session = %n.session_id, "cancel requested");
                         entry.handle.cancel();
@@ -221,8 +294,23 @@ impl Agent {
         }
     }
 
+    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+        // A panic while the lock was held cannot leave the map half-changed
+        // (every change is one insert or remove): keep using it.
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The session `id`, when it is open (or opened and draining its queue).
+    fn entry(&self, id: &str) -> Option<Arc<SessionEntry>> {
+        self.lock_sessions().get(id).and_then(Slot::entry)
+    }
+
     /// `session/new`, `session/load` and `session/resume`: checked here,
-    /// opened on a task (it may wait for the model list).
+    /// opened on a task (it may wait for the model list). A load or resume
+    /// marks its id as opening at once, so every later message naming it
+    /// waits for the open, in order.
     fn spawn_open(
         self: &Arc<Self>,
         id: Id,
@@ -236,63 +324,108 @@ impl Agent {
             return;
         }
         let mcp = convert::mcp_servers(mcp_servers, &cwd);
+        let generation = self
+            .generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let live = match &how {
+            Open::New => None,
+            Open::Load(sid) | Open::Resume(sid) => {
+                let mut sessions = self.lock_sessions();
+                // Messages still waiting behind an earlier open now wait
+                // for this one.
+                let (live, queue) = match sessions.remove(sid) {
+                    Some(Slot::Open(entry)) => (Some(entry), VecDeque::new()),
+                    Some(Slot::Opening { entry, queue, .. }) => (entry, queue),
+                    None => (None, VecDeque::new()),
+                };
+                sessions.insert(
+                    sid.clone(),
+                    Slot::Opening {
+                        generation,
+                        entry: None,
+                        queue,
+                    },
+                );
+                live
+            }
+        };
         let agent = self.clone();
-        tokio::spawn(async move { agent.open_session(id, cwd, how, mcp).await });
+        tokio::spawn(async move {
+            agent
+                .open_session(id, cwd, how, mcp, (live, generation))
+                .await
+        });
     }
 
-    /// Opens a session and answers the request itself: a load replays the
-    /// conversation before its answer, and the session's own updates start
-    /// only after the answer.
+    /// Opens a session and answers the request itself. For a load or a
+    /// resume, everything the session sends on opening (the replay, the
+    /// command list, notices) goes before the answer; for `session/new` it
+    /// follows (the client learns the id from the answer). The session is
+    /// registered before the answer is written, so a request sent the
+    /// instant it arrives finds it.
     async fn open_session(
-        &self,
+        self: Arc<Self>,
         id: Id,
         cwd: PathBuf,
         how: Open,
         mcp: Vec<maia_core::McpServerConfig>,
+        (live, generation): (Option<Arc<SessionEntry>>, u64),
     ) {
         if let Ok(mut known) = self.known_cwds.lock() {
             known.insert(cwd.clone());
         }
-        let caps = self.client_caps().unwrap_or_default();
-        let fs = fs::ClientFs::new(self.conn.clone(), &caps);
-        let (started, replay) = match &how {
-            Open::New => (
-                self.engine
-                    .start_session_with_mcp(cwd.clone(), Arc::new(fs.clone()), mcp),
-                Vec::new(),
-            ),
-            Open::Load(sid) | Open::Resume(sid) => {
-                if let Some((_, live)) = self.sessions.remove(sid) {
-                    // Reopening a live thread replaces it.
-                    live.handle.cancel();
-                }
-                match self
-                    .engine
-                    .load_session_with_mcp(cwd.clone(), Arc::new(fs.clone()), sid, mcp)
-                {
-                    Ok((started, replay)) => (started, replay),
-                    Err(maia_core::LoadError::NotFound(_)) => {
-                        self.conn.respond(id, Err(unknown_session(sid)));
-                        return;
-                    }
-                    Err(e) => {
-                        self.conn.respond(
-                            id,
-                            Err(RpcError::new(ErrorCode::InternalError, e.to_string())),
-                        );
-                        return;
-                    }
-                }
-            }
-        };
-        let (handle, events) = started;
-        fs.bind(handle.id());
-        let session_id = handle.id().to_owned();
-        if matches!(how, Open::Load(_)) {
-            for event in replay {
-                self.forward(&session_id, event, &caps);
+        if let Some(live) = live {
+            // Reopening a live thread: end its turn and wait until it has
+            // answered its prompt and released its journal.
+            live.handle.cancel();
+            let (done, ended) = (live.done.clone(), live.handle.ended());
+            drop(live);
+            let both = async {
+                done.cancelled().await;
+                ended.cancelled().await;
+            };
+            if tokio::time::timeout(CLOSE_WAIT, both).await.is_err() {
+                tracing::warn!("the reopened session did not stop in time");
             }
         }
+        let caps = self.client_caps().unwrap_or_default();
+        let fs = fs::ClientFs::new(self.conn.clone(), &caps);
+        let engine = self.engine.clone();
+        let (sid_opened, opening) = (how.session_id(), how.clone());
+        let fs_for_engine = Arc::new(fs.clone());
+        let cwd_for_engine = cwd.clone();
+        // Settings, rules, skills and the journal are read off the runtime.
+        let opened = tokio::task::spawn_blocking(move || match opening {
+            Open::New => Ok((
+                engine.start_session_with_mcp(cwd_for_engine, fs_for_engine, mcp),
+                Vec::new(),
+            )),
+            Open::Load(sid) | Open::Resume(sid) => {
+                engine.load_session_with_mcp(cwd_for_engine, fs_for_engine, &sid, mcp)
+            }
+        })
+        .await;
+        let ((handle, mut events), replay) = match opened {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(e)) => {
+                let error = match (&e, &sid_opened) {
+                    (maia_core::LoadError::NotFound(_), Some(sid)) => unknown_session(sid),
+                    (maia_core::LoadError::Locked(_), _) => {
+                        RpcError::new(ErrorCode::InvalidRequest, e.to_string())
+                    }
+                    _ => RpcError::new(ErrorCode::InternalError, e.to_string()),
+                };
+                self.fail_open(id, sid_opened.as_deref(), generation, error);
+                return;
+            }
+            Err(e) => {
+                let error = RpcError::new(ErrorCode::InternalError, e.to_string());
+                self.fail_open(id, sid_opened.as_deref(), generation, error);
+                return;
+            }
+        };
+        fs.bind(handle.id());
+        let session_id = handle.id().to_owned();
         let listed =
             match tokio::time::timeout(MODEL_LIST_WAIT, self.engine.list_models(&cwd)).await {
                 Ok(Ok(models)) => models,
@@ -309,6 +442,27 @@ impl Agent {
             && let Some(first) = listed.first()
         {
             handle.set_model(first.clone());
+        }
+        let models: Models = Arc::new(Mutex::new(listed.clone()));
+        let forwarder = Forwarder {
+            conn: self.conn.clone(),
+            session_id: session_id.clone(),
+            pending: Pending::default(),
+            caps: caps.clone(),
+            model: handle.shared_model(),
+            mode: handle.shared_mode(),
+            models: models.clone(),
+        };
+        if !matches!(how, Open::New) {
+            if matches!(how, Open::Load(_)) {
+                for event in replay {
+                    self.forward(&session_id, event, &caps);
+                }
+            }
+            // The session's opening events are queued by now.
+            while let Ok(event) = events.try_recv() {
+                forwarder.forward(event);
+            }
         }
         let options = convert::config_options(handle.model(), &listed, handle.mode());
         let modes = convert::modes(handle.mode());
@@ -329,36 +483,122 @@ impl Agent {
                     .config_options(options),
             ),
         };
-        self.conn.respond(id, result);
-        let pending = Pending::default();
-        let models: Models = Arc::new(Mutex::new(listed));
         let done = tokio_util::sync::CancellationToken::new();
-        self.sessions.insert(
-            session_id.clone(),
-            Arc::new(SessionEntry {
-                handle: handle.clone(),
-                pending: pending.clone(),
-                models: models.clone(),
-                done: done.clone(),
-            }),
-        );
+        let entry = Arc::new(SessionEntry {
+            handle: handle.clone(),
+            pending: forwarder.pending.clone(),
+            models,
+            done: done.clone(),
+        });
+        // Registered before the answer is written: a request sent the
+        // instant the answer arrives finds the session.
+        {
+            let mut sessions = self.lock_sessions();
+            match sessions.get_mut(&session_id) {
+                Some(Slot::Opening {
+                    generation: g,
+                    entry: slot,
+                    ..
+                }) if *g == generation => *slot = Some(entry),
+                Some(_) => {
+                    // Cannot happen: messages naming an opening session wait.
+                    drop(sessions);
+                    tracing::error!(session = %session_id, "opened twice at once");
+                    let error = RpcError::new(
+                        ErrorCode::InternalError,
+                        "this session was reopened while opening",
+                    );
+                    self.conn.respond(id, Err(error));
+                    return;
+                }
+                None => {
+                    sessions.insert(session_id.clone(), Slot::Open(entry));
+                }
+            }
+        }
+        self.conn.respond(id, result);
+        self.drain_queue(&session_id, generation);
         // The pump does not own the handle: dropping the entry ends the session.
-        let pump = pump(
-            self.conn.clone(),
-            session_id,
-            pending,
-            events,
-            caps,
-            (handle.shared_model(), handle.shared_mode(), models),
-        );
         let pump = tokio::spawn(async move {
             let _done = done.drop_guard();
-            pump.await;
+            forwarder.run(events).await;
         });
         drop(handle);
         if let Ok(mut pumps) = self.pumps.lock() {
             pumps.retain(|p| !p.is_finished());
             pumps.push(pump);
+        }
+    }
+
+    /// Answers a failed open, and hands the messages that waited for it to
+    /// the ordinary path (they find no session and say so).
+    fn fail_open(
+        self: &Arc<Self>,
+        id: Id,
+        session_id: Option<&str>,
+        generation: u64,
+        error: RpcError,
+    ) {
+        let queue = match session_id {
+            Some(sid) => {
+                let mut sessions = self.lock_sessions();
+                match sessions.get(sid) {
+                    Some(Slot::Opening { generation: g, .. }) if *g == generation => {
+                        match sessions.remove(sid) {
+                            Some(Slot::Opening { queue, .. }) => queue,
+                            _ => VecDeque::new(),
+                        }
+                    }
+                    _ => VecDeque::new(),
+                }
+            }
+            None => VecDeque::new(),
+        };
+        self.conn.respond(id, Err(error));
+        for message in queue {
+            self.dispatch(message);
+        }
+    }
+
+    /// Handles, in order, the messages that waited for `session_id` to
+    /// open, then marks it open. Messages arriving meanwhile keep queueing,
+    /// so none overtakes an earlier one.
+    fn drain_queue(self: &Arc<Self>, session_id: &str, generation: u64) {
+        loop {
+            let next = {
+                let mut sessions = self.lock_sessions();
+                match sessions.get_mut(session_id) {
+                    Some(Slot::Opening {
+                        generation: g,
+                        entry,
+                        queue,
+                    }) if *g == generation => match queue.pop_front() {
+                        Some(message) => Some(message),
+                        None => {
+                            if let Some(entry) = entry.take() {
+                                sessions.insert(session_id.to_owned(), Slot::Open(entry));
+                            }
+                            None
+                        }
+                    },
+                    _ => None,
+                }
+            };
+            match next {
+                Some(message) => self.dispatch(message),
+                None => return,
+            }
+        }
+    }
+
+    fn dispatch(self: &Arc<Self>, message: Deferred) {
+        match message {
+            Deferred::Request { id, method, params } => {
+                self.handle_request_now(id, &method, params)
+            }
+            Deferred::Notification { method, params } => {
+                self.handle_notification_now(&method, params)
+            }
         }
     }
 
@@ -381,9 +621,7 @@ impl Agent {
     ) -> Result<Value, RpcError> {
         let session_id = req.session_id.0.to_string();
         let entry = self
-            .sessions
-            .get(&session_id)
-            .map(|e| e.clone())
+            .entry(&session_id)
             .ok_or_else(|| unknown_session(&session_id))?;
         let mode = maia_core::Mode::from_id(&req.mode_id.0)
             .ok_or_else(|| invalid_params(format!("unknown mode `{}`", req.mode_id.0)))?;
@@ -404,9 +642,7 @@ impl Agent {
     ) -> Result<Value, RpcError> {
         let session_id = req.session_id.0.to_string();
         let entry = self
-            .sessions
-            .get(&session_id)
-            .map(|e| e.clone())
+            .entry(&session_id)
             .ok_or_else(|| unknown_session(&session_id))?;
         let agent_client_protocol_schema::v1::SessionConfigOptionValue::ValueId { value } =
             &req.value
@@ -442,7 +678,11 @@ impl Agent {
     /// Cancels a running turn and answers once the session has stopped, so
     /// a cancelled prompt is answered (`cancelled`) before the close.
     fn close_session(&self, id: Id, session_id: &str) {
-        let Some((_, entry)) = self.sessions.remove(session_id) else {
+        let Some(entry) = self
+            .lock_sessions()
+            .remove(session_id)
+            .and_then(|slot| slot.entry())
+        else {
             self.conn.respond(id, Err(unknown_session(session_id)));
             return;
         };
@@ -469,7 +709,11 @@ impl Agent {
             .lock()
             .map(|k| k.clone())
             .unwrap_or_default();
-        if let Some((_, entry)) = self.sessions.remove(session_id) {
+        let removed = self
+            .lock_sessions()
+            .remove(session_id)
+            .and_then(|slot| slot.entry());
+        if let Some(entry) = removed {
             entry.handle.cancel();
             cwds.insert(entry.handle.cwd().to_path_buf());
         }
@@ -530,9 +774,7 @@ impl Agent {
     fn prompt(&self, id: &Id, req: PromptRequest) -> Result<(), RpcError> {
         let session_id = req.session_id.0.to_string();
         let entry = self
-            .sessions
-            .get(&session_id)
-            .map(|e| e.clone())
+            .entry(&session_id)
             .ok_or_else(|| unknown_session(&session_id))?;
         let parts = prompt_parts(req.prompt)?;
         let mut pending = entry
@@ -554,10 +796,11 @@ impl Agent {
     }
 
     async fn shutdown(&self) {
-        for entry in self.sessions.iter() {
+        let slots: Vec<Slot> = self.lock_sessions().drain().map(|(_, s)| s).collect();
+        for entry in slots.iter().filter_map(Slot::entry) {
             entry.handle.cancel();
         }
-        self.sessions.clear();
+        drop(slots);
         let pumps: Vec<JoinHandle<()>> = self
             .pumps
             .lock()
@@ -570,10 +813,29 @@ impl Agent {
 }
 
 /// How `open_session` opens a session.
+#[derive(Clone)]
 enum Open {
     New,
     Load(String),
     Resume(String),
+}
+
+impl Open {
+    /// The id a load or resume names.
+    fn session_id(&self) -> Option<String> {
+        match self {
+            Open::New => None,
+            Open::Load(sid) | Open::Resume(sid) => Some(sid.clone()),
+        }
+    }
+}
+
+/// The session a request or notification names (`params.sessionId`).
+fn named_session(params: &Value) -> Option<String> {
+    params
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
@@ -656,40 +918,75 @@ fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<PromptPart>, RpcError> 
     Ok(parts)
 }
 
-/// Forwards one session's engine events to the client, in order.
-async fn pump(
+/// Forwards one session's engine events to the client, in order, and
+/// answers its pending prompt when the turn's last event passes.
+struct Forwarder {
     conn: Connection,
     session_id: String,
     pending: Pending,
-    mut events: mpsc::UnboundedReceiver<Event>,
     caps: ClientCapabilities,
-    (model, mode, models): (maia_core::SharedModel, maia_core::SharedMode, Models),
-) {
-    while let Some(event) = events.recv().await {
+    model: maia_core::SharedModel,
+    mode: maia_core::SharedMode,
+    models: Models,
+}
+
+impl Forwarder {
+    async fn run(self, mut events: mpsc::UnboundedReceiver<Event>) {
+        while let Some(event) = events.recv().await {
+            self.forward(event);
+        }
+        // The engine is gone: never leave a prompt unanswered.
+        let id = self.pending.lock().ok().and_then(|mut p| p.take());
+        if let Some(id) = id {
+            self.conn.respond(
+                id,
+                to_value(&PromptResponse::new(
+                    agent_client_protocol_schema::v1::StopReason::Cancelled,
+                )),
+            );
+        }
+    }
+
+    fn notify(&self, update: SessionUpdate) {
+        match convert::notification(&self.session_id, update) {
+            Ok(params) => self.conn.notify("session/update", params),
+            Err(e) => tracing::error!("cannot encode an update: {e}"),
+        }
+    }
+
+    /// Sends what `event` means to the client; never waits.
+    fn forward(&self, event: Event) {
         match event {
             Event::TurnEnded(stop) => {
-                let id = pending.lock().ok().and_then(|mut p| p.take());
+                let id = self.pending.lock().ok().and_then(|mut p| p.take());
                 if let Some(id) = id {
                     let response = to_value(&PromptResponse::new(convert::stop_reason(stop)));
-                    conn.respond(id, response);
+                    self.conn.respond(id, response);
                 }
             }
             Event::Permission(request) => {
-                let params = convert::permission_request(&session_id, &request);
-                let conn = conn.clone();
+                // Queued now, in order with this turn's other messages (so
+                // never after its response); answered on a task.
+                let answer = match convert::permission_request(&self.session_id, &request) {
+                    Ok(params) => Some(
+                        self.conn
+                            .start_request("session/request_permission", params),
+                    ),
+                    Err(e) => {
+                        tracing::error!("cannot encode a permission request: {e}");
+                        None
+                    }
+                };
                 tokio::spawn(async move {
-                    let reply = match params {
-                        Ok(params) => {
-                            let answer = conn.request("session/request_permission", params).await;
-                            convert::permission_reply(answer)
-                        }
-                        Err(_) => maia_core::PermissionReply::Cancelled,
+                    let reply = match answer {
+                        Some(answer) => convert::permission_reply(answer.await),
+                        None => maia_core::PermissionReply::Cancelled,
                     };
                     let _ = request.reply.send(reply);
                 });
             }
             Event::ModelChanged(name) => {
-                let listed = match models.lock() {
+                let listed = match self.models.lock() {
                     Ok(mut models) => {
                         if !models.contains(&name) {
                             models.push(name);
@@ -698,34 +995,16 @@ async fn pump(
                     }
                     Err(_) => Vec::new(),
                 };
-                {
-                    let options = convert::config_options(model.get(), &listed, mode.get());
-                    let update =
-                        SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options));
-                    match convert::notification(&session_id, update) {
-                        Ok(params) => conn.notify("session/update", params),
-                        Err(e) => tracing::error!("cannot encode an update: {e}"),
-                    }
-                }
+                let options = convert::config_options(self.model.get(), &listed, self.mode.get());
+                self.notify(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+                    options,
+                )));
             }
             other => {
-                if let Some(update) = convert::session_update(other, &caps) {
-                    match convert::notification(&session_id, update) {
-                        Ok(params) => conn.notify("session/update", params),
-                        Err(e) => tracing::error!("cannot encode an update: {e}"),
-                    }
+                if let Some(update) = convert::session_update(other, &self.caps) {
+                    self.notify(update);
                 }
             }
         }
-    }
-    // The engine is gone: never leave a prompt unanswered.
-    let id = pending.lock().ok().and_then(|mut p| p.take());
-    if let Some(id) = id {
-        conn.respond(
-            id,
-            to_value(&PromptResponse::new(
-                agent_client_protocol_schema::v1::StopReason::Cancelled,
-            )),
-        );
     }
 }
