@@ -42,7 +42,6 @@ use maia_tools::process::GroupGuard;
 use maia_tools::{CappedOutput, ToolOutput, truncate_middle};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 /// Definition file names tried in a tool folder, in order.
@@ -735,9 +734,10 @@ async fn spawn(
     dir: &Path,
     session_cwd: &Path,
 ) -> std::io::Result<tokio::process::Child> {
+    maia_tools::process::ensure_runnable(program.as_os_str(), Some(dir))?;
     let mut attempts = 0;
     loop {
-        let result = Command::new(program)
+        let result = maia_tools::process::command(program)
             .args(args)
             .current_dir(dir)
             .env("MAIA_CWD", session_cwd)
@@ -745,7 +745,6 @@ async fn spawn(
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true)
             .spawn();
         match result {

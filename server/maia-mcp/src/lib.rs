@@ -460,8 +460,14 @@ fn kill_group(server: &Server) {
         use nix::sys::signal::{Signal, killpg};
         use nix::unistd::Pid;
         // The group leader is not reaped before its transport is dropped,
-        // so the group id cannot have been reused.
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        // so the group id cannot have been reused. A guard (the leader)
+        // kills every descendant on SIGTERM; a bare server group is killed.
+        let signal = if maia_tools::process::guarded() {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGKILL
+        };
+        let _ = killpg(Pid::from_raw(pgid), signal);
         tracing::debug!(server = %server.config.name, pgid, "MCP server stopped");
     }
 }
@@ -581,15 +587,17 @@ async fn open(server: &Server) -> Result<Connection, String> {
             env,
             cwd,
         } => {
-            let mut cmd = tokio::process::Command::new(command);
+            // Its own process group under MAIA's guard, so that stopping it
+            // also stops what it started (`npx` → node), and so that it
+            // dies with MAIA.
+            maia_tools::process::ensure_runnable(command.as_ref(), cwd.as_deref())
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            let mut cmd = maia_tools::process::command(command);
             cmd.args(args);
             cmd.envs(env.iter().map(|(k, v)| (k, v)));
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }
-            // Its own process group, so that stopping it also stops what
-            // it started (`npx` → node).
-            cmd.process_group(0);
             cmd.kill_on_drop(true);
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(std::process::Stdio::piped())

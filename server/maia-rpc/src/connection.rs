@@ -51,8 +51,15 @@ type Waiter = oneshot::Sender<Result<Value, RpcError>>;
 /// so a request made after that fails at once instead of waiting forever.
 type Pending = Mutex<Option<HashMap<String, Waiter>>>;
 
+/// What the writer is asked to do.
+enum Out {
+    Line(String),
+    /// Flush what was queued before, then tell.
+    Flush(oneshot::Sender<()>),
+}
+
 struct Inner {
-    out: mpsc::UnboundedSender<String>,
+    out: mpsc::UnboundedSender<Out>,
     pending: Pending,
     next_id: AtomicU64,
 }
@@ -98,8 +105,17 @@ impl Connection {
     fn send_value(&self, value: &Value) {
         // Serialising a Value cannot fail; an empty line would be a bug.
         let line = serde_json::to_string(value).unwrap_or_default();
-        if self.inner.out.send(line).is_err() {
+        if self.inner.out.send(Out::Line(line)).is_err() {
             tracing::debug!("writer is gone; dropping an outgoing message");
+        }
+    }
+
+    /// Waits until every message queued before this call is written and
+    /// flushed (or the writer is gone).
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.inner.out.send(Out::Flush(tx)).is_ok() {
+            let _ = rx.await;
         }
     }
 
@@ -219,7 +235,7 @@ where
 fn serve_with<R>(
     reader: R,
     max_line: usize,
-    spawn_writer: impl FnOnce(mpsc::UnboundedReceiver<String>) -> JoinHandle<()>,
+    spawn_writer: impl FnOnce(mpsc::UnboundedReceiver<Out>) -> JoinHandle<()>,
 ) -> (
     Connection,
     mpsc::UnboundedReceiver<Incoming>,
@@ -228,7 +244,7 @@ fn serve_with<R>(
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
-    let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<Out>();
     let conn = Connection {
         inner: Arc::new(Inner {
             out: out_tx,
@@ -246,9 +262,17 @@ where
     (conn, in_rx, writer_task)
 }
 
-fn blocking_write_loop<W: std::io::Write>(writer: W, mut rx: mpsc::UnboundedReceiver<String>) {
+fn blocking_write_loop<W: std::io::Write>(writer: W, mut rx: mpsc::UnboundedReceiver<Out>) {
     let mut writer = std::io::BufWriter::new(writer);
-    while let Some(mut line) = rx.blocking_recv() {
+    while let Some(out) = rx.blocking_recv() {
+        let mut line = match out {
+            Out::Line(line) => line,
+            Out::Flush(done) => {
+                let _ = std::io::Write::flush(&mut writer);
+                let _ = done.send(());
+                continue;
+            }
+        };
         line.push('\n');
         if let Err(e) = std::io::Write::write_all(&mut writer, line.as_bytes()) {
             tracing::debug!("cannot write to the peer: {e}");
@@ -262,8 +286,16 @@ fn blocking_write_loop<W: std::io::Write>(writer: W, mut rx: mpsc::UnboundedRece
     let _ = std::io::Write::flush(&mut writer);
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut rx: mpsc::UnboundedReceiver<String>) {
-    while let Some(mut line) = rx.recv().await {
+async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut rx: mpsc::UnboundedReceiver<Out>) {
+    while let Some(out) = rx.recv().await {
+        let mut line = match out {
+            Out::Line(line) => line,
+            Out::Flush(done) => {
+                let _ = writer.flush().await;
+                let _ = done.send(());
+                continue;
+            }
+        };
         line.push('\n');
         if let Err(e) = writer.write_all(line.as_bytes()).await {
             tracing::debug!("cannot write to the peer: {e}");

@@ -8,10 +8,18 @@
 mod acp;
 mod cli;
 mod logging;
+mod signals;
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `maia __guard -- PROGRAM ARGS…`: the supervisor every command runs
+    // under (maia_tools::guard); nothing else of maia starts.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).and_then(|a| a.to_str()) == Some(maia_tools::process::GUARD_ARG) {
+        let code = maia_tools::guard::run(&args[2..]);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let command = match cli::parse(std::env::args().skip(1)) {
         Ok(command) => command,
         Err(message) => {
@@ -46,6 +54,14 @@ fn main() -> ExitCode {
 }
 
 fn run(lsp: bool, options: cli::Options) -> anyhow::Result<()> {
+    // Commands run under this same binary as their guard. `/proc/self/exe`
+    // names it even if the file was replaced since it started.
+    #[cfg(target_os = "linux")]
+    maia_tools::process::set_guard("/proc/self/exe".into());
+    #[cfg(not(target_os = "linux"))]
+    if let Ok(exe) = std::env::current_exe() {
+        maia_tools::process::set_guard(exe);
+    }
     // HTTPS to the model endpoint uses rustls with the ring provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -13,6 +13,7 @@ mod context;
 mod definitions;
 mod error;
 pub mod fs;
+pub mod guard;
 mod input;
 pub mod path;
 pub mod process;

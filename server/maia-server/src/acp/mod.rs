@@ -32,24 +32,46 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-/// Serves ACP on this process's stdin and stdout until stdin closes.
+/// Serves ACP on this process's stdin and stdout until stdin closes or a
+/// SIGTERM, SIGINT or SIGHUP arrives. Either way running prompts are
+/// answered `cancelled` while the output is open, sessions stop (their
+/// commands and MCP servers killed, journals closed) and the output is
+/// flushed before returning.
 pub async fn serve_stdio(options: EngineOptions) -> anyhow::Result<()> {
     let (conn, mut incoming, writer) = maia_rpc::serve_blocking_writer(
         tokio::io::stdin(),
         std::io::stdout(),
         maia_rpc::framing::DEFAULT_MAX_LINE,
     );
-    let agent = Arc::new(Agent::new(conn, Engine::new(options)));
-    while let Some(message) = incoming.recv().await {
-        match message {
-            Incoming::Request { id, method, params } => agent.handle_request(id, &method, params),
-            Incoming::Notification { method, params } => agent.handle_notification(&method, params),
+    let agent = Arc::new(Agent::new(conn.clone(), Engine::new(options)));
+    let mut stop = crate::signals::Stop::new()?;
+    loop {
+        tokio::select! {
+            message = incoming.recv() => match message {
+                Some(Incoming::Request { id, method, params }) => {
+                    agent.handle_request(id, &method, params)
+                }
+                Some(Incoming::Notification { method, params }) => {
+                    agent.handle_notification(&method, params)
+                }
+                None => {
+                    tracing::info!("input closed; shutting down");
+                    break;
+                }
+            },
+            signal = stop.next() => {
+                tracing::info!(signal, "signal received; shutting down");
+                break;
+            }
         }
     }
-    tracing::info!("input closed; shutting down");
     agent.shutdown().await;
     drop(agent);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer).await;
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), conn.flush()).await;
+    drop(conn);
+    // The writer ends once the reader (blocked on stdin) lets go too; do
+    // not wait for it after the flush.
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(100), writer).await;
     Ok(())
 }
 

@@ -13,7 +13,6 @@ use std::time::Duration;
 use crate::process::GroupGuard;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
-use tokio::process::Command;
 
 use crate::context::{ToolContext, ToolOutput};
 use crate::input::BashInput;
@@ -43,7 +42,7 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
     let timeout_ms = input.effective_timeout_ms();
     let (reader, writer) = std::io::pipe()?;
     let writer_for_stderr = writer.try_clone()?;
-    let mut command = Command::new("/bin/sh");
+    let mut command = crate::process::command("/bin/sh");
     command
         .arg("-c")
         .arg(&input.command)
@@ -52,7 +51,6 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(writer_for_stderr))
-        .process_group(0)
         .kill_on_drop(true);
     let spawned = command.spawn();
     // The command holds the parent's copies of the write end; close them so
