@@ -545,3 +545,50 @@ async fn an_oversized_line_with_a_structured_id_is_answered_with_null() {
     assert_eq!(m["error"]["code"], -32600, "{m}");
     assert_eq!(m["id"], Value::Null, "{m}");
 }
+
+/// `session/list` without a `cwd` lists this user's threads of every
+/// project, also in a process that never opened those folders.
+#[tokio::test]
+async fn list_without_cwd_finds_threads_of_every_project() {
+    let (mut maia, sid) = Maia::ready().await;
+    // A second project folder.
+    let other = tempfile::tempdir().unwrap();
+    let other_cwd = other.path().canonicalize().unwrap();
+    let id = maia
+        .request("session/new", json!({"cwd": other_cwd, "mcpServers": []}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    let other_sid = resp["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut maia = maia.restart().await;
+    maia.initialize().await;
+    let id = maia.request("session/list", json!({})).await;
+    let (resp, _) = maia.response(id).await;
+    let listed: Vec<(String, String)> = resp["result"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["sessionId"].as_str().unwrap().to_owned(),
+                s["cwd"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        listed.contains(&(sid.clone(), maia.cwd().display().to_string())),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&(other_sid.clone(), other_cwd.display().to_string())),
+        "{listed:?}"
+    );
+    // Deleting without a cwd finds it too.
+    let id = maia
+        .request("session/delete", json!({"sessionId": other_sid}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"], json!({}), "{resp}");
+    let id = maia.request("session/list", json!({})).await;
+    let (resp, _) = maia.response(id).await;
+    assert!(!resp.to_string().contains(&other_sid), "{resp}");
+}

@@ -3,7 +3,7 @@
 
 use crate::event::{Event, StopReason};
 use crate::session::{Session, fresh_name, replay};
-use crate::store::{self, Record};
+use crate::store;
 
 /// A command the user can type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +112,8 @@ impl Session {
                 self.reply(text);
             }
             "new" => {
-                let saved = (!self.history.is_empty()).then(|| self.name.clone());
+                let saved =
+                    (!self.conversation.is_empty()).then(|| self.conversation.name().to_owned());
                 let name = self.unused_name();
                 self.reset(name);
                 self.reply(match saved {
@@ -124,10 +125,9 @@ impl Session {
                 self.report_estimate();
             }
             "clear" => {
-                self.record(&Record::Clear);
-                let dropped = self.history.len();
+                let dropped = self.conversation.len();
+                self.conversation.clear();
                 self.reload();
-                self.history.clear();
                 self.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
                 self.reply(format!(
                     "Context cleared ({dropped} messages dropped); settings, context file and rules reloaded."
@@ -143,7 +143,7 @@ impl Session {
                 } else if store::session_path(&self.cwd, args).exists() {
                     self.reply(format!("A saved session named `{args}` already exists."));
                 } else {
-                    let old = self.name.clone();
+                    let old = self.conversation.name().to_owned();
                     match self.rename(args.to_owned()) {
                         Ok(()) => self.reply(format!("Renamed `{old}` to `{args}`.")),
                         Err(e) => self.reply(format!("Cannot rename: {e}")),
@@ -154,7 +154,7 @@ impl Session {
             "compact" => match self.compact(cancel).await {
                 Ok(()) => self.reply(format!(
                     "Conversation compacted; it continues as `{}`.",
-                    self.name
+                    self.conversation.name()
                 )),
                 Err(crate::compaction::CompactError::Cancelled) => return StopReason::Cancelled,
                 Err(e) => self.reply(format!("Not compacted: {e}.")),
@@ -180,7 +180,7 @@ impl Session {
         let base = fresh_name(&self.id);
         let mut name = base.clone();
         let mut n = 2;
-        while name == self.name || store::session_path(&self.cwd, &name).exists() {
+        while name == self.conversation.name() || store::session_path(&self.cwd, &name).exists() {
             name = format!("{base}-{n}");
             n += 1;
         }
@@ -290,7 +290,8 @@ impl Session {
             .map(|s| s.len())
             .unwrap_or(0);
         let messages: usize = self
-            .history
+            .conversation
+            .history()
             .iter()
             .map(|m| serde_json::to_string(m).map(|s| s.len()).unwrap_or(0))
             .sum();
@@ -312,10 +313,10 @@ impl Session {
              - pending items: none\n\
              - total: ~{total} tokens\n\
              - model: `{model}`, context window: {window}",
-            name = self.name,
+            name = self.conversation.name(),
             sys = estimate(system.len()),
             tools = estimate(tools),
-            count = self.history.len(),
+            count = self.conversation.len(),
             msgs = estimate(messages),
             model = self
                 .model

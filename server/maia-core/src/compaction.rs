@@ -68,8 +68,8 @@ impl Session {
     /// estimate of what was added since, else an estimate of everything.
     pub(crate) fn context_tokens(&self) -> u64 {
         match self.measured {
-            Some((tokens, len)) if len <= self.history.len() => {
-                tokens + estimate(message_chars(&self.history[len..]))
+            Some((tokens, len)) if len <= self.conversation.len() => {
+                tokens + estimate(message_chars(&self.conversation.history()[len..]))
             }
             _ => {
                 let tools = serde_json::to_string(
@@ -81,8 +81,9 @@ impl Session {
                 )
                 .map(|s| s.len())
                 .unwrap_or(0);
-                let raw =
-                    estimate(self.system_prompt().len() + tools + message_chars(&self.history));
+                let raw = estimate(
+                    self.system_prompt().len() + tools + message_chars(self.conversation.history()),
+                );
                 // Calibrated by the last measured real/estimated ratio.
                 (raw as f64 * self.calibration).round() as u64
             }
@@ -116,7 +117,7 @@ impl Session {
     /// window is unknown.
     pub(crate) fn needs_compaction(&self) -> bool {
         match self.window {
-            Some(window) if !self.history.is_empty() => {
+            Some(window) if !self.conversation.is_empty() => {
                 self.context_tokens() > window.saturating_sub(u64::from(SUMMARY_TOKENS) + MARGIN)
             }
             _ => false,
@@ -125,7 +126,7 @@ impl Session {
 
     /// Compacts the conversation, reporting progress as events.
     pub(crate) async fn compact(&mut self, cancel: &CancellationToken) -> Result<(), CompactError> {
-        if self.history.is_empty() {
+        if self.conversation.is_empty() {
             return Err(CompactError::Empty);
         }
         let id = format!("compaction-{}", uuid::Uuid::new_v4().simple());
@@ -149,7 +150,7 @@ impl Session {
                 return Err(e);
             }
         };
-        let name = super::compaction::next_name(&self.name);
+        let name = super::compaction::next_name(self.conversation.name());
         let mut records = vec![Record::Compaction {
             summary: summary.clone(),
         }];
@@ -158,20 +159,22 @@ impl Session {
                 title: title.clone(),
             });
         }
-        if let Err(e) = self.continue_as(name, &records) {
+        if let Err(e) = self.conversation.continue_as(name, &records) {
             let e = CompactError::Failed(format!("cannot save the compacted session: {e}"));
             report(self, CompactionState::Failed(e.to_string()));
             return Err(e);
         }
         let context_file = self.context_file.take();
-        self.reload();
+        // Tools, skills and permissions are reloaded (the MAIA behaviour),
+        // without repeating the start-up notices.
+        self.reload_quietly();
+        self.emit(Event::Commands(self.command_entries()));
         self.context_file = context_file.or(self.context_file.take());
-        self.history.clear();
         self.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
         self.summary = Some(summary.clone());
         self.measured = None;
         let after = self.context_tokens();
-        tracing::info!(before, after, name = %self.name, "compacted");
+        tracing::info!(before, after, name = %self.conversation.name(), "compacted");
         report(
             self,
             CompactionState::Completed {
@@ -196,11 +199,11 @@ impl Session {
             .llm
             .as_ref()
             .map_err(|e| CompactError::Failed(e.to_string()))?;
-        let mut messages = Vec::with_capacity(self.history.len() + 2);
+        let mut messages = Vec::with_capacity(self.conversation.len() + 2);
         messages.push(ChatMessage::System {
             content: self.system_prompt(),
         });
-        messages.extend(self.history.iter().cloned());
+        messages.extend(self.conversation.history().iter().cloned());
         messages.push(ChatMessage::User {
             content: INSTRUCTION.to_owned(),
         });

@@ -204,8 +204,7 @@ fn parse(
     reserved: &[&str],
     taken: &[CustomTool],
 ) -> Result<CustomTool, String> {
-    let value: Value = serde_json::from_str(&strip_trailing_commas(text))
-        .map_err(|e| format!("invalid JSON ({e})"))?;
+    let value = parse_definition_json(text).map_err(|e| format!("invalid JSON ({e})"))?;
     let Value::Object(def) = value else {
         return Err("the definition must be a JSON object".into());
     };
@@ -346,33 +345,22 @@ fn parse_parameters(value: Option<&Value>) -> Result<Vec<Param>, String> {
     Ok(out)
 }
 
-/// Removes a comma followed (after whitespace) by `]` or `}`, outside JSON
-/// strings.
-fn strip_trailing_commas(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, &c) in chars.iter().enumerate() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else if c == ',' {
-            let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
-            if matches!(next, Some(']' | '}')) {
-                continue;
-            }
-        }
-        out.push(c);
-    }
-    out
+/// Reads a definition: JSON with trailing commas tolerated, nothing else
+/// of JSONC or JSON5 (comments, single quotes, bare names are errors).
+fn parse_definition_json(text: &str) -> Result<Value, String> {
+    let options = jsonc_parser::ParseOptions {
+        allow_comments: false,
+        allow_loose_object_property_names: false,
+        allow_trailing_commas: true,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_non_finite_numbers: false,
+        allow_extended_string_escapes: false,
+    };
+    jsonc_parser::parse_to_serde_value::<Value>(text, &options).map_err(|e| e.to_string())
 }
 
 /// Splits a command line into words: whitespace separates words; single
@@ -1135,20 +1123,24 @@ mod tests {
     }
 
     #[test]
-    fn trailing_commas_stripped_outside_strings_only() {
+    fn definitions_tolerate_trailing_commas_only() {
         assert_eq!(
-            strip_trailing_commas(r#"{"a": [1, 2, ], }"#),
-            r#"{"a": [1, 2 ] }"#
+            parse_definition_json(r#"{"a": [1, 2, ], }"#).unwrap(),
+            serde_json::json!({"a": [1, 2]})
         );
-        assert_eq!(strip_trailing_commas("[1,\n\t]"), "[1\n\t]");
         assert_eq!(
-            strip_trailing_commas(r#"{"a": ",}", "b": "x\",]"}"#),
-            r#"{"a": ",}", "b": "x\",]"}"#
+            parse_definition_json("[1,\n\t]").unwrap(),
+            serde_json::json!([1])
         );
-        assert_eq!(strip_trailing_commas(r#"{"a": "\\", }"#), r#"{"a": "\\" }"#);
-        assert_eq!(strip_trailing_commas("[1, 2]"), "[1, 2]");
-        // Only one comma is tolerated; `[1,,]` stays broken.
-        assert!(serde_json::from_str::<Value>(&strip_trailing_commas("[1,,]")).is_err());
+        assert_eq!(
+            parse_definition_json(r#"{"a": ",}", "b": "x\",]"}"#).unwrap(),
+            serde_json::json!({"a": ",}", "b": "x\",]"})
+        );
+        // Only one comma is tolerated, and nothing else of JSON5.
+        assert!(parse_definition_json("[1,,]").is_err());
+        assert!(parse_definition_json("{a: 1}").is_err());
+        assert!(parse_definition_json("{\"a\": 1} // note").is_err());
+        assert!(parse_definition_json("{'a': 1}").is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 pub mod commands;
 mod compaction;
 pub mod context_file;
+mod conversation;
 pub mod custom_tools;
 mod engine;
 mod event;

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commands;
 use crate::context_file::{self, ContextFile};
+use crate::conversation::Conversation;
 use crate::custom_tools::{self, LoadedTools};
 use crate::engine::EngineOptions;
 use crate::event::{CommandEntry, Event, NoticeLevel, StopReason};
@@ -148,6 +149,16 @@ impl SessionHandle {
         self.model.set(Some(model));
     }
 
+    /// Takes the default model from the endpoint's list when none is
+    /// forced or configured (see [`default_model`]).
+    pub fn default_model_from(&self, listed: &[String]) {
+        if self.model.get().is_none()
+            && let Some(model) = default_model(listed.iter().map(String::as_str))
+        {
+            self.model.set(Some(model.to_owned()));
+        }
+    }
+
     /// Whether a turn is running.
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire)
@@ -183,7 +194,8 @@ pub(crate) struct Session {
     /// The model in use, shared with the handle (`None` until chosen).
     pub model: SharedModel,
     pub mode: SharedMode,
-    pub history: Vec<ChatMessage>,
+    /// The history and its journal, owned together.
+    pub conversation: Conversation,
     pub fs: Arc<dyn FileSystem>,
     pub reads: Arc<ReadTracker>,
     pub broker: Arc<Mutex<Broker>>,
@@ -207,11 +219,7 @@ pub(crate) struct Session {
     pub windows: Arc<WindowCache>,
     /// The context window of the model in use, once known.
     pub window: Option<u64>,
-    /// The name of the saved conversation (its file name).
-    pub name: String,
     pub title: Option<String>,
-    journal: Option<Journal>,
-    journal_failed: bool,
 }
 
 impl Session {
@@ -219,64 +227,37 @@ impl Session {
         let _ = self.events.send(event);
     }
 
-    /// Appends a record to the journal, creating it on first use.
+    /// Saves a record of what the user saw (see [`Conversation::record`]).
     pub fn record(&mut self, record: &Record) {
-        self.open_journal();
-        if let Some(journal) = &mut self.journal
-            && let Err(e) = journal.append(record)
-        {
-            tracing::warn!("cannot save a message: {e}");
-        }
+        self.conversation.record(record);
     }
 
     /// Adds a message to the history and the journal.
     pub fn push_message(&mut self, message: ChatMessage) {
-        self.record(&Record::Message {
-            message: message.clone(),
-        });
-        self.history.push(message);
+        self.conversation.push(message);
     }
 
     /// Switches to a fresh conversation with settings, context file and
     /// permissions reloaded; `name` is the new file's name.
     pub fn reset(&mut self, name: String) {
         self.reload();
-        self.history.clear();
         self.summary = None;
         self.measured = None;
         self.reads = Arc::new(ReadTracker::default());
-        self.journal = None;
-        self.journal_failed = false;
-        self.name = name;
         self.title = None;
-        self.open_journal();
+        self.conversation.restart(name);
     }
 
-    /// Creates the journal of a fresh conversation now, so the thread is
-    /// known to `load`, `resume` and `list` before its first message.
-    pub fn open_journal(&mut self) {
-        if self.journal.is_some() || self.journal_failed {
-            return;
-        }
-        let header = store::new_header(&self.id, &self.cwd);
-        match Journal::create(&self.cwd, &self.name, &header, &[]) {
-            Ok(journal) => {
-                self.journal = Some(journal);
-                store::index_thread(self.options.home.as_deref(), &self.cwd);
-            }
-            Err(e) => {
-                self.journal_failed = true;
-                tracing::warn!("cannot save the session: {e}");
-                self.emit(Event::Notice {
-                    level: NoticeLevel::Warning,
-                    text: format!("This conversation cannot be saved: {e}"),
-                });
-            }
-        }
-    }
-
-    /// Reloads settings, the context file and the rules.
+    /// Reloads settings, the context file and the rules, and tells the user
+    /// what was loaded (`/clear`, `/new`).
     pub fn reload(&mut self) {
+        self.reload_quietly();
+        self.announce_start();
+    }
+
+    /// Reloads settings, the context file, rules, skills and custom tools;
+    /// only the command list is sent again (after a compaction).
+    pub fn reload_quietly(&mut self) {
         self.settings = settings::load(
             self.options.home.as_deref(),
             &self.cwd,
@@ -294,55 +275,29 @@ impl Session {
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
         self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
         self.pending.clear();
-        self.announce_start();
     }
 
     /// Replaces this thread's conversation with a saved one.
     pub fn adopt(&mut self, name: String, loaded: &Loaded) -> Result<(), store::StoreError> {
-        let header = store::new_header(&self.id, &self.cwd);
-        let journal = Journal::create(&self.cwd, &name, &header, &loaded.records)?;
-        self.history = loaded.history();
+        self.conversation.adopt(name, loaded)?;
         self.summary = loaded.summary().map(str::to_owned);
         self.measured = None;
         self.title = loaded.title().map(str::to_owned);
         self.reads = Arc::new(ReadTracker::default());
-        self.journal = Some(journal);
-        self.journal_failed = false;
-        self.name = name;
-        Ok(())
-    }
-
-    /// Continues the thread in a new journal `name` that starts with
-    /// `records` (after a compaction).
-    pub fn continue_as(
-        &mut self,
-        name: String,
-        records: &[Record],
-    ) -> Result<(), store::StoreError> {
-        let header = store::new_header(&self.id, &self.cwd);
-        self.journal = Some(Journal::create(&self.cwd, &name, &header, records)?);
-        self.journal_failed = false;
-        self.name = name;
         Ok(())
     }
 
     /// Renames the saved conversation.
     pub fn rename(&mut self, name: String) -> Result<(), store::StoreError> {
-        let to = store::session_path(&self.cwd, &name);
-        if let Some(journal) = self.journal.take() {
-            let from = journal.path().to_path_buf();
-            if let Err(source) = std::fs::rename(&from, &to) {
-                self.journal = Some(journal);
-                return Err(store::StoreError::Io { path: to, source });
-            }
-            // Release the lock on the renamed file before taking it again.
-            drop(journal);
-            self.journal = Some(Journal::open(&to)?);
-            store::set_current(&self.cwd, &self.id, &name)?;
-        }
-        self.name = name;
-        Ok(())
+        self.conversation.rename(name)
     }
+}
+
+/// The model used when none is forced (`--model`, `MAIA_MODEL`) or
+/// configured (`model`): the first one the endpoint lists. The one place
+/// that decides it, for the front doors and the turn loop.
+pub fn default_model<'a>(mut listed: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    listed.next()
 }
 
 /// A fresh conversation name: the date and time, and a short suffix.
@@ -406,8 +361,34 @@ pub(crate) fn spawn(
         mcp_servers,
         &settings,
     )));
+    let (conversation, restored) = match start {
+        Start::New => (
+            Conversation::create(
+                &id,
+                &cwd,
+                options.home.as_deref(),
+                fresh_name(&id),
+                events_tx.clone(),
+            ),
+            None,
+        ),
+        Start::Restore {
+            name,
+            loaded,
+            journal,
+        } => (
+            Conversation::restore(
+                &id,
+                &cwd,
+                options.home.as_deref(),
+                (name, &loaded, journal),
+                events_tx.clone(),
+            ),
+            Some(loaded),
+        ),
+    };
     let mut session = Session {
-        name: fresh_name(&id),
+        conversation,
         id,
         cwd,
         options: options.clone(),
@@ -415,7 +396,6 @@ pub(crate) fn spawn(
         llm,
         model,
         mode,
-        history: Vec::new(),
         fs,
         reads: Arc::new(ReadTracker::default()),
         broker: Arc::new(Mutex::new(broker)),
@@ -432,29 +412,17 @@ pub(crate) fn spawn(
         windows: windows.clone(),
         window: None,
         title: None,
-        journal: None,
-        journal_failed: false,
     };
-    match start {
-        Start::New => session.open_journal(),
-        Start::Restore {
-            name,
-            loaded,
-            journal,
-        } => {
-            session.history = loaded.history();
-            session.summary = loaded.summary().map(str::to_owned);
-            if let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
-                Record::Plan { todos } => Some(todos.clone()),
-                _ => None,
-            }) && let Ok(mut list) = session.todos.lock()
-            {
-                *list = todos;
-            }
-            session.title = loaded.title().map(str::to_owned);
-            session.journal = Some(journal);
-            session.name = name;
+    if let Some(loaded) = &restored {
+        session.summary = loaded.summary().map(str::to_owned);
+        if let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
+            Record::Plan { todos } => Some(todos.clone()),
+            _ => None,
+        }) && let Ok(mut list) = session.todos.lock()
+        {
+            *list = todos;
         }
+        session.title = loaded.title().map(str::to_owned);
     }
     session.announce_start();
     crate::mcp::watch(&session.mcp, session.events.clone());

@@ -169,11 +169,12 @@ impl Session {
             listed = llm.list_models() => listed,
         };
         match listed {
-            Ok(models) => match models.into_iter().next() {
+            Ok(models) => match crate::session::default_model(models.iter().map(|m| m.id.as_str()))
+            {
                 Some(first) => {
-                    tracing::info!(model = %first.id, "using the first model listed");
-                    self.model.set(Some(first.id.clone()));
-                    Ok(first.id)
+                    tracing::info!(model = %first, "using the first model listed");
+                    self.model.set(Some(first.to_owned()));
+                    Ok(first.to_owned())
                 }
                 None => Err(format!(
                     "no model is configured and {} lists none",
@@ -361,7 +362,7 @@ impl Session {
             user_text = format!("{pending}\n\n{user_text}");
         }
         let display = display.unwrap_or_else(|| display_text(&parts));
-        let turn_start = self.history.len();
+        let turn_start = self.conversation.len();
         self.record(&Record::UserDisplay {
             text: display.clone(),
         });
@@ -434,12 +435,12 @@ impl Session {
                     Err(e) => tracing::warn!("automatic compaction: {e}"),
                 }
             }
-            repair_history(&mut self.history);
-            let mut messages = Vec::with_capacity(self.history.len() + 1);
+            self.conversation.repair(repair_history);
+            let mut messages = Vec::with_capacity(self.conversation.len() + 1);
             messages.push(ChatMessage::System {
                 content: self.system_prompt(),
             });
-            messages.extend(self.history.iter().cloned());
+            messages.extend(self.conversation.history().iter().cloned());
             let request = ChatRequest {
                 model: model.clone(),
                 messages,
@@ -510,7 +511,7 @@ impl Session {
                 self.calibrate(usage.prompt_tokens, request_chars);
                 self.measured = Some((
                     usage.prompt_tokens + usage.completion_tokens,
-                    self.history.len(),
+                    self.conversation.len(),
                 ));
             }
             if tool_calls.is_empty() {
@@ -518,11 +519,7 @@ impl Session {
                     Some(FinishReason::Length) => StopReason::MaxTokens,
                     Some(FinishReason::ContentFilter) => {
                         // The client drops the refused exchange; so does the model's view.
-                        self.history.truncate(turn_start);
-                        self.record(&Record::Clear);
-                        for message in self.history.clone() {
-                            self.record(&Record::Message { message });
-                        }
+                        self.conversation.truncate(turn_start);
                         StopReason::Refusal
                     }
                     _ => StopReason::EndTurn,

@@ -63,20 +63,16 @@ impl LlmClient {
             message: format!("invalid models URL {models_url:?}: {err}"),
         })?;
 
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(config.request_timeout)
-            .user_agent(concat!("maia/", env!("CARGO_PKG_VERSION")));
-        if is_loopback(parsed.host_str().unwrap_or_default()) {
-            builder = builder.no_proxy();
+        if !maia_http::tls_available() && parsed.scheme() == "https" {
+            tracing::warn!(
+                "no TLS crypto provider installed; HTTPS connections to the model server will fail"
+            );
         }
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            if parsed.scheme() == "https" {
-                tracing::warn!(
-                    "no TLS crypto provider installed; HTTPS connections to the model server will fail"
-                );
-            }
-            builder = builder.tls_backend_preconfigured(fallback_tls()?);
-        }
+        let builder = maia_http::builder(parsed.host_str(), None)
+            .map_err(|err| LlmError::Connection {
+                message: err.to_string(),
+            })?
+            .connect_timeout(config.request_timeout);
         let http = builder.build().map_err(|err| LlmError::Connection {
             message: format!("cannot build the HTTP client: {}", error_chain(&err)),
         })?;
@@ -331,14 +327,6 @@ fn complete_from_json(
 }
 
 /// Whether a URL host is this machine (proxies are bypassed for it).
-fn is_loopback(host: &str) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 fn timed_out(timeout: Duration) -> LlmError {
     LlmError::Connection {
         message: format!("no response within {} s", timeout.as_secs_f64()),
@@ -349,20 +337,6 @@ fn timed_out(timeout: Duration) -> LlmError {
 pub fn backoff(base: Duration, attempt: u32) -> Duration {
     let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
     base.saturating_mul(factor).min(MAX_BACKOFF)
-}
-
-/// A TLS configuration for when the binary installed no crypto provider: the `ring` provider
-/// with no trusted roots. It makes plain HTTP usable; HTTPS cannot verify any certificate.
-fn fallback_tls() -> Result<rustls::ClientConfig, LlmError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|err| LlmError::Connection {
-            message: format!("cannot configure TLS: {err}"),
-        })?
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth();
-    Ok(config)
 }
 
 #[cfg(test)]
@@ -427,15 +401,6 @@ mod tests {
         assert_eq!(done.finish_reason, Some(crate::FinishReason::ToolCalls));
         assert_eq!(done.usage.unwrap().total_tokens, 5);
         assert_eq!(deltas.len(), 2);
-    }
-
-    #[test]
-    fn loopback_hosts() {
-        assert!(is_loopback("localhost"));
-        assert!(is_loopback("127.0.0.1"));
-        assert!(is_loopback("[::1]"));
-        assert!(!is_loopback("example.com"));
-        assert!(!is_loopback("10.0.0.1"));
     }
 
     #[test]

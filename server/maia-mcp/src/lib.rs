@@ -685,25 +685,10 @@ async fn open(server: &Server) -> Result<Connection, String> {
 /// http work.
 fn http_client(url: &str) -> Result<reqwest::Client, String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("invalid URL `{url}`: {e}"))?;
-    let mut builder = reqwest::Client::builder()
+    let builder = maia_http::builder(parsed.host_str(), None)
+        .map_err(|e| e.to_string())?
         .redirect(reqwest::redirect::Policy::none())
-        .pool_max_idle_per_host(0)
-        .user_agent(concat!("maia/", env!("CARGO_PKG_VERSION")));
-    if matches!(
-        parsed.host_str(),
-        Some("localhost" | "127.0.0.1" | "[::1]" | "::1")
-    ) {
-        builder = builder.no_proxy();
-    }
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("cannot configure TLS: {e}"))?
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth();
-        builder = builder.tls_backend_preconfigured(tls);
-    }
+        .pool_max_idle_per_host(0);
     builder
         .build()
         .map_err(|e| format!("cannot set up the HTTP client: {e}"))

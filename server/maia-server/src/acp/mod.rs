@@ -265,9 +265,38 @@ impl Agent {
                 return self.close_session(id, req.session_id.0.as_ref());
             }
             ClientRequest::DeleteSessionRequest(req) => {
-                self.delete_session(req.session_id.0.as_ref())
+                let removed = self
+                    .lock_sessions()
+                    .remove(req.session_id.0.as_ref())
+                    .and_then(|slot| slot.entry());
+                let agent = self.clone();
+                // Folders are searched off the runtime.
+                tokio::spawn(async move {
+                    let sid = req.session_id.0.to_string();
+                    let work = agent.clone();
+                    let result =
+                        tokio::task::spawn_blocking(move || work.delete_session(&sid, removed))
+                            .await
+                            .unwrap_or_else(|e| {
+                                Err(RpcError::new(ErrorCode::InternalError, e.to_string()))
+                            });
+                    agent.conn.respond(id, result);
+                });
+                return;
             }
-            ClientRequest::ListSessionsRequest(req) => self.list_sessions(&req),
+            ClientRequest::ListSessionsRequest(req) => {
+                let agent = self.clone();
+                tokio::spawn(async move {
+                    let work = agent.clone();
+                    let result = tokio::task::spawn_blocking(move || work.list_sessions(&req))
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(RpcError::new(ErrorCode::InternalError, e.to_string()))
+                        });
+                    agent.conn.respond(id, result);
+                });
+                return;
+            }
             ClientRequest::SetSessionConfigOptionRequest(req) => self.set_config_option(&req),
             ClientRequest::SetSessionModeRequest(req) => self.set_mode(&req),
             ClientRequest::PromptRequest(req) => match self.prompt(&id, req) {
@@ -460,11 +489,7 @@ impl Agent {
                     Vec::new()
                 }
             };
-        if handle.model().is_none()
-            && let Some(first) = listed.first()
-        {
-            handle.set_model(first.clone());
-        }
+        handle.default_model_from(&listed);
         let models: Models = Arc::new(Mutex::new(listed.clone()));
         let forwarder = Forwarder {
             conn: self.conn.clone(),
@@ -725,16 +750,14 @@ impl Agent {
         });
     }
 
-    fn delete_session(&self, session_id: &str) -> Result<Value, RpcError> {
-        let mut cwds: BTreeSet<PathBuf> = self
-            .known_cwds
-            .lock()
-            .map(|k| k.clone())
-            .unwrap_or_default();
-        let removed = self
-            .lock_sessions()
-            .remove(session_id)
-            .and_then(|slot| slot.entry());
+    /// Deletes every file of a thread, in every folder that may hold it;
+    /// `removed` is the live session it was, if any.
+    fn delete_session(
+        &self,
+        session_id: &str,
+        removed: Option<Arc<SessionEntry>>,
+    ) -> Result<Value, RpcError> {
+        let mut cwds = self.all_folders();
         if let Some(entry) = removed {
             entry.handle.cancel();
             cwds.insert(entry.handle.cwd().to_path_buf());
@@ -745,6 +768,18 @@ impl Agent {
             }
         }
         Ok(json!({}))
+    }
+
+    /// The folders this user's threads may be in: the index under
+    /// `~/.maia` and every folder this process has seen.
+    fn all_folders(&self) -> BTreeSet<PathBuf> {
+        let mut folders: BTreeSet<PathBuf> = self
+            .known_cwds
+            .lock()
+            .map(|k| k.clone())
+            .unwrap_or_default();
+        folders.extend(self.engine.session_folders());
+        folders
     }
 
     fn list_sessions(&self, req: &ListSessionsRequest) -> Result<Value, RpcError> {
@@ -759,11 +794,7 @@ impl Agent {
                 }
                 vec![cwd.clone()]
             }
-            None => self
-                .known_cwds
-                .lock()
-                .map(|k| k.iter().cloned().collect())
-                .unwrap_or_default(),
+            None => self.all_folders().into_iter().collect(),
         };
         let start = match &req.cursor {
             None => 0,

@@ -239,17 +239,9 @@ fn unsupported(url: &Url, what: &str) -> ToolError {
 
 /// A client that never follows redirects itself (they are checked here).
 fn client(url: &Url) -> Result<reqwest::Client, ToolError> {
-    let mut builder = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("maia/", env!("CARGO_PKG_VERSION"), " (WebFetch)"));
-    if url.host_str().is_some_and(is_loopback) {
-        builder = builder.no_proxy();
-    }
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Without a process-wide provider reqwest cannot build its TLS
-        // configuration; a private one keeps plain http working.
-        builder = builder.tls_backend_preconfigured(fallback_tls()?);
-    }
+    let builder = maia_http::builder(url.host_str(), Some("WebFetch"))
+        .map_err(|e| ToolError::Other(format!("Cannot set up the HTTP client: {e}")))?
+        .redirect(reqwest::redirect::Policy::none());
     builder
         .build()
         .map_err(|e| ToolError::Other(format!("Cannot set up the HTTP client: {}", chain(&e))))
@@ -257,7 +249,7 @@ fn client(url: &Url) -> Result<reqwest::Client, ToolError> {
 
 /// https needs the TLS provider the binary installs at start.
 fn require_tls_provider(url: &Url) -> Result<(), ToolError> {
-    if url.scheme() == "https" && rustls::crypto::CryptoProvider::get_default().is_none() {
+    if url.scheme() == "https" && !maia_http::tls_available() {
         return Err(ToolError::Other(format!(
             "Cannot fetch {url}: HTTPS is unavailable (no TLS crypto provider is installed in this process)."
         )));
@@ -266,23 +258,6 @@ fn require_tls_provider(url: &Url) -> Result<(), ToolError> {
 }
 
 /// A TLS configuration with no trusted roots: only lets the client build.
-fn fallback_tls() -> Result<rustls::ClientConfig, ToolError> {
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ToolError::Other(format!("Cannot configure TLS: {e}")))?
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth())
-}
-
-fn is_loopback(host: &str) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 fn is_redirect(status: StatusCode) -> bool {
     matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308)
 }
@@ -937,6 +912,5 @@ mod tests {
             &a,
             &Url::parse("http://www.example.com/").unwrap()
         ));
-        assert!(is_loopback("[::1]") && is_loopback("LOCALHOST") && !is_loopback("example.com"));
     }
 }

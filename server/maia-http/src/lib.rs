@@ -1,0 +1,104 @@
+//! The one place MAIA builds HTTP clients (the model endpoint, WebFetch,
+//! MCP over HTTP), so they agree on what they have in common:
+//!
+//! - a `maia/VERSION` user agent (callers may add a purpose);
+//! - loopback hosts (`localhost`, `127.0.0.0/8`, `::1`, bracketed or not)
+//!   are reached directly, never through a proxy from the environment;
+//! - without a process-wide rustls crypto provider (the `maia` binary
+//!   installs one; library tests may not) a private `ring` configuration
+//!   with no trusted roots keeps plain HTTP working; HTTPS then cannot
+//!   verify any certificate, and callers say so.
+//!
+//! Callers add what is theirs: timeouts, redirect policy, pooling.
+
+use std::sync::Arc;
+
+/// Why a client could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("cannot configure TLS: {0}")]
+    Tls(String),
+}
+
+/// Whether `host` (as in a URL, IPv6 possibly bracketed) is this machine.
+pub fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether HTTPS can verify certificates in this process.
+pub fn tls_available() -> bool {
+    rustls::crypto::CryptoProvider::get_default().is_some()
+}
+
+/// A client builder for requests to `host`, with MAIA's common settings;
+/// `purpose` is added to the user agent (`maia/0.1.0 (WebFetch)`).
+pub fn builder(
+    host: Option<&str>,
+    purpose: Option<&str>,
+) -> Result<reqwest::ClientBuilder, SetupError> {
+    let agent = match purpose {
+        Some(purpose) => format!("maia/{} ({purpose})", env!("CARGO_PKG_VERSION")),
+        None => format!("maia/{}", env!("CARGO_PKG_VERSION")),
+    };
+    let mut builder = reqwest::Client::builder().user_agent(agent);
+    if host.is_some_and(is_loopback) {
+        builder = builder.no_proxy();
+    }
+    if !tls_available() {
+        builder = builder.tls_backend_preconfigured(fallback_tls()?);
+    }
+    Ok(builder)
+}
+
+/// The private TLS configuration used when no provider is installed.
+fn fallback_tls() -> Result<rustls::ClientConfig, SetupError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| SetupError::Tls(e.to_string()))?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for host in [
+            "localhost",
+            "LOCALHOST",
+            "127.0.0.1",
+            "127.8.9.1",
+            "::1",
+            "[::1]",
+        ] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in [
+            "example.com",
+            "10.0.0.1",
+            "localhost.example.com",
+            "[::2]",
+            "",
+        ] {
+            assert!(!is_loopback(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn builds_without_a_process_provider() {
+        assert!(
+            builder(Some("127.0.0.1"), Some("test"))
+                .unwrap()
+                .build()
+                .is_ok()
+        );
+    }
+}
