@@ -34,14 +34,13 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use maia_llm::ToolSpec;
-use maia_tools::process::GroupGuard;
+use maia_tools::runner::{self, Outcome};
 use maia_tools::{CappedOutput, ToolOutput, truncate_middle};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 /// Definition file names tried in a tool folder, in order.
@@ -54,9 +53,6 @@ pub const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
 /// Most characters of stderr kept in an error.
 const MAX_STDERR_CHARS: usize = 10_000;
-/// How long to keep reading after the program exited (children may hold
-/// the pipes open).
-const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
 /// The type of a parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -625,43 +621,21 @@ impl CustomTool {
                 ));
             }
         };
-        let group = GroupGuard::new(child.id());
-        tracing::debug!(tool = %self.name, ?argv, pid = ?group.pid(), "custom tool started");
-
-        let mut stdout = Stream::new(child.stdout.take());
-        let mut stderr = Stream::new(child.stderr.take());
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let outcome = loop {
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => break Outcome::Cancelled,
-                () = &mut deadline => break Outcome::TimedOut,
-                () = stdout.read_some(), if stdout.open() => {}
-                () = stderr.read_some(), if stderr.open() => {}
-                status = child.wait() => break match status {
-                    Ok(status) => Outcome::Exited(status),
-                    Err(err) => Outcome::WaitFailed(err),
-                },
-            }
-        };
-        if !matches!(outcome, Outcome::Exited(_)) {
-            group.kill();
-            let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
+        tracing::debug!(tool = %self.name, ?argv, pid = ?child.id(), "custom tool started");
+        let mut pipes: Vec<Box<dyn tokio::io::AsyncRead + Unpin + Send>> = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            pipes.push(Box::new(out));
         }
-        let drain = async {
-            while stdout.open() || stderr.open() {
-                tokio::select! {
-                    () = stdout.read_some(), if stdout.open() => {}
-                    () = stderr.read_some(), if stderr.open() => {}
-                }
-            }
-        };
-        let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, drain).await;
-        // Whatever is left in the group (background children) goes now.
-        drop(group);
+        if let Some(err) = child.stderr.take() {
+            pipes.push(Box::new(err));
+        }
+        let finished = runner::run(child, pipes, timeout, cancel).await;
+        let outcome = finished.outcome;
+        let mut outputs = finished.outputs.into_iter();
+        let stdout = outputs.next().unwrap_or_default();
+        let stderr = outputs.next().unwrap_or_default();
 
-        let out = stdout.output.finish(MAX_OUTPUT_CHARS);
+        let out = stdout.finish(MAX_OUTPUT_CHARS);
         match outcome {
             Outcome::Cancelled => ToolOutput::cancelled(),
             Outcome::Exited(status) if status.success() => {
@@ -679,7 +653,7 @@ impl CustomTool {
                     }
                     (None, None) => "Exit code: unknown".into(),
                 };
-                ToolOutput::error(failure(&code, stderr.output, &out))
+                ToolOutput::error(failure(&code, stderr, &out))
             }
             Outcome::TimedOut => {
                 let what = format!(
@@ -687,11 +661,11 @@ impl CustomTool {
                     self.name,
                     timeout.as_secs_f64()
                 );
-                ToolOutput::error(failure(&what, stderr.output, &out))
+                ToolOutput::error(failure(&what, stderr, &out))
             }
             Outcome::WaitFailed(err) => {
                 let what = format!("Waiting for the tool {} failed: {err}", self.name);
-                ToolOutput::error(failure(&what, stderr.output, &out))
+                ToolOutput::error(failure(&what, stderr, &out))
             }
         }
     }
@@ -743,49 +717,6 @@ async fn spawn(
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             other => return other,
-        }
-    }
-}
-
-enum Outcome {
-    Exited(ExitStatus),
-    WaitFailed(std::io::Error),
-    TimedOut,
-    Cancelled,
-}
-
-/// One output pipe being read.
-struct Stream<R> {
-    reader: Option<R>,
-    output: CappedOutput,
-    buf: Vec<u8>,
-}
-
-impl<R: AsyncRead + Unpin> Stream<R> {
-    fn new(reader: Option<R>) -> Self {
-        Self {
-            reader,
-            output: CappedOutput::default(),
-            buf: vec![0; 16 * 1024],
-        }
-    }
-
-    fn open(&self) -> bool {
-        self.reader.is_some()
-    }
-
-    /// Reads once; closes the stream at EOF or on error. Cancel-safe.
-    async fn read_some(&mut self) {
-        let Some(reader) = self.reader.as_mut() else {
-            return;
-        };
-        match reader.read(&mut self.buf).await {
-            Ok(0) => self.reader = None,
-            Ok(n) => self.output.push(&self.buf[..n]),
-            Err(err) => {
-                tracing::debug!(%err, "reading custom tool output failed");
-                self.reader = None;
-            }
         }
     }
 }

@@ -115,6 +115,9 @@ pub fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// How many times [`Journal::open`] tries the lock, 10 ms apart.
+const LOCK_ATTEMPTS: u32 = 20;
+
 /// An open journal, appended to after every message.
 #[derive(Debug)]
 pub struct Journal {
@@ -155,14 +158,24 @@ impl Journal {
             .append(true)
             .open(path)
             .map_err(io(path))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(StoreError::Locked {
-                    path: path.to_path_buf(),
-                });
+        // A lock held only between another thread's fork and exec (the
+        // child shares the open file for that moment) goes away at once:
+        // try a few times before saying another writer holds it.
+        let mut attempts = 0;
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) if attempts < LOCK_ATTEMPTS => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(StoreError::Locked {
+                        path: path.to_path_buf(),
+                    });
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(path)(e)),
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io(path)(e)),
         }
         repair_tail(&mut file).map_err(io(path))?;
         Ok(Journal {

@@ -18,6 +18,7 @@ mod input;
 pub mod path;
 pub mod process;
 pub mod reads;
+pub mod runner;
 mod tools;
 mod truncate;
 

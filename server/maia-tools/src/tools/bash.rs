@@ -7,30 +7,17 @@
 
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use crate::process::GroupGuard;
-use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
 use crate::context::{ToolContext, ToolOutput};
 use crate::input::BashInput;
-use crate::truncate::CappedOutput;
+use crate::runner::{self, Outcome};
 
 /// Most characters of output returned (the middle is dropped).
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
-/// How long to keep reading after the shell exited (background children may
-/// hold the pipe open).
-const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
-
-enum Outcome {
-    Exited(ExitStatus),
-    WaitFailed(std::io::Error),
-    TimedOut,
-    Cancelled,
-}
-
 pub(crate) async fn execute(input: &BashInput, ctx: &ToolContext) -> ToolOutput {
     match run(input, ctx).await {
         Ok(output) => output,
@@ -56,55 +43,18 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
     // The command holds the parent's copies of the write end; close them so
     // the reader sees EOF once every child has closed its own.
     drop(command);
-    let mut child = spawned?;
-    let group = GroupGuard::new(child.id());
-    tracing::debug!(command = %input.command, pid = ?group.pid(), "bash started");
-    let mut receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
-
-    let mut output = CappedOutput::default();
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut eof = false;
-    let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
-    tokio::pin!(deadline);
-    let outcome = loop {
-        tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => break Outcome::Cancelled,
-            () = &mut deadline => break Outcome::TimedOut,
-            read = receiver.read(&mut buf), if !eof => match read {
-                Ok(0) => eof = true,
-                Ok(n) => output.push(&buf[..n]),
-                Err(err) => {
-                    tracing::warn!(%err, "reading command output failed");
-                    eof = true;
-                }
-            },
-            status = child.wait() => break match status {
-                Ok(status) => Outcome::Exited(status),
-                Err(err) => Outcome::WaitFailed(err),
-            },
-        }
-    };
-
-    if !matches!(outcome, Outcome::Exited(_)) {
-        group.kill();
-        // Reap the shell; it was just killed so this is quick.
-        let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
-    }
-    if !eof {
-        let drain = async {
-            loop {
-                match receiver.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => output.push(&buf[..n]),
-                }
-            }
-        };
-        let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, drain).await;
-    }
-    // Whatever is left in the group (background jobs) goes now.
-    group.kill();
-    drop(group);
+    let child = spawned?;
+    tracing::debug!(command = %input.command, pid = ?child.id(), "bash started");
+    let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
+    let finished = runner::run(
+        child,
+        vec![Box::new(receiver)],
+        Duration::from_millis(timeout_ms),
+        &ctx.cancel,
+    )
+    .await;
+    let outcome = finished.outcome;
+    let output = finished.outputs.into_iter().next().unwrap_or_default();
 
     let mut text = output.finish(MAX_OUTPUT_CHARS);
     if !text.is_empty() && !text.ends_with('\n') {
@@ -141,6 +91,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::CappedOutput;
     use crate::tools::test_util::{ctx, run};
 
     #[tokio::test]
