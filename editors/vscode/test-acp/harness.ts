@@ -224,13 +224,15 @@ export interface Fixture {
 }
 
 /** maia + mock LLM + panel controller, started and with a thread open. */
-export async function start(script: ScriptItem[], opts: { command?: string } = {}): Promise<Fixture> {
+export async function start(script: ScriptItem[], opts: { command?: string; ready?: boolean } = {}): Promise<Fixture> {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'maia-mock-'));
   const mock = await MockLlm.start(script, tmp);
   const { home, cwd, root } = scratch(mock.url);
   const host = new TestHost(cwd, () => launchFor(home, cwd, opts.command));
   const panel = new PanelController(host);
-  await panel.onMessage({ type: 'ready' } satisfies ToHost);
+  if (opts.ready !== false) {
+    await panel.onMessage({ type: 'ready' } satisfies ToHost);
+  }
   return {
     mock,
     host,

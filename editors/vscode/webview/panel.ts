@@ -190,7 +190,8 @@ function appendChunk(kind: 'agent' | 'thought' | 'user', content: acp.ContentBlo
 function addUserMessage(text: string, att: Attachment[]): void {
   const m = newMessage('user');
   m.text = text;
-  renderMarkdown(m.body, text);
+  m.body.classList.add('plain');
+  m.body.textContent = text;
   if (att.length) {
     m.el.append(h('div', { class: 'chips' }, ...att.map((a) => h('span', { class: 'chip', text: a.name }))));
   }
@@ -209,6 +210,8 @@ interface ToolCard {
   el: HTMLElement;
   state: acp.ToolCallUpdate & { title?: string | null };
   ask?: HTMLElement;
+  /** How the permission question was answered. */
+  answered?: string;
 }
 
 function toolCard(id: string): ToolCard {
@@ -275,10 +278,12 @@ function renderTool(card: ToolCard): void {
       parts.push(h('div', { class: 'output', text: `terminal ${c.terminalId}` }));
     }
   }
-  const ask = card.ask;
+  if (card.answered) {
+    parts.push(h('div', { class: 'answered', text: card.answered }));
+  }
   card.el.replaceChildren(...parts);
-  if (ask) {
-    card.el.append(ask);
+  if (card.ask) {
+    card.el.append(card.ask);
   }
 }
 
@@ -357,7 +362,8 @@ function permissionDone(requestId: number, optionId?: string): void {
   if (card && ask) {
     const chosen = ask.querySelector<HTMLElement>(`[data-option-id="${CSS.escape(optionId ?? '')}"]`);
     card.ask = undefined;
-    ask.replaceWith(h('div', { class: 'answered', text: chosen ? `Answered: ${chosen.textContent}` : 'Dismissed' }));
+    card.answered = chosen ? `Answered: ${chosen.textContent}` : 'Dismissed';
+    renderTool(card);
   }
   if (document.activeElement === document.body) {
     input.focus();

@@ -52,6 +52,9 @@ export class PanelController {
   private disposed = false;
   /** Updates of a thread being replayed are forwarded too, but never mark a turn busy. */
   private configOptions: acp.SessionConfigOption[] = [];
+  /** The last command list and usage: re-sent after a replay, which need not repeat them. */
+  private commands: acp.SessionUpdate | undefined;
+  private usage: acp.SessionUpdate | undefined;
 
   constructor(private readonly host: EditorHost) {}
 
@@ -86,6 +89,10 @@ export class PanelController {
         if (n.sessionId === this.sessionId) {
           if (n.update.sessionUpdate === 'config_option_update') {
             this.configOptions = n.update.configOptions;
+          } else if (n.update.sessionUpdate === 'available_commands_update') {
+            this.commands = n.update;
+          } else if (n.update.sessionUpdate === 'usage_update') {
+            this.usage = n.update;
           }
           host.post({ type: 'update', update: n.update });
         }
@@ -212,6 +219,7 @@ export class PanelController {
     const r = await c.newSession(this.host.cwd);
     this.sessionId = r.sessionId;
     this.configOptions = r.configOptions ?? [];
+    this.usage = undefined;
     this.host.saveSession?.(r.sessionId);
     this.host.post({
       type: 'session',
@@ -228,7 +236,11 @@ export class PanelController {
       await this.cancel();
     }
     const previous = this.sessionId;
+    const same = previous === sessionId;
     this.sessionId = sessionId;
+    if (!same) {
+      this.usage = undefined;
+    }
     const title = quiet ? undefined : (await this.safeList()).find((s) => s.sessionId === sessionId)?.title;
     this.host.post({ type: 'session', sessionId, title, configOptions: this.configOptions, replaying: true });
     try {
@@ -236,6 +248,11 @@ export class PanelController {
       this.configOptions = r.configOptions ?? this.configOptions;
       this.host.saveSession?.(sessionId);
       this.host.post({ type: 'config', configOptions: this.configOptions });
+      for (const update of [this.commands, this.usage]) {
+        if (update) {
+          this.host.post({ type: 'update', update });
+        }
+      }
       this.host.post({ type: 'replayed' });
     } catch (e) {
       this.sessionId = previous;
