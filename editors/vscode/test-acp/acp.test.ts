@@ -301,3 +301,48 @@ test('a missing binary is reported as not installed', async () => {
     await f.close();
   }
 });
+
+test('a compaction is reported as compaction_update with its summary', async () => {
+  const f = await start([{ text: 'First answer.' }, { text: 'The user said one thing; MAIA answered.' }]);
+  try {
+    await f.host.waitFor((m) => m.type === 'session');
+    assert.equal(await f.panel.send('one', []), 'end_turn');
+    const from = f.host.posted.length;
+    assert.equal(await f.panel.send('/compact', []), 'end_turn');
+    const states = f.host
+      .updates(from)
+      .flatMap((u) => (u.sessionUpdate === 'compaction_update' ? [u] : []));
+    assert.deepEqual(
+      states.map((u) => u.status),
+      ['in_progress', 'completed'],
+    );
+    assert.equal(new Set(states.map((u) => u.compactionId)).size, 1);
+    const summary = states[1].summary?.map((b) => (b.type === 'text' ? b.text : '')).join('');
+    assert.equal(summary, 'The user said one thing; MAIA answered.');
+  } finally {
+    await f.close();
+  }
+});
+
+test('a permission question also notifies when the panel is hidden, and either answer works', async () => {
+  const f = await start([
+    { tool_calls: [{ id: 'call_w', name: 'Write', arguments: { file_path: 'n.txt', content: 'n' } }] },
+    { text: 'Done.' },
+  ]);
+  try {
+    await f.host.waitFor((m) => m.type === 'session');
+    const asked: string[] = [];
+    f.host.visible = false;
+    f.host.notifyPermission = async (title, options) => {
+      asked.push(title);
+      return options.find((o) => o.kind === 'allow_once')?.optionId;
+    };
+    assert.equal(await f.panel.send('Write n.txt', []), 'end_turn');
+    assert.deepEqual(asked, ['MAIA asks to run Write n.txt']);
+    assert.equal(fs.readFileSync(path.join(f.cwd, 'n.txt'), 'utf8'), 'n');
+    // The panel's card is closed too.
+    assert.ok(f.host.posted.some((m) => m.type === 'permissionDone' && m.optionId));
+  } finally {
+    await f.close();
+  }
+});

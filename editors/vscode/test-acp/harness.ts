@@ -108,6 +108,7 @@ export class TestHost implements EditorHost {
   visible = true;
   startFailures: { message: string; notInstalled: boolean }[] = [];
   saved: string | undefined;
+  notifyPermission?: (title: string, options: acp.PermissionOption[]) => Promise<string | undefined>;
   /** Extra sink, e.g. a browser page. */
   forward?: (m: ToWebview) => void;
   private waiters: (() => void)[] = [];

@@ -272,6 +272,28 @@ test('/ completes slash commands and @ completes workspace files', async () => {
     assert.ok(sent && sent.type === 'send');
     assert.equal(sent.attachments[0]?.name, 'notes.md');
     assert.match(JSON.stringify(await f.mock.request(1)), /the notes/);
+
+    // Files dropped on the panel become attachments.
+    const dropped = pathToFileURL(path.join(f.cwd, 'dropped file.ts')).href;
+    await page.evaluate((uri) => {
+      const dt = new DataTransfer();
+      dt.setData('text/uri-list', `# a comment line\r\n${uri}`);
+      document.querySelector('#app')!.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+    }, dropped);
+    assert.match(await page.$eval('#attachments', (e) => e.textContent ?? ''), /dropped file\.ts/);
+
+    // The threads list comes from session/list; opening one replays it.
+    await page.click('#threads-button');
+    await page.waitForSelector('#threads li[data-session-id]');
+    const listed = await page.$$eval('#threads li[data-session-id]', (els) =>
+      els.map((e) => [(e as HTMLElement).dataset.sessionId, e.getAttribute('aria-selected'), e.querySelector('.thread-open')?.textContent]),
+    );
+    assert.deepEqual(listed, [[f.panel.currentSession, 'true', 'Read @notes.md']]);
+    await page.click('#threads li .thread-open');
+    await waitUntil(() => f.host.posted.some((m) => m.type === 'replayed'));
+    await page.waitForFunction(() => document.querySelector('.message.user')?.textContent?.includes('Read @notes.md'));
+    assert.match(await agentText(page), /Got the file\./);
+    assert.equal(await page.$eval('#threads', (e) => e.hasAttribute('hidden')), true);
   } finally {
     await p.close();
   }
