@@ -1,6 +1,7 @@
 // The MAIA panel in VS Code: the webview view, and the `EditorHost` that
 // serves the agent's requests with VS Code itself (open documents, undoable
 // WorkspaceEdits, the diff editor, notifications).
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TextDecoder, TextEncoder } from 'node:util';
 import * as vscode from 'vscode';
@@ -93,8 +94,15 @@ export class MaiaPanel implements vscode.WebviewViewProvider, vscode.Disposable 
     }
   }
 
+  /** The first workspace folder; without one, the extension's own storage folder. */
   private root(): string {
-    return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? this.context.globalStorageUri.fsPath;
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    if (folder) {
+      return folder;
+    }
+    const own = this.context.globalStorageUri.fsPath;
+    fs.mkdirSync(own, { recursive: true });
+    return own;
   }
 
   private host(): EditorHost {
