@@ -5,7 +5,11 @@
 // prompts as notifications and `$/progress` in the status bar. This file
 // adds "MAIA: Ask about selection", opens answers beside the editor, and
 // shows each turn as a notification progress with a Cancel button.
+//
+// The MAIA panel (src/panel/) is separate: a webview view in its own
+// activity-bar container that runs `maia acp`, one process per window.
 import * as vscode from 'vscode';
+import { MaiaPanel, VIEW_ID } from './panel/view';
 import {
   ExecuteCommandRequest,
   LanguageClient,
@@ -115,7 +119,11 @@ async function ask(intent: Intent, withPrompt: boolean): Promise<void> {
     return;
   }
   if (!client || !client.isRunning()) {
-    void vscode.window.showErrorMessage('MAIA: the server is not running (see the MAIA output).');
+    void vscode.window.showErrorMessage(
+      lspEnabled()
+        ? 'MAIA: the server is not running (see the MAIA output).'
+        : 'MAIA: the selection commands need "maia.lsp.enabled"; the MAIA panel works without it.',
+    );
     return;
   }
   let prompt: string | undefined;
@@ -161,7 +169,24 @@ async function runOnServer(command: string, done: (result: unknown) => string): 
   }
 }
 
+function lspEnabled(): boolean {
+  return vscode.workspace.getConfiguration('maia').get<boolean>('lsp.enabled', true);
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel('MAIA Agent');
+  const panel = new MaiaPanel(context, output);
+  context.subscriptions.push(
+    output,
+    panel,
+    vscode.window.registerWebviewViewProvider(VIEW_ID, panel, { webviewOptions: { retainContextWhenHidden: true } }),
+    vscode.commands.registerCommand('maia.focusInput', () => panel.reveal(true)),
+    vscode.commands.registerCommand('maia.addSelection', () => panel.addSelection()),
+    vscode.commands.registerCommand('maia.addFile', (uri?: vscode.Uri, all?: vscode.Uri[]) => panel.addFiles(uri, all)),
+    vscode.commands.registerCommand('maia.panelNewThread', () => panel.newThread()),
+    vscode.commands.registerCommand('maia.panelCancel', () => panel.cancel()),
+    vscode.commands.registerCommand('maia.panelRestart', () => panel.restart()),
+  );
   context.subscriptions.push(
     vscode.commands.registerCommand('maia.askSelection', () => ask('ask', true)),
     vscode.commands.registerCommand('maia.explainSelection', () => ask('explain', false)),
@@ -174,11 +199,25 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ),
     vscode.commands.registerCommand('maia.restartServer', async () => {
       await client?.stop();
-      await start(context);
+      client = undefined;
+      if (lspEnabled()) {
+        await start(context);
+      }
+    }),
+    vscode.workspace.onDidChangeConfiguration(async (e) => {
+      if (e.affectsConfiguration('maia.lsp.enabled')) {
+        await client?.stop();
+        client = undefined;
+        if (lspEnabled()) {
+          await start(context);
+        }
+      }
     }),
     { dispose: () => void client?.stop() },
   );
-  await start(context);
+  if (lspEnabled()) {
+    await start(context);
+  }
 }
 
 export async function deactivate(): Promise<void> {

@@ -96,6 +96,17 @@ export function serverCommand(settings: ServerSettings, baseEnv: Record<string, 
   return { command, args, env };
 }
 
+/** The agent process for the panel: `maia acp` by default; `acp` is added
+ * when the arguments lack it (`maia.acpArgs`); `env` extends `baseEnv`. */
+export function acpCommand(settings: ServerSettings, baseEnv: Record<string, string | undefined>): ServerCommand {
+  const base = serverCommand({ ...settings, args: ['lsp'] }, baseEnv);
+  let args = Array.isArray(settings.args) ? settings.args.filter((a): a is string => typeof a === 'string') : ['acp'];
+  if (!args.includes('acp')) {
+    args = ['acp', ...args];
+  }
+  return { ...base, args };
+}
+
 /** A `maia/stream` notification. */
 export interface StreamMessage {
   token: string;

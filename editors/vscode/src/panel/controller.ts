@@ -1,0 +1,482 @@
+// The panel's host side, without `vscode`: it owns the `maia acp` process
+// (one per window), turns webview messages into ACP calls and ACP traffic
+// into webview messages, restarts maia after a crash and reloads the thread.
+// The extension gives it an `EditorHost` backed by VS Code; the tests give
+// it one backed by node and a browser page.
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type * as acp from '@agentclientprotocol/sdk';
+import { ClientHandlers, Launch, MaiaConnection, StartError } from '../acp/connection';
+import { Attachment, promptBlocks, ToHost, ToWebview } from './protocol';
+
+export interface EditorHost {
+  /** The folder sessions are opened in (absolute). */
+  readonly cwd: string;
+  launch(): Launch;
+  post(message: ToWebview): void;
+  /** Whether the panel can be seen now (else permission asks also notify). */
+  panelVisible(): boolean;
+  openDiff(filePath: string, oldText: string | null, newText: string): Promise<void>;
+  openLocation(filePath: string, line?: number): Promise<void>;
+  insertText(text: string): Promise<void>;
+  copyText(text: string): Promise<void>;
+  searchFiles(query: string): Promise<{ uri: string; path: string }[]>;
+  readTextFile?(request: acp.ReadTextFileRequest): Promise<acp.ReadTextFileResponse>;
+  writeTextFile?(request: acp.WriteTextFileRequest): Promise<void>;
+  /** A permission question outside the panel; resolves with an option id, or undefined. */
+  notifyPermission?(title: string, options: acp.PermissionOption[]): Promise<string | undefined>;
+  startFailed(message: string, notInstalled: boolean): void;
+  /** The thread to reopen after a window reload, and where to remember it. */
+  savedSession?(): string | undefined;
+  saveSession?(sessionId: string | undefined): void;
+  log(line: string): void;
+}
+
+interface PendingPermission {
+  resolve(response: acp.RequestPermissionResponse): void;
+  options: acp.PermissionOption[];
+}
+
+/** How many crashes within `CRASH_WINDOW_MS` are restarted before giving up. */
+const MAX_RESTARTS = 3;
+const CRASH_WINDOW_MS = 60_000;
+/** How long after opening a session "unknown session" is taken for not registered yet. */
+const OPEN_GRACE_MS = 2_000;
+
+export class PanelController {
+  private connection: MaiaConnection | undefined;
+  private starting: Promise<MaiaConnection | undefined> | undefined;
+  private sessionId: string | undefined;
+  private busy = false;
+  private nextPermission = 1;
+  private readonly permissions = new Map<number, PendingPermission>();
+  private crashes: number[] = [];
+  private disposed = false;
+  /** When the current session was last opened (new or load). */
+  private openedAt = 0;
+  /** Updates of a thread being replayed are forwarded too, but never mark a turn busy. */
+  private configOptions: acp.SessionConfigOption[] = [];
+  /** The last command list and usage: re-sent after a replay, which need not repeat them. */
+  private commands: acp.SessionUpdate | undefined;
+  private usage: acp.SessionUpdate | undefined;
+
+  constructor(private readonly host: EditorHost) {}
+
+  get currentSession(): string | undefined {
+    return this.sessionId;
+  }
+
+  get isBusy(): boolean {
+    return this.busy;
+  }
+
+  /** For tests: the live connection. */
+  get live(): MaiaConnection | undefined {
+    return this.connection;
+  }
+
+  /** Starts maia if needed; opens the saved thread or a new one. */
+  async ensureStarted(): Promise<MaiaConnection | undefined> {
+    if (this.connection && !this.connection.isDisposed) {
+      return this.connection;
+    }
+    if (!this.starting) {
+      this.starting = this.startProcess(false).finally(() => (this.starting = undefined));
+    }
+    return this.starting;
+  }
+
+  private handlers(): ClientHandlers {
+    const host = this.host;
+    return {
+      sessionUpdate: (n) => {
+        if (n.sessionId === this.sessionId) {
+          if (n.update.sessionUpdate === 'config_option_update') {
+            this.configOptions = n.update.configOptions;
+          } else if (n.update.sessionUpdate === 'available_commands_update') {
+            this.commands = n.update;
+          } else if (n.update.sessionUpdate === 'usage_update') {
+            this.usage = n.update;
+          }
+          host.post({ type: 'update', update: n.update });
+        }
+      },
+      requestPermission: (request, signal) => this.askPermission(request, signal),
+      readTextFile: host.readTextFile ? (r) => host.readTextFile!(r) : undefined,
+      writeTextFile: host.writeTextFile ? (r) => host.writeTextFile!(r) : undefined,
+    };
+  }
+
+  private async startProcess(restart: boolean): Promise<MaiaConnection | undefined> {
+    this.host.post({ type: 'status', state: restart ? 'restarting' : 'starting' });
+    let connection: MaiaConnection;
+    try {
+      connection = await MaiaConnection.start(this.host.launch(), this.handlers(), (l) => this.host.log(l));
+    } catch (e) {
+      const notInstalled = e instanceof StartError && e.notInstalled;
+      const message = e instanceof Error ? e.message : String(e);
+      this.host.post({ type: 'status', state: 'error', message, install: notInstalled });
+      this.host.startFailed(message, notInstalled);
+      return undefined;
+    }
+    this.connection = connection;
+    void connection.exited.then((exit) => this.onExit(connection, exit.code, exit.signal));
+    this.host.post({ type: 'status', state: 'ready' });
+    const wanted = this.sessionId ?? this.host.savedSession?.();
+    try {
+      if (wanted) {
+        await this.openThread(wanted, true);
+      } else {
+        await this.newThread();
+      }
+    } catch (e) {
+      this.host.log(`cannot reopen thread ${wanted}: ${e instanceof Error ? e.message : e}`);
+      await this.newThread();
+    }
+    return connection;
+  }
+
+  private onExit(connection: MaiaConnection, code: number | null, signal: string | null): void {
+    if (connection !== this.connection) {
+      return;
+    }
+    this.connection = undefined;
+    this.cancelPermissions();
+    if (this.disposed || connection.isDisposed) {
+      return;
+    }
+    const now = Date.now();
+    this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
+    const how = signal ? `was killed (${signal})` : `exited (code ${code})`;
+    if (this.busy) {
+      this.busy = false;
+      this.host.post({ type: 'busy', busy: false });
+      this.host.post({ type: 'turnEnd', error: `maia ${how} during the turn` });
+    }
+    if (this.crashes.length > MAX_RESTARTS) {
+      const message = `maia ${how} ${this.crashes.length} times in a minute; not restarted (MAIA: Restart agent).`;
+      this.host.post({ type: 'status', state: 'error', message });
+      return;
+    }
+    this.host.post({ type: 'notice', level: 'warning', text: `maia ${how}; restarted, thread reloaded.` });
+    void this.ensureStartedAfterCrash();
+  }
+
+  private ensureStartedAfterCrash(): Promise<MaiaConnection | undefined> {
+    if (!this.starting) {
+      this.starting = this.startProcess(true).finally(() => (this.starting = undefined));
+    }
+    return this.starting;
+  }
+
+  private askPermission(request: acp.RequestPermissionRequest, signal: AbortSignal): Promise<acp.RequestPermissionResponse> {
+    const requestId = this.nextPermission++;
+    return new Promise<acp.RequestPermissionResponse>((resolve) => {
+      const done = (response: acp.RequestPermissionResponse) => {
+        if (this.permissions.delete(requestId)) {
+          const optionId = response.outcome.outcome === 'selected' ? response.outcome.optionId : undefined;
+          this.host.post({ type: 'permissionDone', requestId, optionId });
+          resolve(response);
+        }
+      };
+      this.permissions.set(requestId, { resolve: done, options: request.options });
+      signal.addEventListener('abort', () => done({ outcome: { outcome: 'cancelled' } }));
+      this.host.post({ type: 'permission', requestId, toolCall: request.toolCall, options: request.options });
+      if (this.host.notifyPermission && !this.host.panelVisible()) {
+        const title = request.toolCall.title ?? 'a tool';
+        void this.host.notifyPermission(`MAIA asks to run ${title}`, request.options).then((optionId) => {
+          if (optionId) {
+            done({ outcome: { outcome: 'selected', optionId } });
+          }
+        });
+      }
+    });
+  }
+
+  /** Answers a pending permission request; `reason` goes with a rejection as `_meta.reason`. */
+  answerPermission(requestId: number, optionId: string | undefined, reason?: string): void {
+    const pending = this.permissions.get(requestId);
+    if (!pending) {
+      return;
+    }
+    if (!optionId) {
+      pending.resolve({ outcome: { outcome: 'cancelled' } });
+      return;
+    }
+    const kind = pending.options.find((o) => o.optionId === optionId)?.kind;
+    const rejecting = kind === 'reject_once' || kind === 'reject_always';
+    const text = reason?.trim();
+    pending.resolve({
+      outcome: { outcome: 'selected', optionId },
+      ...(rejecting && text ? { _meta: { reason: text } } : {}),
+    });
+  }
+
+  private cancelPermissions(): void {
+    for (const pending of [...this.permissions.values()]) {
+      pending.resolve({ outcome: { outcome: 'cancelled' } });
+    }
+  }
+
+  async newThread(): Promise<void> {
+    const c = await this.ensureStartedOrThrow();
+    const r = await c.newSession(this.host.cwd);
+    this.openedAt = Date.now();
+    this.sessionId = r.sessionId;
+    this.configOptions = r.configOptions ?? [];
+    this.usage = undefined;
+    this.host.saveSession?.(r.sessionId);
+    this.host.post({
+      type: 'session',
+      sessionId: r.sessionId,
+      configOptions: this.configOptions,
+      replaying: false,
+    });
+  }
+
+  /** `session/load`: the webview is cleared and the thread replayed into it. */
+  async openThread(sessionId: string, quiet = false): Promise<void> {
+    const c = await this.ensureStartedOrThrow();
+    if (this.busy) {
+      await this.cancel();
+    }
+    const previous = this.sessionId;
+    const same = previous === sessionId;
+    this.sessionId = sessionId;
+    if (!same) {
+      this.usage = undefined;
+    }
+    const title = quiet ? undefined : (await this.safeList()).find((s) => s.sessionId === sessionId)?.title;
+    this.host.post({ type: 'session', sessionId, title, configOptions: this.configOptions, replaying: true });
+    try {
+      const r = await c.loadSession(sessionId, this.host.cwd);
+      this.openedAt = Date.now();
+      this.configOptions = r.configOptions ?? this.configOptions;
+      this.host.saveSession?.(sessionId);
+      this.host.post({ type: 'config', configOptions: this.configOptions });
+      for (const update of [this.commands, this.usage]) {
+        if (update) {
+          this.host.post({ type: 'update', update });
+        }
+      }
+      this.host.post({ type: 'replayed' });
+    } catch (e) {
+      this.sessionId = previous;
+      throw e;
+    }
+  }
+
+  private async safeList(): Promise<acp.SessionInfo[]> {
+    try {
+      return (await this.connection?.listSessions(this.host.cwd)) ?? [];
+    } catch {
+      return [];
+    }
+  }
+
+  private async ensureStartedOrThrow(): Promise<MaiaConnection> {
+    const c = this.connection && !this.connection.isDisposed ? this.connection : await this.ensureStarted();
+    if (!c) {
+      throw new Error('maia is not running');
+    }
+    return c;
+  }
+
+  /** One prompt turn; resolves with the stop reason when it is over. */
+  async send(text: string, attachments: Attachment[], echo = true): Promise<acp.StopReason | undefined> {
+    const c = await this.ensureStartedOrThrow();
+    if (!this.sessionId) {
+      await this.newThread();
+    }
+    if (this.busy) {
+      this.host.post({ type: 'notice', level: 'warning', text: 'MAIA is still answering; stop it first (Esc).' });
+      return undefined;
+    }
+    const sessionId = this.sessionId!;
+    if (echo) {
+      this.host.post({ type: 'userMessage', text, attachments });
+    }
+    this.busy = true;
+    this.host.post({ type: 'busy', busy: true });
+    try {
+      const r = await this.prompt(c, sessionId, promptBlocks(text, attachments));
+      this.host.post({ type: 'turnEnd', stopReason: r.stopReason });
+      return r.stopReason;
+    } catch (e) {
+      if (this.connection === c) {
+        this.host.post({ type: 'turnEnd', error: e instanceof Error ? e.message : String(e) });
+      }
+      return undefined;
+    } finally {
+      if (this.connection === c || !this.connection) {
+        this.busy = false;
+        this.host.post({ type: 'busy', busy: false });
+      }
+    }
+  }
+
+  /**
+   * `session/prompt`. maia answers `session/new` / `session/load` a moment
+   * before it registers the session, so a prompt sent at once can meet
+   * "unknown session" (-32002); that is retried briefly, only then.
+   */
+  private async prompt(c: MaiaConnection, sessionId: string, blocks: acp.ContentBlock[]): Promise<acp.PromptResponse> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await c.prompt(sessionId, blocks);
+      } catch (e) {
+        const code = (e as { code?: unknown }).code;
+        const fresh = Date.now() - this.openedAt < OPEN_GRACE_MS;
+        if (code !== -32002 || !fresh || attempt >= 20 || this.connection !== c) {
+          throw e;
+        }
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    }
+  }
+
+  /** `session/cancel`; pending permission requests are answered `cancelled` first. */
+  async cancel(): Promise<void> {
+    if (!this.sessionId || !this.connection) {
+      return;
+    }
+    this.cancelPermissions();
+    await this.connection.cancel(this.sessionId);
+  }
+
+  async listThreads(): Promise<acp.SessionInfo[]> {
+    const c = await this.ensureStartedOrThrow();
+    const sessions = await c.listSessions(this.host.cwd);
+    this.host.post({ type: 'threads', sessions, currentId: this.sessionId });
+    return sessions;
+  }
+
+  async deleteThread(sessionId: string): Promise<void> {
+    const c = await this.ensureStartedOrThrow();
+    await c.deleteSession(sessionId);
+    if (sessionId === this.sessionId) {
+      await this.newThread();
+    }
+    await this.listThreads();
+  }
+
+  /** MAIA's `/rename NAME` command, as a turn (its answer is shown). */
+  async renameThread(name: string): Promise<void> {
+    const clean = name.trim();
+    if (clean) {
+      await this.send(`/rename ${clean}`, [], true);
+      await this.listThreads();
+    }
+  }
+
+  async setConfig(configId: string, value: string): Promise<void> {
+    const c = await this.ensureStartedOrThrow();
+    if (!this.sessionId) {
+      return;
+    }
+    const r = await c.setConfigOption(this.sessionId, configId, value);
+    this.configOptions = r.configOptions;
+    this.host.post({ type: 'config', configOptions: r.configOptions });
+  }
+
+  /** Adds context from the editor ("Add selection / file to MAIA"). */
+  attach(attachment: Attachment): void {
+    this.host.post({ type: 'attach', attachment });
+  }
+
+  async restart(): Promise<void> {
+    this.crashes = [];
+    const old = this.connection;
+    this.connection = undefined;
+    this.cancelPermissions();
+    await old?.dispose();
+    if (this.busy) {
+      this.busy = false;
+      this.host.post({ type: 'busy', busy: false });
+    }
+    await this.startProcess(true);
+  }
+
+  /** Handles a webview message; errors are shown in the panel. */
+  async onMessage(message: ToHost): Promise<void> {
+    try {
+      await this.dispatch(message);
+    } catch (e) {
+      this.host.post({ type: 'notice', level: 'error', text: e instanceof Error ? e.message : String(e) });
+    }
+  }
+
+  private async dispatch(m: ToHost): Promise<void> {
+    switch (m.type) {
+      case 'ready':
+        if (this.connection && this.sessionId) {
+          // The webview was re-created (hidden and shown): replay into it.
+          await this.openThread(this.sessionId, true);
+        } else {
+          await this.ensureStarted();
+        }
+        return;
+      case 'send':
+        await this.send(m.text, m.attachments);
+        return;
+      case 'cancel':
+        await this.cancel();
+        return;
+      case 'permission':
+        this.answerPermission(m.requestId, m.optionId, m.reason);
+        return;
+      case 'openDiff':
+        await this.host.openDiff(m.path, m.oldText, m.newText);
+        return;
+      case 'openLocation':
+        await this.host.openLocation(m.path, m.line);
+        return;
+      case 'insert':
+        await this.host.insertText(m.text);
+        return;
+      case 'copy':
+        await this.host.copyText(m.text);
+        return;
+      case 'newThread':
+        if (this.busy) {
+          await this.cancel();
+        }
+        await this.newThread();
+        return;
+      case 'listThreads':
+        await this.listThreads();
+        return;
+      case 'openThread':
+        await this.openThread(m.sessionId);
+        return;
+      case 'deleteThread':
+        await this.deleteThread(m.sessionId);
+        return;
+      case 'renameThread':
+        await this.renameThread(m.name);
+        return;
+      case 'setConfig':
+        await this.setConfig(m.configId, m.value);
+        return;
+      case 'searchFiles':
+        this.host.post({ type: 'files', requestId: m.requestId, items: await this.host.searchFiles(m.query) });
+        return;
+      case 'restart':
+        await this.restart();
+        return;
+    }
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    this.cancelPermissions();
+    await this.connection?.dispose();
+    this.connection = undefined;
+  }
+}
+
+/** A file attachment for an absolute path. */
+export function fileAttachment(filePath: string, root?: string): Attachment {
+  const name = root && filePath.startsWith(root + path.sep) ? path.relative(root, filePath) : path.basename(filePath);
+  return { kind: 'file', uri: pathToFileURL(filePath).href, name };
+}

@@ -1,0 +1,77 @@
+// Messages between the panel's webview and the extension host. Shared by
+// both sides (the webview bundle imports only types from here).
+import type * as acp from '@agentclientprotocol/sdk';
+
+/** Context attached to the next prompt. */
+export type Attachment =
+  | { kind: 'file'; uri: string; name: string }
+  | { kind: 'selection'; uri: string; name: string; text: string; startLine: number; endLine: number };
+
+export type ToHost =
+  | { type: 'ready' }
+  | { type: 'send'; text: string; attachments: Attachment[] }
+  | { type: 'cancel' }
+  /** `optionId` absent: the request is dismissed (cancelled). */
+  | { type: 'permission'; requestId: number; optionId?: string; reason?: string }
+  | { type: 'openDiff'; path: string; oldText: string | null; newText: string }
+  | { type: 'openLocation'; path: string; line?: number }
+  | { type: 'insert'; text: string }
+  | { type: 'copy'; text: string }
+  | { type: 'newThread' }
+  | { type: 'listThreads' }
+  | { type: 'openThread'; sessionId: string }
+  | { type: 'deleteThread'; sessionId: string }
+  | { type: 'renameThread'; name: string }
+  | { type: 'setConfig'; configId: string; value: string }
+  | { type: 'searchFiles'; requestId: number; query: string }
+  | { type: 'restart' };
+
+export type Status = 'starting' | 'ready' | 'restarting' | 'error';
+
+export type ToWebview =
+  | { type: 'status'; state: Status; message?: string; install?: boolean }
+  /** A thread is shown: everything before is cleared. */
+  | {
+      type: 'session';
+      sessionId: string;
+      title?: string | null;
+      configOptions: acp.SessionConfigOption[];
+      replaying: boolean;
+    }
+  | { type: 'replayed' }
+  | { type: 'update'; update: acp.SessionUpdate }
+  | { type: 'userMessage'; text: string; attachments: Attachment[] }
+  | { type: 'busy'; busy: boolean }
+  | { type: 'turnEnd'; stopReason?: acp.StopReason; error?: string }
+  | {
+      type: 'permission';
+      requestId: number;
+      toolCall: acp.ToolCallUpdate;
+      options: acp.PermissionOption[];
+    }
+  | { type: 'permissionDone'; requestId: number; optionId?: string }
+  | { type: 'threads'; sessions: acp.SessionInfo[]; currentId?: string }
+  | { type: 'config'; configOptions: acp.SessionConfigOption[] }
+  | { type: 'files'; requestId: number; items: { uri: string; path: string }[] }
+  | { type: 'attach'; attachment: Attachment }
+  | { type: 'focusInput' }
+  | { type: 'notice'; level: 'info' | 'warning' | 'error'; text: string };
+
+/** The ACP prompt for a message and its attachments. */
+export function promptBlocks(text: string, attachments: Attachment[]): acp.ContentBlock[] {
+  const blocks: acp.ContentBlock[] = [];
+  if (text.trim()) {
+    blocks.push({ type: 'text', text });
+  }
+  for (const a of attachments) {
+    if (a.kind === 'file') {
+      blocks.push({ type: 'resource_link', uri: a.uri, name: a.name });
+    } else {
+      blocks.push({
+        type: 'resource',
+        resource: { uri: `${a.uri}#L${a.startLine}-${a.endLine}`, text: a.text, mimeType: 'text/plain' },
+      });
+    }
+  }
+  return blocks;
+}

@@ -1,0 +1,310 @@
+/// <reference lib="dom" />
+// The panel's webview in a real browser (Debian's chromium via
+// puppeteer-core): the built HTML and script, with a fake
+// `acquireVsCodeApi` relaying to the same host-side code (`PanelController`)
+// and the real `maia acp` + scripted mock LLM.
+import { test, before, after } from 'node:test';
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import puppeteer, { Browser, Page } from 'puppeteer-core';
+import { panelHtml } from '../src/panel/html';
+import { ToHost, ToWebview } from '../src/panel/protocol';
+import { Fixture, ScriptItem, start } from './harness';
+
+const root = path.resolve(__dirname, '..', '..');
+const artifacts = process.env.MAIA_TEST_ARTIFACTS ?? path.join(root, 'test-artifacts');
+const CHROMIUM = process.env.CHROMIUM ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => fs.existsSync(p));
+
+// A dark theme's variables, as VS Code sets them on the webview's <html>.
+const THEME = `
+html {
+  --vscode-font-family: system-ui, "Segoe UI", Ubuntu, sans-serif; --vscode-font-size: 13px;
+  --vscode-editor-font-family: "DejaVu Sans Mono", monospace; --vscode-editor-font-size: 12px;
+  --vscode-foreground: #cccccc; --vscode-descriptionForeground: #9d9d9d; --vscode-errorForeground: #f85149;
+  --vscode-sideBar-background: #181818; --vscode-editor-background: #1f1f1f;
+  --vscode-button-background: #0078d4; --vscode-button-foreground: #ffffff; --vscode-button-hoverBackground: #026ec1;
+  --vscode-button-secondaryBackground: #313131; --vscode-button-secondaryForeground: #cccccc; --vscode-button-secondaryHoverBackground: #3c3c3c;
+  --vscode-input-background: #313131; --vscode-input-foreground: #cccccc; --vscode-input-border: #3c3c3c;
+  --vscode-focusBorder: #0078d4; --vscode-panel-border: #2b2b2b; --vscode-widget-border: #313131;
+  --vscode-editorWidget-background: #202020; --vscode-textCodeBlock-background: #2b2b2b;
+  --vscode-textLink-foreground: #4daafc; --vscode-badge-background: #616161; --vscode-badge-foreground: #f8f8f8;
+  --vscode-progressBar-background: #0078d4; --vscode-editorWarning-foreground: #cca700;
+  --vscode-inputValidation-warningBackground: #352a05; --vscode-testing-iconPassed: #73c991; --vscode-testing-iconFailed: #f14c4c;
+}`;
+
+let browser: Browser | undefined;
+
+before(async () => {
+  if (!CHROMIUM) {
+    throw new Error('chromium not found (apt-get install chromium, or set CHROMIUM)');
+  }
+  fs.mkdirSync(artifacts, { recursive: true });
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    userDataDir: fs.mkdtempSync(path.join(fs.realpathSync(require('node:os').tmpdir()), 'maia-chromium-')),
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+      '--allow-file-access-from-files',
+    ],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+interface PanelPage {
+  page: Page;
+  f: Fixture;
+  /** Everything the webview posted, in order. */
+  fromWebview: ToHost[];
+  close(): Promise<void>;
+}
+
+/** Opens the built panel page bridged to a live controller. */
+async function openPanel(script: ScriptItem[]): Promise<PanelPage> {
+  const page = await browser!.newPage();
+  await page.setViewport({ width: 420, height: 760, deviceScaleFactor: 1 });
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => {
+    if (m.type() === 'error') {
+      errors.push(m.text());
+    }
+  });
+  const fromWebview: ToHost[] = [];
+  // The fixture starts the controller itself; the page's `ready` replays into it.
+  const f = await start(script, { ready: false });
+  // Relay host → webview in order.
+  let chain = Promise.resolve();
+  f.host.forward = (m: ToWebview) => {
+    chain = chain.then(() => page.evaluate((msg) => window.postMessage(msg, '*'), m as never)).catch(() => {});
+  };
+  await page.exposeFunction('__maiaToHost', (m: ToHost) => {
+    fromWebview.push(m);
+    void f.panel.onMessage(m);
+  });
+  const nonce = 'testnonce123';
+  const dir = fs.mkdtempSync(path.join(f.root, 'page-'));
+  const html = panelHtml({
+    scriptUri: pathToFileURL(path.join(root, 'out', 'webview', 'panel.js')).href,
+    styleUri: pathToFileURL(path.join(root, 'media', 'panel.css')).href,
+    cspSource: 'file:',
+    nonce,
+    head:
+      `<style>${THEME}</style>`.replace('<style>', `<style nonce="${nonce}">`) +
+      `<script nonce="${nonce}">window.acquireVsCodeApi = () => ({ postMessage: (m) => window.__maiaToHost(m) });</script>`,
+  });
+  // The inline theme needs the nonce in style-src too.
+  const file = path.join(dir, 'panel.html');
+  fs.writeFileSync(file, html.replace("style-src file:", `style-src file: 'nonce-${nonce}'`));
+  await page.goto(pathToFileURL(file).href);
+  await page.waitForFunction(() => document.querySelector('#input') !== null);
+  return {
+    page,
+    f,
+    fromWebview,
+    close: async () => {
+      assert.deepEqual(errors, [], 'no errors in the page');
+      await page.close();
+      await f.close();
+    },
+  };
+}
+
+async function typeAndEnter(page: Page, text: string): Promise<void> {
+  await page.focus('#input');
+  await page.keyboard.type(text);
+  await page.keyboard.press('Enter');
+}
+
+/** Waits for the `n`th end of turn, and for the page to show it. */
+async function turnEnded(p: PanelPage, n: number): Promise<void> {
+  await waitUntil(() => p.f.host.posted.filter((m) => m.type === 'turnEnd').length >= n, 20_000);
+  await p.page.waitForFunction(() => !document.querySelector('#app')?.classList.contains('busy'));
+}
+
+const agentText = (page: Page) =>
+  page.$$eval('.message.agent .body', (els) => els.map((e) => (e as HTMLElement).innerText).join('\n'));
+
+test('the panel streams, asks, opens diffs and stops, in a real browser', async () => {
+  const answer =
+    'Here is the plan for **greet.txt**:\n\n1. write the greeting\n2. check it\n\n```sh\necho hello > greet.txt\n```\n\nStreaming this answer slowly so that it can be seen arriving piece by piece.';
+  const p = await openPanel([
+    { thought: 'The user wants a greeting file.', text: 'Let me think about it first.' },
+    { text: answer, piece: 6, gap_ms: 60 },
+    {
+      tool_calls: [
+        {
+          id: 'call_t',
+          name: 'TodoWrite',
+          arguments: {
+            todos: [
+              { content: 'Write greet.txt', status: 'in_progress', activeForm: 'Writing greet.txt' },
+              { content: 'Check the greeting', status: 'pending' },
+            ],
+          },
+        },
+        { id: 'call_w', name: 'Write', arguments: { file_path: 'greet.txt', content: 'hello\n' } },
+      ],
+    },
+    { text: 'Created **greet.txt**.' },
+    { hang: true },
+  ]);
+  const { page, f } = p;
+  try {
+    await page.waitForFunction(() => !document.querySelector('#status')?.textContent);
+    // 1. Enter sends; thoughts are collapsed.
+    await typeAndEnter(page, 'Plan a greeting');
+    await page.waitForFunction(() => document.querySelector('.message.user')?.textContent?.includes('Plan a greeting'));
+    assert.equal(await page.$eval('#input', (e) => (e as HTMLTextAreaElement).value), '', 'the input is cleared');
+    assert.ok(p.fromWebview.some((m) => m.type === 'send' && m.text === 'Plan a greeting'));
+    await turnEnded(p, 1);
+    assert.equal(await page.$eval('details.thought', (e) => (e as HTMLDetailsElement).open), false);
+    assert.match(await page.$eval('details.thought .body', (e) => e.textContent ?? ''), /greeting file/);
+
+    // 2. Shift+Enter is a new line; the answer renders while it streams.
+    await page.focus('#input');
+    await page.keyboard.type('Now');
+    await page.keyboard.down('Shift');
+    await page.keyboard.press('Enter');
+    await page.keyboard.up('Shift');
+    await page.keyboard.type('stream it');
+    assert.equal(await page.$eval('#input', (e) => (e as HTMLTextAreaElement).value), 'Now\nstream it');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => (document.querySelectorAll('.message.agent .body')[1]?.textContent?.length ?? 0) > 20);
+    const partial = await agentText(page);
+    const stillBusy = await page.$eval('#app', (e) => e.classList.contains('busy'));
+    assert.ok(stillBusy, 'seen before the turn ended');
+    assert.ok(!partial.includes('piece by piece'), 'only part of the answer so far');
+    await page.screenshot({ path: path.join(artifacts, 'panel-streaming.png') });
+    await turnEnded(p, 2);
+    // Rendered Markdown (sanitised), with code-block actions.
+    assert.equal(await page.$eval('.message.agent strong', (e) => e.textContent), 'greet.txt');
+    assert.equal(await page.$$eval('.message.agent ol li', (e) => e.length), 2);
+    assert.match(await page.$eval('.code-block pre', (e) => e.textContent ?? ''), /echo hello > greet.txt/);
+    await page.click('.code-block [data-action=insert]');
+    await page.click('.code-block [data-action=copy]');
+    await waitUntil(() => f.host.actions.filter((a) => a.kind === 'insert' || a.kind === 'copy').length === 2);
+    assert.deepEqual(f.host.actions.find((a) => a.kind === 'insert')?.args, ['echo hello > greet.txt\n']);
+
+    // 3. A tool call card with a diff and a permission card, mid-turn.
+    await typeAndEnter(page, 'Create greet.txt');
+    await page.waitForSelector('.permission button[data-kind=allow_once]');
+    await page.waitForSelector('.plan li');
+    assert.match(await page.$eval('#plan', (e) => e.textContent ?? ''), /Writing greet\.txt/);
+    const card = await page.$eval('.permission', (e) => e.closest('.tool')?.querySelector('.tool-title')?.textContent);
+    assert.equal(card, 'Write greet.txt');
+    await page.screenshot({ path: path.join(artifacts, 'panel-mid-turn.png') });
+    // The diff button posts the file's path and texts.
+    await page.click('.tool .diff-button');
+    await waitUntil(() => p.fromWebview.some((m) => m.type === 'openDiff'));
+    const target = path.join(f.cwd, 'greet.txt');
+    assert.deepEqual(p.fromWebview.find((m) => m.type === 'openDiff'), {
+      type: 'openDiff',
+      path: target,
+      oldText: null,
+      newText: 'hello\n',
+    });
+    assert.deepEqual(f.host.actions.find((a) => a.kind === 'openDiff')?.args, [target, null, 'hello\n']);
+    // Locations open the file.
+    await page.click('.tool .location');
+    await waitUntil(() => f.host.actions.some((a) => a.kind === 'openLocation'));
+    assert.equal(f.host.actions.find((a) => a.kind === 'openLocation')?.args[0], target);
+    // The permission card's button answers the request.
+    await page.click('.permission button[data-kind=allow_once]');
+    await turnEnded(p, 3);
+    assert.equal(fs.readFileSync(target, 'utf8'), 'hello\n');
+    const answered = p.fromWebview.find((m) => m.type === 'permission');
+    assert.ok(answered && answered.type === 'permission' && answered.optionId);
+    assert.match(await page.$eval('.answered', (e) => e.textContent ?? ''), /Answered: Allow once/i);
+    const statuses = await page.$$eval('.tool', (els) =>
+      els.map((e) => `${e.querySelector('.tool-title')?.textContent}: ${(e as HTMLElement).dataset.status}`),
+    );
+    assert.deepEqual(statuses, ['Update the task list (2 tasks): completed', 'Write greet.txt: completed']);
+    assert.match(await agentText(page), /Created greet\.txt\./);
+    assert.ok(await page.$eval('#usage', (e) => !e.hasAttribute('hidden')), 'the usage meter is shown');
+
+    // 4. Esc stops a turn (session/cancel).
+    await typeAndEnter(page, 'Wait forever');
+    await page.waitForFunction(() => document.querySelector('#app')?.classList.contains('busy'));
+    await f.mock.waitForRequests(5);
+    await page.focus('#input');
+    await page.keyboard.press('Escape');
+    await turnEnded(p, 4);
+    assert.ok(p.fromWebview.some((m) => m.type === 'cancel'));
+    assert.ok(f.host.posted.some((m) => m.type === 'turnEnd' && m.stopReason === 'cancelled'));
+    assert.match(await page.$eval('.log', (e) => e.textContent ?? ''), /Stopped\./);
+  } finally {
+    await p.close();
+  }
+});
+
+test('/ completes slash commands and @ completes workspace files', async () => {
+  const p = await openPanel([{ text: 'Got the file.' }]);
+  const { page, f } = p;
+  try {
+    fs.writeFileSync(path.join(f.cwd, 'notes.md'), 'the notes\n');
+    await f.host.waitFor((m) => m.type === 'update' && m.update.sessionUpdate === 'available_commands_update');
+    await page.focus('#input');
+    await page.keyboard.type('/ren');
+    await page.waitForSelector('#completion li');
+    assert.match(await page.$eval('#completion', (e) => e.textContent ?? ''), /\/rename/);
+    await page.keyboard.press('Tab');
+    assert.equal(await page.$eval('#input', (e) => (e as HTMLTextAreaElement).value), '/rename ');
+    await page.$eval('#input', (e) => ((e as HTMLTextAreaElement).value = ''));
+    await page.keyboard.type('Read @note');
+    await page.waitForFunction(() => document.querySelector('#completion')?.textContent?.includes('notes.md'));
+    await page.keyboard.press('Enter');
+    assert.equal(await page.$eval('#input', (e) => (e as HTMLTextAreaElement).value), 'Read @notes.md ');
+    assert.match(await page.$eval('#attachments', (e) => e.textContent ?? ''), /notes\.md/);
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => document.querySelector('.message.agent')?.textContent?.includes('Got the file.'));
+    const sent = p.fromWebview.find((m) => m.type === 'send');
+    assert.ok(sent && sent.type === 'send');
+    assert.equal(sent.attachments[0]?.name, 'notes.md');
+    assert.match(JSON.stringify(await f.mock.request(1)), /the notes/);
+
+    // Files dropped on the panel become attachments.
+    const dropped = pathToFileURL(path.join(f.cwd, 'dropped file.ts')).href;
+    await page.evaluate((uri) => {
+      const dt = new DataTransfer();
+      dt.setData('text/uri-list', `# a comment line\r\n${uri}`);
+      document.querySelector('#app')!.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+    }, dropped);
+    assert.match(await page.$eval('#attachments', (e) => e.textContent ?? ''), /dropped file\.ts/);
+
+    // The threads list comes from session/list; opening one replays it.
+    await page.click('#threads-button');
+    await page.waitForSelector('#threads li[data-session-id]');
+    const listed = await page.$$eval('#threads li[data-session-id]', (els) =>
+      els.map((e) => [(e as HTMLElement).dataset.sessionId, e.getAttribute('aria-selected'), e.querySelector('.thread-open')?.textContent]),
+    );
+    assert.deepEqual(listed, [[f.panel.currentSession, 'true', 'Read @notes.md']]);
+    await page.click('#threads li .thread-open');
+    await waitUntil(() => f.host.posted.some((m) => m.type === 'replayed'));
+    await page.waitForFunction(() => document.querySelector('.message.user')?.textContent?.includes('Read @notes.md'));
+    assert.match(await agentText(page), /Got the file\./);
+    assert.equal(await page.$eval('#threads', (e) => e.hasAttribute('hidden')), true);
+  } finally {
+    await p.close();
+  }
+});
+
+async function waitUntil(cond: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) {
+      throw new Error('condition not met in time');
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,43 @@
+// Pure parts of the panel's host side: prompt blocks, the agent command, line slicing, the HTML shell.
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { promptBlocks } from '../src/panel/protocol';
+import { sliceLines } from '../src/panel/text';
+import { panelHtml } from '../src/panel/html';
+import { acpCommand } from '../src/logic';
+
+test('attachments become a resource link and an embedded resource with its range', () => {
+  const blocks = promptBlocks('Look', [
+    { kind: 'file', uri: 'file:///p/a.ts', name: 'a.ts' },
+    { kind: 'selection', uri: 'file:///p/b.ts', name: 'b.ts', text: 'x()', startLine: 3, endLine: 4 },
+  ]);
+  assert.deepEqual(blocks, [
+    { type: 'text', text: 'Look' },
+    { type: 'resource_link', uri: 'file:///p/a.ts', name: 'a.ts' },
+    { type: 'resource', resource: { uri: 'file:///p/b.ts#L3-4', text: 'x()', mimeType: 'text/plain' } },
+  ]);
+  assert.deepEqual(promptBlocks('  ', [{ kind: 'file', uri: 'file:///a', name: 'a' }]).map((b) => b.type), ['resource_link']);
+});
+
+test('the agent command runs `maia acp`', () => {
+  assert.deepEqual(acpCommand({}, {}).args, ['acp']);
+  assert.deepEqual(acpCommand({ args: ['--model', 'm'] }, {}).args, ['acp', '--model', 'm']);
+  const c = acpCommand({ path: ' /opt/maia ', args: ['acp'], env: { K: 'v', N: 1 } }, { PATH: '/bin' });
+  assert.equal(c.command, '/opt/maia');
+  assert.deepEqual(c.env, { PATH: '/bin', K: 'v' });
+});
+
+test('fs/read_text_file line and limit', () => {
+  assert.equal(sliceLines('a\nb\nc\nd', 2, 2), 'b\nc');
+  assert.equal(sliceLines('a\nb\nc', 3), 'c');
+  assert.equal(sliceLines('a\nb\nc', null, 1), 'a');
+  assert.equal(sliceLines('a\nb', undefined, undefined), 'a\nb');
+});
+
+test('the HTML shell allows only its own nonce-d script', () => {
+  const html = panelHtml({ scriptUri: 'vscode-resource:/p.js', styleUri: 'vscode-resource:/p.css', cspSource: 'vscode-resource:', nonce: 'n0' });
+  assert.match(html, /script-src 'nonce-n0'/);
+  assert.match(html, /default-src 'none'/);
+  assert.match(html, /<script nonce="n0" src="vscode-resource:\/p.js">/);
+  assert.doesNotMatch(html, /unsafe-inline|unsafe-eval/);
+});
