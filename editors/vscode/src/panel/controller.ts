@@ -40,8 +40,6 @@ interface PendingPermission {
 /** How many crashes within `CRASH_WINDOW_MS` are restarted before giving up. */
 const MAX_RESTARTS = 3;
 const CRASH_WINDOW_MS = 60_000;
-/** How long after opening a session "unknown session" is taken for not registered yet. */
-const OPEN_GRACE_MS = 2_000;
 
 export class PanelController {
   private connection: MaiaConnection | undefined;
@@ -53,7 +51,6 @@ export class PanelController {
   private crashes: number[] = [];
   private disposed = false;
   /** When the current session was last opened (new or load). */
-  private openedAt = 0;
   /** Updates of a thread being replayed are forwarded too, but never mark a turn busy. */
   private configOptions: acp.SessionConfigOption[] = [];
   /** The last command list and usage: re-sent after a replay, which need not repeat them. */
@@ -221,7 +218,6 @@ export class PanelController {
   async newThread(): Promise<void> {
     const c = await this.ensureStartedOrThrow();
     const r = await c.newSession(this.host.cwd);
-    this.openedAt = Date.now();
     this.sessionId = r.sessionId;
     this.configOptions = r.configOptions ?? [];
     this.usage = undefined;
@@ -250,7 +246,6 @@ export class PanelController {
     this.host.post({ type: 'session', sessionId, title, configOptions: this.configOptions, replaying: true });
     try {
       const r = await c.loadSession(sessionId, this.host.cwd);
-      this.openedAt = Date.now();
       this.configOptions = r.configOptions ?? this.configOptions;
       this.host.saveSession?.(sessionId);
       this.host.post({ type: 'config', configOptions: this.configOptions });
@@ -315,24 +310,9 @@ export class PanelController {
     }
   }
 
-  /**
-   * `session/prompt`. maia answers `session/new` / `session/load` a moment
-   * before it registers the session, so a prompt sent at once can meet
-   * "unknown session" (-32002); that is retried briefly, only then.
-   */
+  /** `session/prompt`: valid the instant the session's open is answered. */
   private async prompt(c: MaiaConnection, sessionId: string, blocks: acp.ContentBlock[]): Promise<acp.PromptResponse> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await c.prompt(sessionId, blocks);
-      } catch (e) {
-        const code = (e as { code?: unknown }).code;
-        const fresh = Date.now() - this.openedAt < OPEN_GRACE_MS;
-        if (code !== -32002 || !fresh || attempt >= 20 || this.connection !== c) {
-          throw e;
-        }
-        await new Promise((r) => setTimeout(r, 25));
-      }
-    }
+    return c.prompt(sessionId, blocks);
   }
 
   /** `session/cancel`; pending permission requests are answered `cancelled` first. */
