@@ -464,6 +464,68 @@ fn bench_protocol(table: &mut Table) {
             cancels.max()
         ),
     );
+
+    // Sixteen sessions streaming at once: per-delta latency over all of
+    // them, matched by each delta's unique text.
+    let mut sids = Vec::new();
+    for _ in 0..16 {
+        sids.push(maia.new_session(&cwd).0);
+    }
+    let per = 200;
+    let mut all_words = Vec::new();
+    for k in 0..16 {
+        let words: Vec<String> = (0..per).map(|i| format!("s{k}w{i} ")).collect();
+        let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+        s.mock
+            .push(mock::text_chunks(&refs, Duration::from_millis(2)));
+        all_words.extend(words);
+    }
+    let before = s.mock.piece_log().len();
+    let mut ids = Vec::new();
+    for sid in &sids {
+        ids.push(maia.prompt(sid, "together").0);
+    }
+    let mut arrived: std::collections::HashMap<String, Instant> = Default::default();
+    let mut open: std::collections::HashSet<u64> = ids.iter().copied().collect();
+    while !open.is_empty() {
+        let (at, m) = maia.next();
+        if m.get("method").is_none()
+            && let Some(id) = m["id"].as_u64()
+        {
+            open.remove(&id);
+        } else if let Some(text) = text_of(&m) {
+            arrived.insert(text.to_owned(), at);
+        }
+    }
+    let log = s.mock.piece_log();
+    let mut lat = Vec::new();
+    for (sent, piece) in &log[before..] {
+        let Some(word) = all_words
+            .iter()
+            .find(|w| piece.contains(&format!("\"{w}\"")))
+        else {
+            continue;
+        };
+        if let Some(at) = arrived.get(word) {
+            lat.push(ms(*at - *sent));
+        }
+    }
+    assert_eq!(lat.len(), 16 * per, "every delta forwarded once");
+    let lat = Stats::new(lat);
+    table.add(
+        format!("16 sessions streaming at once ({per} deltas each, 2 ms apart): per-delta latency"),
+        format!(
+            "p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            lat.pct(50.0),
+            lat.pct(99.0),
+            lat.max()
+        ),
+    );
+    let kb = proc_kb(maia.pid(), "VmHWM:");
+    table.add(
+        "peak RSS after 16 concurrent streams (VmHWM)",
+        format!("{:.1} MB", kb as f64 / 1024.0),
+    );
     maia.kill();
     drop(s.rt);
 }

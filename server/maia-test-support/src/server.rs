@@ -49,8 +49,9 @@ struct Shared {
     requests: Mutex<Vec<Value>>,
     headers: Mutex<Vec<Vec<(String, String)>>>,
     dropped: AtomicUsize,
-    /// When each streamed piece was handed to the HTTP body, in order.
-    sent: Mutex<Vec<Instant>>,
+    /// When each streamed piece was handed to the HTTP body, and the
+    /// piece, in order.
+    sent: Mutex<Vec<(Instant, String)>>,
     changed: Notify,
 }
 
@@ -195,6 +196,13 @@ impl MockLlm {
     /// When each piece of the scripted streams so far was handed to the HTTP
     /// body (all streams, in order); for latency benchmarks.
     pub fn piece_times(&self) -> Vec<Instant> {
+        lock(&self.shared.sent).iter().map(|(t, _)| *t).collect()
+    }
+
+    /// Every piece sent so far with the time it was handed to the body (all
+    /// streams, interleaved as they were sent); for benchmarks of
+    /// concurrent streams.
+    pub fn piece_log(&self) -> Vec<(Instant, String)> {
         lock(&self.shared.sent).clone()
     }
 
@@ -409,7 +417,7 @@ fn stream_body(shared: Arc<Shared>, pieces: Vec<String>, gap: Duration) -> Body 
         if state.pieces.is_empty() {
             state.guard.mark_finished();
         }
-        lock(&state.guard.shared.sent).push(Instant::now());
+        lock(&state.guard.shared.sent).push((Instant::now(), piece.clone()));
         Some((Ok::<_, Infallible>(Bytes::from(piece)), state))
     });
     Body::from_stream(stream)
