@@ -707,7 +707,6 @@ async fn spawn(
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn();
         match result {
             Err(e)

@@ -598,7 +598,6 @@ async fn open(server: &Server) -> Result<Connection, String> {
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }
-            cmd.kill_on_drop(true);
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(std::process::Stdio::piped())
                 .spawn()

@@ -421,6 +421,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_started_request_keeps_its_place_before_later_messages() {
+        let (_client_write, server_read) = duplex(64 * 1024);
+        let (server_write, client_read) = duplex(64 * 1024);
+        let (conn, _incoming, _w) = serve(server_read, server_write, 1024);
+        let mut lines = tokio::io::BufReader::new(client_read).lines();
+        // Queued at the call, not when the future is first polled.
+        let pending = conn.start_request("session/request_permission", json!({}));
+        conn.respond(json!(7), Ok(json!({"stopReason": "cancelled"})));
+        let first: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        let second: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(first["method"], "session/request_permission");
+        assert_eq!(second["id"], 7);
+        drop(pending);
+        conn.flush().await;
+    }
+
+    #[tokio::test]
     async fn blocking_writer_writes_lines_in_order() {
         let (mut read_end, write_end) = std::io::pipe().unwrap();
         let (conn, _incoming, writer) = serve_blocking_writer(tokio::io::empty(), write_end, 1024);

@@ -49,6 +49,10 @@ pub fn command(program: impl AsRef<OsStr>) -> tokio::process::Command {
         None => tokio::process::Command::new(program),
     };
     cmd.process_group(0);
+    // A guard must not be SIGKILLed when its `Child` is dropped: it gets
+    // SIGTERM from [`GroupGuard`] and needs a moment to kill what it leads.
+    // A bare command is killed on drop.
+    cmd.kill_on_drop(!guarded());
     die_with_parent(&mut cmd);
     cmd
 }

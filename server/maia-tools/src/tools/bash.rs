@@ -37,8 +37,7 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
         .env("MAIA_CWD", &ctx.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
-        .stderr(Stdio::from(writer_for_stderr))
-        .kill_on_drop(true);
+        .stderr(Stdio::from(writer_for_stderr));
     let spawned = command.spawn();
     // The command holds the parent's copies of the write end; close them so
     // the reader sees EOF once every child has closed its own.
