@@ -97,7 +97,7 @@ struct Shared<'a> {
 /// Deny rules always win; then the mode may allow or refuse what the rules
 /// would have asked or allowed.
 fn apply_mode(mode: Mode, rules: Decision, invocation: &Invocation, cwd: &Path) -> Decision {
-    if matches!(rules, Decision::Deny(_)) {
+    if matches!(rules, Decision::Deny(_) | Decision::Refuse(_)) {
         return rules;
     }
     match mode {
@@ -493,9 +493,16 @@ async fn authorize(
             "Permission denied by {reason}. Do not retry this call."
         ))
     };
+    let refuse_always = |why: String| {
+        s.fail(id, &format!("Refused: {why}"));
+        Authorization::Refused(format!(
+            "Refused: {why}. MAIA never runs such a command, in any mode and whatever the rules. Do not retry it or a variant of it."
+        ))
+    };
     match s.decide(p, invocation) {
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
+        Decision::Refuse(why) => return refuse_always(why),
         Decision::Ask => {}
     }
     // One question at a time; an earlier "always" answer may settle it.
@@ -506,6 +513,7 @@ async fn authorize(
     match s.decide(p, invocation) {
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
+        Decision::Refuse(why) => return refuse_always(why),
         Decision::Ask => {}
     }
     let rule = match invocation {

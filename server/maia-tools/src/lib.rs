@@ -17,6 +17,8 @@ mod input;
 pub mod path;
 pub mod process;
 pub mod reads;
+pub mod sandbox;
+mod shell;
 mod tools;
 mod truncate;
 
@@ -30,6 +32,7 @@ pub use input::{
     ToolInput, ToolKind, WebFetchInput, WriteInput,
 };
 pub use reads::{ReadTracker, StaleRead};
+pub use shell::{Shell, shell};
 pub use tools::webfetch::{WEBFETCH_MAX_BODY_BYTES, WEBFETCH_TIMEOUT};
 pub use truncate::{CappedOutput, omission_note, truncate_middle};
 

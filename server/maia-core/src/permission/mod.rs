@@ -36,7 +36,9 @@
 //! - Any other tool (custom, MCP, `TodoWrite`…): `*`-pattern against any
 //!   string or number value of the input (`Addition(5)` for `{"a": 5}`).
 
+mod catastrophe;
 mod load;
+mod options;
 mod persist;
 mod rule;
 mod seen;
@@ -70,6 +72,9 @@ pub enum Decision {
     Ask,
     /// Denied by the named rule.
     Deny(String),
+    /// Refused in every mode (`bypass` included), whatever the rules: a
+    /// catastrophic command; the text says why.
+    Refuse(String),
 }
 
 /// A source of rules, sorted by family.
@@ -177,14 +182,28 @@ impl Broker {
                 .flat_map(move |s| s.family(f))
                 .filter(|r| r.names(tool))
         };
+        if let rule::Subject::Bash { analysis, .. } = &subject
+            && let Some(why) = &analysis.catastrophic
+        {
+            return Decision::Refuse(format!("a catastrophic command: {why}"));
+        }
         if let Some(rule) = family(Family::Deny).find(|r| r.hits(&subject, false)) {
             return Decision::Deny(rule.to_string());
         }
-        if family(Family::Ask).any(|r| r.hits(&subject, false)) {
+        let mut ask = false;
+        if let rule::Subject::Bash { analysis, .. } = &subject {
+            match self.command_writes(analysis, cwd) {
+                Some(Decision::Deny(rule)) => return Decision::Deny(rule),
+                Some(_) => ask = true,
+                None => {}
+            }
+        }
+        if ask || family(Family::Ask).any(|r| r.hits(&subject, false)) {
             return Decision::Ask;
         }
         let allowed = match &subject {
-            // Every part must be covered, each by any allow rule.
+            // Every part must be covered, each by any allow rule; wrappers
+            // such as `timeout 5` need no rule of their own.
             rule::Subject::Bash { analysis, .. } => {
                 let rules: Vec<&Rule> = family(Family::Allow).collect();
                 !rules.is_empty()
@@ -192,7 +211,7 @@ impl Broker {
                     && analysis
                         .parts
                         .iter()
-                        .all(|p| rules.iter().any(|r| r.covers_part(p)))
+                        .all(|p| p.transparent || rules.iter().any(|r| r.covers_part(p)))
             }
             _ => family(Family::Allow).any(|r| r.hits(&subject, true)),
         };
@@ -204,6 +223,55 @@ impl Broker {
             return Decision::Allow;
         }
         Decision::Ask
+    }
+
+    /// The files a command writes (redirections, `tee`, `dd of=`, options
+    /// of the table), checked as `Write` and `Edit` calls: `Some(Deny)` when
+    /// a deny rule covers one (or one is computed and a deny rule exists),
+    /// `Some(Ask)` when an ask rule covers one, `None` otherwise.
+    fn command_writes(&self, analysis: &shell::Analysis, cwd: &Path) -> Option<Decision> {
+        let rules = |f: Family| -> Vec<&Rule> {
+            self.all()
+                .flat_map(move |s| s.family(f))
+                .filter(|r| r.names("Write") || r.names("Edit"))
+                .collect()
+        };
+        let deny = rules(Family::Deny);
+        let ask = rules(Family::Ask);
+        if deny.is_empty() && ask.is_empty() {
+            return None;
+        }
+        let mut asked = false;
+        for target in &analysis.writes {
+            if harmless_target(target) {
+                continue;
+            }
+            if target.contains(['$', '`', '*', '?', '[']) {
+                // Unsure means no.
+                if let Some(rule) = deny.first() {
+                    return Some(Decision::Deny(format!(
+                        "{rule} (the command writes to a file computed at run time)"
+                    )));
+                }
+                asked = true;
+                continue;
+            }
+            let path = expand_home(target);
+            let value = serde_json::json!({ "file_path": path });
+            for tool in ["Write", "Edit"] {
+                let subject = rule::Subject::new(tool, &value, cwd);
+                if let Some(rule) = deny
+                    .iter()
+                    .find(|r| r.names(tool) && r.hits(&subject, false))
+                {
+                    return Some(Decision::Deny(format!(
+                        "{rule} (the command writes to `{target}`)"
+                    )));
+                }
+                asked |= ask.iter().any(|r| r.names(tool) && r.hits(&subject, false));
+            }
+        }
+        asked.then_some(Decision::Ask)
     }
 
     /// Remembers an "always" answer for the rest of the session, in memory
@@ -267,6 +335,22 @@ impl Broker {
             out.push_str(&load::render_set(&merged));
         }
         out
+    }
+}
+
+/// Write targets no rule is about.
+fn harmless_target(target: &str) -> bool {
+    matches!(
+        target,
+        "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty" | "-"
+    ) || target.starts_with("/dev/fd/")
+}
+
+/// `~/x` → `$HOME/x` (the shell does it before writing).
+fn expand_home(target: &str) -> String {
+    match (target.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => Path::new(&home).join(rest).to_string_lossy().into_owned(),
+        _ => target.to_owned(),
     }
 }
 

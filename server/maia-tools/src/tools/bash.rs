@@ -1,6 +1,7 @@
 //! The Bash tool: run a shell command with combined, capped output.
 //!
-//! The command runs as `/bin/sh -c` in its own process group with stdout and
+//! The command runs as `bash -c` (`/bin/sh -c` when bash is missing; see
+//! [`crate::shell`]) in its own process group with stdout and
 //! stderr on one pipe (so output keeps its arrival order). On timeout,
 //! cancellation, or once the shell has exited, the whole group is killed so
 //! no background process outlives the call.
@@ -43,7 +44,7 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
     let timeout_ms = input.effective_timeout_ms();
     let (reader, writer) = std::io::pipe()?;
     let writer_for_stderr = writer.try_clone()?;
-    let mut command = Command::new("/bin/sh");
+    let mut command = Command::new(&crate::shell().path);
     command
         .arg("-c")
         .arg(&input.command)

@@ -1,0 +1,1 @@
+//! Landlock sandbox for the commands MAIA runs (filled in below).
