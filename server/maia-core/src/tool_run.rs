@@ -7,7 +7,7 @@
 //! model in the order requested. Every call — built-in, session, skill or
 //! custom tool — passes the broker.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
@@ -23,6 +23,7 @@ use crate::event::{
     ToolCallView, ToolContent, ToolStatus,
 };
 use crate::mode::Mode;
+use crate::permission::gate::{self, CallFacts, Verdict};
 use crate::permission::{Broker, Decision, choices, suggest_rule, suggest_rule_value};
 use crate::session::Session;
 use crate::session_tools::{self, CURRENT_MODEL, TODO_WRITE, Todo};
@@ -94,33 +95,6 @@ struct Shared<'a> {
     home: Option<PathBuf>,
 }
 
-/// Deny rules always win; then the mode may allow or refuse what the rules
-/// would have asked or allowed.
-fn apply_mode(mode: Mode, rules: Decision, invocation: &Invocation, cwd: &Path) -> Decision {
-    if matches!(rules, Decision::Deny(_) | Decision::Refuse(_)) {
-        return rules;
-    }
-    match mode {
-        Mode::Default => rules,
-        Mode::AcceptEdits => match invocation {
-            Invocation::Builtin(input @ (ToolInput::Write(_) | ToolInput::Edit(_)))
-                if input
-                    .paths(cwd)
-                    .iter()
-                    .all(|p| maia_tools::path::is_within(cwd, p)) =>
-            {
-                Decision::Allow
-            }
-            _ => rules,
-        },
-        Mode::ReadOnly if invocation.mutating() => {
-            Decision::Deny("the read-only mode (nothing may be changed or run)".to_owned())
-        }
-        Mode::ReadOnly => rules,
-        Mode::Bypass => Decision::Allow,
-    }
-}
-
 impl Shared<'_> {
     fn send_patch(&self, patch: ToolCallPatch) {
         if let Some(mut view) = self
@@ -157,8 +131,9 @@ impl Shared<'_> {
         );
     }
 
-    /// The broker's decision, adjusted by the session's mode.
-    fn decide(&self, p: &Planned, invocation: &Invocation) -> Decision {
+    /// The broker's decision, adjusted by the session's mode and protected
+    /// paths ([`gate::apply_mode`]).
+    fn decide(&self, p: &Planned, invocation: &Invocation) -> Verdict {
         let rules = match self.broker.lock() {
             Ok(broker) => {
                 let decision = match invocation {
@@ -172,7 +147,16 @@ impl Shared<'_> {
             }
             Err(_) => Decision::Ask,
         };
-        apply_mode(self.mode, rules, invocation, &self.ctx.cwd)
+        let input = match invocation {
+            Invocation::Builtin(input) => crate::permission::input_value(input),
+            _ => p.view.raw_input.clone(),
+        };
+        let facts = CallFacts {
+            tool: &p.call.name,
+            input: &input,
+            mutating: invocation.mutating(),
+        };
+        gate::apply_mode(self.mode, rules, facts, &self.ctx.cwd)
     }
 }
 
@@ -206,6 +190,10 @@ impl Session {
                 fs: self.fs.clone(),
                 reads: self.reads.clone(),
                 cancel: cancel.clone(),
+                read_guard: Some(crate::permission::read_guard(
+                    self.broker.clone(),
+                    self.cwd.clone(),
+                )),
             },
             broker: &self.broker,
             ask: tokio::sync::Mutex::new(()),
@@ -499,7 +487,20 @@ async fn authorize(
             "Refused: {why}. MAIA never runs such a command, in any mode and whatever the rules. Do not retry it or a variant of it."
         ))
     };
-    match s.decide(p, invocation) {
+    let verdict = s.decide(p, invocation);
+    if let Some(note) = &verdict.note {
+        tracing::warn!(tool = %p.call.name, %note, "protected path");
+        s.send_patch(ToolCallPatch {
+            id: id.to_owned(),
+            content: Some(vec![ToolContent::Text { text: note.clone() }]),
+            ..ToolCallPatch::default()
+        });
+        let _ = s.events.send(Event::Notice {
+            level: NoticeLevel::Warning,
+            text: note.clone(),
+        });
+    }
+    match verdict.decision {
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
         Decision::Refuse(why) => return refuse_always(why),
@@ -510,7 +511,7 @@ async fn authorize(
         () = s.cancel.cancelled() => return Authorization::Cancelled,
         guard = s.ask.lock() => guard,
     };
-    match s.decide(p, invocation) {
+    match s.decide(p, invocation).decision {
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
         Decision::Refuse(why) => return refuse_always(why),

@@ -22,7 +22,7 @@ mod shell;
 mod tools;
 mod truncate;
 
-pub use context::{FileDiff, Prepared, ToolContext, ToolOutput};
+pub use context::{FileDiff, Prepared, ReadGuard, ToolContext, ToolOutput};
 pub use definitions::{ToolDefinition, definitions};
 pub use error::ToolError;
 pub use fs::{FileSystem, FsError, LocalFs, WriteOutcome};

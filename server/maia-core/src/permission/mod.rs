@@ -37,6 +37,7 @@
 //!   string or number value of the input (`Addition(5)` for `{"a": 5}`).
 
 mod catastrophe;
+pub mod gate;
 mod load;
 mod options;
 mod persist;
@@ -46,9 +47,12 @@ mod shell;
 mod suggest;
 
 #[cfg(test)]
+mod attacks;
+#[cfg(test)]
 mod tests;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use maia_tools::ToolInput;
 use serde_json::Value;
@@ -57,6 +61,7 @@ use crate::event::{ChoiceKind, PermissionChoice};
 
 pub use load::{LoadedRules, load_rules};
 pub use persist::{PersistError, persist_rule};
+pub(crate) use rule::input_value;
 pub use rule::{Family, Rule, RuleError};
 pub use seen::{SEEN_FILE, unseen_allow_rules};
 pub use suggest::{suggest_rule, suggest_rule_value};
@@ -274,6 +279,16 @@ impl Broker {
         asked.then_some(Decision::Ask)
     }
 
+    /// Whether a Read deny rule covers `path` (for Grep and Glob, which
+    /// read many files: [`read_guard`]).
+    pub fn read_denied(&self, path: &Path, cwd: &Path) -> bool {
+        let value = serde_json::json!({ "file_path": path });
+        let subject = rule::Subject::new("Read", &value, cwd);
+        self.all()
+            .flat_map(|s| s.family(Family::Deny))
+            .any(|r| r.names("Read") && r.hits(&subject, false))
+    }
+
     /// Remembers an "always" answer for the rest of the session, in memory
     /// only. Prefer [`Broker::always`], which also writes it to the file.
     pub fn remember(&mut self, kind: ChoiceKind, rule: Rule) {
@@ -338,6 +353,17 @@ impl Broker {
     }
 }
 
+/// The guard Grep and Glob consult for every file they would read or
+/// list: false when a Read deny rule of the session covers it.
+pub fn read_guard(broker: Arc<Mutex<Broker>>, cwd: PathBuf) -> maia_tools::ReadGuard {
+    Arc::new(move |path: &Path| {
+        broker
+            .lock()
+            .map(|b| !b.read_denied(path, &cwd))
+            .unwrap_or(false)
+    })
+}
+
 /// Write targets no rule is about.
 fn harmless_target(target: &str) -> bool {
     matches!(
@@ -347,7 +373,7 @@ fn harmless_target(target: &str) -> bool {
 }
 
 /// `~/x` → `$HOME/x` (the shell does it before writing).
-fn expand_home(target: &str) -> String {
+pub(crate) fn expand_home(target: &str) -> String {
     match (target.strip_prefix("~/"), std::env::var_os("HOME")) {
         (Some(rest), Some(home)) => Path::new(&home).join(rest).to_string_lossy().into_owned(),
         _ => target.to_owned(),

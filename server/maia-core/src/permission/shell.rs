@@ -855,6 +855,20 @@ impl Walker<'_> {
                     }
                 }
             }
+            "hash" => {
+                // `hash -p /bin/rm r`: `r` now runs rm.
+                let mut it = args.iter();
+                while let Some(a) = it.next() {
+                    if a.text == "-p"
+                        && let Some(path) = it.next()
+                    {
+                        part.candidates.push(base(&path.text).to_owned());
+                        if path.computed() {
+                            part.dynamic = true;
+                        }
+                    }
+                }
+            }
             "find" => {
                 let mut i = 0;
                 while i < args.len() {
