@@ -608,7 +608,20 @@ impl CustomTool {
     /// Runs the tool for `input` with `cwd` as the session's working folder.
     /// Never panics; problems are error outputs for the model.
     pub async fn run(&self, input: &Value, cwd: &Path, cancel: &CancellationToken) -> ToolOutput {
-        self.run_with_timeout(input, cwd, cancel, RUN_TIMEOUT).await
+        self.run_with_timeout(input, cwd, cancel, RUN_TIMEOUT, None)
+            .await
+    }
+
+    /// [`CustomTool::run`] inside the session's sandbox.
+    pub async fn run_sandboxed(
+        &self,
+        input: &Value,
+        cwd: &Path,
+        cancel: &CancellationToken,
+        sandbox: Option<&maia_tools::sandbox::Sandbox>,
+    ) -> ToolOutput {
+        self.run_with_timeout(input, cwd, cancel, RUN_TIMEOUT, sandbox)
+            .await
     }
 
     async fn run_with_timeout(
@@ -617,6 +630,7 @@ impl CustomTool {
         cwd: &Path,
         cancel: &CancellationToken,
         timeout: Duration,
+        sandbox: Option<&maia_tools::sandbox::Sandbox>,
     ) -> ToolOutput {
         let argv = match self.argv(input) {
             Ok(argv) => argv,
@@ -629,7 +643,7 @@ impl CustomTool {
             return ToolOutput::error(format!("{}: `command.run` is empty", self.name));
         };
         let program = self.program(first);
-        let mut child = match spawn(&program, args, &self.dir, cwd).await {
+        let mut child = match spawn(&program, args, &self.dir, cwd, sandbox).await {
             Ok(child) => child,
             Err(e) => {
                 return ToolOutput::error(format!(
@@ -734,10 +748,12 @@ async fn spawn(
     args: &[String],
     dir: &Path,
     session_cwd: &Path,
+    sandbox: Option<&maia_tools::sandbox::Sandbox>,
 ) -> std::io::Result<tokio::process::Child> {
     let mut attempts = 0;
     loop {
-        let result = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .current_dir(dir)
             .env("MAIA_CWD", session_cwd)
@@ -746,8 +762,13 @@ async fn spawn(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn();
+            .kill_on_drop(true);
+        if let Some(sandbox) = sandbox {
+            sandbox
+                .attach(&mut command)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
+        let result = command.spawn();
         match result {
             Err(e)
                 if e.raw_os_error() == Some(nix::errno::Errno::ETXTBSY as i32) && attempts < 10 =>
@@ -1424,6 +1445,7 @@ mod tests {
                 cwd,
                 &CancellationToken::new(),
                 Duration::from_millis(500),
+                None,
             )
             .await;
         assert!(start.elapsed() < Duration::from_secs(5));

@@ -176,6 +176,10 @@ pub(crate) struct Session {
     pub fs: Arc<dyn FileSystem>,
     pub reads: Arc<ReadTracker>,
     pub broker: Arc<Mutex<Broker>>,
+    /// The sandbox of the session's commands (`None`: off or unsupported).
+    pub sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
+    /// What to tell the user about the sandbox at the start.
+    sandbox_notes: Vec<String>,
     pub skills: Arc<LoadedSkills>,
     pub custom_tools: Arc<LoadedTools>,
     /// The session's MCP servers (stopped when the session ends).
@@ -269,6 +273,7 @@ impl Session {
         if let Ok(mut broker) = self.broker.lock() {
             *broker = Broker::load(home.as_deref(), &self.cwd);
         }
+        (self.sandbox, self.sandbox_notes) = build_sandbox(home.as_deref(), &self.cwd, &self.id);
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
         self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
         self.pending.clear();
@@ -340,6 +345,35 @@ pub(crate) fn fresh_name(id: &str) -> String {
     format!("{stamp}-{}", &id[..4.min(id.len())])
 }
 
+/// The session's sandbox from the settings ([`settings::sandbox_policy`]),
+/// with what to tell the user: why it is off, what it cannot enforce.
+fn build_sandbox(
+    home: Option<&Path>,
+    cwd: &Path,
+    id: &str,
+) -> (Option<Arc<maia_tools::sandbox::Sandbox>>, Vec<String>) {
+    use maia_tools::sandbox::{Sandbox, SandboxMode};
+    let (policy, mut notes) = settings::sandbox_policy(home, cwd, id);
+    if policy.mode == SandboxMode::Off {
+        return (None, notes);
+    }
+    match Sandbox::new(policy) {
+        Ok(sandbox) => {
+            for limit in sandbox.limits() {
+                notes.push(format!("Command sandbox: {limit}."));
+            }
+            tracing::info!(mode = sandbox.policy().mode.id(), limits = ?sandbox.limits(), "command sandbox");
+            (Some(Arc::new(sandbox)), notes)
+        }
+        Err(e) => {
+            notes.push(format!(
+                "Commands run without a sandbox: {e}. Bash, custom tools and !command can write anywhere you can."
+            ));
+            (None, notes)
+        }
+    }
+}
+
 pub(crate) fn spawn(
     options: &Arc<EngineOptions>,
     windows: &Arc<WindowCache>,
@@ -373,6 +407,7 @@ pub(crate) fn spawn(
     let context_file = context_file::load(&cwd);
     tracing::info!(session = %id, cwd = %cwd.display(), settings = ?settings.loaded, context_file = ?context_file.as_ref().map(|c| &c.path), "session started");
     let broker = Broker::load(options.home.as_deref(), &cwd);
+    let (sandbox, sandbox_notes) = build_sandbox(options.home.as_deref(), &cwd, &id);
     let loaded_skills = skills::load(options.home.as_deref(), &cwd);
     let loaded_tools = custom_tools::load(&cwd, &reserved_names());
     // Connects in the background; never delays the session.
@@ -393,6 +428,8 @@ pub(crate) fn spawn(
         fs,
         reads: Arc::new(ReadTracker::default()),
         broker: Arc::new(Mutex::new(broker)),
+        sandbox,
+        sandbox_notes,
         skills: Arc::new(loaded_skills),
         custom_tools: Arc::new(loaded_tools),
         mcp,
@@ -502,6 +539,9 @@ impl Session {
         };
         for warning in &self.settings.warnings {
             warn(warning.clone());
+        }
+        for note in &self.sandbox_notes {
+            warn(note.clone());
         }
         if let Ok(broker) = self.broker.lock() {
             info(broker.loaded().summary());

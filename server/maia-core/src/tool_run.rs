@@ -194,6 +194,7 @@ impl Session {
                     self.broker.clone(),
                     self.cwd.clone(),
                 )),
+                sandbox: self.sandbox.clone(),
             },
             broker: &self.broker,
             ask: tokio::sync::Mutex::new(()),
@@ -448,7 +449,10 @@ async fn run_session_tool(invocation: &Invocation, s: &Shared<'_>) -> ToolOutput
             None => ToolOutput::error(format!("unknown skill `{}`", input.skill)),
         },
         Invocation::Custom(index, input) => match s.tools.custom.tools.get(*index) {
-            Some(tool) => tool.run(input, &s.ctx.cwd, &s.ctx.cancel).await,
+            Some(tool) => {
+                tool.run_sandboxed(input, &s.ctx.cwd, &s.ctx.cancel, s.ctx.sandbox.as_deref())
+                    .await
+            }
             None => ToolOutput::error("this custom tool is no longer loaded"),
         },
         Invocation::Mcp(tool, input) => {

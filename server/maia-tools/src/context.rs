@@ -20,6 +20,8 @@ pub struct ToolContext {
     /// The session's Read rules for the tools that read many files (Grep,
     /// Glob): `false` for a file a Read deny rule covers. `None` = no rule.
     pub read_guard: Option<ReadGuard>,
+    /// The sandbox commands run in (`None`: no sandbox).
+    pub sandbox: Option<Arc<crate::sandbox::Sandbox>>,
 }
 
 /// Whether a file may be read; see [`ToolContext::read_guard`].
@@ -43,6 +45,7 @@ impl ToolContext {
             reads: Arc::new(ReadTracker::default()),
             cancel: CancellationToken::new(),
             read_guard: None,
+            sandbox: None,
         }
     }
 }

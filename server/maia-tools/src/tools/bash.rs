@@ -55,6 +55,13 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
         .stderr(Stdio::from(writer_for_stderr))
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(sandbox) = &ctx.sandbox
+        && let Err(e) = sandbox.attach(&mut command)
+    {
+        return Ok(ToolOutput::error(format!(
+            "The command was not run: {e}. Ask the user to run it without the sandbox or to set `sandbox` in ~/.maia/settings.json."
+        )));
+    }
     let spawned = command.spawn();
     // The command holds the parent's copies of the write end; close them so
     // the reader sees EOF once every child has closed its own.
@@ -126,7 +133,13 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
         }
         Outcome::Exited(status) => match (status.code(), status.signal()) {
             (Some(0), _) => ToolOutput::ok(format!("{text}Exit code: 0")),
-            (Some(code), _) => ToolOutput::error(format!("{text}Exit code: {code}")),
+            (Some(code), _) => match &ctx.sandbox {
+                Some(sandbox) if crate::sandbox::looks_denied(&text) => ToolOutput::error(format!(
+                    "{text}Exit code: {code}\n{}",
+                    crate::sandbox::denial_note(sandbox.policy())
+                )),
+                _ => ToolOutput::error(format!("{text}Exit code: {code}")),
+            },
             (None, Some(signal)) => ToolOutput::error(format!(
                 "{text}Exit code: {} (killed by signal {signal})",
                 128 + signal
