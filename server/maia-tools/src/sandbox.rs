@@ -425,7 +425,8 @@ mod imp {
     pub(super) fn install(_: &mut tokio::process::Command, _: Prepared) {}
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests {
     use std::sync::Arc;
 

@@ -985,7 +985,7 @@ impl Walker<'_> {
                 i += 1;
                 break;
             }
-            if spec.script_options.iter().any(|o| t == *o) {
+            if spec.script_options.contains(&t) {
                 if let Some(s) = args.get(i + 1) {
                     self.script_words(std::slice::from_ref(s), part);
                 }
@@ -1010,12 +1010,7 @@ impl Walker<'_> {
                     break;
                 }
                 let valued = spec.valued.contains(&opt);
-                // `-n5`-style attached short values are one word.
-                i += if valued && !attached && !(opt.len() > 2 && !opt.starts_with("--")) {
-                    2
-                } else {
-                    1
-                };
+                i += if valued && !attached { 2 } else { 1 };
                 continue;
             }
             if spec.name == "env" && t.contains('=') {

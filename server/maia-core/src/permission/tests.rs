@@ -920,3 +920,57 @@ fn unseen_allow_rules_are_reported_once() {
     let loaded = load_rules(None, cwd);
     assert_eq!(unseen_allow_rules(None, cwd, &loaded).len(), 3);
 }
+
+/// The fuzz target's property as a table: a relative pattern with a slash
+/// before its end is anchored at the project root, a slash-free one (or
+/// one with only a trailing slash) matches at any depth; the same for
+/// allow and deny, for every path tool.
+#[test]
+fn path_patterns_are_anchored_as_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path();
+    let cases: &[(&str, &str, bool)] = &[
+        ("src/**", "src/leak.txt", true),
+        ("src/**", "src/a/b.txt", true),
+        ("src/**", "other/src/leak.txt", false),
+        ("src/**", "a/b/src/leak.txt", false),
+        ("src/*.rs", "src/a.rs", true),
+        ("src/*.rs", "x/src/a.rs", false),
+        ("src/*.rs", "src/a/b.rs", false),
+        ("docs/*.md", "docs/x.md", true),
+        ("docs/*.md", "other/docs/x.md", false),
+        ("./src/**", "src/a", true),
+        ("./src/**", "x/src/a", false),
+        ("/src/**", "src/a", false),
+        ("a/b", "a/b", true),
+        ("a/b", "x/a/b", false),
+        ("leak.txt", "leak.txt", true),
+        ("leak.txt", "other/src/leak.txt", true),
+        ("*.lock", "Cargo.lock", true),
+        ("*.lock", "a/b/yarn.lock", true),
+        ("src/", "src/a", true),
+        ("src/", "other/src/a", true),
+        ("src/", "srcx/a", false),
+        ("**/src/**", "a/b/src/leak.txt", true),
+        ("**", "anything/at/all", true),
+    ];
+    let mut failures = Vec::new();
+    for (pattern, path, want) in cases {
+        for tool in ["Read", "Edit", "Write"] {
+            let rule = Rule::parse(&format!("{tool}({pattern})")).unwrap();
+            let input = json!({ "file_path": path });
+            for for_allow in [true, false] {
+                let got = rule.matches_value(tool, &input, cwd, for_allow);
+                if got != *want {
+                    failures.push(format!("{tool}({pattern}) {path} allow={for_allow}: {got}"));
+                }
+            }
+        }
+        let rule = Rule::parse(&format!("Grep({pattern})")).unwrap();
+        let got = rule.matches_value("Grep", &json!({ "pattern": "x", "path": path }), cwd, true);
+        if got != *want {
+            failures.push(format!("Grep({pattern}) {path}: {got}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
