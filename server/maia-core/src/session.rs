@@ -180,6 +180,8 @@ pub(crate) struct Session {
     pub sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
     /// What to tell the user about the sandbox at the start.
     sandbox_notes: Vec<String>,
+    /// Commands whose last run failed in the sandbox.
+    pub(crate) sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
     pub skills: Arc<LoadedSkills>,
     pub custom_tools: Arc<LoadedTools>,
     /// The session's MCP servers (stopped when the session ends).
@@ -430,6 +432,7 @@ pub(crate) fn spawn(
         broker: Arc::new(Mutex::new(broker)),
         sandbox,
         sandbox_notes,
+        sandbox_failures: Arc::default(),
         skills: Arc::new(loaded_skills),
         custom_tools: Arc::new(loaded_tools),
         mcp,

@@ -78,7 +78,13 @@ pub(crate) struct SessionTools {
     pub custom: Arc<LoadedTools>,
     pub todos: Arc<Mutex<Vec<Todo>>>,
     pub mcp: Arc<maia_mcp::McpManager>,
+    /// Commands whose last run failed, maybe because of the sandbox: their
+    /// next question offers a run without it.
+    pub sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
 }
+
+/// The id of the "run once without the sandbox" choice.
+const UNSANDBOXED: &str = "allow_once_unsandboxed";
 
 struct Shared<'a> {
     events: &'a tokio::sync::mpsc::UnboundedSender<Event>,
@@ -168,6 +174,7 @@ impl Session {
             custom: self.custom_tools.clone(),
             todos: self.todos.clone(),
             mcp: self.mcp.clone(),
+            sandbox_failures: self.sandbox_failures.clone(),
         }
     }
 
@@ -392,8 +399,10 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
             ..ToolCallPatch::default()
         });
     }
+    let mut unsandboxed = false;
     match authorize(p, &invocation, diff.as_ref(), s).await {
         Authorization::Granted => {}
+        Authorization::GrantedUnsandboxed => unsandboxed = true,
         Authorization::Refused(to_model) => return Outcome::Done(to_model),
         Authorization::Cancelled => {
             s.fail(id, "Cancelled");
@@ -402,9 +411,24 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
     }
     s.update(id, ToolStatus::InProgress, None);
     let output = match (prepared, &invocation) {
+        (Some(prepared), _) if unsandboxed => {
+            tracing::warn!(command = ?p.view.raw_input, "running once without the sandbox, as the user chose");
+            let mut ctx = s.ctx.clone();
+            ctx.sandbox = None;
+            maia_tools::execute(prepared, &ctx).await
+        }
         (Some(prepared), _) => maia_tools::execute(prepared, &s.ctx).await,
         (None, invocation) => run_session_tool(invocation, s).await,
     };
+    if let Some(command) = sandboxed_command(&invocation)
+        && let Ok(mut failed) = s.tools.sandbox_failures.lock()
+    {
+        if output.content.contains(maia_tools::sandbox::DENIAL_MARK) {
+            failed.insert(command.to_owned());
+        } else {
+            failed.remove(command);
+        }
+    }
     if s.cancel.is_cancelled() && output.is_error {
         s.fail(id, "Cancelled");
         return Outcome::Cancelled;
@@ -465,8 +489,18 @@ async fn run_session_tool(invocation: &Invocation, s: &Shared<'_>) -> ToolOutput
     }
 }
 
+/// The command of a Bash call when the session has a sandbox.
+fn sandboxed_command(invocation: &Invocation) -> Option<&str> {
+    match invocation {
+        Invocation::Builtin(ToolInput::Bash(bash)) => Some(bash.command.as_str()),
+        _ => None,
+    }
+}
+
 enum Authorization {
     Granted,
+    /// Granted, to run once outside the sandbox.
+    GrantedUnsandboxed,
     /// Not run; the text tells the model why.
     Refused(String),
     Cancelled,
@@ -504,7 +538,13 @@ async fn authorize(
             text: note.clone(),
         });
     }
+    // A command that just failed in the sandbox is asked again, with the
+    // choice to run it once without the sandbox.
+    let offer_unsandboxed = s.ctx.sandbox.is_some()
+        && sandboxed_command(invocation)
+            .is_some_and(|c| s.tools.sandbox_failures.lock().is_ok_and(|f| f.contains(c)));
     match verdict.decision {
+        Decision::Allow if offer_unsandboxed => {}
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
         Decision::Refuse(why) => return refuse_always(why),
@@ -516,6 +556,7 @@ async fn authorize(
         guard = s.ask.lock() => guard,
     };
     match s.decide(p, invocation).decision {
+        Decision::Allow if offer_unsandboxed => {}
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
         Decision::Refuse(why) => return refuse_always(why),
@@ -525,7 +566,17 @@ async fn authorize(
         Invocation::Builtin(input) => suggest_rule(input, &s.ctx.cwd),
         _ => suggest_rule_value(&p.call.name, &p.view.raw_input, &s.ctx.cwd),
     };
-    let options = choices(rule.as_ref());
+    let mut options = choices(rule.as_ref());
+    if offer_unsandboxed {
+        options.insert(
+            1,
+            crate::event::PermissionChoice {
+                id: UNSANDBOXED.to_owned(),
+                label: "Allow once without the sandbox (it failed inside it)".to_owned(),
+                kind: ChoiceKind::AllowOnce,
+            },
+        );
+    }
     let mut view = p.view.clone();
     view.content = diff.cloned().into_iter().collect();
     let (reply_tx, reply_rx) = oneshot::channel();
@@ -538,11 +589,15 @@ async fn authorize(
         () = s.cancel.cancelled() => return Authorization::Cancelled,
         reply = reply_rx => reply.unwrap_or(PermissionReply::Cancelled),
     };
+    let mut outside = false;
     let (chosen, reason) = match reply {
-        PermissionReply::Selected { option, reason } => (
-            options.iter().find(|o| o.id == option).map(|o| o.kind),
-            reason,
-        ),
+        PermissionReply::Selected { option, reason } => {
+            outside = option == UNSANDBOXED;
+            (
+                options.iter().find(|o| o.id == option).map(|o| o.kind),
+                reason,
+            )
+        }
         PermissionReply::Cancelled => (None, None),
     };
     let Some(kind) = chosen else {
@@ -574,6 +629,7 @@ async fn authorize(
         }
     }
     match kind {
+        ChoiceKind::AllowOnce if outside => Authorization::GrantedUnsandboxed,
         ChoiceKind::AllowOnce | ChoiceKind::AllowAlways => Authorization::Granted,
         ChoiceKind::RejectOnce | ChoiceKind::RejectAlways => {
             s.fail(id, "Rejected by the user");

@@ -151,11 +151,14 @@ pub fn looks_denied(output: &str) -> bool {
         || output.contains("Operation not permitted")
 }
 
+/// How a sandbox note starts (the engine looks for it).
+pub const DENIAL_MARK: &str = "[MAIA sandbox";
+
 /// The note added to a failed command's result when the sandbox may be
 /// the cause.
 pub fn denial_note(policy: &SandboxPolicy) -> String {
     format!(
-        "[MAIA sandbox ({}): writes are allowed only in the project, its temp folder ({}) and sandbox.writable; .git/hooks, .git/config and .maia are read-only; network {}. The failure above may come from the sandbox: do not try to get around it; ask the user (they can allow a run without the sandbox).]",
+        "{DENIAL_MARK} ({}): writes are allowed only in the project, its temp folder ({}) and sandbox.writable; .git/hooks, .git/config and .maia are read-only; network {}. The failure above may come from the sandbox: do not try to get around it. If the command needs it, run the same command again: the user will be asked and can allow one run without the sandbox.]",
         policy.mode.id(),
         policy
             .temp_dir
