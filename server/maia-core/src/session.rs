@@ -558,7 +558,7 @@ impl Session {
             );
             if !unseen.is_empty() {
                 warn(format!(
-                    "This project's .maia/settings.json allows without asking: {}. Read it before you trust it (/permissions lists every rule).",
+                    "This project's .maia/settings.json allows without asking: {}. Read it before you trust it (/permissions lists every rule); each takes effect only once you confirm it, when MAIA first asks about a call it would allow.",
                     unseen.join(", ")
                 ));
             }

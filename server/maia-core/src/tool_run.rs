@@ -562,11 +562,30 @@ async fn authorize(
         Decision::Refuse(why) => return refuse_always(why),
         Decision::Ask => {}
     }
-    let rule = match invocation {
-        Invocation::Builtin(input) => suggest_rule(input, &s.ctx.cwd),
-        _ => suggest_rule_value(&p.call.name, &p.view.raw_input, &s.ctx.cwd),
+    // A project rule not confirmed yet would allow this call: ask to
+    // confirm it rather than suggest another.
+    let input_json = match invocation {
+        Invocation::Builtin(input) => crate::permission::input_value(input),
+        _ => p.view.raw_input.clone(),
+    };
+    let pending = s
+        .broker
+        .lock()
+        .ok()
+        .and_then(|b| b.pending_cover(&p.call.name, &input_json, &s.ctx.cwd));
+    let rule = match (&pending, invocation) {
+        (Some(rule), _) => Some(rule.clone()),
+        (None, Invocation::Builtin(input)) => suggest_rule(input, &s.ctx.cwd),
+        (None, _) => suggest_rule_value(&p.call.name, &p.view.raw_input, &s.ctx.cwd),
     };
     let mut options = choices(rule.as_ref());
+    if let Some(rule) = &pending
+        && let Some(o) = options
+            .iter_mut()
+            .find(|o| o.kind == ChoiceKind::AllowAlways)
+    {
+        o.label = format!("Always allow {rule} (confirms this rule of the project's settings)");
+    }
     if offer_unsandboxed {
         options.insert(
             1,
@@ -605,7 +624,12 @@ async fn authorize(
         s.cancel.cancel();
         return Authorization::Cancelled;
     };
-    if let Some(rule) = rule {
+    if let (Some(rule), ChoiceKind::AllowAlways) = (&pending, kind) {
+        if let Ok(mut broker) = s.broker.lock() {
+            broker.confirm(rule, s.home.as_deref(), &s.ctx.cwd);
+        }
+        tracing::info!(rule = %rule, "project rule confirmed");
+    } else if let Some(rule) = rule {
         let saved = s
             .broker
             .lock()
@@ -617,6 +641,11 @@ async fn authorize(
                 let loaded = s.broker.lock().map(|b| b.loaded().clone());
                 if let (ChoiceKind::AllowAlways, Ok(loaded)) = (kind, loaded) {
                     crate::permission::unseen_allow_rules(s.home.as_deref(), &s.ctx.cwd, &loaded);
+                    crate::permission::confirm_rule(
+                        s.home.as_deref(),
+                        &s.ctx.cwd,
+                        &rule.to_string(),
+                    );
                 }
             }
             Ok(Err(e)) => {

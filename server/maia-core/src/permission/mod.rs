@@ -63,7 +63,7 @@ pub use load::{LoadedRules, load_rules};
 pub use persist::{PersistError, persist_rule};
 pub(crate) use rule::input_value;
 pub use rule::{Family, Rule, RuleError};
-pub use seen::{SEEN_FILE, unseen_allow_rules};
+pub use seen::{SEEN_FILE, confirm_rule, unconfirmed_allow_rules, unseen_allow_rules};
 pub use suggest::{suggest_rule, suggest_rule_value};
 
 /// Tools with no side effect outside the conversation: allowed when no
@@ -132,6 +132,13 @@ pub struct Broker {
     sets: Vec<RuleSet>,
     /// "Always" answers that could not be written to a file.
     remembered: RuleSet,
+    /// Allow rules of the project's file the user has not confirmed: they
+    /// do not apply until confirmed ([`Broker::confirm`]).
+    pending: Vec<Rule>,
+    /// The project's settings file (where pending rules live).
+    project_file: Option<PathBuf>,
+    /// The home folder (where confirmations are recorded).
+    home: Option<PathBuf>,
 }
 
 impl Broker {
@@ -153,8 +160,65 @@ impl Broker {
 
     /// Loads the rules of `~/.maia/settings.json` and
     /// `<cwd>/.maia/settings.json` ([`load_rules`]).
+    ///
+    /// Allow rules of the project file that the user has not confirmed
+    /// ([`seen::unconfirmed_allow_rules`]) are pending: they apply only
+    /// once confirmed.
     pub fn load(home: Option<&Path>, cwd: &Path) -> Self {
-        Self::from_loaded(load_rules(home, cwd))
+        let loaded = load_rules(home, cwd);
+        let pending = seen::unconfirmed_allow_rules(home, cwd, &loaded);
+        Broker {
+            loaded,
+            pending,
+            project_file: Some(persist::local_settings_file(cwd)),
+            home: home.map(Path::to_path_buf),
+            ..Default::default()
+        }
+    }
+
+    /// The pending rules (not yet confirmed by the user).
+    pub fn pending(&self) -> &[Rule] {
+        &self.pending
+    }
+
+    /// A pending rule that would allow this call on its own (to ask the
+    /// user to confirm it).
+    pub fn pending_cover(&self, tool: &str, input: &Value, cwd: &Path) -> Option<Rule> {
+        self.pending
+            .iter()
+            .find(|r| r.matches_value(tool, input, cwd, true))
+            .cloned()
+    }
+
+    /// Confirms a pending rule: it applies from now on, and in later
+    /// sessions (recorded in `~/.maia/seen-rules.json`). False when the
+    /// rule was not pending.
+    pub fn confirm(&mut self, rule: &Rule, home: Option<&Path>, cwd: &Path) -> bool {
+        let before = self.pending.len();
+        self.pending.retain(|r| r != rule);
+        if self.pending.len() == before {
+            return false;
+        }
+        seen::confirm_rule(home, cwd, &rule.to_string());
+        true
+    }
+
+    /// The allow rules in force: every file's, except the project's
+    /// pending ones.
+    fn allow_rules(&self) -> impl Iterator<Item = &Rule> {
+        let pending = &self.pending;
+        let project = self.project_file.as_deref();
+        self.loaded
+            .sets
+            .iter()
+            .flat_map(move |(path, set)| {
+                let is_project = Some(path.as_path()) == project;
+                set.allow
+                    .iter()
+                    .filter(move |r| !(is_project && pending.contains(r)))
+            })
+            .chain(self.sets.iter().flat_map(|s| s.allow.iter()))
+            .chain(self.remembered.allow.iter())
     }
 
     /// The file rules this broker was built from (for the start notice).
@@ -206,11 +270,12 @@ impl Broker {
         if ask || family(Family::Ask).any(|r| r.hits(&subject, false)) {
             return Decision::Ask;
         }
+        let allow = || self.allow_rules().filter(|r| r.names(tool));
         let allowed = match &subject {
             // Every part must be covered, each by any allow rule; wrappers
             // such as `timeout 5` need no rule of their own.
             rule::Subject::Bash { analysis, .. } => {
-                let rules: Vec<&Rule> = family(Family::Allow).collect();
+                let rules: Vec<&Rule> = allow().collect();
                 !rules.is_empty()
                     && rule::bash_allowable(analysis)
                     && analysis
@@ -218,7 +283,7 @@ impl Broker {
                         .iter()
                         .all(|p| p.transparent || rules.iter().any(|r| r.covers_part(p)))
             }
-            _ => family(Family::Allow).any(|r| r.hits(&subject, true)),
+            _ => allow().any(|r| r.hits(&subject, true)),
         };
         if allowed
             || NO_SIDE_EFFECT_TOOLS
@@ -317,6 +382,10 @@ impl Broker {
         };
         match persist_rule(cwd, family, &rule) {
             Ok(file) => {
+                if family == Family::Allow {
+                    // The user's own rule needs no confirmation later.
+                    seen::confirm_rule(self.home.as_deref(), cwd, &rule.to_string());
+                }
                 self.loaded.add(&file, family, rule);
                 Ok(Some(file))
             }
@@ -331,6 +400,13 @@ impl Broker {
     /// then the session's unsaved rules, then loading warnings.
     pub fn render(&self) -> String {
         let mut out = self.loaded.render();
+        if !self.pending.is_empty() {
+            out.push_str("\n### Project allow rules waiting for your confirmation\n\n");
+            out.push_str("They apply once you confirm them (MAIA asks the first time one would allow a call).\n\n");
+            for r in &self.pending {
+                out.push_str(&format!("- `{r}`\n"));
+            }
+        }
         let extra: Vec<&RuleSet> = self
             .sets
             .iter()

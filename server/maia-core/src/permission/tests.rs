@@ -800,8 +800,10 @@ fn persist_keeps_the_formatting() {
 #[test]
 fn always_answers_apply_and_persist() {
     let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home = Some(home.path());
     let cwd = dir.path();
-    let mut broker = Broker::load(None, cwd);
+    let mut broker = Broker::load(home, cwd);
     let input = json!({ "command": "npm test --watch" });
     assert_eq!(broker.decide_value("Bash", &input, cwd), Decision::Ask);
     let rule = suggest_rule_value("Bash", &input, cwd).unwrap();
@@ -810,8 +812,8 @@ fn always_answers_apply_and_persist() {
     assert_eq!(file, Some(cwd.join(".maia/settings.json")));
     assert_eq!(broker.decide_value("Bash", &input, cwd), Decision::Allow);
     assert!(broker.render().contains("`Bash(npm test *)`"));
-    // A new session reads it back.
-    let again = Broker::load(None, cwd);
+    // A new session reads it back (the user's own rule is confirmed).
+    let again = Broker::load(home, cwd);
     assert_eq!(again.decide_value("Bash", &input, cwd), Decision::Allow);
     assert_eq!(
         broker
@@ -973,4 +975,43 @@ fn path_patterns_are_anchored_as_documented() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A project allow rule the user never confirmed does not apply; once
+/// confirmed it does, in this session and the next.
+#[test]
+fn project_allow_rules_wait_for_confirmation() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let cwd = project.path();
+    write(
+        &cwd.join(".maia/settings.json"),
+        r#"{"permissions": {"allow": ["Bash(ls *)"], "deny": ["Bash(rm *)"]}}"#,
+    );
+    let ls = json!({ "command": "ls -la" });
+    let mut broker = Broker::load(Some(home.path()), cwd);
+    assert_eq!(broker.decide_value("Bash", &ls, cwd), Decision::Ask);
+    assert!(matches!(
+        broker.decide_value("Bash", &json!({ "command": "rm x" }), cwd),
+        Decision::Deny(_)
+    ));
+    let rule = broker.pending_cover("Bash", &ls, cwd).unwrap();
+    assert_eq!(rule.to_string(), "Bash(ls *)");
+    assert!(broker.render().contains("waiting for your confirmation"));
+    assert!(broker.confirm(&rule, Some(home.path()), cwd));
+    assert_eq!(broker.decide_value("Bash", &ls, cwd), Decision::Allow);
+    let again = Broker::load(Some(home.path()), cwd);
+    assert_eq!(again.decide_value("Bash", &ls, cwd), Decision::Allow);
+    assert!(again.pending().is_empty());
+    // A rule added to the file later is pending again.
+    write(
+        &cwd.join(".maia/settings.json"),
+        r#"{"permissions": {"allow": ["Bash(ls *)", "Bash(cat *)"]}}"#,
+    );
+    let later = Broker::load(Some(home.path()), cwd);
+    assert_eq!(
+        later.decide_value("Bash", &json!({ "command": "cat a" }), cwd),
+        Decision::Ask
+    );
+    assert_eq!(later.decide_value("Bash", &ls, cwd), Decision::Allow);
 }
