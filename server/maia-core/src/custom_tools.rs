@@ -593,6 +593,42 @@ impl CustomTool {
             .collect())
     }
 
+    /// What the tool is: every file of its folder (definition, scripts),
+    /// names and contents, as a 64-bit FNV-1a digest in hex (bounded to
+    /// 500 files). A rewritten definition or script gets a new fingerprint.
+    pub fn fingerprint(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |bytes: &[u8]| {
+            for b in bytes {
+                hash ^= u64::from(*b);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        let mut files = Vec::new();
+        let mut stack = vec![self.dir.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                match entry.file_type() {
+                    Ok(t) if t.is_dir() => stack.push(path),
+                    Ok(_) if files.len() < 500 => files.push(path),
+                    _ => {}
+                }
+            }
+        }
+        files.sort();
+        for file in files {
+            feed(file.to_string_lossy().as_bytes());
+            feed(&[0]);
+            feed(&std::fs::read(&file).unwrap_or_default());
+            feed(&[0]);
+        }
+        format!("{hash:016x}")
+    }
+
     /// The program to start for `argv[0]`: a relative path with a `/`
     /// (`./x.sh`, `bin/x`) is in the tool's folder; a bare name is looked
     /// up in `PATH`.

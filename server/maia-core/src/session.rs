@@ -181,6 +181,9 @@ pub(crate) struct Session {
     /// What to tell the user about the sandbox at the start.
     sandbox_notes: Vec<String>,
     /// Commands whose last run failed in the sandbox.
+    /// Custom tools not confirmed since they appeared or changed: every
+    /// call is asked, in every mode.
+    pub(crate) pending_tools: Arc<Mutex<std::collections::HashSet<String>>>,
     pub(crate) sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
     pub skills: Arc<LoadedSkills>,
     pub custom_tools: Arc<LoadedTools>,
@@ -278,6 +281,9 @@ impl Session {
         (self.sandbox, self.sandbox_notes) = build_sandbox(home.as_deref(), &self.cwd, &self.id);
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
         self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
+        if let Ok(mut pending) = self.pending_tools.lock() {
+            *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);
+        }
         self.pending.clear();
         self.announce_start();
     }
@@ -347,6 +353,22 @@ pub(crate) fn fresh_name(id: &str) -> String {
     format!("{stamp}-{}", &id[..4.min(id.len())])
 }
 
+/// The custom tools the user has not confirmed as they are now.
+fn pending_tools(
+    home: Option<&Path>,
+    cwd: &Path,
+    tools: &LoadedTools,
+) -> std::collections::HashSet<String> {
+    let prints: Vec<(String, String)> = tools
+        .tools
+        .iter()
+        .map(|t| (t.name.clone(), t.fingerprint()))
+        .collect();
+    permission::unconfirmed_tools(home, cwd, &prints)
+        .into_iter()
+        .collect()
+}
+
 /// The session's sandbox from the settings ([`settings::sandbox_policy`]),
 /// with what to tell the user: why it is off, what it cannot enforce.
 fn build_sandbox(
@@ -412,6 +434,7 @@ pub(crate) fn spawn(
     let (sandbox, sandbox_notes) = build_sandbox(options.home.as_deref(), &cwd, &id);
     let loaded_skills = skills::load(options.home.as_deref(), &cwd);
     let loaded_tools = custom_tools::load(&cwd, &reserved_names());
+    let new_tools = pending_tools(options.home.as_deref(), &cwd, &loaded_tools);
     // Connects in the background; never delays the session.
     let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
         mcp_servers,
@@ -433,6 +456,7 @@ pub(crate) fn spawn(
         sandbox,
         sandbox_notes,
         sandbox_failures: Arc::default(),
+        pending_tools: Arc::new(Mutex::new(new_tools)),
         skills: Arc::new(loaded_skills),
         custom_tools: Arc::new(loaded_tools),
         mcp,
@@ -545,6 +569,16 @@ impl Session {
         }
         for note in &self.sandbox_notes {
             warn(note.clone());
+        }
+        if let Ok(pending) = self.pending_tools.lock()
+            && !pending.is_empty()
+        {
+            let mut names: Vec<&str> = pending.iter().map(String::as_str).collect();
+            names.sort_unstable();
+            warn(format!(
+                "New or changed custom tools: {}. Each call is asked, in every mode, until you confirm the tool (\"Always allow\").",
+                names.join(", ")
+            ));
         }
         if let Ok(broker) = self.broker.lock() {
             info(broker.loaded().summary());

@@ -81,6 +81,8 @@ pub(crate) struct SessionTools {
     /// Commands whose last run failed, maybe because of the sandbox: their
     /// next question offers a run without it.
     pub sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// Custom tools the user has not confirmed as they are now.
+    pub pending_tools: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 /// The id of the "run once without the sandbox" choice.
@@ -175,6 +177,7 @@ impl Session {
             todos: self.todos.clone(),
             mcp: self.mcp.clone(),
             sandbox_failures: self.sandbox_failures.clone(),
+            pending_tools: self.pending_tools.clone(),
         }
     }
 
@@ -543,8 +546,20 @@ async fn authorize(
     let offer_unsandboxed = s.ctx.sandbox.is_some()
         && sandboxed_command(invocation)
             .is_some_and(|c| s.tools.sandbox_failures.lock().is_ok_and(|f| f.contains(c)));
+    // A custom tool that is new or changed since the user last confirmed
+    // it is asked, whatever the rules and the mode.
+    let new_tool = match invocation {
+        Invocation::Custom(index, _) => s.tools.custom.tools.get(*index).filter(|t| {
+            s.tools
+                .pending_tools
+                .lock()
+                .is_ok_and(|p| p.contains(&t.name))
+        }),
+        _ => None,
+    };
+    let must_ask = offer_unsandboxed || new_tool.is_some();
     match verdict.decision {
-        Decision::Allow if offer_unsandboxed => {}
+        Decision::Allow if must_ask => {}
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
         Decision::Refuse(why) => return refuse_always(why),
@@ -556,7 +571,7 @@ async fn authorize(
         guard = s.ask.lock() => guard,
     };
     match s.decide(p, invocation).decision {
-        Decision::Allow if offer_unsandboxed => {}
+        Decision::Allow if must_ask => {}
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
         Decision::Refuse(why) => return refuse_always(why),
@@ -585,6 +600,25 @@ async fn authorize(
             .find(|o| o.kind == ChoiceKind::AllowAlways)
     {
         o.label = format!("Always allow {rule} (confirms this rule of the project's settings)");
+    }
+    if let Some(tool) = new_tool {
+        match options
+            .iter_mut()
+            .find(|o| o.kind == ChoiceKind::AllowAlways)
+        {
+            Some(o) => o.label = format!("{} (confirms this new or changed custom tool)", o.label),
+            None => options.insert(
+                1,
+                crate::event::PermissionChoice {
+                    id: "allow_always".to_owned(),
+                    label: format!(
+                        "Always allow {} (confirms this new or changed custom tool)",
+                        tool.name
+                    ),
+                    kind: ChoiceKind::AllowAlways,
+                },
+            ),
+        }
     }
     if offer_unsandboxed {
         options.insert(
@@ -624,6 +658,18 @@ async fn authorize(
         s.cancel.cancel();
         return Authorization::Cancelled;
     };
+    if let (Some(tool), ChoiceKind::AllowAlways) = (new_tool, kind) {
+        crate::permission::confirm_tool(
+            s.home.as_deref(),
+            &s.ctx.cwd,
+            &tool.name,
+            &tool.fingerprint(),
+        );
+        if let Ok(mut pending) = s.tools.pending_tools.lock() {
+            pending.remove(&tool.name);
+        }
+        tracing::info!(tool = %tool.name, "custom tool confirmed");
+    }
     if let (Some(rule), ChoiceKind::AllowAlways) = (&pending, kind) {
         if let Ok(mut broker) = s.broker.lock() {
             broker.confirm(rule, s.home.as_deref(), &s.ctx.cwd);

@@ -63,7 +63,10 @@ pub use load::{LoadedRules, load_rules};
 pub use persist::{PersistError, persist_rule};
 pub(crate) use rule::input_value;
 pub use rule::{Family, Rule, RuleError};
-pub use seen::{SEEN_FILE, confirm_rule, unconfirmed_allow_rules, unseen_allow_rules};
+pub use seen::{
+    SEEN_FILE, confirm_rule, confirm_tool, unconfirmed_allow_rules, unconfirmed_tools,
+    unseen_allow_rules,
+};
 pub use suggest::{suggest_rule, suggest_rule_value};
 
 /// Tools with no side effect outside the conversation: allowed when no

@@ -106,6 +106,43 @@ pub fn confirm_rule(home: Option<&Path>, cwd: &Path, rule: &str) {
     }
 }
 
+/// The custom tools of `cwd` (name and fingerprint) the user has not
+/// confirmed since they appeared or last changed.
+pub fn unconfirmed_tools(
+    home: Option<&Path>,
+    cwd: &Path,
+    tools: &[(String, String)],
+) -> Vec<String> {
+    let confirmed = home
+        .map(|h| read_section(&h.join(SEEN_FILE), "tools"))
+        .unwrap_or_default()
+        .remove(&store_key(&super::persist::local_settings_file(cwd)))
+        .unwrap_or_default();
+    tools
+        .iter()
+        .filter(|(name, print)| !confirmed.contains(&format!("{name}#{print}")))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// Records that the user confirmed the custom tool `name` as it is now.
+pub fn confirm_tool(home: Option<&Path>, cwd: &Path, name: &str, fingerprint: &str) {
+    let Some(home) = home else {
+        return;
+    };
+    let store = home.join(SEEN_FILE);
+    let key = store_key(&super::persist::local_settings_file(cwd));
+    let mut tools = read_section(&store, "tools");
+    let list = tools.entry(key).or_default();
+    list.retain(|e| e.split('#').next() != Some(name));
+    list.push(format!("{name}#{fingerprint}"));
+    let files = read_section(&store, "files");
+    let confirmed = read_section(&store, "confirmed");
+    if let Err(e) = write_all(&store, &files, &confirmed, &tools) {
+        tracing::warn!("cannot record a confirmed tool in {}: {e}", store.display());
+    }
+}
+
 fn store_key(local: &Path) -> String {
     std::fs::canonicalize(local)
         .unwrap_or_else(|_| local.to_path_buf())
@@ -156,11 +193,20 @@ fn write_sections(
     files: &BTreeMap<String, Vec<String>>,
     confirmed: &BTreeMap<String, Vec<String>>,
 ) -> std::io::Result<()> {
+    write_all(store, files, confirmed, &read_section(store, "tools"))
+}
+
+fn write_all(
+    store: &Path,
+    files: &BTreeMap<String, Vec<String>>,
+    confirmed: &BTreeMap<String, Vec<String>>,
+    tools: &BTreeMap<String, Vec<String>>,
+) -> std::io::Result<()> {
     if let Some(dir) = store.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let text = serde_json::to_string_pretty(
-        &json!({ "version": 1, "files": files, "confirmed": confirmed }),
+        &json!({ "version": 1, "files": files, "confirmed": confirmed, "tools": tools }),
     )
     .unwrap_or_default();
     let tmp: PathBuf = store.with_extension(format!("json.tmp{}", std::process::id()));
