@@ -329,7 +329,6 @@ impl Agent {
                     .config_options(options),
             ),
         };
-        self.conn.respond(id, result);
         let pending = Pending::default();
         let models: Models = Arc::new(Mutex::new(listed));
         let done = tokio_util::sync::CancellationToken::new();
@@ -342,6 +341,9 @@ impl Agent {
                 done: done.clone(),
             }),
         );
+        // Answered once the session is registered: a prompt sent right after
+        // the answer finds it.
+        self.conn.respond(id, result);
         // The pump does not own the handle: dropping the entry ends the session.
         let pump = pump(
             self.conn.clone(),
