@@ -897,6 +897,9 @@ fn writes() -> Vec<Case> {
         "{ echo PWNED; } > .env",
         "bash -c 'echo PWNED > .env'",
         "echo PWNED | timeout 5 tee .env",
+        "cd locked && echo PWNED > f",
+        "cd src && echo PWNED > ../.env",
+        "pushd locked && echo PWNED >> f",
     ]
     .into_iter()
     .map(|c| bash_case(8, Cfg::WriteDeny, Mode::Bypass, c, Blocked))

@@ -319,11 +319,12 @@ impl Broker {
             if harmless_target(target) {
                 continue;
             }
-            if target.contains(['$', '`', '*', '?', '[']) {
+            let moved = analysis.changes_dir && !Path::new(target).is_absolute() && !target.starts_with('~');
+            if moved || target.contains(['$', '`', '*', '?', '[']) {
                 // Unsure means no.
                 if let Some(rule) = deny.first() {
                     return Some(Decision::Deny(format!(
-                        "{rule} (the command writes to a file computed at run time)"
+                        "{rule} (the command writes to a file computed at run time or after changing folder)"
                     )));
                 }
                 asked = true;

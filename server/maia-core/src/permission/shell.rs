@@ -69,6 +69,9 @@ pub(crate) struct Analysis {
     pub writes: Vec<String>,
     /// Why the command is refused in every mode, whatever the rules.
     pub catastrophic: Option<String>,
+    /// The command changes its folder (`cd`, `pushd`): relative write
+    /// targets are then unknown.
+    pub changes_dir: bool,
 }
 
 impl Analysis {
@@ -800,6 +803,9 @@ impl Walker<'_> {
         let args: Vec<String> = command[1..].iter().map(|w| w.text.clone()).collect();
         part.stripped = join(std::iter::once(name.as_str()).chain(args.iter().map(String::as_str)));
         part.dynamic = program.computed() || name.is_empty();
+        if matches!(name.as_str(), "cd" | "pushd" | "popd") {
+            self.out.changes_dir = true;
+        }
         if let Some(f) = self.functions.iter_mut().find(|f| f.name == name) {
             f.self_calls += 1;
         }
