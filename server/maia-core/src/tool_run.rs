@@ -670,29 +670,14 @@ async fn authorize(
         }
         tracing::info!(tool = %tool.name, "custom tool confirmed");
     }
-    if let (Some(rule), ChoiceKind::AllowAlways) = (&pending, kind) {
-        if let Ok(mut broker) = s.broker.lock() {
-            broker.confirm(rule, s.home.as_deref(), &s.ctx.cwd);
-        }
-        tracing::info!(rule = %rule, "project rule confirmed");
-    } else if let Some(rule) = rule {
-        let saved = s
+    if let Some(rule) = rule {
+        let answered = s
             .broker
             .lock()
-            .map(|mut broker| broker.always(kind, rule.clone(), &s.ctx.cwd));
-        match saved {
+            .map(|mut broker| broker.answer(kind, rule.clone(), pending.is_some(), &s.ctx.cwd));
+        match answered {
             Ok(Ok(Some(file))) => {
-                tracing::info!(rule = %rule, file = %file.display(), "permission rule saved");
-                // The user's own answer is no news at the next start.
-                let loaded = s.broker.lock().map(|b| b.loaded().clone());
-                if let (ChoiceKind::AllowAlways, Ok(loaded)) = (kind, loaded) {
-                    crate::permission::unseen_allow_rules(s.home.as_deref(), &s.ctx.cwd, &loaded);
-                    crate::permission::confirm_rule(
-                        s.home.as_deref(),
-                        &s.ctx.cwd,
-                        &rule.to_string(),
-                    );
-                }
+                tracing::info!(rule = %rule, file = %file.display(), "permission rule saved")
             }
             Ok(Err(e)) => {
                 let _ = s.events.send(Event::Notice {

@@ -1,4 +1,8 @@
-//! The permission broker: the single gate every tool call passes.
+//! The permission broker: the single gate every tool call passes. The
+//! broker decides by the rules ([`Broker::decide`]), [`gate`] adjusts that
+//! by the session's mode and protected paths, and [`Broker::answer`] records
+//! the user's answers (rules saved, project rules confirmed): the whole
+//! gate lives in this module; `tool_run` only asks the questions.
 //!
 //! Rules have MAIA's form `Tool` or `Tool(pattern)` and come from
 //! `permissions.allow` / `ask` / `deny` in `~/.maia/settings.json` and
@@ -319,7 +323,9 @@ impl Broker {
             if harmless_target(target) {
                 continue;
             }
-            let moved = analysis.changes_dir && !Path::new(target).is_absolute() && !target.starts_with('~');
+            let moved = analysis.changes_dir
+                && !Path::new(target).is_absolute()
+                && !target.starts_with('~');
             if moved || target.contains(['$', '`', '*', '?', '[']) {
                 // Unsure means no.
                 if let Some(rule) = deny.first() {
@@ -398,6 +404,32 @@ impl Broker {
                 Err(e)
             }
         }
+    }
+
+    /// The user's answer to a permission question that offered `rule`: a
+    /// confirmation when `rule` was a pending project rule and the answer
+    /// is "always allow" ([`Broker::confirm`]), otherwise an "always"
+    /// answer ([`Broker::always`]; a saved allow rule is also recorded as
+    /// seen, so it is no news at the next start). "Once" answers change
+    /// nothing.
+    pub fn answer(
+        &mut self,
+        kind: ChoiceKind,
+        rule: Rule,
+        pending: bool,
+        cwd: &Path,
+    ) -> Result<Option<PathBuf>, PersistError> {
+        if pending && kind == ChoiceKind::AllowAlways {
+            let home = self.home.clone();
+            self.confirm(&rule, home.as_deref(), cwd);
+            tracing::info!(rule = %rule, "project rule confirmed");
+            return Ok(None);
+        }
+        let saved = self.always(kind, rule, cwd)?;
+        if saved.is_some() && kind == ChoiceKind::AllowAlways {
+            unseen_allow_rules(self.home.as_deref(), cwd, &self.loaded);
+        }
+        Ok(saved)
     }
 
     /// The `/permissions` text: the file rules grouped ALLOW / ASK / DENY,
