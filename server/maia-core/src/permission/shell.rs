@@ -980,6 +980,7 @@ impl Walker<'_> {
         let mut i = 0;
         let mut positionals = spec.positionals;
         let mut understood = true;
+        let mut scripted = false;
         while i < args.len() {
             let a = &args[i];
             let t = a.text.as_str();
@@ -994,6 +995,7 @@ impl Walker<'_> {
             if spec.script_options.contains(&t) {
                 if let Some(s) = args.get(i + 1) {
                     self.script_words(std::slice::from_ref(s), part);
+                    scripted = true;
                 }
                 i = args.len();
                 break;
@@ -1011,6 +1013,7 @@ impl Walker<'_> {
                     };
                     if let Some(s) = script {
                         self.hidden_script(&s);
+                        scripted = true;
                     }
                     i = args.len();
                     break;
@@ -1038,7 +1041,9 @@ impl Walker<'_> {
             part.dynamic = true;
             return;
         }
-        part.transparent = spec.transparent;
+        // Transparent only when it runs a command that is checked itself
+        // (`env` alone prints the environment: it needs its own rule).
+        part.transparent = spec.transparent && (i < args.len() || scripted);
         if i < args.len() {
             if spec.name == "watch" {
                 // watch joins its arguments and gives them to `sh -c`.
@@ -1050,8 +1055,6 @@ impl Walker<'_> {
             let raw = join(inner.iter().map(|w| w.raw.as_str()));
             let plain = join(inner.iter().map(|w| w.text.as_str()));
             self.command_part(raw, plain, inner, inner_stdin, spec.name == "xargs");
-        } else if spec.name == "xargs" {
-            // xargs alone runs echo.
         }
     }
 

@@ -1015,3 +1015,26 @@ fn project_allow_rules_wait_for_confirmation() {
     );
     assert_eq!(later.decide_value("Bash", &ls, cwd), Decision::Allow);
 }
+
+/// A wrapper needs no rule of its own only when it runs a command, which
+/// is then checked itself.
+#[test]
+fn wrappers_alone_are_not_transparent() {
+    let cwd = Path::new("/p");
+    let broker = rules(&["Bash(echo *)"], &[], &[]);
+    let d = |c: &str| verdict(&broker.decide_value("Bash", &json!({ "command": c }), cwd));
+    assert_eq!(d("timeout 5 echo x"), 'A');
+    assert_eq!(d("nice -n 5 env X=1 echo x"), 'A');
+    for c in [
+        "env",
+        "env -i",
+        "timeout 5",
+        "nohup",
+        "command",
+        "exec",
+        "time",
+        "env -u X",
+    ] {
+        assert_eq!(d(c), '?', "{c}");
+    }
+}
