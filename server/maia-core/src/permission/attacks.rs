@@ -331,6 +331,14 @@ const NESTED: &[&str] = &[
     "su -c 'P'",
     "sudo P",
     "watch -n 1 P",
+    "time -- P",
+    "eval -- 'P'",
+    ". /dev/stdin <<< 'P'",
+    "bash /dev/stdin <<< 'P'",
+    "source <(echo 'P')",
+    "sh /dev/fd/0 <<< 'P'",
+    "sh -- /dev/stdin <<< 'P'",
+    "bash - <<< 'P'",
 ];
 
 /// Class 6: the program computed at run time (payload `rm v` or

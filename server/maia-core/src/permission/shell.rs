@@ -799,6 +799,14 @@ impl Walker<'_> {
             self.out.parts.push(part);
             return;
         };
+        // `time -- cmd`: bash's `time` takes `--`, which brush leaves as
+        // the first word.
+        if program.text == "--" && command.len() > 1 && !program.computed() {
+            part.transparent = true;
+            self.nested(&command[1..], opaque_args);
+            self.out.parts.push(part);
+            return;
+        }
         let name = base(&program.text).to_owned();
         let args: Vec<String> = command[1..].iter().map(|w| w.text.clone()).collect();
         part.stripped = join(std::iter::once(name.as_str()).chain(args.iter().map(String::as_str)));
@@ -843,7 +851,18 @@ impl Walker<'_> {
             return;
         }
         match name {
-            "eval" => self.script_words(args, part),
+            "eval" => {
+                let args = match args.first() {
+                    Some(a) if a.text == "--" => &args[1..],
+                    _ => args,
+                };
+                self.script_words(args, part)
+            }
+            "source" | "." => {
+                if let Some(file) = args.iter().find(|a| !a.text.starts_with('-')) {
+                    self.script_file(file, stdin, part);
+                }
+            }
             "trap" => {
                 let script = args.iter().find(|a| !a.text.starts_with('-'));
                 if let Some(s) = script {
@@ -915,12 +934,14 @@ impl Walker<'_> {
     fn shell(&mut self, args: &[Word], stdin: Option<Stdin>, part: &mut Part) {
         let mut i = 0;
         let mut operand = false;
+        let mut at = 0;
         while i < args.len() {
             let a = &args[i];
             i += 1;
             let t = a.text.as_str();
             if t == "--" {
                 operand = i < args.len();
+                at = i;
                 break;
             }
             let short = t.starts_with('-') && !t.starts_with("--") && t.len() > 1;
@@ -940,15 +961,39 @@ impl Walker<'_> {
                 continue;
             }
             operand = true;
+            at = i - 1;
             break;
         }
         if operand {
-            // A script file: a program like any other.
+            // A script file: a program like any other, unless it is the
+            // input or computed.
+            if let Some(file) = args.get(at) {
+                self.script_file(file, stdin, part);
+            }
             return;
         }
         match stdin {
             Some(Stdin { text, known: true }) => self.hidden_script(&text),
             _ => part.dynamic = true,
+        }
+    }
+
+    /// A script read from a file by a shell or `source`: the input
+    /// (`/dev/stdin`, `/dev/fd/N`, a process substitution) or a computed
+    /// name cannot be known; a known here-document on `/dev/stdin` is read.
+    fn script_file(&mut self, file: &Word, stdin: Option<Stdin>, part: &mut Part) {
+        let t = file.text.as_str();
+        let input =
+            t == "/dev/stdin" || t == "-" || t.starts_with("/dev/fd/") || t.starts_with("/proc/");
+        if file.computed() {
+            part.dynamic = true;
+        } else if input {
+            match stdin {
+                Some(Stdin { text, known: true }) if t == "/dev/stdin" || t == "-" => {
+                    self.hidden_script(&text)
+                }
+                _ => part.dynamic = true,
+            }
         }
     }
 
