@@ -132,7 +132,13 @@ impl Sandbox {
     /// it runs its program; sets `TMPDIR` to the session's temp folder.
     pub fn attach(&self, command: &mut tokio::process::Command) -> Result<(), SandboxError> {
         if let Some(tmp) = &self.policy.temp_dir {
-            std::fs::create_dir_all(tmp).map_err(|e| SandboxError::Setup(e.to_string()))?;
+            use std::os::unix::fs::DirBuilderExt;
+            // Private to the user: other users' commands cannot plant files.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(tmp)
+                .map_err(|e| SandboxError::Setup(format!("{}: {e}", tmp.display())))?;
             command.env("TMPDIR", tmp);
         }
         if self.policy.mode == SandboxMode::Off {
