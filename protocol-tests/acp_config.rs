@@ -932,3 +932,54 @@ async fn at_references_inject_files_once() {
     let sent = user_message(&maia, 1);
     assert!(sent.contains("see @missing/file.rs please"), "{sent}");
 }
+
+#[tokio::test]
+async fn a_new_or_changed_custom_tool_is_asked_until_confirmed() {
+    let mut maia = Maia::start_with(Options {
+        settings: json!({"permissions": {"allow": ["hello"]}}),
+        ..Default::default()
+    })
+    .await;
+    let dir = maia.path(".maia/tools/hello");
+    write(
+        &dir.join("TOOL.json"),
+        r#"{"description": "Says hello", "command": {"run": "sh ./hello.sh"}}"#,
+    );
+    write(&dir.join("hello.sh"), "echo hello\n");
+    maia.initialize().await;
+    let sid = maia.new_session().await;
+    // Asked despite the allow rule; "always" confirms the tool.
+    let (_, before) = tool_turn(
+        &mut maia,
+        &sid,
+        &[("h1", "hello", json!({}))],
+        choose("allow_always"),
+    )
+    .await;
+    assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
+    assert!(result_for(&maia, "h1").contains("hello"));
+    // Confirmed: the rule applies.
+    let (_, before) = tool_turn(
+        &mut maia,
+        &sid,
+        &[("h2", "hello", json!({}))],
+        choose("reject_once"),
+    )
+    .await;
+    assert!(permission_requests(&before).is_empty(), "{before:?}");
+    assert!(result_for(&maia, "h2").contains("hello"));
+    // Its script rewritten, the tool is new again once reloaded.
+    write(&dir.join("hello.sh"), "echo changed\n");
+    let id = maia.prompt(&sid, "/clear").await;
+    maia.response(id).await;
+    let (_, before) = tool_turn(
+        &mut maia,
+        &sid,
+        &[("h3", "hello", json!({}))],
+        choose("reject_once"),
+    )
+    .await;
+    assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
+    let out = result_for(&maia, "h3");
+    assert!(!out.contains("changed\n"), "{out}");
+}

@@ -175,3 +175,52 @@ async fn bypass_runs_without_asking() {
         "bypassed\n"
     );
 }
+
+#[tokio::test]
+async fn bypass_still_refuses_catastrophic_commands_and_keeps_the_sandbox() {
+    let mut maia = Maia::start().await;
+    let (sid, _) = open(&mut maia).await;
+    set_mode(&mut maia, &sid, "bypass").await;
+    let outside = maia.cwd().join("../maia-outside-probe.txt");
+    maia.mock.push(mock::tool_calls_reply(&[
+        // HOME is the test's own folder: harmless even if it ran.
+        (
+            "b1",
+            "Bash",
+            json!({"command": "bash -c 'rm -rf \"$HOME\"'"}),
+        ),
+        (
+            "b2",
+            "Bash",
+            json!({"command": "echo x > ../maia-outside-probe.txt"}),
+        ),
+        ("b3", "Bash", json!({"command": "echo inside > inside.txt"})),
+    ]));
+    maia.mock.push(mock::text_reply("ok"));
+    let id = maia.prompt(&sid, "run").await;
+    let (_, before) = maia.response(id).await;
+    assert!(no_permission_asked(&before));
+    let tool_messages: Vec<String> = maia.mock.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        tool_messages[0].contains("catastrophic"),
+        "{tool_messages:?}"
+    );
+    assert!(maia.home.path().exists());
+    let leaked = outside.exists();
+    let _ = std::fs::remove_file(&outside);
+    assert!(!leaked, "the sandbox let a write out of the project");
+    assert!(
+        tool_messages[1].contains("MAIA sandbox"),
+        "{tool_messages:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(maia.path("inside.txt")).unwrap(),
+        "inside\n"
+    );
+}

@@ -576,6 +576,42 @@ impl CustomTool {
             .collect())
     }
 
+    /// What the tool is: every file of its folder (definition, scripts),
+    /// names and contents, as a 64-bit FNV-1a digest in hex (bounded to
+    /// 500 files). A rewritten definition or script gets a new fingerprint.
+    pub fn fingerprint(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |bytes: &[u8]| {
+            for b in bytes {
+                hash ^= u64::from(*b);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        let mut files = Vec::new();
+        let mut stack = vec![self.dir.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                match entry.file_type() {
+                    Ok(t) if t.is_dir() => stack.push(path),
+                    Ok(_) if files.len() < 500 => files.push(path),
+                    _ => {}
+                }
+            }
+        }
+        files.sort();
+        for file in files {
+            feed(file.to_string_lossy().as_bytes());
+            feed(&[0]);
+            feed(&std::fs::read(&file).unwrap_or_default());
+            feed(&[0]);
+        }
+        format!("{hash:016x}")
+    }
+
     /// The program to start for `argv[0]`: a relative path with a `/`
     /// (`./x.sh`, `bin/x`) is in the tool's folder; a bare name is looked
     /// up in `PATH`.
@@ -591,7 +627,20 @@ impl CustomTool {
     /// Runs the tool for `input` with `cwd` as the session's working folder.
     /// Never panics; problems are error outputs for the model.
     pub async fn run(&self, input: &Value, cwd: &Path, cancel: &CancellationToken) -> ToolOutput {
-        self.run_with_timeout(input, cwd, cancel, RUN_TIMEOUT).await
+        self.run_with_timeout(input, cwd, cancel, RUN_TIMEOUT, None)
+            .await
+    }
+
+    /// [`CustomTool::run`] inside the session's sandbox.
+    pub async fn run_sandboxed(
+        &self,
+        input: &Value,
+        cwd: &Path,
+        cancel: &CancellationToken,
+        sandbox: Option<&maia_tools::sandbox::Sandbox>,
+    ) -> ToolOutput {
+        self.run_with_timeout(input, cwd, cancel, RUN_TIMEOUT, sandbox)
+            .await
     }
 
     async fn run_with_timeout(
@@ -600,6 +649,7 @@ impl CustomTool {
         cwd: &Path,
         cancel: &CancellationToken,
         timeout: Duration,
+        sandbox: Option<&maia_tools::sandbox::Sandbox>,
     ) -> ToolOutput {
         let argv = match self.argv(input) {
             Ok(argv) => argv,
@@ -612,7 +662,7 @@ impl CustomTool {
             return ToolOutput::error(format!("{}: `command.run` is empty", self.name));
         };
         let program = self.program(first);
-        let mut child = match spawn(&program, args, &self.dir, cwd).await {
+        let mut child = match spawn(&program, args, &self.dir, cwd, sandbox).await {
             Ok(child) => child,
             Err(e) => {
                 return ToolOutput::error(format!(
@@ -695,11 +745,13 @@ async fn spawn(
     args: &[String],
     dir: &Path,
     session_cwd: &Path,
+    sandbox: Option<&maia_tools::sandbox::Sandbox>,
 ) -> std::io::Result<tokio::process::Child> {
     maia_tools::process::ensure_runnable(program.as_os_str(), Some(dir))?;
     let mut attempts = 0;
     loop {
-        let result = maia_tools::process::command(program)
+        let mut command = maia_tools::process::command(program);
+        command
             .args(args)
             .current_dir(dir)
             .env("MAIA_CWD", session_cwd)
@@ -707,7 +759,13 @@ async fn spawn(
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn();
+            .stderr(Stdio::piped());
+        if let Some(sandbox) = sandbox {
+            sandbox
+                .attach(&mut command)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
+        let result = command.spawn();
         match result {
             Err(e)
                 if e.raw_os_error() == Some(nix::errno::Errno::ETXTBSY as i32) && attempts < 10 =>
@@ -1345,6 +1403,7 @@ mod tests {
                 cwd,
                 &CancellationToken::new(),
                 Duration::from_millis(500),
+                None,
             )
             .await;
         assert!(start.elapsed() < Duration::from_secs(5));

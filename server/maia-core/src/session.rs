@@ -199,6 +199,15 @@ pub(crate) struct Session {
     pub fs: Arc<dyn FileSystem>,
     pub reads: Arc<ReadTracker>,
     pub broker: Arc<Mutex<Broker>>,
+    /// The sandbox of the session's commands (`None`: off or unsupported).
+    pub sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
+    /// What to tell the user about the sandbox at the start.
+    sandbox_notes: Vec<String>,
+    /// Commands whose last run failed in the sandbox.
+    /// Custom tools not confirmed since they appeared or changed: every
+    /// call is asked, in every mode.
+    pub(crate) pending_tools: Arc<Mutex<std::collections::HashSet<String>>>,
+    pub(crate) sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
     pub skills: Arc<LoadedSkills>,
     pub custom_tools: Arc<LoadedTools>,
     /// The session's MCP servers (stopped when the session ends).
@@ -272,8 +281,12 @@ impl Session {
         if let Ok(mut broker) = self.broker.lock() {
             *broker = Broker::load(home.as_deref(), &self.cwd);
         }
+        (self.sandbox, self.sandbox_notes) = build_sandbox(home.as_deref(), &self.cwd, &self.id);
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
         self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
+        if let Ok(mut pending) = self.pending_tools.lock() {
+            *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);
+        }
         self.pending.clear();
     }
 
@@ -319,6 +332,51 @@ pub(crate) fn fresh_name(id: &str) -> String {
     format!("{stamp}-{}", &id[..4.min(id.len())])
 }
 
+/// The custom tools the user has not confirmed as they are now.
+fn pending_tools(
+    home: Option<&Path>,
+    cwd: &Path,
+    tools: &LoadedTools,
+) -> std::collections::HashSet<String> {
+    let prints: Vec<(String, String)> = tools
+        .tools
+        .iter()
+        .map(|t| (t.name.clone(), t.fingerprint()))
+        .collect();
+    permission::unconfirmed_tools(home, cwd, &prints)
+        .into_iter()
+        .collect()
+}
+
+/// The session's sandbox from the settings ([`settings::sandbox_policy`]),
+/// with what to tell the user: why it is off, what it cannot enforce.
+fn build_sandbox(
+    home: Option<&Path>,
+    cwd: &Path,
+    id: &str,
+) -> (Option<Arc<maia_tools::sandbox::Sandbox>>, Vec<String>) {
+    use maia_tools::sandbox::{Sandbox, SandboxMode};
+    let (policy, mut notes) = settings::sandbox_policy(home, cwd, id);
+    if policy.mode == SandboxMode::Off {
+        return (None, notes);
+    }
+    match Sandbox::new(policy) {
+        Ok(sandbox) => {
+            for limit in sandbox.limits() {
+                notes.push(format!("Command sandbox: {limit}."));
+            }
+            tracing::info!(mode = sandbox.policy().mode.id(), limits = ?sandbox.limits(), "command sandbox");
+            (Some(Arc::new(sandbox)), notes)
+        }
+        Err(e) => {
+            notes.push(format!(
+                "Commands run without a sandbox: {e}. Bash, custom tools and !command can write anywhere you can."
+            ));
+            (None, notes)
+        }
+    }
+}
+
 pub(crate) fn spawn(
     options: &Arc<EngineOptions>,
     windows: &Arc<WindowCache>,
@@ -354,8 +412,10 @@ pub(crate) fn spawn(
     let context_file = context_file::load(&cwd);
     tracing::info!(session = %id, cwd = %cwd.display(), settings = ?settings.loaded, context_file = ?context_file.as_ref().map(|c| &c.path), "session started");
     let broker = Broker::load(options.home.as_deref(), &cwd);
+    let (sandbox, sandbox_notes) = build_sandbox(options.home.as_deref(), &cwd, &id);
     let loaded_skills = skills::load(options.home.as_deref(), &cwd);
     let loaded_tools = custom_tools::load(&cwd, &reserved_names());
+    let new_tools = pending_tools(options.home.as_deref(), &cwd, &loaded_tools);
     // Connects in the background; never delays the session.
     let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
         mcp_servers,
@@ -399,6 +459,10 @@ pub(crate) fn spawn(
         fs,
         reads: Arc::new(ReadTracker::default()),
         broker: Arc::new(Mutex::new(broker)),
+        sandbox,
+        sandbox_notes,
+        sandbox_failures: Arc::default(),
+        pending_tools: Arc::new(Mutex::new(new_tools)),
         skills: Arc::new(loaded_skills),
         custom_tools: Arc::new(loaded_tools),
         mcp,
@@ -504,6 +568,19 @@ impl Session {
         for warning in &self.settings.warnings {
             warn(warning.clone());
         }
+        for note in &self.sandbox_notes {
+            warn(note.clone());
+        }
+        if let Ok(pending) = self.pending_tools.lock()
+            && !pending.is_empty()
+        {
+            let mut names: Vec<&str> = pending.iter().map(String::as_str).collect();
+            names.sort_unstable();
+            warn(format!(
+                "New or changed custom tools: {}. Each call is asked, in every mode, until you confirm the tool (\"Always allow\").",
+                names.join(", ")
+            ));
+        }
         if let Ok(broker) = self.broker.lock() {
             info(broker.loaded().summary());
             for warning in &broker.loaded().warnings {
@@ -516,7 +593,7 @@ impl Session {
             );
             if !unseen.is_empty() {
                 warn(format!(
-                    "This project's .maia/settings.json allows without asking: {}. Read it before you trust it (/permissions lists every rule).",
+                    "This project's .maia/settings.json allows without asking: {}. Read it before you trust it (/permissions lists every rule); each takes effect only once you confirm it, when MAIA first asks about a call it would allow.",
                     unseen.join(", ")
                 ));
             }

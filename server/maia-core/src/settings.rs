@@ -53,6 +53,79 @@ pub fn files(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The sandbox of a session's commands, from `~/.maia/settings.json` only
+/// (a project cannot loosen its own sandbox): `"sandbox": "workspace-write"
+/// | "read-only" | "off"` or `{"mode": …, "network": bool, "writable":
+/// [paths]}`, also `"sandbox.network"` and `"sandbox.writable"`. Returns
+/// the policy (roots and temp folder filled in) and warnings.
+pub fn sandbox_policy(
+    home: Option<&Path>,
+    cwd: &Path,
+    session_id: &str,
+) -> (maia_tools::sandbox::SandboxPolicy, Vec<String>) {
+    use maia_tools::sandbox::{SandboxMode, SandboxPolicy};
+    let mut warnings = Vec::new();
+    let mut policy = SandboxPolicy {
+        roots: vec![cwd.to_path_buf()],
+        temp_dir: Some(std::env::temp_dir().join(format!("maia-{session_id}"))),
+        ..Default::default()
+    };
+    let Some(home) = home else {
+        return (policy, warnings);
+    };
+    let file = home.join(".maia").join("settings.json");
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        return (policy, warnings);
+    };
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&text) else {
+        return (policy, warnings);
+    };
+    let (mode, mut network, mut writable) = match map.get("sandbox") {
+        Some(Value::Object(o)) => (o.get("mode"), o.get("network"), o.get("writable")),
+        other => (other, None, None),
+    };
+    network = map.get("sandbox.network").or(network);
+    writable = map.get("sandbox.writable").or(writable);
+    match mode {
+        None => {}
+        Some(Value::String(s)) => match SandboxMode::parse(s) {
+            Some(m) => policy.mode = m,
+            None => warnings.push(format!(
+                "sandbox in {} must be \"workspace-write\", \"read-only\" or \"off\"; using workspace-write",
+                file.display()
+            )),
+        },
+        Some(_) => warnings.push(format!("sandbox in {} must be a string; ignored", file.display())),
+    }
+    match network {
+        None => {}
+        Some(Value::Bool(b)) => policy.network = *b,
+        Some(_) => warnings.push("sandbox.network must be true or false; ignored".to_owned()),
+    }
+    match writable {
+        None => {}
+        Some(Value::Array(items)) => {
+            for item in items {
+                match item.as_str() {
+                    Some(p) => policy.writable.push(maia_tools::path::resolve(
+                        home,
+                        &p.replacen(
+                            '~',
+                            &home.to_string_lossy(),
+                            usize::from(p.starts_with('~')),
+                        ),
+                    )),
+                    None => {
+                        warnings.push("sandbox.writable entries must be paths; ignored".to_owned())
+                    }
+                }
+            }
+        }
+        Some(_) => warnings.push("sandbox.writable must be a list of paths; ignored".to_owned()),
+    }
+    (policy, warnings)
+}
+
 /// Loads the settings for a session in `cwd`.
 pub fn load(home: Option<&Path>, cwd: &Path, env_api_key: Option<String>) -> Settings {
     let mut merged = Map::new();

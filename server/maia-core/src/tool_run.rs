@@ -7,7 +7,7 @@
 //! model in the order requested. Every call — built-in, session, skill or
 //! custom tool — passes the broker.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
@@ -23,6 +23,7 @@ use crate::event::{
     ToolCallView, ToolContent, ToolStatus,
 };
 use crate::mode::Mode;
+use crate::permission::gate::{self, CallFacts, Verdict};
 use crate::permission::{Broker, Decision, choices, suggest_rule, suggest_rule_value};
 use crate::session::Session;
 use crate::session_tools::{self, CURRENT_MODEL, TODO_WRITE, Todo};
@@ -77,7 +78,15 @@ pub(crate) struct SessionTools {
     pub custom: Arc<LoadedTools>,
     pub todos: Arc<Mutex<Vec<Todo>>>,
     pub mcp: Arc<maia_mcp::McpManager>,
+    /// Commands whose last run failed, maybe because of the sandbox: their
+    /// next question offers a run without it.
+    pub sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// Custom tools the user has not confirmed as they are now.
+    pub pending_tools: Arc<Mutex<std::collections::HashSet<String>>>,
 }
+
+/// The id of the "run once without the sandbox" choice.
+const UNSANDBOXED: &str = "allow_once_unsandboxed";
 
 struct Shared<'a> {
     events: &'a tokio::sync::mpsc::UnboundedSender<Event>,
@@ -92,33 +101,6 @@ struct Shared<'a> {
     model: Option<String>,
     tools: &'a SessionTools,
     home: Option<PathBuf>,
-}
-
-/// Deny rules always win; then the mode may allow or refuse what the rules
-/// would have asked or allowed.
-fn apply_mode(mode: Mode, rules: Decision, invocation: &Invocation, cwd: &Path) -> Decision {
-    if matches!(rules, Decision::Deny(_)) {
-        return rules;
-    }
-    match mode {
-        Mode::Default => rules,
-        Mode::AcceptEdits => match invocation {
-            Invocation::Builtin(input @ (ToolInput::Write(_) | ToolInput::Edit(_)))
-                if input
-                    .paths(cwd)
-                    .iter()
-                    .all(|p| maia_tools::path::is_within(cwd, p)) =>
-            {
-                Decision::Allow
-            }
-            _ => rules,
-        },
-        Mode::ReadOnly if invocation.mutating() => {
-            Decision::Deny("the read-only mode (nothing may be changed or run)".to_owned())
-        }
-        Mode::ReadOnly => rules,
-        Mode::Bypass => Decision::Allow,
-    }
 }
 
 impl Shared<'_> {
@@ -157,8 +139,9 @@ impl Shared<'_> {
         );
     }
 
-    /// The broker's decision, adjusted by the session's mode.
-    fn decide(&self, p: &Planned, invocation: &Invocation) -> Decision {
+    /// The broker's decision, adjusted by the session's mode and protected
+    /// paths ([`gate::apply_mode`]).
+    fn decide(&self, p: &Planned, invocation: &Invocation) -> Verdict {
         let rules = match self.broker.lock() {
             Ok(broker) => {
                 let decision = match invocation {
@@ -172,7 +155,16 @@ impl Shared<'_> {
             }
             Err(_) => Decision::Ask,
         };
-        apply_mode(self.mode, rules, invocation, &self.ctx.cwd)
+        let input = match invocation {
+            Invocation::Builtin(input) => crate::permission::input_value(input),
+            _ => p.view.raw_input.clone(),
+        };
+        let facts = CallFacts {
+            tool: &p.call.name,
+            input: &input,
+            mutating: invocation.mutating(),
+        };
+        gate::apply_mode(self.mode, rules, facts, &self.ctx.cwd)
     }
 }
 
@@ -184,6 +176,8 @@ impl Session {
             custom: self.custom_tools.clone(),
             todos: self.todos.clone(),
             mcp: self.mcp.clone(),
+            sandbox_failures: self.sandbox_failures.clone(),
+            pending_tools: self.pending_tools.clone(),
         }
     }
 
@@ -206,6 +200,11 @@ impl Session {
                 fs: self.fs.clone(),
                 reads: self.reads.clone(),
                 cancel: cancel.clone(),
+                read_guard: Some(crate::permission::read_guard(
+                    self.broker.clone(),
+                    self.cwd.clone(),
+                )),
+                sandbox: self.sandbox.clone(),
             },
             broker: &self.broker,
             ask: tokio::sync::Mutex::new(()),
@@ -403,8 +402,10 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
             ..ToolCallPatch::default()
         });
     }
+    let mut unsandboxed = false;
     match authorize(p, &invocation, diff.as_ref(), s).await {
         Authorization::Granted => {}
+        Authorization::GrantedUnsandboxed => unsandboxed = true,
         Authorization::Refused(to_model) => return Outcome::Done(to_model),
         Authorization::Cancelled => {
             s.fail(id, "Cancelled");
@@ -413,9 +414,24 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
     }
     s.update(id, ToolStatus::InProgress, None);
     let output = match (prepared, &invocation) {
+        (Some(prepared), _) if unsandboxed => {
+            tracing::warn!(command = ?p.view.raw_input, "running once without the sandbox, as the user chose");
+            let mut ctx = s.ctx.clone();
+            ctx.sandbox = None;
+            maia_tools::execute(prepared, &ctx).await
+        }
         (Some(prepared), _) => maia_tools::execute(prepared, &s.ctx).await,
         (None, invocation) => run_session_tool(invocation, s).await,
     };
+    if let Some(command) = sandboxed_command(&invocation)
+        && let Ok(mut failed) = s.tools.sandbox_failures.lock()
+    {
+        if output.content.contains(maia_tools::sandbox::DENIAL_MARK) {
+            failed.insert(command.to_owned());
+        } else {
+            failed.remove(command);
+        }
+    }
     if s.cancel.is_cancelled() && output.is_error {
         s.fail(id, "Cancelled");
         return Outcome::Cancelled;
@@ -460,7 +476,10 @@ async fn run_session_tool(invocation: &Invocation, s: &Shared<'_>) -> ToolOutput
             None => ToolOutput::error(format!("unknown skill `{}`", input.skill)),
         },
         Invocation::Custom(index, input) => match s.tools.custom.tools.get(*index) {
-            Some(tool) => tool.run(input, &s.ctx.cwd, &s.ctx.cancel).await,
+            Some(tool) => {
+                tool.run_sandboxed(input, &s.ctx.cwd, &s.ctx.cancel, s.ctx.sandbox.as_deref())
+                    .await
+            }
             None => ToolOutput::error("this custom tool is no longer loaded"),
         },
         Invocation::Mcp(tool, input) => {
@@ -473,8 +492,18 @@ async fn run_session_tool(invocation: &Invocation, s: &Shared<'_>) -> ToolOutput
     }
 }
 
+/// The command of a Bash call when the session has a sandbox.
+fn sandboxed_command(invocation: &Invocation) -> Option<&str> {
+    match invocation {
+        Invocation::Builtin(ToolInput::Bash(bash)) => Some(bash.command.as_str()),
+        _ => None,
+    }
+}
+
 enum Authorization {
     Granted,
+    /// Granted, to run once outside the sandbox.
+    GrantedUnsandboxed,
     /// Not run; the text tells the model why.
     Refused(String),
     Cancelled,
@@ -493,9 +522,47 @@ async fn authorize(
             "Permission denied by {reason}. Do not retry this call."
         ))
     };
-    match s.decide(p, invocation) {
+    let refuse_always = |why: String| {
+        s.fail(id, &format!("Refused: {why}"));
+        Authorization::Refused(format!(
+            "Refused: {why}. MAIA never runs such a command, in any mode and whatever the rules. Do not retry it or a variant of it."
+        ))
+    };
+    let verdict = s.decide(p, invocation);
+    if let Some(note) = &verdict.note {
+        tracing::warn!(tool = %p.call.name, %note, "protected path");
+        s.send_patch(ToolCallPatch {
+            id: id.to_owned(),
+            content: Some(vec![ToolContent::Text { text: note.clone() }]),
+            ..ToolCallPatch::default()
+        });
+        let _ = s.events.send(Event::Notice {
+            level: NoticeLevel::Warning,
+            text: note.clone(),
+        });
+    }
+    // A command that just failed in the sandbox is asked again, with the
+    // choice to run it once without the sandbox.
+    let offer_unsandboxed = s.ctx.sandbox.is_some()
+        && sandboxed_command(invocation)
+            .is_some_and(|c| s.tools.sandbox_failures.lock().is_ok_and(|f| f.contains(c)));
+    // A custom tool that is new or changed since the user last confirmed
+    // it is asked, whatever the rules and the mode.
+    let new_tool = match invocation {
+        Invocation::Custom(index, _) => s.tools.custom.tools.get(*index).filter(|t| {
+            s.tools
+                .pending_tools
+                .lock()
+                .is_ok_and(|p| p.contains(&t.name))
+        }),
+        _ => None,
+    };
+    let must_ask = offer_unsandboxed || new_tool.is_some();
+    match verdict.decision {
+        Decision::Allow if must_ask => {}
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
+        Decision::Refuse(why) => return refuse_always(why),
         Decision::Ask => {}
     }
     // One question at a time; an earlier "always" answer may settle it.
@@ -503,16 +570,66 @@ async fn authorize(
         () = s.cancel.cancelled() => return Authorization::Cancelled,
         guard = s.ask.lock() => guard,
     };
-    match s.decide(p, invocation) {
+    match s.decide(p, invocation).decision {
+        Decision::Allow if must_ask => {}
         Decision::Allow => return Authorization::Granted,
         Decision::Deny(rule) => return refuse_by_rule(rule),
+        Decision::Refuse(why) => return refuse_always(why),
         Decision::Ask => {}
     }
-    let rule = match invocation {
-        Invocation::Builtin(input) => suggest_rule(input, &s.ctx.cwd),
-        _ => suggest_rule_value(&p.call.name, &p.view.raw_input, &s.ctx.cwd),
+    // A project rule not confirmed yet would allow this call: ask to
+    // confirm it rather than suggest another.
+    let input_json = match invocation {
+        Invocation::Builtin(input) => crate::permission::input_value(input),
+        _ => p.view.raw_input.clone(),
     };
-    let options = choices(rule.as_ref());
+    let pending = s
+        .broker
+        .lock()
+        .ok()
+        .and_then(|b| b.pending_cover(&p.call.name, &input_json, &s.ctx.cwd));
+    let rule = match (&pending, invocation) {
+        (Some(rule), _) => Some(rule.clone()),
+        (None, Invocation::Builtin(input)) => suggest_rule(input, &s.ctx.cwd),
+        (None, _) => suggest_rule_value(&p.call.name, &p.view.raw_input, &s.ctx.cwd),
+    };
+    let mut options = choices(rule.as_ref());
+    if let Some(rule) = &pending
+        && let Some(o) = options
+            .iter_mut()
+            .find(|o| o.kind == ChoiceKind::AllowAlways)
+    {
+        o.label = format!("Always allow {rule} (confirms this rule of the project's settings)");
+    }
+    if let Some(tool) = new_tool {
+        match options
+            .iter_mut()
+            .find(|o| o.kind == ChoiceKind::AllowAlways)
+        {
+            Some(o) => o.label = format!("{} (confirms this new or changed custom tool)", o.label),
+            None => options.insert(
+                1,
+                crate::event::PermissionChoice {
+                    id: "allow_always".to_owned(),
+                    label: format!(
+                        "Always allow {} (confirms this new or changed custom tool)",
+                        tool.name
+                    ),
+                    kind: ChoiceKind::AllowAlways,
+                },
+            ),
+        }
+    }
+    if offer_unsandboxed {
+        options.insert(
+            1,
+            crate::event::PermissionChoice {
+                id: UNSANDBOXED.to_owned(),
+                label: "Allow once without the sandbox (it failed inside it)".to_owned(),
+                kind: ChoiceKind::AllowOnce,
+            },
+        );
+    }
     let mut view = p.view.clone();
     view.content = diff.cloned().into_iter().collect();
     let (reply_tx, reply_rx) = oneshot::channel();
@@ -525,11 +642,15 @@ async fn authorize(
         () = s.cancel.cancelled() => return Authorization::Cancelled,
         reply = reply_rx => reply.unwrap_or(PermissionReply::Cancelled),
     };
+    let mut outside = false;
     let (chosen, reason) = match reply {
-        PermissionReply::Selected { option, reason } => (
-            options.iter().find(|o| o.id == option).map(|o| o.kind),
-            reason,
-        ),
+        PermissionReply::Selected { option, reason } => {
+            outside = option == UNSANDBOXED;
+            (
+                options.iter().find(|o| o.id == option).map(|o| o.kind),
+                reason,
+            )
+        }
         PermissionReply::Cancelled => (None, None),
     };
     let Some(kind) = chosen else {
@@ -537,19 +658,26 @@ async fn authorize(
         s.cancel.cancel();
         return Authorization::Cancelled;
     };
+    if let (Some(tool), ChoiceKind::AllowAlways) = (new_tool, kind) {
+        crate::permission::confirm_tool(
+            s.home.as_deref(),
+            &s.ctx.cwd,
+            &tool.name,
+            &tool.fingerprint(),
+        );
+        if let Ok(mut pending) = s.tools.pending_tools.lock() {
+            pending.remove(&tool.name);
+        }
+        tracing::info!(tool = %tool.name, "custom tool confirmed");
+    }
     if let Some(rule) = rule {
-        let saved = s
+        let answered = s
             .broker
             .lock()
-            .map(|mut broker| broker.always(kind, rule.clone(), &s.ctx.cwd));
-        match saved {
+            .map(|mut broker| broker.answer(kind, rule.clone(), pending.is_some(), &s.ctx.cwd));
+        match answered {
             Ok(Ok(Some(file))) => {
-                tracing::info!(rule = %rule, file = %file.display(), "permission rule saved");
-                // The user's own answer is no news at the next start.
-                let loaded = s.broker.lock().map(|b| b.loaded().clone());
-                if let (ChoiceKind::AllowAlways, Ok(loaded)) = (kind, loaded) {
-                    crate::permission::unseen_allow_rules(s.home.as_deref(), &s.ctx.cwd, &loaded);
-                }
+                tracing::info!(rule = %rule, file = %file.display(), "permission rule saved")
             }
             Ok(Err(e)) => {
                 let _ = s.events.send(Event::Notice {
@@ -561,6 +689,7 @@ async fn authorize(
         }
     }
     match kind {
+        ChoiceKind::AllowOnce if outside => Authorization::GrantedUnsandboxed,
         ChoiceKind::AllowOnce | ChoiceKind::AllowAlways => Authorization::Granted,
         ChoiceKind::RejectOnce | ChoiceKind::RejectAlways => {
             s.fail(id, "Rejected by the user");

@@ -320,6 +320,8 @@ impl Session {
             fs: self.fs.clone(),
             reads: self.reads.clone(),
             cancel: cancel.clone(),
+            read_guard: None,
+            sandbox: self.sandbox.clone(),
         };
         let output = match maia_tools::prepare(input, &ctx).await {
             Ok(prepared) => maia_tools::execute(prepared, &ctx).await,

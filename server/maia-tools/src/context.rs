@@ -1,6 +1,6 @@
 //! Shared types of a tool call: context, prepared call, diff and output.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -17,7 +17,15 @@ pub struct ToolContext {
     pub fs: Arc<dyn FileSystem>,
     pub reads: Arc<ReadTracker>,
     pub cancel: CancellationToken,
+    /// The session's Read rules for the tools that read many files (Grep,
+    /// Glob): `false` for a file a Read deny rule covers. `None` = no rule.
+    pub read_guard: Option<ReadGuard>,
+    /// The sandbox commands run in (`None`: no sandbox).
+    pub sandbox: Option<Arc<crate::sandbox::Sandbox>>,
 }
+
+/// Whether a file may be read; see [`ToolContext::read_guard`].
+pub type ReadGuard = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
 impl std::fmt::Debug for ToolContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -36,6 +44,8 @@ impl ToolContext {
             fs: Arc::new(LocalFs),
             reads: Arc::new(ReadTracker::default()),
             cancel: CancellationToken::new(),
+            read_guard: None,
+            sandbox: None,
         }
     }
 }

@@ -19,10 +19,12 @@ pub mod path;
 pub mod process;
 pub mod reads;
 pub mod runner;
+pub mod sandbox;
+mod shell;
 mod tools;
 mod truncate;
 
-pub use context::{FileDiff, Prepared, ToolContext, ToolOutput};
+pub use context::{FileDiff, Prepared, ReadGuard, ToolContext, ToolOutput};
 pub use definitions::{ToolDefinition, definitions};
 pub use error::ToolError;
 pub use fs::{FileSystem, FsError, LocalFs, WriteOutcome};
@@ -32,6 +34,7 @@ pub use input::{
     ToolInput, ToolKind, WebFetchInput, WriteInput,
 };
 pub use reads::{ReadTracker, StaleRead};
+pub use shell::{Shell, shell};
 pub use tools::webfetch::{WEBFETCH_MAX_BODY_BYTES, WEBFETCH_TIMEOUT};
 pub use truncate::{CappedOutput, omission_note, truncate_middle};
 

@@ -1,4 +1,8 @@
-//! The permission broker: the single gate every tool call passes.
+//! The permission broker: the single gate every tool call passes. The
+//! broker decides by the rules ([`Broker::decide`]), [`gate`] adjusts that
+//! by the session's mode and protected paths, and [`Broker::answer`] records
+//! the user's answers (rules saved, project rules confirmed): the whole
+//! gate lives in this module; `tool_run` only asks the questions.
 //!
 //! Rules have MAIA's form `Tool` or `Tool(pattern)` and come from
 //! `permissions.allow` / `ask` / `deny` in `~/.maia/settings.json` and
@@ -36,7 +40,10 @@
 //! - Any other tool (custom, MCP, `TodoWrite`…): `*`-pattern against any
 //!   string or number value of the input (`Addition(5)` for `{"a": 5}`).
 
+mod catastrophe;
+pub mod gate;
 mod load;
+mod options;
 mod persist;
 mod rule;
 mod seen;
@@ -44,9 +51,12 @@ mod shell;
 mod suggest;
 
 #[cfg(test)]
+mod attacks;
+#[cfg(test)]
 mod tests;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use maia_tools::ToolInput;
 use serde_json::Value;
@@ -55,8 +65,12 @@ use crate::event::{ChoiceKind, PermissionChoice};
 
 pub use load::{LoadedRules, load_rules};
 pub use persist::{PersistError, persist_rule};
+pub(crate) use rule::input_value;
 pub use rule::{Family, Rule, RuleError};
-pub use seen::{SEEN_FILE, unseen_allow_rules};
+pub use seen::{
+    SEEN_FILE, confirm_rule, confirm_tool, unconfirmed_allow_rules, unconfirmed_tools,
+    unseen_allow_rules,
+};
 pub use suggest::{suggest_rule, suggest_rule_value};
 
 /// Tools with no side effect outside the conversation: allowed when no
@@ -70,6 +84,9 @@ pub enum Decision {
     Ask,
     /// Denied by the named rule.
     Deny(String),
+    /// Refused in every mode (`bypass` included), whatever the rules: a
+    /// catastrophic command; the text says why.
+    Refuse(String),
 }
 
 /// A source of rules, sorted by family.
@@ -122,6 +139,13 @@ pub struct Broker {
     sets: Vec<RuleSet>,
     /// "Always" answers that could not be written to a file.
     remembered: RuleSet,
+    /// Allow rules of the project's file the user has not confirmed: they
+    /// do not apply until confirmed ([`Broker::confirm`]).
+    pending: Vec<Rule>,
+    /// The project's settings file (where pending rules live).
+    project_file: Option<PathBuf>,
+    /// The home folder (where confirmations are recorded).
+    home: Option<PathBuf>,
 }
 
 impl Broker {
@@ -143,8 +167,65 @@ impl Broker {
 
     /// Loads the rules of `~/.maia/settings.json` and
     /// `<cwd>/.maia/settings.json` ([`load_rules`]).
+    ///
+    /// Allow rules of the project file that the user has not confirmed
+    /// ([`seen::unconfirmed_allow_rules`]) are pending: they apply only
+    /// once confirmed.
     pub fn load(home: Option<&Path>, cwd: &Path) -> Self {
-        Self::from_loaded(load_rules(home, cwd))
+        let loaded = load_rules(home, cwd);
+        let pending = seen::unconfirmed_allow_rules(home, cwd, &loaded);
+        Broker {
+            loaded,
+            pending,
+            project_file: Some(persist::local_settings_file(cwd)),
+            home: home.map(Path::to_path_buf),
+            ..Default::default()
+        }
+    }
+
+    /// The pending rules (not yet confirmed by the user).
+    pub fn pending(&self) -> &[Rule] {
+        &self.pending
+    }
+
+    /// A pending rule that would allow this call on its own (to ask the
+    /// user to confirm it).
+    pub fn pending_cover(&self, tool: &str, input: &Value, cwd: &Path) -> Option<Rule> {
+        self.pending
+            .iter()
+            .find(|r| r.matches_value(tool, input, cwd, true))
+            .cloned()
+    }
+
+    /// Confirms a pending rule: it applies from now on, and in later
+    /// sessions (recorded in `~/.maia/seen-rules.json`). False when the
+    /// rule was not pending.
+    pub fn confirm(&mut self, rule: &Rule, home: Option<&Path>, cwd: &Path) -> bool {
+        let before = self.pending.len();
+        self.pending.retain(|r| r != rule);
+        if self.pending.len() == before {
+            return false;
+        }
+        seen::confirm_rule(home, cwd, &rule.to_string());
+        true
+    }
+
+    /// The allow rules in force: every file's, except the project's
+    /// pending ones.
+    fn allow_rules(&self) -> impl Iterator<Item = &Rule> {
+        let pending = &self.pending;
+        let project = self.project_file.as_deref();
+        self.loaded
+            .sets
+            .iter()
+            .flat_map(move |(path, set)| {
+                let is_project = Some(path.as_path()) == project;
+                set.allow
+                    .iter()
+                    .filter(move |r| !(is_project && pending.contains(r)))
+            })
+            .chain(self.sets.iter().flat_map(|s| s.allow.iter()))
+            .chain(self.remembered.allow.iter())
     }
 
     /// The file rules this broker was built from (for the start notice).
@@ -177,24 +258,39 @@ impl Broker {
                 .flat_map(move |s| s.family(f))
                 .filter(|r| r.names(tool))
         };
+        if let rule::Subject::Bash { analysis, .. } = &subject
+            && let Some(why) = &analysis.catastrophic
+        {
+            return Decision::Refuse(format!("a catastrophic command: {why}"));
+        }
         if let Some(rule) = family(Family::Deny).find(|r| r.hits(&subject, false)) {
             return Decision::Deny(rule.to_string());
         }
-        if family(Family::Ask).any(|r| r.hits(&subject, false)) {
+        let mut ask = false;
+        if let rule::Subject::Bash { analysis, .. } = &subject {
+            match self.command_writes(analysis, cwd) {
+                Some(Decision::Deny(rule)) => return Decision::Deny(rule),
+                Some(_) => ask = true,
+                None => {}
+            }
+        }
+        if ask || family(Family::Ask).any(|r| r.hits(&subject, false)) {
             return Decision::Ask;
         }
+        let allow = || self.allow_rules().filter(|r| r.names(tool));
         let allowed = match &subject {
-            // Every part must be covered, each by any allow rule.
+            // Every part must be covered, each by any allow rule; wrappers
+            // such as `timeout 5` need no rule of their own.
             rule::Subject::Bash { analysis, .. } => {
-                let rules: Vec<&Rule> = family(Family::Allow).collect();
+                let rules: Vec<&Rule> = allow().collect();
                 !rules.is_empty()
                     && rule::bash_allowable(analysis)
                     && analysis
                         .parts
                         .iter()
-                        .all(|p| rules.iter().any(|r| r.covers_part(p)))
+                        .all(|p| p.transparent || rules.iter().any(|r| r.covers_part(p)))
             }
-            _ => family(Family::Allow).any(|r| r.hits(&subject, true)),
+            _ => allow().any(|r| r.hits(&subject, true)),
         };
         if allowed
             || NO_SIDE_EFFECT_TOOLS
@@ -204,6 +300,68 @@ impl Broker {
             return Decision::Allow;
         }
         Decision::Ask
+    }
+
+    /// The files a command writes (redirections, `tee`, `dd of=`, options
+    /// of the table), checked as `Write` and `Edit` calls: `Some(Deny)` when
+    /// a deny rule covers one (or one is computed and a deny rule exists),
+    /// `Some(Ask)` when an ask rule covers one, `None` otherwise.
+    fn command_writes(&self, analysis: &shell::Analysis, cwd: &Path) -> Option<Decision> {
+        let rules = |f: Family| -> Vec<&Rule> {
+            self.all()
+                .flat_map(move |s| s.family(f))
+                .filter(|r| r.names("Write") || r.names("Edit"))
+                .collect()
+        };
+        let deny = rules(Family::Deny);
+        let ask = rules(Family::Ask);
+        if deny.is_empty() && ask.is_empty() {
+            return None;
+        }
+        let mut asked = false;
+        for target in &analysis.writes {
+            if harmless_target(target) {
+                continue;
+            }
+            let moved = analysis.changes_dir
+                && !Path::new(target).is_absolute()
+                && !target.starts_with('~');
+            if moved || target.contains(['$', '`', '*', '?', '[']) {
+                // Unsure means no.
+                if let Some(rule) = deny.first() {
+                    return Some(Decision::Deny(format!(
+                        "{rule} (the command writes to a file computed at run time or after changing folder)"
+                    )));
+                }
+                asked = true;
+                continue;
+            }
+            let path = expand_home(target);
+            let value = serde_json::json!({ "file_path": path });
+            for tool in ["Write", "Edit"] {
+                let subject = rule::Subject::new(tool, &value, cwd);
+                if let Some(rule) = deny
+                    .iter()
+                    .find(|r| r.names(tool) && r.hits(&subject, false))
+                {
+                    return Some(Decision::Deny(format!(
+                        "{rule} (the command writes to `{target}`)"
+                    )));
+                }
+                asked |= ask.iter().any(|r| r.names(tool) && r.hits(&subject, false));
+            }
+        }
+        asked.then_some(Decision::Ask)
+    }
+
+    /// Whether a Read deny rule covers `path` (for Grep and Glob, which
+    /// read many files: [`read_guard`]).
+    pub fn read_denied(&self, path: &Path, cwd: &Path) -> bool {
+        let value = serde_json::json!({ "file_path": path });
+        let subject = rule::Subject::new("Read", &value, cwd);
+        self.all()
+            .flat_map(|s| s.family(Family::Deny))
+            .any(|r| r.names("Read") && r.hits(&subject, false))
     }
 
     /// Remembers an "always" answer for the rest of the session, in memory
@@ -234,6 +392,10 @@ impl Broker {
         };
         match persist_rule(cwd, family, &rule) {
             Ok(file) => {
+                if family == Family::Allow {
+                    // The user's own rule needs no confirmation later.
+                    seen::confirm_rule(self.home.as_deref(), cwd, &rule.to_string());
+                }
                 self.loaded.add(&file, family, rule);
                 Ok(Some(file))
             }
@@ -244,10 +406,43 @@ impl Broker {
         }
     }
 
+    /// The user's answer to a permission question that offered `rule`: a
+    /// confirmation when `rule` was a pending project rule and the answer
+    /// is "always allow" ([`Broker::confirm`]), otherwise an "always"
+    /// answer ([`Broker::always`]; a saved allow rule is also recorded as
+    /// seen, so it is no news at the next start). "Once" answers change
+    /// nothing.
+    pub fn answer(
+        &mut self,
+        kind: ChoiceKind,
+        rule: Rule,
+        pending: bool,
+        cwd: &Path,
+    ) -> Result<Option<PathBuf>, PersistError> {
+        if pending && kind == ChoiceKind::AllowAlways {
+            let home = self.home.clone();
+            self.confirm(&rule, home.as_deref(), cwd);
+            tracing::info!(rule = %rule, "project rule confirmed");
+            return Ok(None);
+        }
+        let saved = self.always(kind, rule, cwd)?;
+        if saved.is_some() && kind == ChoiceKind::AllowAlways {
+            unseen_allow_rules(self.home.as_deref(), cwd, &self.loaded);
+        }
+        Ok(saved)
+    }
+
     /// The `/permissions` text: the file rules grouped ALLOW / ASK / DENY,
     /// then the session's unsaved rules, then loading warnings.
     pub fn render(&self) -> String {
         let mut out = self.loaded.render();
+        if !self.pending.is_empty() {
+            out.push_str("\n### Project allow rules waiting for your confirmation\n\n");
+            out.push_str("They apply once you confirm them (MAIA asks the first time one would allow a call).\n\n");
+            for r in &self.pending {
+                out.push_str(&format!("- `{r}`\n"));
+            }
+        }
         let extra: Vec<&RuleSet> = self
             .sets
             .iter()
@@ -267,6 +462,33 @@ impl Broker {
             out.push_str(&load::render_set(&merged));
         }
         out
+    }
+}
+
+/// The guard Grep and Glob consult for every file they would read or
+/// list: false when a Read deny rule of the session covers it.
+pub fn read_guard(broker: Arc<Mutex<Broker>>, cwd: PathBuf) -> maia_tools::ReadGuard {
+    Arc::new(move |path: &Path| {
+        broker
+            .lock()
+            .map(|b| !b.read_denied(path, &cwd))
+            .unwrap_or(false)
+    })
+}
+
+/// Write targets no rule is about.
+fn harmless_target(target: &str) -> bool {
+    matches!(
+        target,
+        "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty" | "-"
+    ) || target.starts_with("/dev/fd/")
+}
+
+/// `~/x` → `$HOME/x` (the shell does it before writing).
+pub(crate) fn expand_home(target: &str) -> String {
+    match (target.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => Path::new(&home).join(rest).to_string_lossy().into_owned(),
+        _ => target.to_owned(),
     }
 }
 

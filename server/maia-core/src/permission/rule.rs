@@ -150,10 +150,20 @@ impl Rule {
     }
 
     /// For an allow rule of Bash: whether it covers one part as written.
+    ///
+    /// A part whose program is computed is never covered. A pattern
+    /// without `*` is an exact command and covers it as written; a prefix
+    /// pattern (with `*`) never covers a part that uses an option of the
+    /// built-in table ([`super::options`]).
     pub(crate) fn covers_part(&self, part: &shell::Part) -> bool {
-        self.pattern
-            .as_deref()
-            .is_none_or(|p| wildcard(p, &part.raw, true))
+        if part.dynamic {
+            return false;
+        }
+        match self.pattern.as_deref().map(str::trim) {
+            None => true,
+            Some(p) if !p.contains('*') => p == part.raw || p == part.plain,
+            Some(p) => part.unsafe_use.is_none() && wildcard(p, &part.raw, true),
+        }
     }
 
     /// Whether the rule (already known to name the tool) matches `subject`;
@@ -164,11 +174,16 @@ impl Rule {
         };
         match subject {
             Subject::Bash { command, analysis } => {
-                wildcard(pattern, command.trim(), true)
+                // Unsure means no: a command the checker cannot know (not
+                // parsed, or a computed program) meets every deny and ask.
+                !analysis.parsed
+                    || analysis.dynamic()
+                    || wildcard(pattern, command.trim(), true)
                     || analysis.parts.iter().any(|p| {
                         wildcard(pattern, &p.raw, true)
                             || wildcard(pattern, &p.plain, true)
                             || wildcard(pattern, &p.stripped, true)
+                            || p.candidates.iter().any(|c| wildcard(pattern, c, true))
                     })
             }
             Subject::Path { path, dir } => path_matches(pattern, path, *dir, for_allow),
@@ -220,7 +235,7 @@ impl<'a> Subject<'a> {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_owned();
-                let analysis = shell::analyse(&command);
+                let analysis = shell::analyse(&command, cwd);
                 Subject::Bash { command, analysis }
             }
             Kind::File | Kind::Dir => {
@@ -334,6 +349,10 @@ fn path_pattern_text(pattern: &str) -> String {
     {
         p = Path::new(&home).join(rest).to_string_lossy().into_owned();
     }
+    // gitignore: a slash at the start or in the middle anchors the pattern
+    // at the base folder; a pattern with no slash, or only a trailing one,
+    // matches at any depth.
+    let anchored = p.trim_end_matches('/').contains('/');
     if p.ends_with('/') && p.len() > 1 {
         p.push_str("**");
     }
@@ -343,7 +362,7 @@ fn path_pattern_text(pattern: &str) -> String {
     if let Some(rest) = p.strip_prefix("./") {
         return rest.trim_start_matches('/').to_owned();
     }
-    if !p.trim_end_matches("/**").contains('/') && p != "**" {
+    if !anchored && p != "**" && !p.starts_with("**/") {
         return format!("**/{p}");
     }
     p

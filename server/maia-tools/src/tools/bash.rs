@@ -1,6 +1,7 @@
 //! The Bash tool: run a shell command with combined, capped output.
 //!
-//! The command runs as `/bin/sh -c` in its own process group with stdout and
+//! The command runs as `bash -c` (`/bin/sh -c` when bash is missing; see
+//! [`crate::shell`]) in its own process group with stdout and
 //! stderr on one pipe (so output keeps its arrival order). On timeout,
 //! cancellation, or once the shell has exited, the whole group is killed so
 //! no background process outlives the call.
@@ -29,7 +30,7 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
     let timeout_ms = input.effective_timeout_ms();
     let (reader, writer) = std::io::pipe()?;
     let writer_for_stderr = writer.try_clone()?;
-    let mut command = crate::process::command("/bin/sh");
+    let mut command = crate::process::command(&crate::shell().path);
     command
         .arg("-c")
         .arg(&input.command)
@@ -38,6 +39,13 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(writer_for_stderr));
+    if let Some(sandbox) = &ctx.sandbox
+        && let Err(e) = sandbox.attach(&mut command)
+    {
+        return Ok(ToolOutput::error(format!(
+            "The command was not run: {e}. Ask the user to run it without the sandbox or to set `sandbox` in ~/.maia/settings.json."
+        )));
+    }
     let spawned = command.spawn();
     // The command holds the parent's copies of the write end; close them so
     // the reader sees EOF once every child has closed its own.
@@ -72,7 +80,13 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
         }
         Outcome::Exited(status) => match (status.code(), status.signal()) {
             (Some(0), _) => ToolOutput::ok(format!("{text}Exit code: 0")),
-            (Some(code), _) => ToolOutput::error(format!("{text}Exit code: {code}")),
+            (Some(code), _) => match &ctx.sandbox {
+                Some(sandbox) if crate::sandbox::looks_denied(&text) => ToolOutput::error(format!(
+                    "{text}Exit code: {code}\n{}",
+                    crate::sandbox::denial_note(sandbox.policy())
+                )),
+                _ => ToolOutput::error(format!("{text}Exit code: {code}")),
+            },
             (None, Some(signal)) => ToolOutput::error(format!(
                 "{text}Exit code: {} (killed by signal {signal})",
                 128 + signal

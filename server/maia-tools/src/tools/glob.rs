@@ -10,7 +10,7 @@ use crate::context::{ToolContext, ToolOutput};
 use crate::error::ToolError;
 use crate::input::GlobInput;
 use crate::path::resolve;
-use crate::tools::{existing_root, is_file_entry, mtime, walker};
+use crate::tools::{Screen, existing_root, is_file_entry, mtime, walker};
 
 /// Most paths returned.
 pub const MAX_RESULTS: usize = 100;
@@ -82,15 +82,23 @@ pub(crate) async fn execute(input: &GlobInput, ctx: &ToolContext) -> Result<Tool
     }
     let matcher = Matcher::new(&input.pattern)?;
     let cancel = ctx.cancel.clone();
-    let found = tokio::task::spawn_blocking(move || collect(&root, &matcher, &cancel))
-        .await
-        .map_err(|e| ToolError::Other(format!("The file search failed: {e}")))??;
-    Ok(format_results(found))
+    let screen = Screen::new(&root, ctx.read_guard.clone());
+    let (found, screen) = tokio::task::spawn_blocking(move || {
+        collect(&root, &matcher, &screen, &cancel).map(|f| (f, screen))
+    })
+    .await
+    .map_err(|e| ToolError::Other(format!("The file search failed: {e}")))??;
+    let mut out = format_results(found);
+    if let Some(note) = screen.note() {
+        out.content = format!("{}\n{note}", out.content);
+    }
+    Ok(out)
 }
 
 fn collect(
     root: &Path,
     matcher: &Matcher,
+    screen: &Screen,
     cancel: &CancellationToken,
 ) -> Result<Vec<(SystemTime, PathBuf)>, ToolError> {
     let mut found = Vec::new();
@@ -104,7 +112,7 @@ fn collect(
         }
         let absolute = entry.path();
         let relative = absolute.strip_prefix(root).unwrap_or(absolute);
-        if matcher.is_match(relative, absolute) {
+        if matcher.is_match(relative, absolute) && screen.admits(absolute) {
             found.push((mtime(&entry), absolute.to_path_buf()));
         }
     }

@@ -17,7 +17,7 @@ use crate::error::ToolError;
 use crate::input::{GrepInput, GrepMode};
 use crate::path::resolve;
 use crate::tools::glob::Matcher;
-use crate::tools::{existing_root, is_file_entry, mtime, walker};
+use crate::tools::{Screen, existing_root, is_file_entry, mtime, walker};
 use crate::truncate::truncate_end;
 
 /// Most files listed in files_with_matches mode.
@@ -77,16 +77,29 @@ pub(crate) async fn execute(input: &GrepInput, ctx: &ToolContext) -> Result<Tool
     existing_root(&root).await?;
     let query = Query::new(input)?;
     let cancel = ctx.cancel.clone();
-    let collected = tokio::task::spawn_blocking(move || search(&root, &query, &cancel))
-        .await
-        .map_err(|e| ToolError::Other(format!("The search failed: {e}")))??;
-    Ok(match input.output_mode {
+    let screen = Screen::new(&root, ctx.read_guard.clone());
+    let (collected, screen) = tokio::task::spawn_blocking(move || {
+        let found = search(&root, &query, &screen, &cancel);
+        found.map(|c| (c, screen))
+    })
+    .await
+    .map_err(|e| ToolError::Other(format!("The search failed: {e}")))??;
+    let mut out = match input.output_mode {
         GrepMode::FilesWithMatches => format_files(collected),
         GrepMode::Content => format_content(collected),
-    })
+    };
+    if let Some(note) = screen.note() {
+        out.content = format!("{}\n{note}", out.content);
+    }
+    Ok(out)
 }
 
-fn search(root: &Path, query: &Query, cancel: &CancellationToken) -> Result<Collected, ToolError> {
+fn search(
+    root: &Path,
+    query: &Query,
+    screen: &Screen,
+    cancel: &CancellationToken,
+) -> Result<Collected, ToolError> {
     let hits = Mutex::new(Vec::new());
     let collected_lines = AtomicUsize::new(0);
     let incomplete = AtomicBool::new(false);
@@ -111,6 +124,9 @@ fn search(root: &Path, query: &Query, cancel: &CancellationToken) -> Result<Coll
                 if !include.is_match(relative, path) {
                     return WalkState::Continue;
                 }
+            }
+            if !screen.admits(path) {
+                return WalkState::Continue;
             }
             let Some(lines) = search_file(path, query) else {
                 return WalkState::Continue;

@@ -8,7 +8,7 @@ pub(crate) mod read;
 pub(crate) mod webfetch;
 pub(crate) mod write;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ignore::WalkBuilder;
 
@@ -90,6 +90,54 @@ pub(crate) fn is_file_entry(entry: &ignore::DirEntry) -> bool {
         Some(ft) if ft.is_file() => true,
         Some(ft) if ft.is_symlink() => entry.path().is_file(),
         _ => false,
+    }
+}
+
+/// What Grep and Glob may show of the files they walk: a file is skipped
+/// when its resolved path leaves the resolved search root (a symlink out of
+/// the folder the rule allowed) or when the session's Read rules deny it
+/// (checked on the path as walked and as resolved). Skips are counted and
+/// reported in the result.
+pub(crate) struct Screen {
+    root: PathBuf,
+    guard: Option<crate::context::ReadGuard>,
+    skipped: std::sync::atomic::AtomicUsize,
+}
+
+impl Screen {
+    pub(crate) fn new(root: &Path, guard: Option<crate::context::ReadGuard>) -> Self {
+        Screen {
+            root: std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf()),
+            guard,
+            skipped: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether `path` may be shown; counts it otherwise.
+    pub(crate) fn admits(&self, path: &Path) -> bool {
+        let ok = match std::fs::canonicalize(path) {
+            Ok(real) => {
+                real.starts_with(&self.root)
+                    && self.guard.as_ref().is_none_or(|g| g(path) && g(&real))
+            }
+            Err(_) => false,
+        };
+        if !ok {
+            self.skipped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        ok
+    }
+
+    /// The note added to a result, when files were skipped.
+    pub(crate) fn note(&self) -> Option<String> {
+        match self.skipped.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            n => Some(format!(
+                "({n} file{} skipped: denied by a Read rule, or a symlink leading outside the searched folder.)",
+                if n == 1 { "" } else { "s" }
+            )),
+        }
     }
 }
 

@@ -1,0 +1,134 @@
+//! The gate: the broker's rule decision adjusted by the session's mode and
+//! by protected paths. One function, [`apply_mode`], used for every call.
+//!
+//! Order: a deny rule or a catastrophic command ends it (every mode); the
+//! `read-only` mode refuses anything that changes files or runs programs; a
+//! call that writes a protected path ([`PROTECTED`]) is asked in `default`
+//! and `accept-edits` (whatever the allow rules), allowed but reported in
+//! `bypass`; then `accept-edits` allows Write/Edit inside the project and
+//! `bypass` allows the rest.
+
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use serde_json::Value;
+
+use super::{Decision, Rule, rule, shell};
+use crate::mode::Mode;
+
+/// Paths that decide what MAIA, git, editors or allowed commands run:
+/// writing one is always asked (gitignore-style, as `Write(...)` rules).
+pub const PROTECTED: &[&str] = &[
+    ".maia/",
+    "~/.maia/",
+    ".git/",
+    ".claude/",
+    ".vscode/",
+    ".idea/",
+    ".envrc",
+    ".gitattributes",
+    ".gitmodules",
+    "package.json",
+    "Makefile",
+    "makefile",
+    "GNUmakefile",
+    "*.mk",
+];
+
+static PROTECTED_RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    PROTECTED
+        .iter()
+        .filter_map(|p| Rule::parse(&format!("Write({p})")).ok())
+        .collect()
+});
+
+/// What the gate needs to know about a call besides its rules decision.
+#[derive(Debug, Clone, Copy)]
+pub struct CallFacts<'a> {
+    /// The tool's name and its JSON arguments.
+    pub tool: &'a str,
+    pub input: &'a Value,
+    /// Changes files or runs programs (refused by `read-only`).
+    pub mutating: bool,
+}
+
+/// The gate's answer: the decision and, for a protected path let through
+/// by `bypass`, the note to show with the call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub decision: Decision,
+    pub note: Option<String>,
+}
+
+/// The protected path a call writes, if any: the file of Write/Edit, the
+/// files a Bash command redirects into or writes with `tee`, `dd of=`….
+pub fn protected_path(tool: &str, input: &Value, cwd: &Path) -> Option<PathBuf> {
+    let targets: Vec<String> = match tool.to_ascii_lowercase().as_str() {
+        "write" | "edit" => input
+            .get("file_path")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .into_iter()
+            .collect(),
+        "bash" => {
+            let command = input.get("command").and_then(Value::as_str).unwrap_or("");
+            shell::analyse(command, cwd).writes
+        }
+        _ => Vec::new(),
+    };
+    targets.into_iter().find_map(|t| {
+        let value = serde_json::json!({ "file_path": super::expand_home(&t) });
+        let subject = rule::Subject::new("Write", &value, cwd);
+        PROTECTED_RULES
+            .iter()
+            .any(|r| r.hits(&subject, false))
+            .then(|| maia_tools::path::resolve(cwd, &t))
+    })
+}
+
+/// The rules' decision adjusted by `mode` and protected paths.
+pub fn apply_mode(mode: Mode, rules: Decision, call: CallFacts<'_>, cwd: &Path) -> Verdict {
+    let verdict = |decision| Verdict {
+        decision,
+        note: None,
+    };
+    if matches!(rules, Decision::Deny(_) | Decision::Refuse(_)) {
+        return verdict(rules);
+    }
+    if mode == Mode::ReadOnly && call.mutating {
+        return verdict(Decision::Deny(
+            "the read-only mode (nothing may be changed or run)".to_owned(),
+        ));
+    }
+    if let Some(path) = protected_path(call.tool, call.input, cwd) {
+        return match mode {
+            Mode::Bypass => Verdict {
+                decision: Decision::Allow,
+                note: Some(format!(
+                    "Writes the protected path {} (allowed only because of the bypass mode).",
+                    path.display()
+                )),
+            },
+            _ => verdict(Decision::Ask),
+        };
+    }
+    match mode {
+        Mode::Default | Mode::ReadOnly => verdict(rules),
+        Mode::AcceptEdits => {
+            let edit = matches!(call.tool, "Write" | "Edit");
+            let inside = call
+                .input
+                .get("file_path")
+                .and_then(Value::as_str)
+                .is_some_and(|p| {
+                    maia_tools::path::is_within(cwd, &maia_tools::path::resolve(cwd, p))
+                });
+            if edit && inside {
+                verdict(Decision::Allow)
+            } else {
+                verdict(rules)
+            }
+        }
+        Mode::Bypass => verdict(Decision::Allow),
+    }
+}
