@@ -414,9 +414,10 @@ fn pid_file(path: &Path) -> Option<u32> {
 async fn busy_agent(maia: &mut Maia) -> (String, u64, Vec<u32>) {
     maia.initialize_with(json!({"session": {"notices": {}}}))
         .await;
-    let dir = maia.home.path().to_path_buf();
+    // In the project: the sandbox lets commands write there.
     let cwd = maia.cwd();
-    let mcp_pid = dir.join("mcp.pid");
+    let dir = cwd.clone();
+    let mcp_pid = maia.home.path().join("mcp.pid");
     let server = json!({"name": "mock", "command": mock_mcp(), "args": [],
                         "env": [{"name": "MOCK_MCP_PID_FILE", "value": mcp_pid}]});
     let id = maia
@@ -443,7 +444,9 @@ async fn busy_agent(maia: &mut Maia) -> (String, u64, Vec<u32>) {
             .iter()
             .all(|f| pid_file(f).is_some()))
         .await,
-        "the command or the MCP server did not start"
+        "the command or the MCP server did not start: {:?} {:?}",
+        files.iter().map(|f| (f, pid_file(f))).collect::<Vec<_>>(),
+        updates_of(&maia.seen, "notice")
     );
     let pids: Vec<u32> = files.iter().filter_map(|f| pid_file(f)).collect();
     assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
@@ -509,8 +512,7 @@ async fn sigkill_mid_turn_leaves_no_process() {
 #[tokio::test]
 async fn a_setsid_escapee_dies_with_its_call() {
     let (mut maia, sid) = Maia::ready().await;
-    let dir = maia.home.path().to_path_buf();
-    let file = dir.join("escaped.pid");
+    let file = maia.cwd().join("escaped.pid");
     // The call ends only once the child has left the group.
     let command = format!(
         "setsid sh -c 'echo $$ > {f}; exec sleep 302' > /dev/null 2>&1 & while [ ! -s {f} ]; do sleep 0.01; done",

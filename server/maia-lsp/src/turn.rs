@@ -331,6 +331,17 @@ pub async fn run(inner: Arc<Inner>, session: Arc<Session>, turn: Turn) {
         answer.text.push('\n');
     }
     answer.flush(&inner).await;
+    // Kept for hover before the client hears the turn ended: a hover sent
+    // the instant it does finds the answer.
+    if let Ok(mut answers) = inner.answers.lock() {
+        answers.push(Answer {
+            uri: turn.asked_uri.clone(),
+            range: turn.range,
+            text: answer.body().trim().to_owned(),
+        });
+        let excess = answers.len().saturating_sub(MAX_ANSWERS);
+        answers.drain(..excess);
+    }
     progress
         .end(if stopped == "end_turn" {
             "done"
@@ -345,15 +356,6 @@ pub async fn run(inner: Arc<Inner>, session: Arc<Session>, turn: Turn) {
         json!({"kind": "end", "stopReason": stopped}),
     )
     .await;
-    if let Ok(mut answers) = inner.answers.lock() {
-        answers.push(Answer {
-            uri: turn.asked_uri.clone(),
-            range: turn.range,
-            text: answer.body().trim().to_owned(),
-        });
-        let excess = answers.len().saturating_sub(MAX_ANSWERS);
-        answers.drain(..excess);
-    }
     if let Ok(mut turns) = inner.turns.lock() {
         turns.remove(&turn.token);
     }
