@@ -188,6 +188,10 @@ impl Session {
     }
 
     fn load_command(&mut self, name: &str) {
+        crate::blocking::off_runtime(|| self.load_saved(name));
+    }
+
+    fn load_saved(&mut self, name: &str) {
         if !store::valid_name(name) {
             let saved: Vec<String> = store::list(&self.cwd)
                 .into_iter()

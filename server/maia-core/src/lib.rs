@@ -8,6 +8,7 @@
 //! are events carrying a reply channel, so they stay ordered with the
 //! updates around them.
 
+mod blocking;
 pub mod commands;
 mod compaction;
 pub mod context_file;

@@ -267,6 +267,10 @@ impl Session {
     /// Reloads settings, the context file, rules, skills and custom tools;
     /// only the command list is sent again (after a compaction).
     pub fn reload_quietly(&mut self) {
+        crate::blocking::off_runtime(|| self.reload_files());
+    }
+
+    fn reload_files(&mut self) {
         self.settings = settings::load(
             self.options.home.as_deref(),
             &self.cwd,

@@ -671,10 +671,12 @@ async fn authorize(
         tracing::info!(tool = %tool.name, "custom tool confirmed");
     }
     if let Some(rule) = rule {
-        let answered = s
-            .broker
-            .lock()
-            .map(|mut broker| broker.answer(kind, rule.clone(), pending.is_some(), &s.ctx.cwd));
+        // Saving writes the settings files: off the async worker.
+        let answered = crate::blocking::off_runtime(|| {
+            s.broker
+                .lock()
+                .map(|mut broker| broker.answer(kind, rule.clone(), pending.is_some(), &s.ctx.cwd))
+        });
         match answered {
             Ok(Ok(Some(file))) => {
                 tracing::info!(rule = %rule, file = %file.display(), "permission rule saved")
