@@ -594,3 +594,60 @@ async fn list_without_cwd_finds_threads_of_every_project() {
     let (resp, _) = maia.response(id).await;
     assert!(!resp.to_string().contains(&other_sid), "{resp}");
 }
+
+/// Two MAIA processes (two editor windows) never write one journal: the
+/// second opener of a live thread gets a clear error, the first goes on.
+#[tokio::test]
+async fn a_thread_open_in_another_process_is_refused_clearly() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (mut maia, sid) = Maia::ready().await;
+    maia.mock.push(mock::text_reply("one"));
+    let id = maia.prompt(&sid, "first").await;
+    maia.response(id).await;
+    let cwd = maia.cwd();
+    let mut other = tokio::process::Command::new(env!("CARGO_BIN_EXE_maia"))
+        .arg("acp")
+        .env("HOME", maia.home.path())
+        .env("MAIA_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = other.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(other.stdout.take().unwrap()).lines();
+    let requests = [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}),
+        json!({"jsonrpc":"2.0","id":2,"method":"session/load",
+               "params":{"sessionId": sid, "cwd": cwd, "mcpServers": []}}),
+    ];
+    for r in &requests {
+        stdin.write_all(format!("{r}\n").as_bytes()).await.unwrap();
+    }
+    let answer = loop {
+        let line = tokio::time::timeout(crate::harness::WAIT, lines.next_line())
+            .await
+            .expect("the second process answered")
+            .unwrap()
+            .expect("stdout open");
+        let m: Value = serde_json::from_str(&line).unwrap();
+        if m["id"] == 2 {
+            break m;
+        }
+    };
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("open in another MAIA"),
+        "{answer}"
+    );
+    // The first process goes on writing its thread.
+    maia.mock.push(mock::text_reply("two"));
+    let id = maia.prompt(&sid, "second").await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    drop(stdin);
+    let _ = other.wait().await;
+}
