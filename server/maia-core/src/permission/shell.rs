@@ -463,7 +463,12 @@ impl Walker<'_> {
             return false;
         }
         let mut parser = brush_parser::Parser::new(std::io::Cursor::new(text), &self.options);
-        match parser.parse_program() {
+        // brush-parser can panic on hostile input (found by fuzzing: a
+        // file-descriptor number too large for its type before a
+        // redirection); a panic counts as "does not parse".
+        let parsed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parser.parse_program()));
+        match parsed.unwrap_or_else(|_| Err(brush_parser::ParseError::ParsingAtEndOfInput)) {
             Ok(program) => {
                 for list in &program.complete_commands {
                     self.list(list);
@@ -687,13 +692,16 @@ impl Walker<'_> {
             ast::IoRedirect::HereDocument(_, doc) => {
                 let mut known = true;
                 if doc.requires_expansion {
-                    match brush_parser::word::parse_heredoc(&doc.doc.value, &self.options) {
-                        Ok(pieces) => {
+                    let parsed = std::panic::catch_unwind(|| {
+                        brush_parser::word::parse_heredoc(&doc.doc.value, &self.options)
+                    });
+                    match parsed.ok().and_then(Result::ok) {
+                        Some(pieces) => {
                             let mut word = Word::default();
                             self.pieces(&doc.doc.value, &pieces, &mut word, false);
                             known = !word.expansion;
                         }
-                        Err(_) => {
+                        None => {
                             self.unreadable_word(&doc.doc.value);
                             known = false;
                         }
@@ -1120,12 +1128,13 @@ impl Walker<'_> {
             raw: text.to_owned(),
             ..Default::default()
         };
-        match brush_parser::word::parse(text, &self.options) {
-            Ok(pieces) => {
+        let parsed = std::panic::catch_unwind(|| brush_parser::word::parse(text, &self.options));
+        match parsed.ok().and_then(Result::ok) {
+            Some(pieces) => {
                 let plain = self.pieces(text, &pieces, &mut word, false);
                 word.text = plain;
             }
-            Err(_) => {
+            None => {
                 self.unreadable_word(text);
                 word.text = text.to_owned();
                 word.expansion = true;

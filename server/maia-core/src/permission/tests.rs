@@ -41,6 +41,19 @@ fn bash_patterns() {
     assert!(any.matches(&bash("ls > x"), cwd, false));
 }
 
+/// Found by fuzzing: brush-parser panics on a file-descriptor number too
+/// large for its type before a redirection. The checker survives and
+/// allows nothing it cannot read.
+#[test]
+fn a_parser_panic_is_an_unreadable_command() {
+    let cwd = Path::new("/p");
+    let any = Rule::parse("Bash(echo *)").unwrap();
+    let hostile = format!("echo hi; {}7< /etc/passwd", "3".repeat(40));
+    assert!(!any.matches(&bash(&hostile), cwd, true));
+    let prefix = Rule::parse("Bash(echo *)").unwrap();
+    assert!(!prefix.matches(&bash(&format!("echo {}>x", "9".repeat(30))), cwd, true));
+}
+
 #[test]
 fn path_patterns_are_relative_to_cwd() {
     let dir = tempfile::tempdir().unwrap();
