@@ -468,7 +468,7 @@ impl Walker<'_> {
         // redirection); a panic counts as "does not parse".
         let parsed =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parser.parse_program()));
-        match parsed.unwrap_or_else(|_| Err(brush_parser::ParseError::ParsingAtEndOfInput)) {
+        match parsed.unwrap_or(Err(brush_parser::ParseError::ParsingAtEndOfInput)) {
             Ok(program) => {
                 for list in &program.complete_commands {
                     self.list(list);
