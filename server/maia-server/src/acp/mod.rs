@@ -96,30 +96,17 @@ const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long opening a session waits for the endpoint's model list.
 const MODEL_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// A message for a session that is being opened, kept until it is open.
-enum Deferred {
-    Request {
-        id: Id,
-        method: String,
-        params: Value,
-    },
-    Notification {
-        method: String,
-        params: Value,
-    },
-}
-
 /// What the agent knows of a session id.
 enum Slot {
     /// Being opened (`session/load` / `resume`, or reopened): messages
-    /// naming it wait in `queue`, in arrival order. `entry` is set once the
+    /// naming it wait in `queue` (as read from the input), in arrival order. `entry` is set once the
     /// session is ready, while the queue drains.
     Opening {
         /// Which open this is (a reopening while the queue drains starts
         /// a new one, which takes over the rest of the queue).
         generation: u64,
         entry: Option<Arc<SessionEntry>>,
-        queue: VecDeque<Deferred>,
+        queue: VecDeque<Incoming>,
     },
     Open(Arc<SessionEntry>),
 }
@@ -192,7 +179,7 @@ impl Agent {
         if let Some(sid) = named_session(&params) {
             let mut sessions = self.lock_sessions();
             if let Some(Slot::Opening { queue, .. }) = sessions.get_mut(&sid) {
-                queue.push_back(Deferred::Request {
+                queue.push_back(Incoming::Request {
                     id,
                     method: method.to_owned(),
                     params,
@@ -317,7 +304,7 @@ impl Agent {
         if let Some(sid) = named_session(&params) {
             let mut sessions = self.lock_sessions();
             if let Some(Slot::Opening { queue, .. }) = sessions.get_mut(&sid) {
-                queue.push_back(Deferred::Notification {
+                queue.push_back(Incoming::Notification {
                     method: method.to_owned(),
                     params,
                 });
@@ -638,12 +625,12 @@ impl Agent {
         }
     }
 
-    fn dispatch(self: &Arc<Self>, message: Deferred) {
+    fn dispatch(self: &Arc<Self>, message: Incoming) {
         match message {
-            Deferred::Request { id, method, params } => {
+            Incoming::Request { id, method, params } => {
                 self.handle_request_now(id, &method, params)
             }
-            Deferred::Notification { method, params } => {
+            Incoming::Notification { method, params } => {
                 self.handle_notification_now(&method, params)
             }
         }
