@@ -225,12 +225,22 @@ impl Assembler {
 
 fn parse_usage(usage: &Value) -> Usage {
     let get = |key: &str| usage.get(key).and_then(lenient_u64);
+    let at = |pointer: &str| usage.pointer(pointer).and_then(lenient_u64);
     let prompt_tokens = get("prompt_tokens").unwrap_or(0);
     let completion_tokens = get("completion_tokens").unwrap_or(0);
     Usage {
         prompt_tokens,
         completion_tokens,
         total_tokens: get("total_tokens").unwrap_or(prompt_tokens + completion_tokens),
+        reasoning_tokens: at("/completion_tokens_details/reasoning_tokens")
+            .unwrap_or(0)
+            .min(completion_tokens),
+        cached_tokens: at("/prompt_tokens_details/cached_tokens")
+            .or_else(|| get("cache_read_input_tokens"))
+            .unwrap_or(0),
+        cache_write_tokens: get("cache_creation_input_tokens")
+            .or_else(|| at("/prompt_tokens_details/cache_creation_tokens"))
+            .unwrap_or(0),
     }
 }
 
@@ -275,7 +285,8 @@ mod tests {
             Some(Usage {
                 prompt_tokens: 9,
                 completion_tokens: 16,
-                total_tokens: 25
+                total_tokens: 25,
+                ..Usage::default()
             })
         );
     }
@@ -294,6 +305,30 @@ mod tests {
         let done = asm.finish(true).unwrap();
         assert_eq!(done.usage.unwrap().total_tokens, 49);
         assert_eq!(done.finish_reason, Some(FinishReason::Length));
+    }
+
+    #[test]
+    fn usage_details_reasoning_and_cache() {
+        let mut asm = Assembler::new();
+        asm.push(
+            &json!({"choices":[],"usage":{"prompt_tokens":3517,"completion_tokens":158,
+                "completion_tokens_details":{"reasoning_tokens":100},
+                "prompt_tokens_details":{"cached_tokens":3000}}})
+            .to_string(),
+        )
+        .unwrap();
+        let usage = asm.finish(true).unwrap().usage.unwrap();
+        assert_eq!(usage.kept(), 3575);
+        assert_eq!(usage.cached_tokens, 3000);
+        let mut asm = Assembler::new();
+        asm.push(
+            &json!({"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,
+                "cache_read_input_tokens":7,"cache_creation_input_tokens":2}})
+            .to_string(),
+        )
+        .unwrap();
+        let usage = asm.finish(true).unwrap().usage.unwrap();
+        assert_eq!((usage.cached_tokens, usage.cache_write_tokens, usage.kept()), (7, 2, 15));
     }
 
     #[test]

@@ -42,6 +42,17 @@ impl LlmClient {
     /// gives `Ok` with an empty map; other failures (connection, auth, 5xx, a body that is
     /// not JSON or has no `data` array) are errors. No retries.
     pub async fn model_info_windows(&self) -> Result<HashMap<String, u64>, LlmError> {
+        Ok(self
+            .model_info()
+            .await?
+            .into_iter()
+            .filter_map(|(name, entry)| Some((name, entry.max_input_tokens?)))
+            .collect())
+    }
+
+    /// Reads LiteLLM's `GET <base_url>/model/info`: per `model_name`, its window (as
+    /// [`LlmClient::model_info_windows`]) and its provider. Same errors.
+    pub async fn model_info(&self) -> Result<HashMap<String, ModelInfoEntry>, LlmError> {
         let url = self.config().join(MODEL_INFO_PATH);
         let (status, headers, text) = self.get_text(&url, "the model info").await?;
         if status.as_u16() == 404 || status.as_u16() == 405 {
@@ -55,7 +66,7 @@ impl LlmClient {
             serde_json::from_str(&text).map_err(|err| LlmError::InvalidResponse {
                 message: format!("model info is not JSON: {err}"),
             })?;
-        windows_from_model_info(&value).ok_or_else(|| LlmError::InvalidResponse {
+        entries_from_model_info(&value).ok_or_else(|| LlmError::InvalidResponse {
             message: "model info has no \"data\" array".to_owned(),
         })
     }
@@ -86,6 +97,7 @@ impl LlmClient {
             messages: vec![ChatMessage::user(CONTEXT_WINDOW_QUESTION)],
             tools: Vec::new(),
             max_tokens: Some(ASK_MAX_TOKENS),
+            cache: false,
         };
         let mut ignore = |_| {};
         let completion = match tokio::time::timeout(
@@ -118,28 +130,65 @@ impl LlmClient {
     }
 }
 
-/// The `model_name` → `max_input_tokens` map of a `/model/info` body; `None` without a `data`
-/// array.
-fn windows_from_model_info(value: &Value) -> Option<HashMap<String, u64>> {
+/// What `/model/info` says of one model name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelInfoEntry {
+    /// `model_info.max_input_tokens` (the smallest of the name's deployments).
+    pub max_input_tokens: Option<u64>,
+    /// `model_info.litellm_provider`, else the prefix of `litellm_params.model`
+    /// (`anthropic/claude-…` → `anthropic`).
+    pub provider: Option<String>,
+    /// `litellm_params.model`, the upstream model.
+    pub upstream: Option<String>,
+}
+
+impl ModelInfoEntry {
+    /// Whether the upstream is an Anthropic model (Anthropic, Bedrock or Vertex Claude),
+    /// which caches prompts only where it is told to (`cache_control`).
+    pub fn is_anthropic_family(&self) -> bool {
+        let provider = self.provider.as_deref().unwrap_or("").to_lowercase();
+        let upstream = self.upstream.as_deref().unwrap_or("").to_lowercase();
+        provider == "anthropic"
+            || upstream.starts_with("anthropic/")
+            || ((provider.starts_with("bedrock") || provider.starts_with("vertex_ai"))
+                && (upstream.contains("claude") || upstream.contains("anthropic")))
+    }
+}
+
+/// The `model_name` → entry map of a `/model/info` body; `None` without a `data` array.
+fn entries_from_model_info(value: &Value) -> Option<HashMap<String, ModelInfoEntry>> {
     let data = value.get("data")?.as_array()?;
-    let mut windows: HashMap<String, u64> = HashMap::new();
+    let mut entries: HashMap<String, ModelInfoEntry> = HashMap::new();
     for entry in data {
         let Some(name) = entry.get("model_name").and_then(Value::as_str) else {
             continue;
         };
-        let Some(tokens) = entry
+        let tokens = entry
             .pointer("/model_info/max_input_tokens")
             .and_then(lenient_u64)
-            .filter(|&t| t > 0)
-        else {
-            continue;
+            .filter(|&t| t > 0);
+        let upstream = entry
+            .pointer("/litellm_params/model")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let provider = entry
+            .pointer("/model_info/litellm_provider")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| Some(upstream.as_deref()?.split_once('/')?.0.to_owned()));
+        let known = entries.entry(name.to_owned()).or_default();
+        known.max_input_tokens = match (known.max_input_tokens, tokens) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
-        windows
-            .entry(name.to_owned())
-            .and_modify(|known| *known = (*known).min(tokens))
-            .or_insert(tokens);
+        if known.provider.is_none() {
+            known.provider = provider;
+        }
+        if known.upstream.is_none() {
+            known.upstream = upstream;
+        }
     }
-    Some(windows)
+    Some(entries)
 }
 
 /// `text` without `<think>…</think>` blocks (an unclosed block runs to the end).
@@ -463,8 +512,11 @@ mod tests {
             {"model_name": "g", "model_info": {"max_input_tokens": 4096}},
             {"model_name": "h", "model_info": {"max_input_tokens": "16384"}},
         ]});
-        let windows = windows_from_model_info(&body).unwrap();
-        let mut got: Vec<_> = windows.into_iter().collect();
+        let windows = entries_from_model_info(&body).unwrap();
+        let mut got: Vec<_> = windows
+            .into_iter()
+            .filter_map(|(n, e)| Some((n, e.max_input_tokens?)))
+            .collect();
         got.sort();
         assert_eq!(
             got,
@@ -475,7 +527,25 @@ mod tests {
                 ("h".to_owned(), 16384),
             ]
         );
-        assert!(windows_from_model_info(&serde_json::json!({"detail": "x"})).is_none());
+        assert!(entries_from_model_info(&serde_json::json!({"detail": "x"})).is_none());
+    }
+
+    #[test]
+    fn providers_of_the_anthropic_family() {
+        let body = serde_json::json!({"data": [
+            {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5"}},
+            {"model_name": "bedrock", "litellm_params": {"model": "bedrock/anthropic.claude-3-5-sonnet"},
+             "model_info": {"litellm_provider": "bedrock"}},
+            {"model_name": "vertex", "litellm_params": {"model": "vertex_ai/claude-opus-4"}},
+            {"model_name": "gemini", "litellm_params": {"model": "vertex_ai/gemini-2.5-pro"}},
+            {"model_name": "gpt", "litellm_params": {"model": "openai/gpt-4o"},
+             "model_info": {"litellm_provider": "openai"}},
+        ]});
+        let entries = entries_from_model_info(&body).unwrap();
+        let family = |n: &str| entries[n].is_anthropic_family();
+        assert!(family("claude") && family("bedrock") && family("vertex"));
+        assert!(!family("gemini") && !family("gpt"));
+        assert_eq!(entries["gpt"].provider.as_deref(), Some("openai"));
     }
 
     // ---- against the mock server ---------------------------------------------------------

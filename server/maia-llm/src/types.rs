@@ -99,14 +99,60 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
     pub max_tokens: Option<u32>,
+    /// Mark the system message and the last two messages with
+    /// `cache_control: {"type": "ephemeral"}` (Anthropic-family prompt
+    /// caching, passed through by LiteLLM). Never for other providers.
+    pub cache: bool,
+}
+
+/// Sets `cache_control` on a message's text: its `content` becomes one text part carrying
+/// the marker. `false` when the message has no text to carry it.
+fn mark_cached(message: &mut Value) -> bool {
+    let Some(text) = message.get("content").and_then(Value::as_str) else {
+        if let Some(Value::Array(parts)) = message.get_mut("content")
+            && let Some(last) = parts.last_mut().and_then(Value::as_object_mut)
+        {
+            last.insert(
+                "cache_control".into(),
+                serde_json::json!({"type": "ephemeral"}),
+            );
+            return true;
+        }
+        return false;
+    };
+    let part = serde_json::json!([{
+        "type": "text",
+        "text": text,
+        "cache_control": {"type": "ephemeral"},
+    }]);
+    message["content"] = part;
+    true
 }
 
 impl ChatRequest {
     /// The JSON body sent to the chat endpoint (always streaming, with usage requested).
     pub fn body(&self) -> Value {
+        let mut messages = serde_json::json!(self.messages);
+        if self.cache
+            && let Some(list) = messages.as_array_mut()
+        {
+            if let Some(system) = list.iter_mut().find(|m| m["role"] == "system") {
+                mark_cached(system);
+            }
+            // The last two messages with text (a reply made only of tool calls has none).
+            let mut marked = 0;
+            for message in list.iter_mut().rev() {
+                if marked == 2 {
+                    break;
+                }
+                if message["role"] != "system" && mark_cached(message) {
+                    marked += 1;
+                }
+            }
+        }
         let mut body = serde_json::json!({
             "model": self.model,
-            "messages": self.messages,
+            "messages": messages,
             "stream": true,
             "stream_options": { "include_usage": true },
         });
@@ -172,6 +218,24 @@ pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// Of `completion_tokens`, the reasoning ones
+    /// (`completion_tokens_details.reasoning_tokens`): not kept in the conversation.
+    pub reasoning_tokens: u64,
+    /// Of `prompt_tokens`, those read from the provider's prompt cache
+    /// (`prompt_tokens_details.cached_tokens`, or Anthropic's `cache_read_input_tokens`).
+    pub cached_tokens: u64,
+    /// Prompt tokens written to the cache (Anthropic's `cache_creation_input_tokens`).
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// What stays in the conversation: the prompt and the answer, without reasoning.
+    pub fn kept(&self) -> u64 {
+        self.prompt_tokens
+            + self
+                .completion_tokens
+                .saturating_sub(self.reasoning_tokens)
+    }
 }
 
 /// The assembled result of one streamed completion.
@@ -418,6 +482,42 @@ mod tests {
     }
 
     #[test]
+    fn cache_marks_the_system_and_the_last_two_messages_with_text() {
+        let mut req = ChatRequest {
+            model: "m".into(),
+            messages: vec![
+                ChatMessage::system("sys"),
+                ChatMessage::user("one"),
+                ChatMessage::user("two"),
+                ChatMessage::Assistant {
+                    content: None,
+                    tool_calls: vec![call("c1", "Read", "{}")],
+                },
+                ChatMessage::tool("c1", "result"),
+            ],
+            tools: vec![],
+            max_tokens: None,
+            cache: true,
+        };
+        let body = req.body();
+        let marked: Vec<usize> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.to_string().contains("ephemeral"))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(marked, [0, 2, 4]);
+        assert_eq!(
+            body["messages"][4]["content"],
+            json!([{"type":"text","text":"result","cache_control":{"type":"ephemeral"}}])
+        );
+        req.cache = false;
+        assert!(!req.body().to_string().contains("cache_control"));
+    }
+
+    #[test]
     fn empty_tool_calls_are_omitted() {
         let v = serde_json::to_value(ChatMessage::assistant("hi")).unwrap();
         assert_eq!(v, json!({"role":"assistant","content":"hi"}));
@@ -465,6 +565,7 @@ mod tests {
             messages: vec![ChatMessage::user("hi")],
             tools: vec![],
             max_tokens: None,
+            cache: false,
         };
         assert_eq!(
             req.body(),

@@ -36,6 +36,7 @@ fn request() -> ChatRequest {
         messages: vec![ChatMessage::system("be brief"), ChatMessage::user("hi")],
         tools: vec![],
         max_tokens: None,
+        cache: false,
     }
 }
 

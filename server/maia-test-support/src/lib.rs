@@ -16,7 +16,7 @@ pub use fixtures::{
     reasoning_field_then_text, reasoning_then_text, role_chunk, slow_text, split_chars, split_n,
     sse_chunk, stream, text_chunks, text_reply, tool_calls_reply, usage_chunk,
 };
-pub use server::{MockLlm, Reply};
+pub use server::{MockLlm, Reply, WindowError, estimate_tokens};
 /// Re-exported for tests that need a scratch directory.
 pub use tempfile;
 
@@ -106,6 +106,34 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[tokio::test]
+    async fn enforced_window_rejects_with_both_shapes() {
+        let mock = MockLlm::start().await;
+        mock.enforce_context_window(100, WindowError::LiteLlm);
+        mock.push(text_reply("ok"));
+        let small = r#"{"messages":[{"role":"user","content":"hi"}]}"#;
+        let big = format!(
+            r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+            "x".repeat(500)
+        );
+        let out = raw(&mock, "POST", "/v1/chat/completions", &big).await;
+        assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+        assert!(
+            out.contains("litellm.ContextWindowExceededError") && out.contains("\"code\":\"400\""),
+            "{out}"
+        );
+        // The scripted reply was not used; the small request gets it, with its own size.
+        let out = raw(&mock, "POST", "/v1/chat/completions", small).await;
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        let tokens = estimate_tokens(&serde_json::from_str(small).unwrap());
+        assert!(out.contains(&format!("\"prompt_tokens\":{tokens}")), "{out}");
+        mock.enforce_context_window(100, WindowError::OpenAi);
+        let out = raw(&mock, "POST", "/v1/chat/completions", &big).await;
+        assert!(out.contains("\"code\":\"context_length_exceeded\""), "{out}");
+        assert_eq!(mock.rejected(), [0, 2]);
+        assert_eq!(mock.requests().len(), 3);
     }
 
     #[tokio::test]

@@ -52,7 +52,80 @@ struct Shared {
     /// When each streamed piece was handed to the HTTP body, and the
     /// piece, in order.
     sent: Mutex<Vec<(Instant, String)>>,
+    /// The enforced context window, if any.
+    window: Mutex<Option<(u64, WindowError)>>,
+    /// Indexes (in `requests`) of the requests rejected for their size.
+    rejected: Mutex<Vec<usize>>,
     changed: Notify,
+}
+
+/// The error body a mock with an enforced window answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowError {
+    /// LiteLLM's: HTTP 400, `invalid_request_error`, `code: "400"`, the message starting
+    /// `litellm.ContextWindowExceededError:` (the upstream's text inside).
+    LiteLlm,
+    /// OpenAI's: HTTP 400, `invalid_request_error`, `code: "context_length_exceeded"`.
+    OpenAi,
+}
+
+/// The mock's count of a chat request's prompt tokens: the characters of its `messages`
+/// and `tools` as JSON, divided by 4 (rounded up). The enforced window compares this
+/// number with its limit, and replies then report it as `usage.prompt_tokens`.
+pub fn estimate_tokens(request: &Value) -> u64 {
+    let chars = request["messages"].to_string().len()
+        + request.get("tools").map_or(0, |t| t.to_string().len());
+    chars.div_ceil(4) as u64
+}
+
+fn window_error_body(shape: WindowError, limit: u64, tokens: u64) -> String {
+    let upstream = format!(
+        "This model's maximum context length is {limit} tokens. However, your messages \
+         resulted in {tokens} tokens. Please reduce the length of the messages."
+    );
+    match shape {
+        WindowError::LiteLlm => json!({"error": {
+            "message": format!(
+                "litellm.ContextWindowExceededError: litellm.BadRequestError: \
+                 ContextWindowExceededError: OpenAIException - {upstream}"
+            ),
+            "type": "invalid_request_error",
+            "param": null,
+            "code": "400",
+        }}),
+        WindowError::OpenAi => json!({"error": {
+            "message": upstream,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }}),
+    }
+    .to_string()
+}
+
+/// `pieces` with every `usage.prompt_tokens` (and `total_tokens`) set from `prompt_tokens`.
+fn with_prompt_tokens(pieces: Vec<String>, prompt_tokens: u64) -> Vec<String> {
+    pieces
+        .into_iter()
+        .map(|piece| {
+            let Some(data) = piece.strip_prefix("data: ") else {
+                return piece;
+            };
+            let Ok(mut value) = serde_json::from_str::<Value>(data.trim_end()) else {
+                return piece;
+            };
+            let Some(usage) = value.get_mut("usage").and_then(Value::as_object_mut) else {
+                return piece;
+            };
+            let completion = usage
+                .get("completion_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            usage.insert("prompt_tokens".into(), prompt_tokens.into());
+            usage.insert("total_tokens".into(), (prompt_tokens + completion).into());
+            format!("data: {value}\n\n")
+        })
+        .collect()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -148,6 +221,20 @@ impl MockLlm {
     /// The recorded bodies of the context-size questions.
     pub fn window_question_requests(&self) -> Vec<Value> {
         lock(&self.shared.window_requests).clone()
+    }
+
+    /// Enforces a context window of `tokens`: from now on a chat request whose
+    /// [`estimate_tokens`] exceeds it is answered with HTTP 400 in the `shape` given (no
+    /// scripted reply is used), as real providers do; the replies to the others report
+    /// their estimate as `usage.prompt_tokens`. Rejected requests are recorded in
+    /// [`MockLlm::requests`] too, and listed by [`MockLlm::rejected`].
+    pub fn enforce_context_window(&self, tokens: u64, shape: WindowError) {
+        *lock(&self.shared.window) = Some((tokens, shape));
+    }
+
+    /// Indexes in [`MockLlm::requests`] of the requests rejected for exceeding the window.
+    pub fn rejected(&self) -> Vec<usize> {
+        lock(&self.shared.rejected).clone()
     }
 
     /// Scripted replies not used yet.
@@ -322,9 +409,32 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             headers: Vec::new(),
         }))
         } else {
+            let window = *lock(&shared.window);
+            let tokens = estimate_tokens(&request);
             lock(&shared.headers).push(header_list);
-            lock(&shared.requests).push(request);
-            lock(&shared.replies).pop_front()
+            let index = {
+                let mut requests = lock(&shared.requests);
+                requests.push(request);
+                requests.len() - 1
+            };
+            match window {
+                Some((limit, shape)) if tokens > limit => {
+                    lock(&shared.rejected).push(index);
+                    Some(Reply::Error {
+                        status: 400,
+                        body: window_error_body(shape, limit, tokens),
+                        headers: Vec::new(),
+                    })
+                }
+                Some(_) => match lock(&shared.replies).pop_front() {
+                    Some(Reply::Stream { pieces, gap }) => Some(Reply::Stream {
+                        pieces: with_prompt_tokens(pieces, tokens),
+                        gap,
+                    }),
+                    other => other,
+                },
+                None => lock(&shared.replies).pop_front(),
+            }
         };
     shared.changed.notify_waiters();
 
