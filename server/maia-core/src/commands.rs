@@ -76,13 +76,6 @@ pub fn parse(text: &str) -> Option<(&'static CommandInfo, &str)> {
     Some((info, args.trim()))
 }
 
-/// Characters per token for estimates.
-const CHARS_PER_TOKEN: usize = 4;
-
-fn estimate(chars: usize) -> usize {
-    chars.div_ceil(CHARS_PER_TOKEN)
-}
-
 impl Session {
     fn reply(&self, text: String) {
         self.emit(Event::AgentText {
@@ -151,7 +144,7 @@ impl Session {
                 }
             }
             "load" => self.load_command(args),
-            "compact" => match self.compact(cancel).await {
+            "compact" => match self.compact(crate::compaction::Trigger::Between, cancel).await {
                 Ok(()) => self.reply(format!(
                     "Conversation compacted; it continues as `{}`.",
                     self.conversation.name()
@@ -290,45 +283,95 @@ impl Session {
 
     fn context_command(&self) {
         let system = self.system_prompt();
-        let tools = serde_json::to_string(&maia_tools::definitions())
-            .map(|s| s.len())
-            .unwrap_or(0);
-        let messages: usize = self
-            .conversation
-            .history()
-            .iter()
-            .map(|m| serde_json::to_string(m).map(|s| s.len()).unwrap_or(0))
-            .sum();
+        let tools = serde_json::to_string(
+            &self
+                .tool_specs()
+                .iter()
+                .map(|t| (&t.name, &t.description, &t.parameters))
+                .collect::<Vec<_>>(),
+        )
+        .map(|s| s.len())
+        .unwrap_or(0);
+        let messages: usize = crate::compaction::message_chars(self.conversation.history());
         let context_file = match &self.context_file {
             Some(f) => format!(
                 "`{}` (~{} tokens)",
                 f.path.display(),
-                estimate(f.text.len())
+                self.calibrated(f.text.len())
             ),
             None => "none (no MAIA.md, CLAUDE.md or AGENTS.md here)".to_owned(),
         };
-        let total = estimate(system.len() + tools + messages);
+        let model = self.model.get();
+        // The meter's numbers: what the last usage_update said, or would say.
+        let used = self.context_tokens();
+        let meter = match self.window {
+            Some(window) => format!(
+                "{used} of {window} tokens ({:.0} %)",
+                used as f64 * 100.0 / window.max(1) as f64
+            ),
+            None => format!("{used} tokens (window unknown: no meter)"),
+        };
+        let source = match self.context_source() {
+            "measured" => "measured: the server's last usage (prompt + answer, reasoning excluded), plus an estimate of what came since",
+            _ => "estimated: ~4 characters per token",
+        };
+        let window_source = match self.window_source {
+            Some(source) => format!(" (from {source})"),
+            None => String::new(),
+        };
+        let last = match &self.last_usage {
+            Some(u) => format!(
+                "prompt {} + answer {} tokens ({} of them reasoning, not kept); cached: {} read, {} written",
+                u.prompt_tokens,
+                u.completion_tokens,
+                u.reasoning_tokens,
+                u.cached_tokens,
+                u.cache_write_tokens
+            ),
+            None => "none yet".to_owned(),
+        };
+        let caching = model.as_deref().map_or("no model yet", |m| {
+            if self.prompt_caching(m) {
+                "on (cache_control marks on the system message and the last two messages)"
+            } else {
+                "off"
+            }
+        });
+        let summary_model = self
+            .settings
+            .small_model
+            .clone()
+            .or_else(|| model.clone())
+            .unwrap_or_else(|| "(not chosen yet)".into());
         let text = format!(
-            "Context of `{name}` (estimates, ~4 characters per token):\n\n\
+            "Context of `{name}`:\n\n\
+             - in use: {meter}, {source}\n\
+             - calibration: {ratio:.2} real tokens per estimated token\n\
+             - model: `{model}`, context window: {window}{window_source}\n\
              - system prompt: ~{sys} tokens\n\
              - context file: {context_file}\n\
              - tool definitions: ~{tools} tokens\n\
              - messages: {count} (~{msgs} tokens)\n\
-             - pending items: none\n\
-             - total: ~{total} tokens\n\
-             - model: `{model}`, context window: {window}",
+             - pending items: {pending}\n\
+             - last response: {last}\n\
+             - cached prompt tokens this session: {cached}\n\
+             - prompt caching: {caching}\n\
+             - summaries written by: `{summary_model}`\n\
+             - tool calls written as text: {retried} retried, {shown} shown as text",
             name = self.conversation.name(),
-            sys = estimate(system.len()),
-            tools = estimate(tools),
+            ratio = self.calibration,
+            sys = self.calibrated(system.len()),
+            tools = self.calibrated(tools),
             count = self.conversation.len(),
-            msgs = estimate(messages),
-            model = self
-                .model
-                .get()
-                .unwrap_or_else(|| "(not chosen yet)".into()),
+            msgs = self.calibrated(messages),
+            pending = self.pending.len(),
+            model = model.unwrap_or_else(|| "(not chosen yet)".into()),
             window = self
                 .window
                 .map_or_else(|| "unknown".to_owned(), |w| format!("{w} tokens")),
+            cached = self.cached_total,
+            retried = self.text_tool_calls.retried,
+            shown = self.text_tool_calls.shown,
         );
         self.reply(text);
     }

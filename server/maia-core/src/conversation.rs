@@ -171,6 +171,12 @@ impl Conversation {
         Ok(())
     }
 
+    /// After [`Conversation::continue_as`] whose records already hold
+    /// `message`: it starts the new history (not written again).
+    pub fn restore_kept(&mut self, message: ChatMessage) {
+        self.history.push(message);
+    }
+
     /// `/load`: this thread continues a saved conversation, copied into the
     /// journal `name`.
     pub fn adopt(&mut self, name: String, loaded: &Loaded) -> Result<(), StoreError> {

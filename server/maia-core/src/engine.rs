@@ -76,9 +76,14 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     pub fn new(options: EngineOptions) -> Self {
+        // The models' answers about their windows outlive the process.
+        let windows = match &options.home {
+            Some(home) => WindowCache::with_disk(crate::window::DiskCache::in_home(home)),
+            None => WindowCache::default(),
+        };
         Engine {
             options: Arc::new(options),
-            windows: Arc::new(WindowCache::default()),
+            windows: Arc::new(windows),
         }
     }
 

@@ -228,7 +228,36 @@ pub(crate) struct Session {
     pub windows: Arc<WindowCache>,
     /// The context window of the model in use, once known.
     pub window: Option<u64>,
+    /// Where [`Session::window`] came from (`manual`, `modelInfo`, …).
+    pub window_source: Option<&'static str>,
     pub title: Option<String>,
+    /// The running turn's prompt (kept verbatim by a compaction).
+    pub prompt: Option<TurnPrompt>,
+    /// What the last compaction sent.
+    pub last_summary: Option<crate::compaction::SummaryStats>,
+    /// The last response's usage and what the meter showed for it.
+    pub last_usage: Option<maia_llm::Usage>,
+    /// Cached prompt tokens over the session.
+    pub cached_total: u64,
+    /// Tool calls the model wrote as text: retried, and shown after a second time.
+    pub text_tool_calls: TextToolCalls,
+}
+
+/// Counts of tool calls written as text instead of through the tool-calling interface.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TextToolCalls {
+    /// Requests retried with the corrective instruction.
+    pub retried: u32,
+    /// Retries that came back as text again (shown to the user as text).
+    pub shown: u32,
+}
+
+/// The user's message of the running turn: where it is in the history and
+/// what the user saw of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnPrompt {
+    pub index: usize,
+    pub display: String,
 }
 
 impl Session {
@@ -479,7 +508,13 @@ pub(crate) fn spawn(
         calibration: 1.0,
         windows: windows.clone(),
         window: None,
+        window_source: None,
         title: None,
+        prompt: None,
+        last_summary: None,
+        last_usage: None,
+        cached_total: 0,
+        text_tool_calls: TextToolCalls::default(),
     };
     if let Some(loaded) = &restored {
         session.summary = loaded.summary().map(str::to_owned);
@@ -494,6 +529,7 @@ pub(crate) fn spawn(
     }
     session.announce_start();
     crate::mcp::watch(&session.mcp, session.events.clone());
+    prefetch_window(&session);
     tokio::spawn(async move {
         while let Some(op) = ops_rx.recv().await {
             match op {
@@ -519,6 +555,35 @@ pub(crate) fn spawn(
         ended.cancel();
     });
     (handle, events_rx)
+}
+
+/// Learns the model's context window in the background as the session
+/// opens (`/model/info`, the models list; the model's own answer is asked
+/// in the background too), so the first request does not wait for it.
+fn prefetch_window(session: &Session) {
+    let Ok(llm) = session.llm.as_ref().map(Clone::clone) else {
+        return;
+    };
+    let (windows, model, manual) = (
+        session.windows.clone(),
+        session.model.clone(),
+        session.settings.context_windows.clone(),
+    );
+    tokio::spawn(async move {
+        let cancel = CancellationToken::new();
+        let model = match model.get() {
+            Some(model) => model,
+            None => match llm.list_models().await {
+                Ok(models) => match default_model(models.iter().map(|m| m.id.as_str())) {
+                    Some(first) => first.to_owned(),
+                    None => return,
+                },
+                Err(_) => return,
+            },
+        };
+        let window = crate::window::resolve_quick(&windows, &llm, &model, &manual, &cancel).await;
+        tracing::debug!(model, window = ?window, "context window prefetched");
+    });
 }
 
 /// Names custom tools may not take.

@@ -4,7 +4,11 @@
 //! Keys: `LiteLLM_URL`, `OpenAI_EndPoint`, `LiteLLM_Models`,
 //! `LiteLLM_API_Key` (else the `LITELLM_API_KEY` environment variable),
 //! `model`, `max_turn_requests`, `llm_max_retries`, `llm_retry_base_ms`,
-//! `contextWindows` (`{"<model>": <tokens>}`), `mcpServers`
+//! `contextWindows` (`{"<model>": <tokens>}`), `smallModel` (the model that
+//! writes compaction summaries; default: the session's), `promptCaching`
+//! (`true`/`false`: mark requests for prompt caching; default: for
+//! Anthropic-family models only, from `/model/info`), `toolResultShare`
+//! (the share of the window one tool result may take, default 0.25), `mcpServers`
 //! (`{"<name>": {"command", "args", "env", "disabledTools"}}` or
 //! `{"<name>": {"url", "headers", "disabledTools"}}`; merged server by
 //! server, the folder's entry winning).
@@ -18,6 +22,9 @@ use std::time::Duration;
 use maia_llm::{ApiKey, LlmConfig};
 use serde_json::{Map, Value};
 
+/// Default share of the context window one tool result may take.
+pub const DEFAULT_TOOL_RESULT_SHARE: f64 = 0.25;
+
 /// Default cap on model requests in one turn.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 50;
 
@@ -29,6 +36,13 @@ pub struct Settings {
     pub max_turn_requests: u32,
     /// Manual context windows per model (`contextWindows`).
     pub context_windows: HashMap<String, u64>,
+    /// The model that writes compaction summaries (`smallModel`).
+    pub small_model: Option<String>,
+    /// `promptCaching`: forced on or off; `None` decides by provider.
+    pub prompt_caching: Option<bool>,
+    /// The share of the context window one tool result may take
+    /// (`toolResultShare`, 0 < share ≤ 1).
+    pub tool_result_share: f64,
     /// MCP servers configured in the settings (`mcpServers`).
     pub mcp_servers: Vec<maia_mcp::McpServerConfig>,
     /// `disabledTools` of entries that only name a server (to apply to a
@@ -373,11 +387,34 @@ fn from_map(
         }
         Some(_) => warnings.push("contextWindows must be an object; ignored".to_owned()),
     }
+    let prompt_caching = match map.get("promptCaching") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => {
+            warnings.push("promptCaching must be true or false; ignored".to_owned());
+            None
+        }
+    };
+    let tool_result_share = match map.get("toolResultShare") {
+        None => DEFAULT_TOOL_RESULT_SHARE,
+        Some(v) => match v.as_f64() {
+            Some(share) if share > 0.0 && share <= 1.0 => share,
+            _ => {
+                warnings.push(
+                    "toolResultShare must be a number above 0 and at most 1; 0.25 used".to_owned(),
+                );
+                DEFAULT_TOOL_RESULT_SHARE
+            }
+        },
+    };
     Settings {
         llm,
         model: text("model"),
         max_turn_requests,
         context_windows,
+        small_model: text("smallModel"),
+        prompt_caching,
+        tool_result_share,
         mcp_servers: Vec::new(),
         mcp_disabled: HashMap::new(),
         loaded,
@@ -480,5 +517,25 @@ mod tests {
         assert_eq!(s.llm.models_endpoint, "/v1/models");
         assert_eq!(s.llm.api_key.as_ref().map(ApiKey::expose), Some("sk-env"));
         assert_eq!(s.max_turn_requests, DEFAULT_MAX_TURN_REQUESTS);
+    }
+
+    #[test]
+    fn context_settings() {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let write = |text: &str| {
+            std::fs::create_dir_all(cwd.path().join(".maia")).unwrap();
+            std::fs::write(cwd.path().join(".maia/settings.json"), text).unwrap();
+        };
+        write(r#"{"smallModel":"mini","promptCaching":true,"toolResultShare":0.5}"#);
+        let s = load(Some(home.path()), cwd.path(), None);
+        assert_eq!(s.small_model.as_deref(), Some("mini"));
+        assert_eq!(s.prompt_caching, Some(true));
+        assert!((s.tool_result_share - 0.5).abs() < 1e-9);
+        write(r#"{"promptCaching":"yes","toolResultShare":3}"#);
+        let s = load(Some(home.path()), cwd.path(), None);
+        assert_eq!(s.prompt_caching, None);
+        assert!((s.tool_result_share - DEFAULT_TOOL_RESULT_SHARE).abs() < 1e-9);
+        assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
     }
 }

@@ -10,7 +10,7 @@ use maia_llm::{ChatMessage, ChatRequest, Completion, Delta, FinishReason, LlmErr
 use tokio_util::sync::CancellationToken;
 
 use crate::commands;
-use crate::compaction::CompactError;
+use crate::compaction::{CompactError, Trigger};
 use crate::event::{Event, StopReason};
 use crate::event::{NoticeLevel, ToolCallPatch, ToolCallView, ToolContent, ToolStatus};
 use crate::prompt::{PromptPart, build_user_message};
@@ -21,8 +21,6 @@ use crate::store::Record;
 use crate::system_prompt;
 use maia_tools::{BashInput, ToolInput};
 
-/// Told to the model after a compaction in the middle of a turn.
-const CONTINUE_AFTER_COMPACTION: &str = "(The conversation was compacted to fit the context window. Continue the current task from the summary.)";
 
 /// Ends a turn whose model repeats the same call with the same result.
 #[derive(Debug, Default)]
@@ -369,6 +367,10 @@ impl Session {
             text: display.clone(),
         });
         self.push_message(ChatMessage::User { content: user_text });
+        self.prompt = Some(crate::session::TurnPrompt {
+            index: turn_start,
+            display: display.clone(),
+        });
         // Titled from the first message, early in the file (listing reads
         // only the start of each file).
         if self.title.is_none()
@@ -380,17 +382,48 @@ impl Session {
             });
             self.emit(Event::Title(title));
         }
-        let mut stop = self.model_loop(cancel, turn_start).await;
+        let mut stop = self.model_loop(cancel).await;
+        self.prompt = None;
         if stop == StopReason::EndTurn && self.needs_compaction() {
             // Checked after each turn too; reported before the turn's end.
-            if let Err(CompactError::Cancelled) = self.compact(cancel).await {
+            if let Err(CompactError::Cancelled) = self.compact(Trigger::Between, cancel).await {
                 stop = StopReason::Cancelled;
             }
         }
         stop
     }
 
-    async fn model_loop(&mut self, cancel: &CancellationToken, turn_start: usize) -> StopReason {
+    /// Tells the user their message cannot fit and takes it out of the
+    /// model's history (the journal keeps what they saw).
+    fn refuse_prompt(&mut self, error: &CompactError) -> StopReason {
+        self.say(format!("\n\n**Not sent**: {error}.\n"));
+        if let Some(prompt) = self.prompt.take() {
+            self.conversation.truncate(prompt.index);
+        }
+        StopReason::EndTurn
+    }
+
+    /// Whether requests to `model` carry prompt-caching marks: the
+    /// `promptCaching` setting, else Anthropic-family models per `/model/info`.
+    pub(crate) fn prompt_caching(&self, model: &str) -> bool {
+        if let Some(forced) = self.settings.prompt_caching {
+            return forced;
+        }
+        self.llm.as_ref().is_ok_and(|llm| {
+            self.windows
+                .model_info(llm, model)
+                .is_some_and(|e| e.is_anthropic_family())
+        })
+    }
+
+    /// The characters one tool result may take: its share of the window.
+    fn tool_result_limit(&self) -> Option<usize> {
+        let window = self.window?;
+        let tokens = window as f64 * self.settings.tool_result_share;
+        Some((tokens * 4.0 / self.calibration.max(0.1)) as usize)
+    }
+
+    async fn model_loop(&mut self, cancel: &CancellationToken) -> StopReason {
         if cancel.is_cancelled() {
             return StopReason::Cancelled;
         }
@@ -410,15 +443,29 @@ impl Session {
                 return StopReason::EndTurn;
             }
         };
-        self.window = self.context_window(&model, cancel).await;
+        let window = self.known_window(&model, cancel).await;
+        self.window = window.map(|w| w.tokens);
+        self.window_source = window.map(|w| w.source.as_str());
         self.wait_for_mcp(cancel).await;
         if cancel.is_cancelled() {
             return StopReason::Cancelled;
         }
+        if let Some((message, fixed, window)) = self.prompt_overflow() {
+            return self.refuse_prompt(&CompactError::PromptTooLarge {
+                message,
+                fixed,
+                window,
+            });
+        }
         let tools = self.tool_specs();
+        let tool_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        let cache = self.prompt_caching(&model);
         let mut requests = 0u32;
         let mut compacted = false;
         let mut guard = LoopGuard::default();
+        // A reply that wrote a tool call as text, retried once with a correction.
+        let mut correction: Option<String> = None;
+        let mut corrected = false;
         loop {
             if requests >= self.settings.max_turn_requests {
                 self.say(format!(
@@ -428,26 +475,30 @@ impl Session {
             }
             requests += 1;
             if self.needs_compaction() {
-                match self.compact(cancel).await {
-                    Ok(()) => {
-                        compacted = true;
-                        self.push_message(ChatMessage::user(CONTINUE_AFTER_COMPACTION));
-                    }
+                match self.compact(Trigger::InTurn, cancel).await {
+                    Ok(()) => compacted = true,
                     Err(CompactError::Cancelled) => return StopReason::Cancelled,
+                    Err(e @ CompactError::PromptTooLarge { .. }) => return self.refuse_prompt(&e),
+                    Err(CompactError::Empty) => {}
                     Err(e) => tracing::warn!("automatic compaction: {e}"),
                 }
             }
             self.conversation.repair(repair_history);
-            let mut messages = Vec::with_capacity(self.conversation.len() + 1);
+            let mut messages = Vec::with_capacity(self.conversation.len() + 3);
             messages.push(ChatMessage::System {
                 content: self.system_prompt(),
             });
             messages.extend(self.conversation.history().iter().cloned());
+            if let Some(text) = correction.take() {
+                messages.push(ChatMessage::assistant(text));
+                messages.push(ChatMessage::user(crate::text_tool_calls::CORRECTION));
+            }
             let request = ChatRequest {
                 model: model.clone(),
                 messages,
                 tools: tools.clone(),
                 max_tokens: None,
+                cache,
             };
             let request_chars = serde_json::to_string(&request.body())
                 .map(|b| b.len())
@@ -464,15 +515,30 @@ impl Session {
                     }
                     return StopReason::Cancelled;
                 }
-                Err(LlmError::ContextWindowExceeded { .. }) if !compacted && partial.is_empty() => {
+                Err(LlmError::ContextWindowExceeded { message }) if !compacted && partial.is_empty() => {
                     // The model is the final judge of its window: compact once and retry.
                     compacted = true;
-                    match self.compact(cancel).await {
-                        Ok(()) => {
-                            self.push_message(ChatMessage::user(CONTINUE_AFTER_COMPACTION));
-                            continue;
-                        }
+                    let rejected = self.calibrated(request_chars);
+                    if let Some(told) = crate::compaction::window_from_error(&message)
+                        && self.window.is_none_or(|w| told < w)
+                    {
+                        tracing::info!(model, tokens = told, "context window told by the provider's error");
+                        self.window = Some(told);
+                        self.window_source = Some("providerError");
+                    }
+                    tracing::info!(rejected, window = ?self.window, "request over the context window");
+                    match self.compact(Trigger::Rejected(rejected), cancel).await {
+                        Ok(()) => continue,
                         Err(CompactError::Cancelled) => return StopReason::Cancelled,
+                        Err(e @ CompactError::PromptTooLarge { .. }) => return self.refuse_prompt(&e),
+                        Err(CompactError::Empty) => {
+                            let window = self.window.map_or_else(String::new, |w| {
+                                format!(" of {w} tokens")
+                            });
+                            return self.refuse_prompt(&CompactError::Failed(format!(
+                                "the model rejected the request (about {rejected} tokens) as larger than its context window{window}, and there is nothing before your message to summarise. Shorten it or attach less, then send it again"
+                            )));
+                        }
                         Err(e) => {
                             self.say(format!(
                                 "\n\n**The conversation no longer fits in the model's context window** and could not be compacted: {e}\n"
@@ -499,11 +565,33 @@ impl Session {
                 ..
             } = completion;
             if let (Some(usage), Some(size)) = (&usage, self.window) {
-                // What stays in the conversation: the prompt and the answer.
+                // What stays in the conversation: the prompt and the answer
+                // (reasoning is not kept).
                 self.emit(Event::Usage {
-                    used: usage.prompt_tokens + usage.completion_tokens,
+                    used: usage.kept(),
                     size,
                 });
+            }
+            if let Some(usage) = &usage {
+                self.cached_total += usage.cached_tokens;
+                self.last_usage = Some(usage.clone());
+            }
+            if tool_calls.is_empty()
+                && finish_reason != Some(FinishReason::Length)
+                && let Some(what) = crate::text_tool_calls::detect(&text, &tool_names)
+            {
+                if !corrected {
+                    corrected = true;
+                    self.text_tool_calls.retried += 1;
+                    tracing::warn!(model, form = %what, "a tool call came as text; retrying once with a correction");
+                    correction = Some(text);
+                    if let Some(usage) = &usage {
+                        self.calibrate(usage.prompt_tokens, request_chars);
+                    }
+                    continue;
+                }
+                self.text_tool_calls.shown += 1;
+                tracing::warn!(model, form = %what, "a tool call came as text again; shown as text");
             }
             self.push_message(ChatMessage::Assistant {
                 content: (!text.is_empty()).then_some(text),
@@ -511,17 +599,16 @@ impl Session {
             });
             if let Some(usage) = &usage {
                 self.calibrate(usage.prompt_tokens, request_chars);
-                self.measured = Some((
-                    usage.prompt_tokens + usage.completion_tokens,
-                    self.conversation.len(),
-                ));
+                self.measured = Some((usage.kept(), self.conversation.len()));
             }
             if tool_calls.is_empty() {
                 return match finish_reason {
                     Some(FinishReason::Length) => StopReason::MaxTokens,
                     Some(FinishReason::ContentFilter) => {
                         // The client drops the refused exchange; so does the model's view.
-                        self.conversation.truncate(turn_start);
+                        if let Some(prompt) = &self.prompt {
+                            self.conversation.truncate(prompt.index);
+                        }
                         StopReason::Refusal
                     }
                     _ => StopReason::EndTurn,
@@ -544,7 +631,14 @@ impl Session {
                     looping |= guard.step(call, content);
                 }
             }
-            for message in results {
+            let limit = self.tool_result_limit();
+            for (call, mut message) in tool_calls.iter().zip(results) {
+                if let (Some(limit), ChatMessage::Tool { content, .. }) = (limit, &mut message)
+                    && content.chars().count() > limit
+                {
+                    tracing::info!(tool = %call.name, chars = content.chars().count(), limit, "tool result cut to fit the window");
+                    *content = crate::oversize::cap_tool_result(content, limit, &call.name);
+                }
                 self.push_message(message);
             }
             if cancel.is_cancelled() {
@@ -562,10 +656,15 @@ impl Session {
     }
 
     /// The context window of `model`, from the settings, the endpoint or
-    /// the model itself (cached for the process).
-    async fn context_window(&self, model: &str, cancel: &CancellationToken) -> Option<u64> {
+    /// the model itself (cached, on disk for the model's answer), without
+    /// waiting for the model to answer (see [`crate::window::resolve_quick`]).
+    pub(crate) async fn known_window(
+        &self,
+        model: &str,
+        cancel: &CancellationToken,
+    ) -> Option<crate::window::Window> {
         let llm = self.llm.as_ref().ok()?;
-        let window = crate::window::resolve(
+        let window = crate::window::resolve_quick(
             &self.windows,
             llm,
             model,
@@ -579,7 +678,7 @@ impl Session {
             source = window.source.as_str(),
             "context window"
         );
-        Some(window.tokens)
+        Some(window)
     }
 
     /// One model request, streaming text and reasoning to the front door.

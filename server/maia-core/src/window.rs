@@ -13,12 +13,20 @@
 //! Failures that say nothing about the server's answer are not cached, so that the next
 //! resolution tries again: cancellation, connection failures and rate limits. Any other
 //! failure (HTTP 4xx/5xx, a body that cannot be read) counts as "this source does not know".
+//!
+//! Asking the model (up to 60 s) happens at most once per (server, model): its answer, a
+//! number or "unknown", is written to a disk cache (`~/.maia/cache/windows.json`, see
+//! [`DiskCache`]) that later processes read instead of asking. [`resolve_quick`], used by
+//! turns and when a session opens, never waits for that question: it starts it in the
+//! background and answers "unknown for now"; the next request picks the answer up.
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use maia_llm::{LlmClient, LlmError, MODEL_INFO_PATH};
+use maia_llm::{LlmClient, LlmError, MODEL_INFO_PATH, ModelInfoEntry};
+use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
@@ -57,6 +65,7 @@ pub struct Window {
 
 type Cell<T> = Arc<OnceCell<T>>;
 type Windows = HashMap<String, u64>;
+type Infos = HashMap<String, ModelInfoEntry>;
 /// (base URL, model).
 type ModelKey = (String, String);
 
@@ -64,12 +73,101 @@ type ModelKey = (String, String);
 /// all sessions.
 #[derive(Debug, Default)]
 pub struct WindowCache {
-    /// `/model/info` URL → its `model_name` → `max_input_tokens` map.
-    model_info: Mutex<HashMap<String, Cell<Windows>>>,
+    /// `/model/info` URL → what it says per `model_name`.
+    model_info: Mutex<HashMap<String, Cell<Infos>>>,
     /// Models list URL → its `id` → `max_input_tokens` map (entries without a size omitted).
     model_list: Mutex<HashMap<String, Cell<Windows>>>,
     /// (base URL, model) → the discovered window, `None` for unknown.
     resolved: Mutex<HashMap<ModelKey, Cell<Option<Window>>>>,
+    /// (base URL, model) → the model's own answer (`None`: it does not know).
+    asked: Mutex<HashMap<ModelKey, Cell<Option<u64>>>>,
+    /// Where the model's answers are kept between processes.
+    disk: Option<DiskCache>,
+}
+
+/// One answer kept in the disk cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskEntry {
+    /// The server's base URL (`LiteLLM_URL`).
+    pub server: String,
+    pub model: String,
+    /// The window in tokens; `null` when the model did not tell it.
+    pub tokens: Option<u64>,
+    /// Where it came from (`askedModel`).
+    pub source: String,
+    /// When it was learned (ISO 8601, UTC).
+    pub date: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct DiskFile {
+    version: u32,
+    #[serde(default)]
+    windows: Vec<DiskEntry>,
+}
+
+/// The file `~/.maia/cache/windows.json`:
+/// `{"version": 1, "windows": [{"server", "model", "tokens", "source", "date"}]}`. Read at
+/// each lookup (it is small), written whole to a temporary file then renamed. An unreadable
+/// file is ignored (and replaced at the next write).
+#[derive(Debug, Clone)]
+pub struct DiskCache {
+    path: PathBuf,
+}
+
+impl DiskCache {
+    /// The cache under `home`: `home/.maia/cache/windows.json`.
+    pub fn in_home(home: &Path) -> Self {
+        Self {
+            path: home.join(".maia").join("cache").join("windows.json"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> DiskFile {
+        std::fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default()
+    }
+
+    /// The kept answer for `model` on `server`.
+    pub fn get(&self, server: &str, model: &str) -> Option<DiskEntry> {
+        self.read()
+            .windows
+            .into_iter()
+            .find(|e| e.server == server && e.model == model)
+    }
+
+    /// Keeps `tokens` as the answer for `model` on `server` (replacing an older one).
+    pub fn put(&self, server: &str, model: &str, tokens: Option<u64>) {
+        let mut file = self.read();
+        file.version = 1;
+        file.windows
+            .retain(|e| !(e.server == server && e.model == model));
+        file.windows.push(DiskEntry {
+            server: server.to_owned(),
+            model: model.to_owned(),
+            tokens,
+            source: WindowSource::AskedModel.as_str().to_owned(),
+            date: crate::store::iso8601(crate::store::now_secs()),
+        });
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = self.path.with_extension(format!("json.{}.tmp", std::process::id()));
+            let text = serde_json::to_string_pretty(&file).unwrap_or_default();
+            std::fs::write(&tmp, text)?;
+            std::fs::rename(&tmp, &self.path)
+        };
+        if let Err(e) = write() {
+            tracing::warn!(path = %self.path.display(), "cannot write the context window cache: {e}");
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -90,6 +188,22 @@ impl WindowCache {
         Self::default()
     }
 
+    /// An empty cache that keeps the models' answers in `disk`.
+    pub fn with_disk(disk: DiskCache) -> Self {
+        Self {
+            disk: Some(disk),
+            ..Self::default()
+        }
+    }
+
+    /// What `/model/info` said of `model`, if it was read already.
+    pub fn model_info(&self, client: &LlmClient, model: &str) -> Option<ModelInfoEntry> {
+        let url = client.config().join(MODEL_INFO_PATH);
+        lock(&self.model_info)
+            .get(&url)
+            .and_then(|cell| cell.get().and_then(|infos| infos.get(model).cloned()))
+    }
+
     /// The cached discovery result for `model` on the server of `client`: `None` when not
     /// resolved yet, `Some(None)` when known to be unknown. Ignores the manual setting.
     pub fn cached(&self, client: &LlmClient, model: &str) -> Option<Option<Window>> {
@@ -104,6 +218,7 @@ impl WindowCache {
         lock(&self.model_info).clear();
         lock(&self.model_list).clear();
         lock(&self.resolved).clear();
+        lock(&self.asked).clear();
     }
 }
 
@@ -129,15 +244,16 @@ async fn or_cancel<T>(
 
 /// The cached map of `cell`, fetched once. A non-transient failure is logged and cached as an
 /// empty map; a transient one is returned and not cached.
-async fn fetch_once<F, Fut>(
-    cell: &OnceCell<Windows>,
+async fn fetch_once<T, F, Fut>(
+    cell: &OnceCell<HashMap<String, T>>,
     what: &str,
     cancel: &CancellationToken,
     fetch: F,
-) -> Result<Windows, LlmError>
+) -> Result<HashMap<String, T>, LlmError>
 where
+    T: Clone,
     F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<Windows, LlmError>>,
+    Fut: Future<Output = Result<HashMap<String, T>, LlmError>>,
 {
     let windows = cell
         .get_or_try_init(|| async {
@@ -146,7 +262,7 @@ where
                 Err(err) if is_transient(&err) => Err(err),
                 Err(err) => {
                     tracing::warn!(error = %err, "cannot read {what}; context windows not taken from it");
-                    Ok(Windows::new())
+                    Ok(HashMap::new())
                 }
             }
         })
@@ -190,30 +306,28 @@ pub async fn resolve(
     }
 }
 
-async fn discover(
+/// The proxy's own sources: `/model/info`, then the models list. `Err(None)` when
+/// cancelled; `Ok((None, transient))` when neither knows.
+async fn fast_sources(
     cache: &WindowCache,
     client: &LlmClient,
     model: &str,
     cancel: &CancellationToken,
-) -> Result<Option<Window>, NotCached> {
+) -> Result<(Option<Window>, bool), ()> {
     let mut transient = false;
     let found = |tokens: u64, source: WindowSource| {
         tracing::debug!(model, tokens, source = source.as_str(), "context window");
-        Ok(Some(Window { tokens, source }))
+        Ok((Some(Window { tokens, source }), false))
     };
 
     let info = cell(&cache.model_info, client.config().join(MODEL_INFO_PATH));
-    match fetch_once(&info, "the model info", cancel, || {
-        client.model_info_windows()
-    })
-    .await
-    {
-        Ok(windows) => {
-            if let Some(&tokens) = windows.get(model) {
+    match fetch_once(&info, "the model info", cancel, || client.model_info()).await {
+        Ok(infos) => {
+            if let Some(tokens) = infos.get(model).and_then(|e| e.max_input_tokens) {
                 return found(tokens, WindowSource::ModelInfo);
             }
         }
-        Err(LlmError::Cancelled) => return Err(NotCached(None)),
+        Err(LlmError::Cancelled) => return Err(()),
         Err(err) => {
             tracing::debug!(error = %err, "model info unavailable for now");
             transient = true;
@@ -234,21 +348,129 @@ async fn discover(
                 return found(tokens, WindowSource::ModelList);
             }
         }
-        Err(LlmError::Cancelled) => return Err(NotCached(None)),
+        Err(LlmError::Cancelled) => return Err(()),
         Err(err) => {
             tracing::debug!(error = %err, "model list unavailable for now");
             transient = true;
         }
     }
+    Ok((None, transient))
+}
 
-    match client.ask_context_window(model, cancel).await {
+/// The model's own answer: from the disk cache, else asked (once per process and model;
+/// a final answer is written to the disk cache). `Err(transient)` when not known for now.
+async fn ask(
+    cache: &WindowCache,
+    client: &LlmClient,
+    model: &str,
+    cancel: &CancellationToken,
+) -> Result<Option<u64>, bool> {
+    let server = base_key(client);
+    let asked = cell(&cache.asked, (server.clone(), model.to_owned()));
+    let result = asked
+        .get_or_try_init(|| async {
+            if let Some(entry) = cache.disk.as_ref().and_then(|d| d.get(&server, model)) {
+                tracing::debug!(model, tokens = ?entry.tokens, date = %entry.date, "context window from the disk cache");
+                return Ok(entry.tokens);
+            }
+            match client.ask_context_window(model, cancel).await {
+                Ok(tokens) => {
+                    if let Some(disk) = &cache.disk {
+                        disk.put(&server, model, tokens);
+                    }
+                    Ok(tokens)
+                }
+                Err(LlmError::Cancelled) => Err(true),
+                Err(err) => {
+                    tracing::warn!(model, error = %err, "cannot ask the model its context size");
+                    if is_transient(&err) {
+                        Err(true)
+                    } else {
+                        if let Some(disk) = &cache.disk {
+                            disk.put(&server, model, None);
+                        }
+                        Ok(None)
+                    }
+                }
+            }
+        })
+        .await;
+    result.copied()
+}
+
+/// `model`'s context window without waiting for the model to tell it: the manual setting,
+/// `/model/info`, the models list (the proxy's latency), else the model's answer if already
+/// known (this process or the disk cache). Otherwise the question is started in the
+/// background (once) and `None` returned for now.
+pub async fn resolve_quick(
+    cache: &Arc<WindowCache>,
+    client: &LlmClient,
+    model: &str,
+    manual: &HashMap<String, u64>,
+    cancel: &CancellationToken,
+) -> Option<Window> {
+    if let Some(&tokens) = manual.get(model).filter(|&&t| t > 0) {
+        return Some(Window {
+            tokens,
+            source: WindowSource::Manual,
+        });
+    }
+    let key = (base_key(client), model.to_owned());
+    if let Some(Some(window)) = lock(&cache.resolved)
+        .get(&key)
+        .and_then(|cell| cell.get().copied())
+    {
+        return Some(window);
+    }
+    if let (Some(window), _) = fast_sources(cache, client, model, cancel).await.ok()? {
+        return Some(window);
+    }
+    let asked = cell(&cache.asked, key.clone());
+    if let Some(answer) = asked.get() {
+        return answer.map(|tokens| Window {
+            tokens,
+            source: WindowSource::AskedModel,
+        });
+    }
+    if let Some(entry) = cache.disk.as_ref().and_then(|d| d.get(&key.0, model)) {
+        let _ = asked.set(entry.tokens);
+        return entry.tokens.map(|tokens| Window {
+            tokens,
+            source: WindowSource::AskedModel,
+        });
+    }
+    if asked.initialized() {
+        return None;
+    }
+    // Ask in the background; the task ends with the question (60 s at most).
+    let (cache, client, model) = (Arc::clone(cache), client.clone(), model.to_owned());
+    tokio::spawn(async move {
+        let never = CancellationToken::new();
+        let _ = ask(&cache, &client, &model, &never).await;
+    });
+    None
+}
+
+async fn discover(
+    cache: &WindowCache,
+    client: &LlmClient,
+    model: &str,
+    cancel: &CancellationToken,
+) -> Result<Option<Window>, NotCached> {
+    let found = |tokens: u64, source: WindowSource| {
+        tracing::debug!(model, tokens, source = source.as_str(), "context window");
+        Ok(Some(Window { tokens, source }))
+    };
+    let mut transient = match fast_sources(cache, client, model, cancel).await {
+        Ok((Some(window), _)) => return Ok(Some(window)),
+        Ok((None, transient)) => transient,
+        Err(()) => return Err(NotCached(None)),
+    };
+    match ask(cache, client, model, cancel).await {
         Ok(Some(tokens)) => return found(tokens, WindowSource::AskedModel),
         Ok(None) => {}
-        Err(LlmError::Cancelled) => return Err(NotCached(None)),
-        Err(err) => {
-            tracing::warn!(model, error = %err, "cannot ask the model its context size");
-            transient |= is_transient(&err);
-        }
+        Err(_) if cancel.is_cancelled() => return Err(NotCached(None)),
+        Err(t) => transient |= t,
     }
 
     tracing::warn!(
