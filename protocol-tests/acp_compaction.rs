@@ -123,16 +123,32 @@ async fn without_the_capability_a_think_tool_call_shows_it() {
 
 #[tokio::test]
 async fn automatic_compaction_before_a_request() {
-    // A 4,600-token window leaves 100 tokens above the 4,000 + 500 reserve:
-    // the estimate of the first request (system prompt and tools) is over it.
-    let (mut maia, sid) = ready(
-        json!({"contextWindows": {"mock-model": 4600}}),
-        json!({"session": {"compaction": {}}}),
+    // The mock counts like a provider (and reports it as usage); a first
+    // session measures what every request carries (system prompt, tools).
+    let (mut maia, sid) = ready(json!({}), json!({"session": {"compaction": {}}})).await;
+    maia.mock
+        .enforce_context_window(1_000_000, mock::WindowError::LiteLlm);
+    maia.mock.push(mock::text_reply("measure"));
+    turn(&mut maia, &sid, "hi").await;
+    let base = mock::estimate_tokens(&maia.mock.requests()[0]);
+    // A window leaving 1,000 tokens above the 4,000 + 500 reserve.
+    let window = base + 4_500 + 1_000;
+    std::fs::create_dir_all(maia.path(".maia")).unwrap();
+    std::fs::write(
+        maia.path(".maia/settings.json"),
+        json!({"contextWindows": {"mock-model": window}}).to_string(),
     )
-    .await;
+    .unwrap();
+    let sid = maia.new_session().await;
+    maia.mock.push(mock::text_reply("first answer"));
+    let first = format!("first: {}", "long words ".repeat(220));
+    let (_, before) = turn(&mut maia, &sid, &first).await;
+    assert!(updates_of(&before, "compaction_update").is_empty());
+    // 600 + 500 tokens: over the threshold before the request.
+    let prompt = format!("{} What now?", "more words ".repeat(180));
     maia.mock.push(mock::text_reply("auto summary"));
     maia.mock.push(mock::text_reply("answer"));
-    let (resp, before) = turn(&mut maia, &sid, "hi").await;
+    let (resp, before) = turn(&mut maia, &sid, &prompt).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     assert_eq!(agent_text(&before), "answer");
     let statuses: Vec<_> = updates_of(&before, "compaction_update")
@@ -141,31 +157,30 @@ async fn automatic_compaction_before_a_request() {
         .collect();
     assert_eq!(statuses, [json!("in_progress"), json!("completed")]);
     let requests = maia.mock.requests();
-    assert_eq!(requests.len(), 2);
-    assert_eq!(requests[0]["max_tokens"], 4000, "the summary came first");
-    let messages = requests[1]["messages"].as_array().unwrap();
+    assert_eq!(requests.len(), 4);
+    // The summary came first; a small window gets a summary of a quarter of it.
+    assert_eq!(requests[2]["max_tokens"], (window / 4).min(4000));
+    assert!(requests[2].to_string().contains("first answer"));
+    assert!(!requests[2].to_string().contains("What now?"), "kept, not summarised");
+    let messages = requests[3]["messages"].as_array().unwrap();
     assert!(
         messages[0]["content"]
             .as_str()
             .unwrap()
             .contains("auto summary")
     );
-    assert!(
-        messages[1]["content"]
-            .as_str()
-            .unwrap()
-            .contains("compacted")
-    );
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[1]["content"], prompt.as_str(), "the prompt, verbatim");
     // Usage: the estimate after compacting, then the server's numbers.
     let usage = updates_of(&before, "usage_update");
     assert_eq!(usage.len(), 2, "{usage:?}");
-    assert_eq!(usage[1]["size"], 4600);
+    assert_eq!(usage[1]["size"], window);
     assert!(
         session_files(&maia)
             .iter()
             .any(|f| f.ends_with("__1.jsonl"))
     );
-    // The measured size (49 tokens) is under the threshold: no compaction now.
+    // The measured size is under the threshold again: no compaction now.
     maia.mock.push(mock::text_reply("calm"));
     let (_, before) = turn(&mut maia, &sid, "next").await;
     assert!(updates_of(&before, "compaction_update").is_empty());

@@ -36,6 +36,9 @@ pub enum Reply {
     Hang,
 }
 
+/// A standing answer: the reply for a chat request it matches, `None` otherwise.
+pub type Rule = Arc<dyn Fn(&Value) -> Option<Reply> + Send + Sync>;
+
 #[derive(Default)]
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
@@ -56,6 +59,8 @@ struct Shared {
     window: Mutex<Option<(u64, WindowError)>>,
     /// Indexes (in `requests`) of the requests rejected for their size.
     rejected: Mutex<Vec<usize>>,
+    /// Answers the requests it matches before the queue is used.
+    rule: Mutex<Option<Rule>>,
     changed: Notify,
 }
 
@@ -230,6 +235,12 @@ impl MockLlm {
     /// [`MockLlm::requests`] too, and listed by [`MockLlm::rejected`].
     pub fn enforce_context_window(&self, tokens: u64, shape: WindowError) {
         *lock(&self.shared.window) = Some((tokens, shape));
+    }
+
+    /// Sets a standing rule: every chat request it answers (`Some`) gets that reply, without
+    /// using the queue (e.g. all summary requests get a summary, whenever they come).
+    pub fn set_rule(&self, rule: impl Fn(&Value) -> Option<Reply> + Send + Sync + 'static) {
+        *lock(&self.shared.rule) = Some(Arc::new(rule));
     }
 
     /// Indexes in [`MockLlm::requests`] of the requests rejected for exceeding the window.
@@ -411,7 +422,11 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         } else {
             let window = *lock(&shared.window);
             let tokens = estimate_tokens(&request);
+            let rule = lock(&shared.rule).clone();
+            let ruled = |request: &Value| rule.as_ref().and_then(|rule| rule(request));
             lock(&shared.headers).push(header_list);
+            let over = window.is_some_and(|(limit, _)| tokens > limit);
+            let ruled = if over { None } else { ruled(&request) };
             let index = {
                 let mut requests = lock(&shared.requests);
                 requests.push(request);
@@ -426,14 +441,14 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
                         headers: Vec::new(),
                     })
                 }
-                Some(_) => match lock(&shared.replies).pop_front() {
+                Some(_) => match ruled.or_else(|| lock(&shared.replies).pop_front()) {
                     Some(Reply::Stream { pieces, gap }) => Some(Reply::Stream {
                         pieces: with_prompt_tokens(pieces, tokens),
                         gap,
                     }),
                     other => other,
                 },
-                None => lock(&shared.replies).pop_front(),
+                None => ruled.or_else(|| lock(&shared.replies).pop_front()),
             }
         };
     shared.changed.notify_waiters();
