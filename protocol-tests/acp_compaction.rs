@@ -161,7 +161,10 @@ async fn automatic_compaction_before_a_request() {
     // The summary came first; a small window gets a summary of a quarter of it.
     assert_eq!(requests[2]["max_tokens"], (window / 4).min(4000));
     assert!(requests[2].to_string().contains("first answer"));
-    assert!(!requests[2].to_string().contains("What now?"), "kept, not summarised");
+    assert!(
+        !requests[2].to_string().contains("What now?"),
+        "kept, not summarised"
+    );
     let messages = requests[3]["messages"].as_array().unwrap();
     assert!(
         messages[0]["content"]
@@ -170,7 +173,11 @@ async fn automatic_compaction_before_a_request() {
             .contains("auto summary")
     );
     assert_eq!(messages.len(), 2);
-    assert_eq!(messages[1]["content"], prompt.as_str(), "the prompt, verbatim");
+    assert_eq!(
+        messages[1]["content"],
+        prompt.as_str(),
+        "the prompt, verbatim"
+    );
     // Usage: the estimate after compacting, then the server's numbers.
     let usage = updates_of(&before, "usage_update");
     assert_eq!(usage.len(), 2, "{usage:?}");

@@ -60,9 +60,10 @@ fn content_text(message: &Value) -> String {
 }
 
 fn is_summary_request(request: &Value) -> bool {
-    request["max_tokens"].is_u64() && request["messages"][0]["content"]
-        .as_str()
-        .is_some_and(|s| s.starts_with("You summarise a coding session"))
+    request["max_tokens"].is_u64()
+        && request["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("You summarise a coding session"))
 }
 
 /// A prompt of about `tokens` tokens (4 characters each) ending with `tag`.
@@ -124,7 +125,18 @@ async fn reactive_compaction_keeps_the_prompt_verbatim_in_the_request_and_the_jo
     assert!(
         content_text(&messages[0]).contains("The word is banana."),
         "{}",
-        serde_json::to_string_pretty(&requests.iter().map(|r| r["messages"].as_array().unwrap().iter().map(|m| content_text(m).chars().take(150).collect::<String>()).collect::<Vec<_>>()).collect::<Vec<_>>()).unwrap()
+        serde_json::to_string_pretty(
+            &requests
+                .iter()
+                .map(|r| r["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| content_text(m).chars().take(150).collect::<String>())
+                    .collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        )
+        .unwrap()
     );
     assert_eq!(messages.len(), 2, "{after}");
     assert_eq!(messages[1]["role"], "user");
@@ -176,8 +188,10 @@ fn reply_with_usage(text: &str, usage: Value) -> mock::Reply {
         mock::sse_chunk(&mock::role_chunk()),
         mock::sse_chunk(&mock::chunk(json!({"content": text}), None)),
         mock::sse_chunk(&mock::chunk(json!({}), Some("stop"))),
-        mock::sse_chunk(&json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
-            "model": "mock-model", "choices": [], "usage": usage})),
+        mock::sse_chunk(
+            &json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+            "model": "mock-model", "choices": [], "usage": usage}),
+        ),
         mock::DONE.to_owned(),
     ])
 }
@@ -216,8 +230,7 @@ async fn a_huge_tool_result_is_cut_and_the_summary_request_is_never_over_the_win
     )
     .unwrap();
     let sid = maia.new_session().await;
-    maia.mock
-        .enforce_context_window(limit, WindowError::OpenAi);
+    maia.mock.enforce_context_window(limit, WindowError::OpenAi);
     // 1,500 lines of 60 characters: about 22,000 tokens, far over a quarter
     // of the window.
     let big: String = (0..1_500)
@@ -249,7 +262,10 @@ async fn a_huge_tool_result_is_cut_and_the_summary_request_is_never_over_the_win
         text.len()
     );
     assert!(text.contains("00000 the quick") && text.contains("01499 the quick"));
-    assert!(text.contains("MAIA cut") && text.contains("offset"), "{text:.300}");
+    assert!(
+        text.contains("MAIA cut") && text.contains("offset"),
+        "{text:.300}"
+    );
     assert!(maia.mock.rejected().is_empty());
 
     // More reads grow the context past the window: compaction before a
@@ -282,11 +298,14 @@ async fn a_huge_tool_result_is_cut_and_the_summary_request_is_never_over_the_win
         summaries.iter().all(|&t| t <= limit),
         "summary requests {summaries:?} within the window {limit}"
     );
-    assert!(maia.mock.rejected().is_empty(), "nothing was sent over the window");
-    let shrunk = requests
-        .iter()
-        .filter(|r| is_summary_request(r))
-        .any(|r| r.to_string().contains("of this tool result cut for the summary"));
+    assert!(
+        maia.mock.rejected().is_empty(),
+        "nothing was sent over the window"
+    );
+    let shrunk = requests.iter().filter(|r| is_summary_request(r)).any(|r| {
+        r.to_string()
+            .contains("of this tool result cut for the summary")
+    });
     assert!(shrunk, "old tool results were cut to head and tail");
     eprintln!("window {limit}, summary requests {summaries:?}");
 }
@@ -323,7 +342,8 @@ async fn a_rejected_summary_request_is_retried_smaller_once_then_the_conversatio
     }
     // The provider now takes only small requests: the summary of 6,000
     // tokens is rejected, then its retry at 60 %, then the model is told.
-    maia.mock.enforce_context_window(1_500, WindowError::LiteLlm);
+    maia.mock
+        .enforce_context_window(1_500, WindowError::LiteLlm);
     let (resp, before) = turn(&mut maia, &sid, "/compact").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     let requests = maia.mock.requests();
@@ -332,15 +352,22 @@ async fn a_rejected_summary_request_is_retried_smaller_once_then_the_conversatio
     assert!(summaries[1] < summaries[0], "{summaries:?}");
     assert_eq!(maia.mock.rejected().len(), 2);
     let text = agent_text(&before);
-    assert!(text.contains("Not compacted") && text.contains("even when made smaller"), "{text}");
+    assert!(
+        text.contains("Not compacted") && text.contains("even when made smaller"),
+        "{text}"
+    );
     let failed = updates_of(&before, "compaction_update");
     assert_eq!(failed.last().unwrap()["status"], "failed");
     assert_eq!(session_files(&maia).len(), 1, "no __1 file");
-    maia.mock.enforce_context_window(1_000_000, WindowError::LiteLlm);
+    maia.mock
+        .enforce_context_window(1_000_000, WindowError::LiteLlm);
     maia.mock.push(mock::text_reply("fine"));
     turn(&mut maia, &sid, "next").await;
     let last = maia.mock.requests().last().unwrap().to_string();
-    assert!(last.contains("QUESTION p0") && last.contains("QUESTION p2"), "history unchanged");
+    assert!(
+        last.contains("QUESTION p0") && last.contains("QUESTION p2"),
+        "history unchanged"
+    );
 }
 
 #[tokio::test]
@@ -355,7 +382,11 @@ async fn the_name_wrap_never_overwrites_an_existing_file() {
     maia.response(id).await;
     maia.mock.push(mock::text_reply("summary"));
     let (_, before) = turn(&mut maia, &sid, "/compact").await;
-    assert!(agent_text(&before).contains("`x__2`"), "{}", agent_text(&before));
+    assert!(
+        agent_text(&before).contains("`x__2`"),
+        "{}",
+        agent_text(&before)
+    );
     assert_eq!(
         std::fs::read_to_string(maia.path(".maia/.sessions/x__1.jsonl")).unwrap(),
         existing,
@@ -380,8 +411,14 @@ async fn usage_excludes_reasoning_tokens() {
     let (_, before) = turn(&mut maia, &sid, "/context").await;
     let text = agent_text(&before);
     assert!(text.contains("3575 of 100000 tokens"), "{text}");
-    assert!(text.contains("measured") && text.contains("calibration"), "{text}");
-    assert!(text.contains("100 of them reasoning") && text.contains("3000 read"), "{text}");
+    assert!(
+        text.contains("measured") && text.contains("calibration"),
+        "{text}"
+    );
+    assert!(
+        text.contains("100 of them reasoning") && text.contains("3000 read"),
+        "{text}"
+    );
     assert!(text.contains("(from manual)"), "{text}");
 }
 
@@ -391,7 +428,10 @@ fn marked(request: &Value) -> Vec<usize> {
         .unwrap()
         .iter()
         .enumerate()
-        .filter(|(_, m)| m.to_string().contains("\"cache_control\":{\"type\":\"ephemeral\"}"))
+        .filter(|(_, m)| {
+            m.to_string()
+                .contains("\"cache_control\":{\"type\":\"ephemeral\"}")
+        })
         .map(|(i, _)| i)
         .collect()
 }
@@ -403,7 +443,8 @@ async fn prompt_caching_marks_for_anthropic_models_only() {
         ..Default::default()
     })
     .await;
-    maia.mock.set_models(vec![json!({"id": "claude"}), json!({"id": "gpt"})]);
+    maia.mock
+        .set_models(vec![json!({"id": "claude"}), json!({"id": "gpt"})]);
     maia.mock.set_model_info(json!({"data": [
         {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5"},
          "model_info": {"max_input_tokens": 200000, "litellm_provider": "anthropic"}},
@@ -438,10 +479,12 @@ async fn prompt_caching_marks_for_anthropic_models_only() {
 #[tokio::test]
 async fn small_model_writes_the_summary() {
     let (mut maia, sid) = ready(json!({"smallModel": "mini"})).await;
-    maia.mock.set_models(vec![json!({"id": "mock-model"}), json!({"id": "mini"})]);
+    maia.mock
+        .set_models(vec![json!({"id": "mock-model"}), json!({"id": "mini"})]);
     maia.mock.push(mock::text_reply("first answer"));
     turn(&mut maia, &sid, "hello").await;
-    maia.mock.push(mock::text_reply("## Project context\nsmall"));
+    maia.mock
+        .push(mock::text_reply("## Project context\nsmall"));
     turn(&mut maia, &sid, "/compact").await;
     let requests = maia.mock.requests();
     assert_eq!(requests[0]["model"], "mock-model");
@@ -456,7 +499,8 @@ async fn small_model_writes_the_summary() {
 async fn a_tool_call_written_as_text_is_retried_once_then_shown() {
     let (mut maia, sid) = ready(json!({})).await;
     std::fs::write(maia.path("a.txt"), "alpha").unwrap();
-    let written = "<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a.txt\"}}</tool_call>";
+    let written =
+        "<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a.txt\"}}</tool_call>";
     // Retried, and the retry uses the interface: the tool runs.
     maia.mock.push(mock::text_reply(written));
     maia.mock.push(mock::tool_calls_reply(&[(
@@ -558,14 +602,26 @@ async fn a_rejected_summary_request_is_retried_smaller_in_parts_that_fit() {
     let requests = maia.mock.requests();
     let summaries: Vec<u64> = requests[3..].iter().map(estimate_tokens).collect();
     let rejected = maia.mock.rejected();
-    assert_eq!(rejected, [3], "only the first, whole summary request: {summaries:?}");
+    assert_eq!(
+        rejected,
+        [3],
+        "only the first, whole summary request: {summaries:?}"
+    );
     assert!(summaries.len() >= 3, "{summaries:?}");
-    assert!(summaries[1..].iter().all(|&t| t <= 4_000 && t < summaries[0]), "{summaries:?}");
+    assert!(
+        summaries[1..]
+            .iter()
+            .all(|&t| t <= 4_000 && t < summaries[0]),
+        "{summaries:?}"
+    );
     // Oldest first, each part with the summary so far.
     assert!(requests[4].to_string().contains("QUESTION p0"));
     assert!(requests.last().unwrap().to_string().contains("QUESTION p2"));
     for (i, r) in requests[5..].iter().enumerate() {
-        assert!(r.to_string().contains(&format!("summary {}", i + 1)), "merged: {r}");
+        assert!(
+            r.to_string().contains(&format!("summary {}", i + 1)),
+            "merged: {r}"
+        );
     }
     eprintln!("rejected {} then parts {:?}", summaries[0], &summaries[1..]);
     assert_eq!(*parts.lock().unwrap(), summaries.len() - 1);

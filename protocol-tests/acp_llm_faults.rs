@@ -118,16 +118,21 @@ async fn empty_stream_ends_with_a_message() {
 #[tokio::test]
 async fn context_window_exceeded_compacts_once_and_retries() {
     let (mut maia, sid) = Maia::ready().await;
+    maia.mock.push(mock::text_reply("earlier answer"));
+    turn_text(&mut maia, &sid, "earlier question").await;
     maia.mock.push(mock::context_exceeded());
     maia.mock
         .push(mock::text_reply("## Project context\nSUMMARY-TEXT"));
     maia.mock.push(mock::text_reply("answer after compaction"));
     let text = turn_text(&mut maia, &sid, "a very long prompt").await;
     assert_eq!(text, "answer after compaction");
-    let requests = maia.mock.requests();
+    let requests = maia.mock.requests()[1..].to_vec();
     assert_eq!(requests.len(), 3);
-    // The summary request: no tools, 4,000 tokens, the five headings asked.
-    assert_eq!(requests[1]["max_tokens"], 4000);
+    // The summary request: no tools, at most 4,000 tokens and a quarter of
+    // the window the error told (8,192), the five headings asked.
+    assert_eq!(requests[1]["max_tokens"], 2048);
+    assert!(requests[1].to_string().contains("earlier question"));
+    assert!(!requests[1].to_string().contains("a very long prompt"));
     assert!(requests[1].get("tools").is_none());
     let ask = requests[1]["messages"].as_array().unwrap().last().unwrap()["content"]
         .as_str()
@@ -145,19 +150,22 @@ async fn context_window_exceeded_compacts_once_and_retries() {
             .unwrap()
             .contains("SUMMARY-TEXT")
     );
-    assert_eq!(retry.len(), 2, "system + continue note: {retry:?}");
+    assert_eq!(retry.len(), 2, "system + the prompt: {retry:?}");
+    assert_eq!(retry[1]["content"], "a very long prompt");
 }
 
 #[tokio::test]
 async fn context_window_exceeded_again_is_explained() {
     let (mut maia, sid) = Maia::ready().await;
+    maia.mock.push(mock::text_reply("earlier answer"));
+    turn_text(&mut maia, &sid, "earlier question").await;
     maia.mock.push(mock::context_exceeded());
     maia.mock.push(mock::text_reply("summary"));
     maia.mock.push(mock::context_exceeded());
     let text = turn_text(&mut maia, &sid, "a very long prompt").await;
     assert_failure_message(&text, &maia.mock.url(), "maximum context length");
     assert!(text.contains("context window"), "{text}");
-    assert_eq!(maia.mock.requests().len(), 3, "compacted once, not again");
+    assert_eq!(maia.mock.requests().len(), 4, "compacted once, not again");
 }
 
 #[tokio::test]

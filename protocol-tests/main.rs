@@ -6,8 +6,8 @@ mod harness;
 
 mod acp_cancel;
 mod acp_compaction;
-mod acp_context;
 mod acp_config;
+mod acp_context;
 mod acp_errors;
 mod acp_impolite;
 mod acp_initialize;

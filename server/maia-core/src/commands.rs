@@ -144,7 +144,10 @@ impl Session {
                 }
             }
             "load" => self.load_command(args),
-            "compact" => match self.compact(crate::compaction::Trigger::Between, cancel).await {
+            "compact" => match self
+                .compact(crate::compaction::Trigger::Between, cancel)
+                .await
+            {
                 Ok(()) => self.reply(format!(
                     "Conversation compacted; it continues as `{}`.",
                     self.conversation.name()
@@ -312,7 +315,9 @@ impl Session {
             None => format!("{used} tokens (window unknown: no meter)"),
         };
         let source = match self.context_source() {
-            "measured" => "measured: the server's last usage (prompt + answer, reasoning excluded), plus an estimate of what came since",
+            "measured" => {
+                "measured: the server's last usage (prompt + answer, reasoning excluded), plus an estimate of what came since"
+            }
             _ => "estimated: ~4 characters per token",
         };
         let window_source = match self.window_source {

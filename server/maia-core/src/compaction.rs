@@ -87,7 +87,11 @@ pub enum CompactError {
     #[error(
         "your message is about {message} tokens; with MAIA's instructions and tools (about {fixed} tokens) it does not fit the model's context window of {window} tokens. Shorten it or attach less, then send it again"
     )]
-    PromptTooLarge { message: u64, fixed: u64, window: u64 },
+    PromptTooLarge {
+        message: u64,
+        fixed: u64,
+        window: u64,
+    },
     #[error("every name from `{0}__1` to `{0}__1000` is taken; rename the session (/rename) first")]
     NoFreeName(String),
     #[error("the compaction failed: {0}")]
@@ -278,7 +282,10 @@ fn plan(
         }
         for entry in entries.iter_mut().filter(|e| e.tool) {
             if entry.text.chars().count() > cap {
-                if !entry.text.contains("of this tool result cut for the summary") {
+                if !entry
+                    .text
+                    .contains("of this tool result cut for the summary")
+                {
                     shrunk += 1;
                 }
                 entry.text = cut_middle(&entry.text, cap, "tool result");
@@ -389,9 +396,7 @@ impl Session {
             Some((tokens, len)) if len <= self.conversation.len() => {
                 tokens + self.calibrated(message_chars(&self.conversation.history()[len..]))
             }
-            _ => self.calibrated(
-                self.fixed_chars() + message_chars(self.conversation.history()),
-            ),
+            _ => self.calibrated(self.fixed_chars() + message_chars(self.conversation.history())),
         }
     }
 
@@ -637,7 +642,13 @@ impl Session {
         let mut retried = false;
         loop {
             match self
-                .summarise_within(&model, messages, kept, (limit_tokens, summary_tokens), cancel)
+                .summarise_within(
+                    &model,
+                    messages,
+                    kept,
+                    (limit_tokens, summary_tokens),
+                    cancel,
+                )
                 .await
             {
                 Ok((summary, stats)) => {
@@ -654,7 +665,11 @@ impl Session {
                 }
                 Err(Attempt::Rejected(tokens)) if !retried => {
                     retried = true;
-                    tracing::warn!(model, tokens, "summary request rejected as too large; retrying smaller");
+                    tracing::warn!(
+                        model,
+                        tokens,
+                        "summary request rejected as too large; retrying smaller"
+                    );
                     limit_tokens = Some((tokens as f64 * RETRY_SHARE) as u64);
                 }
                 Err(Attempt::Rejected(tokens)) => {
@@ -682,9 +697,8 @@ impl Session {
             .map_err(|e| Attempt::Other(CompactError::Failed(e.to_string())))?
             .clone();
         // Tokens to characters, with the calibration of the last response.
-        let limit_chars = limit_tokens.map(|t| {
-            ((t as f64) * CHARS_PER_TOKEN as f64 / self.calibration.max(0.1)) as usize
-        });
+        let limit_chars = limit_tokens
+            .map(|t| ((t as f64) * CHARS_PER_TOKEN as f64 / self.calibration.max(0.1)) as usize);
         let earlier = self.summary.clone();
         let Plan {
             parts,
@@ -779,7 +793,9 @@ mod tests {
             Some(8192)
         );
         assert_eq!(
-            window_from_error("request (6033 tokens) exceeds the available context size (4096 tokens)"),
+            window_from_error(
+                "request (6033 tokens) exceeds the available context size (4096 tokens)"
+            ),
             Some(4096)
         );
         assert_eq!(window_from_error("too long"), None);
@@ -817,11 +833,14 @@ mod tests {
 
     #[test]
     fn tool_results_shrink_first_keeping_head_and_tail() {
-        let Plan { parts, shrunk, .. } = plan(&history(3, 20_000), None, Some(40_000), true).unwrap();
+        let Plan { parts, shrunk, .. } =
+            plan(&history(3, 20_000), None, Some(40_000), true).unwrap();
         assert_eq!(parts.len(), 1);
         assert_eq!(shrunk, 3);
         for i in 0..3 {
-            assert!(parts[0].contains(&format!("HEAD{i}")) && parts[0].contains(&format!("TAIL{i}")));
+            assert!(
+                parts[0].contains(&format!("HEAD{i}")) && parts[0].contains(&format!("TAIL{i}"))
+            );
         }
         assert!(parts[0].contains("of this tool result cut for the summary"));
         assert!(parts[0].len() < 40_000);

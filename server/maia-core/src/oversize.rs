@@ -24,9 +24,13 @@ pub fn cap_tool_result(content: &str, max_chars: usize, tool: &str) -> String {
     let last = head_lines + cut_lines + 1;
     let how = match tool {
         "Read" => "Read the file again with `offset` and `limit` to see them",
-        "Bash" => "Run the command again with its output narrowed (grep, head, tail, sed -n) to see them",
+        "Bash" => {
+            "Run the command again with its output narrowed (grep, head, tail, sed -n) to see them"
+        }
         "Grep" => "Grep again with a narrower pattern, path or glob to see them",
-        _ => "Ask again for a smaller part (for a file: Read with `offset` and `limit`; for a command: narrow its output)",
+        _ => {
+            "Ask again for a smaller part (for a file: Read with `offset` and `limit`; for a command: narrow its output)"
+        }
     };
     format!(
         "{head}\n\n[MAIA cut {} characters (about lines {first}–{last}) from the middle of this {tool} result: it was larger than the share of the context window one result may take. {how}.]\n\n{tail}",

@@ -21,7 +21,6 @@ use crate::store::Record;
 use crate::system_prompt;
 use maia_tools::{BashInput, ToolInput};
 
-
 /// Ends a turn whose model repeats the same call with the same result.
 #[derive(Debug, Default)]
 struct LoopGuard {
@@ -515,14 +514,20 @@ impl Session {
                     }
                     return StopReason::Cancelled;
                 }
-                Err(LlmError::ContextWindowExceeded { message }) if !compacted && partial.is_empty() => {
+                Err(LlmError::ContextWindowExceeded { message })
+                    if !compacted && partial.is_empty() =>
+                {
                     // The model is the final judge of its window: compact once and retry.
                     compacted = true;
                     let rejected = self.calibrated(request_chars);
                     if let Some(told) = crate::compaction::window_from_error(&message)
                         && self.window.is_none_or(|w| told < w)
                     {
-                        tracing::info!(model, tokens = told, "context window told by the provider's error");
+                        tracing::info!(
+                            model,
+                            tokens = told,
+                            "context window told by the provider's error"
+                        );
                         self.window = Some(told);
                         self.window_source = Some("providerError");
                     }
@@ -530,11 +535,13 @@ impl Session {
                     match self.compact(Trigger::Rejected(rejected), cancel).await {
                         Ok(()) => continue,
                         Err(CompactError::Cancelled) => return StopReason::Cancelled,
-                        Err(e @ CompactError::PromptTooLarge { .. }) => return self.refuse_prompt(&e),
+                        Err(e @ CompactError::PromptTooLarge { .. }) => {
+                            return self.refuse_prompt(&e);
+                        }
                         Err(CompactError::Empty) => {
-                            let window = self.window.map_or_else(String::new, |w| {
-                                format!(" of {w} tokens")
-                            });
+                            let window = self
+                                .window
+                                .map_or_else(String::new, |w| format!(" of {w} tokens"));
                             return self.refuse_prompt(&CompactError::Failed(format!(
                                 "the model rejected the request (about {rejected} tokens) as larger than its context window{window}, and there is nothing before your message to summarise. Shorten it or attach less, then send it again"
                             )));

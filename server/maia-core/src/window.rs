@@ -159,7 +159,9 @@ impl DiskCache {
             if let Some(dir) = self.path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            let tmp = self.path.with_extension(format!("json.{}.tmp", std::process::id()));
+            let tmp = self
+                .path
+                .with_extension(format!("json.{}.tmp", std::process::id()));
             let text = serde_json::to_string_pretty(&file).unwrap_or_default();
             std::fs::write(&tmp, text)?;
             std::fs::rename(&tmp, &self.path)

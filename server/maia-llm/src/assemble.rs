@@ -328,7 +328,10 @@ mod tests {
         )
         .unwrap();
         let usage = asm.finish(true).unwrap().usage.unwrap();
-        assert_eq!((usage.cached_tokens, usage.cache_write_tokens, usage.kept()), (7, 2, 15));
+        assert_eq!(
+            (usage.cached_tokens, usage.cache_write_tokens, usage.kept()),
+            (7, 2, 15)
+        );
     }
 
     #[test]

@@ -71,7 +71,8 @@ async fn streamed_text_in_order_with_usage() {
         Some(Usage {
             prompt_tokens: 42,
             completion_tokens: 7,
-            total_tokens: 49
+            total_tokens: 49,
+            ..Usage::default()
         })
     );
     let body = &mock.requests()[0];

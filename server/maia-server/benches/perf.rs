@@ -530,6 +530,71 @@ fn bench_protocol(table: &mut Table) {
     drop(s.rt);
 }
 
+/// Prompt caching end to end: the marks MAIA puts on a request for an
+/// Anthropic-family model, and the cached prompt tokens the proxy reports
+/// (`prompt_tokens_details.cached_tokens`) as `/context` shows them.
+fn bench_caching(table: &mut Table) {
+    let s = setup();
+    let cwd = s.cwd.path().canonicalize().unwrap();
+    s.mock
+        .set_model_info(json!({"data": [{"model_name": "mock-model",
+        "litellm_params": {"model": "anthropic/claude-sonnet-4-5"},
+        "model_info": {"max_input_tokens": 200000, "litellm_provider": "anthropic"}}]}));
+    let (mut maia, _) = Maia::spawn(s.home.path());
+    maia.initialize();
+    let (sid, _) = maia.new_session(&cwd);
+    s.mock.push(mock::text_reply("first"));
+    let (id, _) = maia.prompt(&sid, "hello");
+    maia.until_response(id);
+    let first = s.mock.requests().pop().unwrap();
+    // The second request repeats the first one's prefix: a provider that
+    // caches reads it back (the mock reports it as cached tokens).
+    let prefix = (first["messages"].to_string().len() + first["tools"].to_string().len()) / 4;
+    let usage = json!({"prompt_tokens": prefix + 20, "completion_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": prefix}});
+    s.mock.push(mock::stream(vec![
+        mock::sse_chunk(&mock::chunk(
+            json!({"role": "assistant", "content": "second"}),
+            None,
+        )),
+        mock::sse_chunk(&mock::chunk(json!({}), Some("stop"))),
+        mock::sse_chunk(
+            &json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+            "model": "mock-model", "choices": [], "usage": usage}),
+        ),
+        mock::DONE.to_owned(),
+    ]));
+    let (id, _) = maia.prompt(&sid, "again");
+    maia.until_response(id);
+    let second = s.mock.requests().pop().unwrap();
+    let marks = second["messages"].as_array().map_or(0, |m| {
+        m.iter()
+            .filter(|m| m.to_string().contains("cache_control"))
+            .count()
+    });
+    let (id, _) = maia.prompt(&sid, "/context");
+    let shown = maia
+        .until_response(id)
+        .iter()
+        .filter_map(|(_, m)| text_of(m).map(str::to_owned))
+        .collect::<String>();
+    let cached = shown
+        .lines()
+        .find(|l| l.contains("cached prompt tokens"))
+        .unwrap_or("(not shown)")
+        .trim_start_matches("- ")
+        .to_owned();
+    table.add(
+        "prompt caching (Anthropic-family model): marks on the 2nd request; `/context`",
+        format!(
+            "{marks} messages marked; {cached} (of {} prompt tokens)",
+            prefix + 20
+        ),
+    );
+    maia.kill();
+    drop(s.rt);
+}
+
 /// A tree of `count` small source files, 100 per folder; every 100th file
 /// holds a `needle_<n>` line.
 fn make_tree(root: &Path, count: usize) {
@@ -719,6 +784,10 @@ fn main() {
     if wants("protocol") {
         eprintln!("protocol…");
         bench_protocol(&mut table);
+    }
+    if wants("caching") {
+        eprintln!("caching…");
+        bench_caching(&mut table);
     }
     if wants("store") {
         eprintln!("store…");

@@ -128,10 +128,16 @@ mod tests {
         let out = raw(&mock, "POST", "/v1/chat/completions", small).await;
         assert!(out.starts_with("HTTP/1.1 200"), "{out}");
         let tokens = estimate_tokens(&serde_json::from_str(small).unwrap());
-        assert!(out.contains(&format!("\"prompt_tokens\":{tokens}")), "{out}");
+        assert!(
+            out.contains(&format!("\"prompt_tokens\":{tokens}")),
+            "{out}"
+        );
         mock.enforce_context_window(100, WindowError::OpenAi);
         let out = raw(&mock, "POST", "/v1/chat/completions", &big).await;
-        assert!(out.contains("\"code\":\"context_length_exceeded\""), "{out}");
+        assert!(
+            out.contains("\"code\":\"context_length_exceeded\""),
+            "{out}"
+        );
         assert_eq!(mock.rejected(), [0, 2]);
         assert_eq!(mock.requests().len(), 3);
     }
