@@ -842,6 +842,71 @@ mod tests {
         client("http://127.0.0.1:1")
     }
 
+    #[tokio::test]
+    async fn quick_resolution_asks_in_the_background_once_and_keeps_it_on_disk() {
+        let (mock, client) = start().await;
+        mock.set_models(vec![json!({"id": "mystery"})]);
+        mock.push_window_answer(text_chunks(&["128", "k"], Duration::from_millis(100)));
+        let home = tempfile::tempdir().unwrap();
+        let disk = DiskCache::in_home(home.path());
+        let cache = Arc::new(WindowCache::with_disk(disk.clone()));
+        let none = HashMap::new();
+        let cancel = CancellationToken::new();
+        // Not known yet: the answer is being asked, the caller does not wait.
+        let started = std::time::Instant::now();
+        assert_eq!(
+            resolve_quick(&cache, &client, "mystery", &none, &cancel).await,
+            None
+        );
+        assert!(started.elapsed() < Duration::from_millis(100));
+        assert_eq!(
+            resolve_quick(&cache, &client, "mystery", &none, &cancel).await,
+            None
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while disk.get(&mock.url(), "mystery").is_none() {
+            assert!(std::time::Instant::now() < deadline, "never written");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let asked = Some(Window {
+            tokens: 128_000,
+            source: WindowSource::AskedModel,
+        });
+        assert_eq!(
+            resolve_quick(&cache, &client, "mystery", &none, &cancel).await,
+            asked
+        );
+        let entry = disk.get(&mock.url(), "mystery").unwrap();
+        assert_eq!(
+            (entry.tokens, entry.source.as_str()),
+            (Some(128_000), "askedModel")
+        );
+        // Another process (a fresh cache on the same file) does not ask again.
+        let later = Arc::new(WindowCache::with_disk(disk.clone()));
+        assert_eq!(
+            resolve_quick(&later, &client, "mystery", &none, &cancel).await,
+            asked
+        );
+        assert_eq!(
+            resolve(&later, &client, "mystery", &none, &cancel).await,
+            asked
+        );
+        assert_eq!(mock.window_question_requests().len(), 1);
+        // The manual setting still wins.
+        let manual = manual(&[("mystery", 9_000)]);
+        assert_eq!(
+            resolve_quick(&later, &client, "mystery", &manual, &cancel)
+                .await
+                .map(|w| w.tokens),
+            Some(9_000)
+        );
+        // An unreadable file is ignored and replaced.
+        std::fs::write(disk.path(), "not json").unwrap();
+        assert_eq!(disk.get(&mock.url(), "mystery"), None);
+        disk.put(&mock.url(), "other", None);
+        assert_eq!(disk.get(&mock.url(), "other").unwrap().tokens, None);
+    }
+
     #[test]
     fn cache_is_send_and_sync() {
         fn check<T: Send + Sync + Default>() {}
