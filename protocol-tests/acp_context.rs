@@ -113,6 +113,10 @@ async fn reactive_compaction_keeps_the_prompt_verbatim_in_the_request_and_the_jo
         "the summary request ({}) is smaller than the rejected one ({rejected_size})",
         estimate_tokens(summary)
     );
+    eprintln!(
+        "reactive: rejected {rejected_size}, summary request {}",
+        estimate_tokens(summary)
+    );
     let summarised = summary.to_string();
     assert!(summarised.contains("banana") && summarised.contains("QUESTION two"));
     assert!(
@@ -348,6 +352,7 @@ async fn a_rejected_summary_request_is_retried_smaller_once_then_the_conversatio
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     let requests = maia.mock.requests();
     let summaries: Vec<u64> = requests[3..].iter().map(estimate_tokens).collect();
+    eprintln!("rejected summary then its retry: {summaries:?}");
     assert_eq!(summaries.len(), 2, "one retry: {summaries:?}");
     assert!(summaries[1] < summaries[0], "{summaries:?}");
     assert_eq!(maia.mock.rejected().len(), 2);

@@ -393,3 +393,21 @@ async fn without_a_key_no_authorization_header() {
             .all(|(name, _)| name != "authorization")
     );
 }
+
+#[tokio::test]
+async fn a_first_prompt_rejected_for_its_length_is_explained_not_summarised() {
+    let (mut maia, sid) = Maia::ready().await;
+    maia.mock.push(mock::context_exceeded());
+    maia.mock.push(mock::text_reply("never used"));
+    let text = turn_text(&mut maia, &sid, "a very long prompt").await;
+    assert!(
+        text.contains("nothing before your message to summarise") && text.contains("8192 tokens"),
+        "{text}"
+    );
+    assert_eq!(
+        maia.mock.requests().len(),
+        1,
+        "no summary of the prompt itself"
+    );
+    assert_eq!(maia.mock.pending_replies(), 1);
+}

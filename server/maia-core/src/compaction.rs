@@ -488,10 +488,9 @@ impl Session {
                 .clone()
                 .filter(|p| p.index < self.conversation.len()),
         };
-        if let Some(keep) = &keep
+        if keep.is_some()
             && let Some((message, fixed, window)) = self.prompt_overflow()
         {
-            let _ = keep;
             return Err(CompactError::PromptTooLarge {
                 message,
                 fixed,
