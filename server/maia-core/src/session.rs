@@ -304,9 +304,13 @@ impl Session {
         Ok(())
     }
 
-    /// Renames the saved conversation.
+    /// Renames the saved conversation; its title becomes `name` (what
+    /// the editor lists and shows).
     pub fn rename(&mut self, name: String) -> Result<(), store::StoreError> {
-        self.conversation.rename(name)
+        self.conversation.rename(name.clone())?;
+        self.title = Some(name.clone());
+        self.emit(Event::Title(name));
+        Ok(())
     }
 }
 
