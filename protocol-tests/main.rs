@@ -16,6 +16,7 @@ mod acp_models;
 mod acp_modes;
 mod acp_prompt;
 mod acp_sessions;
+mod acp_terminal;
 mod acp_tools;
 mod fuzz_replay;
 mod litellm;

@@ -32,8 +32,16 @@ pub enum ToolStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolContent {
-    Text { text: String },
-    Diff { diff: FileDiff },
+    Text {
+        text: String,
+    },
+    Diff {
+        diff: FileDiff,
+    },
+    /// A terminal of the editor that a command runs in (its id there).
+    Terminal {
+        terminal_id: String,
+    },
 }
 
 /// A tool call as the user sees it.

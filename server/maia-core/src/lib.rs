@@ -9,6 +9,7 @@
 //! updates around them.
 
 mod blocking;
+pub mod client;
 pub mod commands;
 mod compaction;
 pub mod context_file;
@@ -31,6 +32,7 @@ mod tool_run;
 mod turn;
 pub mod window;
 
+pub use client::{Answer, Asker, ClientTools, Question};
 pub use engine::{Engine, EngineOptions, LoadError, McpServerConfig, McpTransport, SessionSummary};
 pub use event::{
     ChoiceKind, CommandEntry, CompactionState, Event, NoticeLevel, PermissionChoice,

@@ -23,7 +23,7 @@ use crate::mode::{Mode, SharedMode};
 use crate::permission;
 use crate::permission::Broker;
 use crate::prompt::PromptPart;
-use crate::session_tools::{CURRENT_MODEL, TODO_WRITE, Todo};
+use crate::session_tools::{ASK_USER, CURRENT_MODEL, TODO_WRITE, Todo};
 use crate::settings::{self, Settings};
 use crate::skills::{self, LoadedSkills};
 use crate::store::{self, Journal, Loaded, Record};
@@ -53,6 +53,7 @@ pub struct SessionHandle {
     mode: SharedMode,
     /// Cancelled once the session has stopped and released its journal.
     ended: CancellationToken,
+    client: crate::client::SharedClient,
 }
 
 /// The model a session uses, readable and settable from both sides.
@@ -159,6 +160,12 @@ impl SessionHandle {
         }
     }
 
+    /// Gives the session's tools the editor's services (terminals,
+    /// questions); they apply from the next batch of tool calls.
+    pub fn use_client(&self, tools: crate::client::ClientTools) {
+        self.client.set(tools);
+    }
+
     /// Whether a turn is running.
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire)
@@ -229,6 +236,11 @@ pub(crate) struct Session {
     /// The context window of the model in use, once known.
     pub window: Option<u64>,
     pub title: Option<String>,
+    /// The editor's services for the tools.
+    pub(crate) client: crate::client::SharedClient,
+    /// An `AskUser` question was shown as text: the turn ends after the
+    /// batch, so the user can answer.
+    pub(crate) asked_as_text: Arc<AtomicBool>,
 }
 
 impl Session {
@@ -404,6 +416,7 @@ pub(crate) fn spawn(
     let busy = Arc::new(AtomicBool::new(false));
     let turn = Arc::new(Mutex::new(None));
     let ended = CancellationToken::new();
+    let client = crate::client::SharedClient::default();
     let handle = SessionHandle {
         id: id.clone(),
         cwd: cwd.clone(),
@@ -413,6 +426,7 @@ pub(crate) fn spawn(
         model: model.clone(),
         mode: mode.clone(),
         ended: ended.clone(),
+        client: client.clone(),
     };
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
         tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
@@ -484,6 +498,8 @@ pub(crate) fn spawn(
         windows: windows.clone(),
         window: None,
         title: None,
+        client,
+        asked_as_text: Arc::default(),
     };
     if let Some(loaded) = &restored {
         session.summary = loaded.summary().map(str::to_owned);
@@ -528,7 +544,7 @@ pub(crate) fn spawn(
 /// Names custom tools may not take.
 fn reserved_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = maia_tools::TOOL_NAMES.to_vec();
-    names.extend([skills::TOOL_NAME, TODO_WRITE, CURRENT_MODEL]);
+    names.extend([skills::TOOL_NAME, TODO_WRITE, CURRENT_MODEL, ASK_USER]);
     names
 }
 

@@ -138,6 +138,7 @@ impl Session {
             .collect();
         specs.push(crate::session_tools::todo_definition());
         specs.push(crate::session_tools::current_model_definition());
+        specs.push(crate::session_tools::ask_user_definition());
         if !self.skills.skills.is_empty() {
             specs.push(crate::skills::tool_definition());
         }
@@ -322,6 +323,10 @@ impl Session {
             cancel: cancel.clone(),
             read_guard: None,
             sandbox: self.sandbox.clone(),
+            // Typed by the user: run here, never in the editor's terminal
+            // (docs/tools.md says why).
+            terminals: None,
+            on_terminal: None,
         };
         let output = match maia_tools::prepare(input, &ctx).await {
             Ok(prepared) => maia_tools::execute(prepared, &ctx).await,
@@ -549,6 +554,13 @@ impl Session {
             }
             if cancel.is_cancelled() {
                 return StopReason::Cancelled;
+            }
+            if self
+                .asked_as_text
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
+            {
+                // The user answers in their next prompt.
+                return StopReason::EndTurn;
             }
             if looping {
                 self.say(format!(

@@ -22,6 +22,10 @@ pub struct ToolContext {
     pub read_guard: Option<ReadGuard>,
     /// The sandbox commands run in (`None`: no sandbox).
     pub sandbox: Option<Arc<crate::sandbox::Sandbox>>,
+    /// Where Bash runs when not here: the editor's terminals.
+    pub terminals: Option<Arc<dyn crate::terminal::Terminals>>,
+    /// Told the id of the terminal a Bash call runs in, once it exists.
+    pub on_terminal: Option<crate::terminal::TerminalHook>,
 }
 
 /// Whether a file may be read; see [`ToolContext::read_guard`].
@@ -46,6 +50,8 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             read_guard: None,
             sandbox: None,
+            terminals: None,
+            on_terminal: None,
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod reads;
 pub mod runner;
 pub mod sandbox;
 mod shell;
+pub mod terminal;
 mod tools;
 mod truncate;
 
@@ -35,6 +36,9 @@ pub use input::{
 };
 pub use reads::{ReadTracker, StaleRead};
 pub use shell::{Shell, shell};
+pub use terminal::{
+    TerminalError, TerminalExit, TerminalHook, TerminalOutput, TerminalRequest, Terminals,
+};
 pub use tools::webfetch::{WEBFETCH_MAX_BODY_BYTES, WEBFETCH_TIMEOUT};
 pub use truncate::{CappedOutput, omission_note, truncate_middle};
 

@@ -26,7 +26,8 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
 /// The `sandbox` setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     #[default]
     WorkspaceWrite,
@@ -55,7 +56,7 @@ impl SandboxMode {
 }
 
 /// What one session's commands may do.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SandboxPolicy {
     pub mode: SandboxMode,
     /// The session's roots (its cwd first).
@@ -128,17 +129,25 @@ impl Sandbox {
         &self.limits
     }
 
+    /// Creates the session's temp folder (private to the user, so other
+    /// users' commands cannot plant files); returns it.
+    pub fn temp_dir(&self) -> Result<Option<&Path>, SandboxError> {
+        let Some(tmp) = &self.policy.temp_dir else {
+            return Ok(None);
+        };
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(tmp)
+            .map_err(|e| SandboxError::Setup(format!("{}: {e}", tmp.display())))?;
+        Ok(Some(tmp))
+    }
+
     /// Prepares the rules and installs them in `command`'s child before
     /// it runs its program; sets `TMPDIR` to the session's temp folder.
     pub fn attach(&self, command: &mut tokio::process::Command) -> Result<(), SandboxError> {
-        if let Some(tmp) = &self.policy.temp_dir {
-            use std::os::unix::fs::DirBuilderExt;
-            // Private to the user: other users' commands cannot plant files.
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(tmp)
-                .map_err(|e| SandboxError::Setup(format!("{}: {e}", tmp.display())))?;
+        if let Some(tmp) = self.temp_dir()? {
             command.env("TMPDIR", tmp);
         }
         if self.policy.mode == SandboxMode::Off {
@@ -148,6 +157,55 @@ impl Sandbox {
         imp::install(command, prepared);
         Ok(())
     }
+}
+
+/// The argument that makes `maia` run a program in a sandbox:
+/// `maia __sandbox -- PROGRAM ARGS…`, the policy in [`POLICY_ENV`]. Used
+/// for commands another process starts (the editor's terminal), which
+/// cannot be given a `pre_exec` hook.
+pub const SANDBOX_ARG: &str = "__sandbox";
+
+/// The variable carrying the policy (JSON) to `maia __sandbox`.
+pub const POLICY_ENV: &str = "MAIA_SANDBOX_POLICY";
+
+/// `maia __sandbox -- PROGRAM ARGS…`: applies the policy in
+/// [`POLICY_ENV`] to this process, then replaces it with the program.
+/// Returns only on failure, with the exit status to use (126).
+pub fn exec_sandboxed(args: &[std::ffi::OsString]) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let args = match args.first().and_then(|a| a.to_str()) {
+        Some("--") => &args[1..],
+        _ => args,
+    };
+    let Some((program, rest)) = args.split_first() else {
+        eprintln!("maia {SANDBOX_ARG}: no program given");
+        return 126;
+    };
+    let policy: SandboxPolicy = match std::env::var(POLICY_ENV)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+    {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("maia {SANDBOX_ARG}: no usable sandbox policy in {POLICY_ENV}: {e}");
+            return 126;
+        }
+    };
+    if policy.mode != SandboxMode::Off
+        && let Err(e) = imp::prepare(&policy).and_then(imp::restrict_self)
+    {
+        eprintln!("maia {SANDBOX_ARG}: the command was not run: {e}");
+        return 126;
+    }
+    let err = std::process::Command::new(program)
+        .args(rest)
+        .env_remove(POLICY_ENV)
+        .exec();
+    eprintln!(
+        "maia {SANDBOX_ARG}: cannot run {}: {err}",
+        program.to_string_lossy()
+    );
+    126
 }
 
 /// The words a sandbox denial shows in a command's output.
@@ -323,6 +381,21 @@ mod imp {
         }
     }
 
+    /// Applies `prepared` to the calling process (single-threaded, about
+    /// to exec its command).
+    pub(super) fn restrict_self(mut prepared: Prepared) -> Result<(), SandboxError> {
+        if let Some(ns) = &prepared.namespace {
+            ns.enter()
+                .map_err(|e| SandboxError::Setup(format!("mount namespace: {e}")))?;
+        }
+        if let Some(ruleset) = prepared.ruleset.take() {
+            ruleset
+                .restrict_self()
+                .map_err(|e| SandboxError::Setup(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// A private user + mount namespace where some folders are read-only.
     pub(super) struct Namespace {
         uid_map: Vec<u8>,
@@ -432,6 +505,9 @@ mod imp {
         Err(SandboxError::Unsupported)
     }
     pub(super) fn install(_: &mut tokio::process::Command, _: Prepared) {}
+    pub(super) fn restrict_self(_: Prepared) -> Result<(), SandboxError> {
+        Err(SandboxError::Unsupported)
+    }
 }
 
 #[cfg(test)]

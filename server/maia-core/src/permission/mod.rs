@@ -75,7 +75,7 @@ pub use suggest::{suggest_rule, suggest_rule_value};
 
 /// Tools with no side effect outside the conversation: allowed when no
 /// rule matches (a deny or ask rule still applies).
-pub const NO_SIDE_EFFECT_TOOLS: &[&str] = &["TodoWrite", "CurrentModel"];
+pub const NO_SIDE_EFFECT_TOOLS: &[&str] = &["TodoWrite", "CurrentModel", "AskUser"];
 
 /// The broker's verdict for one call.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,9 +7,9 @@ use agent_client_protocol_schema::v1::{
     PlanEntryStatus, PlanUpdate, PlanUpdateContent, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate, SessionMode,
-    SessionModeState, SessionNotification, SessionUpdate, StopReason, ToolCall, ToolCallContent,
-    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
-    UnstructuredCommandInput, UsageUpdate,
+    SessionModeState, SessionNotification, SessionUpdate, StopReason, Terminal, ToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind, UnstructuredCommandInput, UsageUpdate,
 };
 use maia_core::{
     ChoiceKind, CompactionState, Event, PermissionReply, PermissionRequest, ToolCallPatch,
@@ -110,6 +110,9 @@ fn content(items: &[ToolContent]) -> Vec<ToolCallContent> {
             ToolContent::Diff { diff } => ToolCallContent::Diff(
                 Diff::new(diff.path.clone(), diff.new_text.clone()).old_text(diff.old_text.clone()),
             ),
+            ToolContent::Terminal { terminal_id } => {
+                ToolCallContent::Terminal(Terminal::new(terminal_id.clone()))
+            }
         })
         .collect()
 }

@@ -9,8 +9,10 @@
 //! - nothing is sent for a session before its `session/new` response;
 //! - `fs/*` requests are sent only when the client advertised them.
 
+mod ask;
 mod convert;
 mod fs;
+mod terminal;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -142,6 +144,28 @@ const LIST_PAGE: usize = 50;
 
 fn invalid_params(message: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, message)
+}
+
+/// The editor's services for a session's tools, as far as the client
+/// advertised them: Bash in its terminals (`terminal`), `AskUser` as a
+/// form (`elicitation.form`).
+fn client_tools(
+    conn: &Connection,
+    caps: &ClientCapabilities,
+    session_id: &str,
+) -> maia_core::ClientTools {
+    let terminals = caps.terminal.then(|| {
+        let terminals = terminal::ClientTerminals::new(conn.clone());
+        terminals.bind(session_id);
+        Arc::new(terminals) as Arc<dyn maia_tools::Terminals>
+    });
+    let form = caps.elicitation.as_ref().is_some_and(|e| e.supports_form());
+    let asker = form.then(|| {
+        let asker = ask::ClientAsker::new(conn.clone());
+        asker.bind(session_id);
+        Arc::new(asker) as Arc<dyn maia_core::Asker>
+    });
+    maia_core::ClientTools { terminals, asker }
 }
 
 fn unknown_session(id: &str) -> RpcError {
@@ -463,6 +487,7 @@ impl Agent {
             }
         };
         fs.bind(handle.id());
+        handle.use_client(client_tools(&self.conn, &caps, handle.id()));
         let session_id = handle.id().to_owned();
         let listed =
             match tokio::time::timeout(MODEL_LIST_WAIT, self.engine.list_models(&cwd)).await {

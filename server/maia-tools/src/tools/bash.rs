@@ -20,10 +20,66 @@ use crate::runner::{self, Outcome};
 /// Most characters of output returned (the middle is dropped).
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
 pub(crate) async fn execute(input: &BashInput, ctx: &ToolContext) -> ToolOutput {
+    if let Some(terminals) = &ctx.terminals {
+        return match terminal_request(input, ctx) {
+            Ok(request) => crate::terminal::run_bash(input, ctx, terminals.as_ref(), request).await,
+            Err(message) => ToolOutput::error(message),
+        };
+    }
     match run(input, ctx).await {
         Ok(output) => output,
         Err(err) => ToolOutput::error(format!("Could not run the command: {err}")),
     }
+}
+
+/// The terminal a Bash call runs in: the shell local commands use (the
+/// permission rules parse commands in its grammar), the session's cwd,
+/// MAIA's variables; under the session's sandbox, through
+/// `maia __sandbox` (the editor starts the process, so the sandbox cannot
+/// be applied the way it is to local children).
+fn terminal_request(
+    input: &BashInput,
+    ctx: &ToolContext,
+) -> Result<crate::terminal::TerminalRequest, String> {
+    let shell = crate::shell().path.to_string_lossy().into_owned();
+    let mut env = vec![(
+        "MAIA_CWD".to_owned(),
+        ctx.cwd.to_string_lossy().into_owned(),
+    )];
+    let mut command = shell.clone();
+    let mut args = vec!["-c".to_owned(), input.command.clone()];
+    if let Some(sandbox) = &ctx.sandbox {
+        let refused = |e: &dyn std::fmt::Display| {
+            format!(
+                "The command was not run: {e}. Ask the user to run it without the sandbox or to set `sandbox` in ~/.maia/settings.json."
+            )
+        };
+        if let Some(tmp) = sandbox.temp_dir().map_err(|e| refused(&e))? {
+            env.push(("TMPDIR".to_owned(), tmp.to_string_lossy().into_owned()));
+        }
+        if sandbox.policy().mode != crate::sandbox::SandboxMode::Off {
+            let exe = crate::process::maia_exe().ok_or_else(|| {
+                refused(&"the sandbox needs the maia binary, which cannot be found")
+            })?;
+            let policy = serde_json::to_string(sandbox.policy()).map_err(|e| refused(&e))?;
+            env.push((crate::sandbox::POLICY_ENV.to_owned(), policy));
+            let mut wrapped = vec![
+                crate::sandbox::SANDBOX_ARG.to_owned(),
+                "--".to_owned(),
+                shell,
+            ];
+            wrapped.append(&mut args);
+            args = wrapped;
+            command = exe.to_string_lossy().into_owned();
+        }
+    }
+    Ok(crate::terminal::TerminalRequest {
+        command,
+        args,
+        env,
+        cwd: ctx.cwd.clone(),
+        output_byte_limit: crate::terminal::OUTPUT_BYTE_LIMIT,
+    })
 }
 
 async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput> {
