@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod acp_ask;
 mod acp_cancel;
 mod acp_compaction;
 mod acp_config;

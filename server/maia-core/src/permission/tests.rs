@@ -586,6 +586,11 @@ fn other_tools_table() {
         ("Echo", json!({"text": "hellox"}), '?'),
         ("TodoWrite", json!({"todos": []}), 'A'),
         ("CurrentModel", json!({}), 'A'),
+        (
+            "AskUser",
+            json!({"question": "q", "choices": ["a", "b"]}),
+            'A',
+        ),
         ("Unknown", json!({}), '?'),
     ];
     assert!(run_rows(&broker, cwd, &rows) >= 50);
@@ -593,6 +598,11 @@ fn other_tools_table() {
     let broker = rules(&[], &[], &["TodoWrite"]);
     assert!(matches!(
         broker.decide_value("TodoWrite", &json!({}), cwd),
+        Decision::Deny(_)
+    ));
+    let broker = rules(&[], &[], &["AskUser"]);
+    assert!(matches!(
+        broker.decide_value("AskUser", &json!({}), cwd),
         Decision::Deny(_)
     ));
 }
