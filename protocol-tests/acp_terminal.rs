@@ -503,6 +503,9 @@ async fn the_sandbox_holds_in_the_editor_terminal() {
     let leaked = outside.exists();
     let _ = std::fs::remove_file(&outside);
     assert!(!leaked, "the editor's terminal ran the command unsandboxed");
+    let create = &editor.log[1];
+    assert_eq!(create.0, "terminal/create", "{:?}", editor.methods());
+    assert_eq!(create.1["args"][0], "__sandbox", "{}", create.1);
     let result = &tool_results(&maia)[0];
     assert!(result.contains("MAIA sandbox"), "{result}");
 }
