@@ -38,6 +38,10 @@ struct Editor {
     log: Vec<(String, Value)>,
     /// Answer `terminal/create` with this error.
     refuse_create: Option<String>,
+    /// Run like Zed: `command` and `args` joined with spaces, unquoted,
+    /// into one line for `sh -c` (Zed's `ShellBuilder`), instead of
+    /// executing them as given.
+    zed: bool,
 }
 
 type Waiter = std::pin::Pin<Box<dyn std::future::Future<Output = (Value, Value)> + Send>>;
@@ -47,10 +51,28 @@ impl Editor {
         let id = format!("term-{}", self.terms.len() + 1);
         // Plain threads: the output keeps arriving while a test callback
         // blocks the runtime.
-        let mut cmd = std::process::Command::new(params["command"].as_str().unwrap());
-        for arg in params["args"].as_array().cloned().unwrap_or_default() {
-            cmd.arg(arg.as_str().unwrap());
-        }
+        let program = params["command"].as_str().unwrap().to_owned();
+        let args: Vec<String> = params["args"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned())
+            .collect();
+        let mut cmd = if self.zed {
+            let mut line = program;
+            for arg in &args {
+                line.push(' ');
+                line.push_str(arg);
+            }
+            let mut cmd = std::process::Command::new("/bin/sh");
+            cmd.arg("-c").arg(format!("({line}) </dev/null"));
+            cmd
+        } else {
+            let mut cmd = std::process::Command::new(program);
+            cmd.args(&args);
+            cmd
+        };
         for var in params["env"].as_array().cloned().unwrap_or_default() {
             cmd.env(
                 var["name"].as_str().unwrap(),
@@ -281,13 +303,27 @@ fn bash(maia: &Maia, args: Value) {
 
 #[tokio::test]
 async fn bash_runs_in_the_editor_terminal_shown_live_and_released() {
+    live_and_released(false).await;
+}
+
+/// The same against a client that joins `command` and `args` into one
+/// line for its shell, unquoted, as Zed does.
+#[tokio::test]
+async fn bash_runs_the_same_in_a_zed_like_terminal() {
+    live_and_released(true).await;
+}
+
+async fn live_and_released(zed: bool) {
     let (mut maia, sid) = terminal_client().await;
     let command = "echo first; while [ ! -e go ]; do sleep 0.05; done; echo second";
     bash(&maia, json!({ "command": command }));
     let id = maia.prompt(&sid, "run it").await;
     let go = maia.path("go");
     let mut live = None;
-    let mut editor = Editor::default();
+    let mut editor = Editor {
+        zed,
+        ..Editor::default()
+    };
     let (resp, seen) = serve_turn(&mut maia, &mut editor, id, |_, editor, m| {
         if live.is_none()
             && let Some(tid) = embedded(m)
@@ -330,19 +366,21 @@ async fn bash_runs_in_the_editor_terminal_shown_live_and_released() {
     assert_eq!(create["sessionId"], sid);
     assert_eq!(create["cwd"], json!(maia.cwd()));
     assert_eq!(create["outputByteLimit"], 120_000);
-    let args: Vec<&str> = create["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    assert_eq!(args[args.len() - 2..], ["-c", command]);
-    let env = create["env"].as_array().unwrap();
+    // One program and one plain word: the same whether the client runs
+    // them as given or joins them for its shell.
     assert!(
-        env.iter()
-            .any(|v| v["name"] == "MAIA_CWD" && v["value"] == json!(maia.cwd())),
-        "{env:?}"
+        create["command"].as_str().unwrap().ends_with("maia"),
+        "{create}"
     );
+    assert_eq!(create["args"], json!(["__terminal"]));
+    let env = create["env"].as_array().unwrap();
+    let var = |name: &str| {
+        env.iter()
+            .find(|v| v["name"] == name)
+            .map(|v| v["value"].clone())
+    };
+    assert_eq!(var("MAIA_CWD"), Some(json!(maia.cwd())), "{env:?}");
+    assert_eq!(var("MAIA_TERMINAL_COMMAND"), Some(json!(command)));
     for (_, params) in &editor.log[2..] {
         assert_eq!(params["terminalId"], tid);
     }
@@ -498,14 +536,21 @@ async fn the_sandbox_holds_in_the_editor_terminal() {
         json!({"command": "echo x > ../maia-terminal-outside-probe.txt"}),
     );
     let id = maia.prompt(&sid, "run").await;
-    let mut editor = Editor::default();
+    let mut editor = Editor {
+        zed: true,
+        ..Editor::default()
+    };
     serve_turn(&mut maia, &mut editor, id, |_, _, _| None).await;
     let leaked = outside.exists();
     let _ = std::fs::remove_file(&outside);
     assert!(!leaked, "the editor's terminal ran the command unsandboxed");
     let create = &editor.log[1];
     assert_eq!(create.0, "terminal/create", "{:?}", editor.methods());
-    assert_eq!(create.1["args"][0], "__sandbox", "{}", create.1);
+    let env = create.1["env"].as_array().unwrap();
+    assert!(
+        env.iter().any(|v| v["name"] == "MAIA_SANDBOX_POLICY"),
+        "{env:?}"
+    );
     let result = &tool_results(&maia)[0];
     assert!(result.contains("MAIA sandbox"), "{result}");
 }

@@ -20,10 +20,10 @@ fn main() -> ExitCode {
         let code = maia_tools::guard::run(&args[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    // `maia __sandbox -- PROGRAM ARGS…`: a command the editor starts in
-    // its terminal, sandboxed as MAIA's own children are.
-    if args.get(1).and_then(|a| a.to_str()) == Some(maia_tools::sandbox::SANDBOX_ARG) {
-        let code = maia_tools::sandbox::exec_sandboxed(&args[2..]);
+    // `maia __terminal`: a Bash command the editor starts in its terminal,
+    // sandboxed as MAIA's own children are (maia_tools::terminal).
+    if args.get(1).and_then(|a| a.to_str()) == Some(maia_tools::terminal::TERMINAL_ARG) {
+        let code = maia_tools::terminal::exec_in_terminal();
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     let command = match cli::parse(std::env::args().skip(1)) {

@@ -159,53 +159,14 @@ impl Sandbox {
     }
 }
 
-/// The argument that makes `maia` run a program in a sandbox:
-/// `maia __sandbox -- PROGRAM ARGS…`, the policy in [`POLICY_ENV`]. Used
-/// for commands another process starts (the editor's terminal), which
-/// cannot be given a `pre_exec` hook.
-pub const SANDBOX_ARG: &str = "__sandbox";
-
-/// The variable carrying the policy (JSON) to `maia __sandbox`.
-pub const POLICY_ENV: &str = "MAIA_SANDBOX_POLICY";
-
-/// `maia __sandbox -- PROGRAM ARGS…`: applies the policy in
-/// [`POLICY_ENV`] to this process, then replaces it with the program.
-/// Returns only on failure, with the exit status to use (126).
-pub fn exec_sandboxed(args: &[std::ffi::OsString]) -> i32 {
-    use std::os::unix::process::CommandExt;
-    let args = match args.first().and_then(|a| a.to_str()) {
-        Some("--") => &args[1..],
-        _ => args,
-    };
-    let Some((program, rest)) = args.split_first() else {
-        eprintln!("maia {SANDBOX_ARG}: no program given");
-        return 126;
-    };
-    let policy: SandboxPolicy = match std::env::var(POLICY_ENV)
-        .map_err(|e| e.to_string())
-        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
-    {
-        Ok(policy) => policy,
-        Err(e) => {
-            eprintln!("maia {SANDBOX_ARG}: no usable sandbox policy in {POLICY_ENV}: {e}");
-            return 126;
-        }
-    };
-    if policy.mode != SandboxMode::Off
-        && let Err(e) = imp::prepare(&policy).and_then(imp::restrict_self)
-    {
-        eprintln!("maia {SANDBOX_ARG}: the command was not run: {e}");
-        return 126;
+/// Applies `policy` to the calling process, which must be single-threaded
+/// and about to exec its command (`maia __terminal`, for a command another
+/// process starts and MAIA cannot hook into).
+pub fn restrict_current_process(policy: &SandboxPolicy) -> Result<(), SandboxError> {
+    if policy.mode == SandboxMode::Off {
+        return Ok(());
     }
-    let err = std::process::Command::new(program)
-        .args(rest)
-        .env_remove(POLICY_ENV)
-        .exec();
-    eprintln!(
-        "maia {SANDBOX_ARG}: cannot run {}: {err}",
-        program.to_string_lossy()
-    );
-    126
+    imp::prepare(policy).and_then(imp::restrict_self)
 }
 
 /// The words a sandbox denial shows in a command's output.

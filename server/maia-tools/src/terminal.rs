@@ -16,6 +16,58 @@ use std::time::Duration;
 use crate::context::{ToolContext, ToolOutput};
 use crate::input::BashInput;
 
+/// The argument that makes `maia` run a Bash command in a terminal the
+/// editor started: `maia __terminal`, the command in [`COMMAND_ENV`] and,
+/// under the sandbox, the policy in [`POLICY_ENV`]. The editor gets one
+/// program and one plain word, so the call means the same whether the
+/// editor executes `command` with `args` as given or (as Zed does) joins
+/// them unquoted into a line for its own shell.
+pub const TERMINAL_ARG: &str = "__terminal";
+
+/// The variable carrying the command to `maia __terminal`.
+pub const COMMAND_ENV: &str = "MAIA_TERMINAL_COMMAND";
+
+/// The variable carrying the sandbox policy (JSON) to `maia __terminal`.
+pub const POLICY_ENV: &str = "MAIA_SANDBOX_POLICY";
+
+/// `maia __terminal`: applies the sandbox policy in [`POLICY_ENV`] (if
+/// any) to this process, then becomes `SHELL -c COMMAND` (the shell local
+/// commands use). Returns only on failure, with the exit status (126).
+pub fn exec_in_terminal() -> i32 {
+    use std::os::unix::process::CommandExt;
+    let Some(command) = std::env::var_os(COMMAND_ENV) else {
+        eprintln!("maia {TERMINAL_ARG}: no command in {COMMAND_ENV}");
+        return 126;
+    };
+    if let Some(text) = std::env::var_os(POLICY_ENV) {
+        let policy = text
+            .to_str()
+            .ok_or_else(|| "not UTF-8".to_owned())
+            .and_then(|t| {
+                serde_json::from_str::<crate::sandbox::SandboxPolicy>(t).map_err(|e| e.to_string())
+            });
+        let applied = match policy {
+            Ok(policy) => {
+                crate::sandbox::restrict_current_process(&policy).map_err(|e| e.to_string())
+            }
+            Err(e) => Err(format!("unreadable sandbox policy: {e}")),
+        };
+        if let Err(e) = applied {
+            eprintln!("maia {TERMINAL_ARG}: the command was not run: {e}");
+            return 126;
+        }
+    }
+    let shell = &crate::shell().path;
+    let err = std::process::Command::new(shell)
+        .arg("-c")
+        .arg(command)
+        .env_remove(COMMAND_ENV)
+        .env_remove(POLICY_ENV)
+        .exec();
+    eprintln!("maia {TERMINAL_ARG}: cannot run {}: {err}", shell.display());
+    126
+}
+
 /// Bytes of output a terminal keeps (its beginning is dropped beyond).
 /// Four bytes per character at most: the model's cap always fits.
 pub const OUTPUT_BYTE_LIMIT: u64 = (crate::tools::bash::MAX_OUTPUT_CHARS as u64) * 4;
@@ -137,6 +189,7 @@ async fn drive(
         () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => Waited::TimedOut,
         exit = terminals.wait_for_exit(id) => Waited::Exited(exit),
     };
+    let timed_out = matches!(waited, Waited::TimedOut);
     let exit = match waited {
         Waited::Cancelled => {
             if let Err(e) = tokio::time::timeout(RELEASE_WAIT, terminals.kill(id)).await {
@@ -178,10 +231,13 @@ async fn drive(
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
-    let Some(exit) = exit.or(output.exit) else {
+    if timed_out {
         return ToolOutput::error(format!(
             "{text}Command timed out after {timeout_ms} ms and was killed."
         ));
+    }
+    let Some(exit) = exit.or(output.exit) else {
+        return ToolOutput::error(format!("{text}Exit code: unknown"));
     };
     match (exit.exit_code, exit.signal) {
         (Some(0), _) => ToolOutput::ok(format!("{text}Exit code: 0")),
@@ -218,6 +274,8 @@ mod tests {
         exit: Option<TerminalExit>,
         output: String,
         truncated: bool,
+        /// The exit `output` reports (the killed process, after a timeout).
+        output_exit: Option<TerminalExit>,
     }
 
     impl Fake {
@@ -253,7 +311,7 @@ mod tests {
             Ok(TerminalOutput {
                 output: self.output.clone(),
                 truncated: self.truncated,
-                exit: None,
+                exit: self.output_exit.clone(),
             })
         }
         async fn kill(&self, _: &str) -> Result<(), TerminalError> {
@@ -304,6 +362,10 @@ mod tests {
         let fake = Arc::new(Fake {
             output: "started".into(),
             truncated: true,
+            output_exit: Some(TerminalExit {
+                exit_code: None,
+                signal: Some("SIGKILL".into()),
+            }),
             ..Fake::default()
         });
         let (ctx, _) = ctx_with(&fake, dir.path());

@@ -32,47 +32,54 @@ pub(crate) async fn execute(input: &BashInput, ctx: &ToolContext) -> ToolOutput 
     }
 }
 
-/// The terminal a Bash call runs in: the shell local commands use (the
-/// permission rules parse commands in its grammar), the session's cwd,
-/// MAIA's variables; under the session's sandbox, through
-/// `maia __sandbox` (the editor starts the process, so the sandbox cannot
-/// be applied the way it is to local children).
+/// The terminal a Bash call runs in: `maia __terminal` (see
+/// [`crate::terminal::TERMINAL_ARG`]) with the command, MAIA's variables
+/// and, under the session's sandbox, its policy in the environment; the
+/// session's cwd. Outside the `maia` binary (tests of this crate), without
+/// a sandbox: the shell itself with `-c COMMAND`.
 fn terminal_request(
     input: &BashInput,
     ctx: &ToolContext,
 ) -> Result<crate::terminal::TerminalRequest, String> {
-    let shell = crate::shell().path.to_string_lossy().into_owned();
+    use crate::terminal::{COMMAND_ENV, POLICY_ENV, TERMINAL_ARG};
+    let refused = |e: &dyn std::fmt::Display| {
+        format!(
+            "The command was not run: {e}. Ask the user to run it without the sandbox or to set `sandbox` in ~/.maia/settings.json."
+        )
+    };
     let mut env = vec![(
         "MAIA_CWD".to_owned(),
         ctx.cwd.to_string_lossy().into_owned(),
     )];
-    let mut command = shell.clone();
-    let mut args = vec!["-c".to_owned(), input.command.clone()];
+    let mut sandboxed = false;
     if let Some(sandbox) = &ctx.sandbox {
-        let refused = |e: &dyn std::fmt::Display| {
-            format!(
-                "The command was not run: {e}. Ask the user to run it without the sandbox or to set `sandbox` in ~/.maia/settings.json."
-            )
-        };
         if let Some(tmp) = sandbox.temp_dir().map_err(|e| refused(&e))? {
             env.push(("TMPDIR".to_owned(), tmp.to_string_lossy().into_owned()));
         }
         if sandbox.policy().mode != crate::sandbox::SandboxMode::Off {
-            let exe = crate::process::maia_exe().ok_or_else(|| {
-                refused(&"the sandbox needs the maia binary, which cannot be found")
-            })?;
             let policy = serde_json::to_string(sandbox.policy()).map_err(|e| refused(&e))?;
-            env.push((crate::sandbox::POLICY_ENV.to_owned(), policy));
-            let mut wrapped = vec![
-                crate::sandbox::SANDBOX_ARG.to_owned(),
-                "--".to_owned(),
-                shell,
-            ];
-            wrapped.append(&mut args);
-            args = wrapped;
-            command = exe.to_string_lossy().into_owned();
+            env.push((POLICY_ENV.to_owned(), policy));
+            sandboxed = true;
         }
     }
+    let (command, args) = match crate::process::maia_exe() {
+        Some(exe) => {
+            env.push((COMMAND_ENV.to_owned(), input.command.clone()));
+            (
+                exe.to_string_lossy().into_owned(),
+                vec![TERMINAL_ARG.to_owned()],
+            )
+        }
+        None if sandboxed => {
+            return Err(refused(
+                &"the sandbox needs the maia binary, which cannot be found",
+            ));
+        }
+        None => (
+            crate::shell().path.to_string_lossy().into_owned(),
+            vec!["-c".to_owned(), input.command.clone()],
+        ),
+    };
     Ok(crate::terminal::TerminalRequest {
         command,
         args,
