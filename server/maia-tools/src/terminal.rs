@@ -140,11 +140,12 @@ pub(crate) async fn run_bash(
     request: TerminalRequest,
 ) -> ToolOutput {
     let timeout_ms = input.effective_timeout_ms();
-    let create = tokio::select! {
-        biased;
-        () = ctx.cancel.cancelled() => return ToolOutput::cancelled(),
-        created = terminals.create(request) => created,
-    };
+    if ctx.cancel.is_cancelled() {
+        return ToolOutput::cancelled();
+    }
+    // Not raced with the cancel: a terminal the editor creates meanwhile
+    // must still be released (the wait below sees the cancel at once).
+    let create = terminals.create(request).await;
     let id = match create {
         Ok(id) => id,
         Err(e) => {
@@ -276,6 +277,8 @@ mod tests {
         truncated: bool,
         /// The exit `output` reports (the killed process, after a timeout).
         output_exit: Option<TerminalExit>,
+        /// Cancelled while `create` is answered (the user cancels then).
+        cancel_in_create: Option<tokio_util::sync::CancellationToken>,
     }
 
     impl Fake {
@@ -293,6 +296,11 @@ mod tests {
             self.log(&format!("create {} {:?}", request.command, request.args));
             if self.fail_create {
                 return Err(TerminalError("no terminals today".into()));
+            }
+            if let Some(cancel) = &self.cancel_in_create {
+                cancel.cancel();
+                // The answer arrives later than the cancel.
+                tokio::task::yield_now().await;
             }
             Ok("t1".into())
         }
@@ -403,6 +411,20 @@ mod tests {
         let out = run(&ctx, "Bash", json!({"command": "sleep 30"})).await;
         assert_eq!(out, ToolOutput::cancelled());
         assert_eq!(fake.calls()[1..], ["wait", "kill", "release"]);
+    }
+
+    #[tokio::test]
+    async fn a_terminal_created_while_cancelling_is_still_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = ToolContext::local(dir.path());
+        let fake = Arc::new(Fake {
+            cancel_in_create: Some(ctx.cancel.clone()),
+            ..Fake::default()
+        });
+        ctx.terminals = Some(fake.clone());
+        let out = run(&ctx, "Bash", json!({"command": "sleep 30"})).await;
+        assert_eq!(out, ToolOutput::cancelled());
+        assert_eq!(fake.calls()[1..], ["kill", "release"]);
     }
 
     #[tokio::test]
