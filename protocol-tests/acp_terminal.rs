@@ -413,6 +413,41 @@ async fn a_failing_command_reports_its_exit_code_and_is_released() {
     assert_eq!(last["status"], "failed");
 }
 
+/// What a later `session/load` replays is the text the model saw: the
+/// terminal is long gone by then.
+#[tokio::test]
+async fn a_load_replays_the_output_not_the_released_terminal() {
+    let (mut maia, sid) = terminal_client().await;
+    bash(&maia, json!({"command": "echo from-the-terminal"}));
+    let id = maia.prompt(&sid, "run").await;
+    let mut editor = Editor::default();
+    let (_, seen) = serve_turn(&mut maia, &mut editor, id, |_, _, _| None).await;
+    assert!(seen.iter().any(|m| embedded(m).is_some()));
+    let mut maia = maia.restart().await;
+    maia.initialize_with(json!({"terminal": true})).await;
+    let cwd = maia.cwd();
+    let id = maia
+        .request(
+            "session/load",
+            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    let (resp, before) = maia.response(id).await;
+    assert!(resp.get("error").is_none(), "{resp}");
+    let calls: Vec<Value> = updates(&before)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .collect();
+    assert_eq!(calls.len(), 1, "{before:?}");
+    let content = &calls[0]["content"];
+    assert_eq!(content[0]["type"], "content", "{content}");
+    assert_eq!(
+        content[0]["content"]["text"],
+        "from-the-terminal\nExit code: 0"
+    );
+    assert!(!content.to_string().contains("terminalId"), "{content}");
+}
+
 #[tokio::test]
 async fn cancel_kills_the_terminal_then_releases_it() {
     let (mut maia, sid) = terminal_client().await;
