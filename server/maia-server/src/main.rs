@@ -68,6 +68,11 @@ fn run(lsp: bool, options: cli::Options) -> anyhow::Result<()> {
     if let Ok(exe) = std::env::current_exe() {
         maia_tools::process::set_guard(exe);
     }
+    // The path an editor's terminal starts (`maia __terminal`), found now,
+    // while the file surely is the running binary.
+    if maia_tools::process::maia_exe().is_none() {
+        tracing::warn!("the maia binary cannot be found; Bash cannot run in the editor's terminal");
+    }
     // HTTPS to the model endpoint uses rustls with the ring provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()

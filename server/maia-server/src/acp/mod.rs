@@ -154,7 +154,9 @@ fn client_tools(
     caps: &ClientCapabilities,
     session_id: &str,
 ) -> maia_core::ClientTools {
-    let terminals = caps.terminal.then(|| {
+    // Commands reach the editor's terminal as `maia __terminal`: without a
+    // path to this binary, Bash runs here as for a client without terminals.
+    let terminals = (caps.terminal && maia_tools::process::maia_exe().is_some()).then(|| {
         let terminals = terminal::ClientTerminals::new(conn.clone());
         terminals.bind(session_id);
         Arc::new(terminals) as Arc<dyn maia_tools::Terminals>
