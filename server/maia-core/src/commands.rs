@@ -144,7 +144,8 @@ impl Session {
                     self.reply(format!("A saved session named `{args}` already exists."));
                 } else {
                     let old = self.conversation.name().to_owned();
-                    match self.rename(args.to_owned()) {
+                    // The journal is copied into its new file: off the runtime.
+                    match crate::blocking::off_runtime(|| self.rename(args.to_owned())) {
                         Ok(()) => self.reply(format!("Renamed `{old}` to `{args}`.")),
                         Err(e) => self.reply(format!("Cannot rename: {e}")),
                     }
