@@ -330,7 +330,23 @@ impl Session {
                 .window
                 .map_or_else(|| "unknown".to_owned(), |w| format!("{w} tokens")),
         );
+        let text = format!("{text}{}", self.workspace_report());
         self.reply(text);
+    }
+
+    /// The `/context` lines about the workspace folders.
+    fn workspace_report(&self) -> String {
+        let mut out = format!(
+            "\n- working folder: `{}`\n- additional workspace folders:",
+            self.cwd.display()
+        );
+        if self.roots.is_empty() {
+            out.push_str(" none");
+        }
+        for root in &self.roots {
+            out.push_str(&format!("\n  - `{}`", root.display()));
+        }
+        out
     }
 }
 

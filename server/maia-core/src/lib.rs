@@ -30,6 +30,7 @@ mod system_prompt;
 mod tool_run;
 mod turn;
 pub mod window;
+pub mod workspace;
 
 pub use engine::{Engine, EngineOptions, LoadError, McpServerConfig, McpTransport, SessionSummary};
 pub use event::{

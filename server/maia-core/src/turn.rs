@@ -189,12 +189,17 @@ impl Session {
     }
 
     pub(crate) fn system_prompt(&self) -> String {
-        system_prompt::build(
+        let mut prompt = system_prompt::build(
             &self.cwd,
             self.context_file.as_ref(),
             self.summary.as_deref(),
             crate::skills::prompt_section(&self.skills.skills).as_deref(),
-        )
+        );
+        if let Some(roots) = crate::workspace::prompt_section(&self.roots) {
+            prompt.push_str("\n\n");
+            prompt.push_str(&roots);
+        }
+        prompt
     }
 
     /// Runs a prompt: a slash command, or a turn with the model.
@@ -240,7 +245,12 @@ impl Session {
                 out.push(part);
                 continue;
             };
-            let scan = prompt_syntax::scan_file_refs(text, &self.cwd, self.options.home.as_deref());
+            let scan = prompt_syntax::scan_file_refs_in(
+                text,
+                &self.cwd,
+                &self.roots,
+                self.options.home.as_deref(),
+            );
             for warning in &scan.warnings {
                 self.emit(Event::Notice {
                     level: NoticeLevel::Warning,
