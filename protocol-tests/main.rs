@@ -14,6 +14,7 @@ mod acp_llm_faults;
 mod acp_mcp;
 mod acp_models;
 mod acp_modes;
+mod acp_workspace;
 mod acp_prompt;
 mod acp_sessions;
 mod acp_tools;
