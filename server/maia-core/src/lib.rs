@@ -19,6 +19,7 @@ mod event;
 mod mcp;
 pub mod mode;
 pub mod permission;
+pub mod markdown_commands;
 pub mod prompt;
 pub mod prompt_syntax;
 mod session;

@@ -211,6 +211,8 @@ pub(crate) struct Session {
     pub(crate) pending_tools: Arc<Mutex<std::collections::HashSet<String>>>,
     pub(crate) sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
     pub skills: Arc<LoadedSkills>,
+    /// Markdown commands (`.maia/commands`, `.claude/commands`).
+    pub markdown_commands: Arc<crate::markdown_commands::LoadedCommands>,
     pub custom_tools: Arc<LoadedTools>,
     /// The session's MCP servers (stopped when the session ends).
     pub mcp: Arc<maia_mcp::McpManager>,
@@ -291,6 +293,10 @@ impl Session {
         (self.sandbox, self.sandbox_notes) =
             build_sandbox(home.as_deref(), &self.cwd, &self.roots, &self.id);
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
+        self.markdown_commands = Arc::new(crate::markdown_commands::load(
+            home.as_deref(),
+            &self.cwd,
+        ));
         self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
         if let Ok(mut pending) = self.pending_tools.lock() {
             *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);
@@ -441,6 +447,7 @@ pub(crate) fn spawn(
         tracing::warn!("cannot record the workspace folders: {e}");
     }
     let loaded_skills = skills::load(options.home.as_deref(), &cwd);
+    let markdown_commands = crate::markdown_commands::load(options.home.as_deref(), &cwd);
     let loaded_tools = custom_tools::load(&cwd, &reserved_names());
     let new_tools = pending_tools(options.home.as_deref(), &cwd, &loaded_tools);
     // Connects in the background; never delays the session.
@@ -492,6 +499,7 @@ pub(crate) fn spawn(
         sandbox_failures: Arc::default(),
         pending_tools: Arc::new(Mutex::new(new_tools)),
         skills: Arc::new(loaded_skills),
+        markdown_commands: Arc::new(markdown_commands),
         custom_tools: Arc::new(loaded_tools),
         mcp,
         todos: Arc::new(Mutex::new(Vec::new())),
@@ -556,7 +564,8 @@ fn reserved_names() -> Vec<&'static str> {
 }
 
 impl Session {
-    /// The commands the user can type: MAIA's, then one per skill.
+    /// The commands the user can type: MAIA's, then one per skill, then
+    /// the Markdown commands (a name already taken is skipped).
     pub(crate) fn command_entries(&self) -> Vec<CommandEntry> {
         let mut out: Vec<CommandEntry> = commands::COMMANDS
             .iter()
@@ -573,7 +582,20 @@ impl Session {
             out.push(CommandEntry {
                 name: skill.name.clone(),
                 description: format!("Skill: {}", skill.description),
-                hint: Some("arguments".to_owned()),
+                hint: Some(skill.hint.clone().unwrap_or_else(|| "arguments".to_owned())),
+            });
+        }
+        for command in &self.markdown_commands.commands {
+            if out.iter().any(|c| c.name == command.name) {
+                continue;
+            }
+            out.push(CommandEntry {
+                name: command.name.clone(),
+                description: command.description.clone(),
+                hint: command
+                    .hint
+                    .clone()
+                    .or_else(|| command.takes_arguments.then(|| "arguments".to_owned())),
             });
         }
         out
@@ -662,6 +684,7 @@ impl Session {
             .skills
             .warnings
             .iter()
+            .chain(&self.markdown_commands.warnings)
             .chain(&self.custom_tools.warnings)
         {
             warn(warning.clone());
@@ -676,6 +699,15 @@ impl Session {
         if !self.skills.skills.is_empty() {
             let names: Vec<&str> = self.skills.skills.iter().map(|s| s.name.as_str()).collect();
             info(format!("Skills: {}", names.join(", ")));
+        }
+        if !self.markdown_commands.commands.is_empty() {
+            let names: Vec<String> = self
+                .markdown_commands
+                .commands
+                .iter()
+                .map(|c| format!("/{}", c.name))
+                .collect();
+            info(format!("Commands: {}", names.join(", ")));
         }
         if !self.custom_tools.tools.is_empty() {
             let names: Vec<&str> = self
