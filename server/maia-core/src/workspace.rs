@@ -28,13 +28,18 @@ pub enum RootError {
         "additional directory `{0}` is refused: it is the root folder, the home folder or a folder above it, which would put every file of the user in the project"
     )]
     TooBroad(PathBuf),
+    #[error(
+        "additional directory `{0}` is refused: it is MAIA's own settings folder (~/.maia) or inside it, which commands must not be allowed to write"
+    )]
+    Settings(PathBuf),
     #[error("at most {MAX_ROOTS} additional directories are supported, got {0}")]
     TooMany(usize),
 }
 
 /// Checks the additional roots a client sent for a session in `cwd`:
-/// each must be absolute and an existing folder, and neither `/` nor the
-/// home folder nor one of its parents. Returns them resolved (`..` folded,
+/// each must be absolute and an existing folder, neither `/` nor the home
+/// folder nor one of its parents, and not inside `~/.maia` (the sandbox
+/// lets commands write in the roots). Returns them resolved (`..` folded,
 /// symlinks followed), in order, without duplicates and without the cwd.
 pub fn additional_roots(
     cwd: &Path,
@@ -61,6 +66,12 @@ pub fn additional_roots(
                 .is_some_and(|home| home.starts_with(&real));
         if broad {
             return Err(RootError::TooBroad(given.clone()));
+        }
+        if real_home
+            .as_deref()
+            .is_some_and(|home| real.starts_with(home.join(".maia")))
+        {
+            return Err(RootError::Settings(given.clone()));
         }
         if real != real_cwd && !out.contains(&real) {
             out.push(real);
@@ -131,6 +142,9 @@ mod tests {
         // A link to the home folder is the home folder.
         std::os::unix::fs::symlink(&home, base.join("h")).unwrap();
         assert!(matches!(err(&[base.join("h")]), RootError::TooBroad(_)));
+        std::fs::create_dir_all(home.join(".maia/skills")).unwrap();
+        assert!(matches!(err(&[home.join(".maia")]), RootError::Settings(_)));
+        assert!(matches!(err(&[home.join(".maia/skills")]), RootError::Settings(_)));
         // Inside the home folder is fine.
         std::fs::create_dir_all(home.join("code")).unwrap();
         assert_eq!(
