@@ -21,7 +21,11 @@ fn layout(maia: &Maia) -> Layout {
         lib: maia.path("lib"),
         out: maia.path("out"),
     };
-    for (dir, file) in [(&l.proj, "src/mine.txt"), (&l.lib, "src/a.txt"), (&l.out, "b.txt")] {
+    for (dir, file) in [
+        (&l.proj, "src/mine.txt"),
+        (&l.lib, "src/a.txt"),
+        (&l.out, "b.txt"),
+    ] {
         let path = dir.join(file);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, format!("content of {file}\n")).unwrap();
@@ -61,7 +65,10 @@ async fn open(maia: &mut Maia, cwd: &Path, roots: &[&Path]) -> String {
 /// The content of the last tool result the model received.
 fn last_tool_result(maia: &Maia) -> String {
     let requests = maia.mock.requests();
-    let messages = requests.last().unwrap()["messages"].as_array().unwrap().clone();
+    let messages = requests.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
     messages
         .iter()
         .rev()
@@ -89,7 +96,11 @@ async fn an_additional_root_is_part_of_the_project() {
 
     // `Read(src/**)` applies in the additional root: no question.
     let (resp, before) = maia
-        .tool_turn(&sid, &[read(&l.lib.join("src/a.txt"))], choose("reject_once"))
+        .tool_turn(
+            &sid,
+            &[read(&l.lib.join("src/a.txt"))],
+            choose("reject_once"),
+        )
         .await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     assert!(permission_requests(&before).is_empty(), "{before:?}");
@@ -131,20 +142,41 @@ async fn an_additional_root_is_part_of_the_project() {
     )
     .await;
     assert_eq!(resp["result"], json!({}), "{resp}");
-    let write = |path: &Path| ("w1", "Write", json!({"file_path": path, "content": "new\n"}));
+    let write = |path: &Path| {
+        (
+            "w1",
+            "Write",
+            json!({"file_path": path, "content": "new\n"}),
+        )
+    };
     let (_, before) = maia
-        .tool_turn(&sid, &[write(&l.lib.join("new.txt"))], choose("reject_once"))
+        .tool_turn(
+            &sid,
+            &[write(&l.lib.join("new.txt"))],
+            choose("reject_once"),
+        )
         .await;
     assert!(permission_requests(&before).is_empty(), "{before:?}");
-    assert_eq!(std::fs::read_to_string(l.lib.join("new.txt")).unwrap(), "new\n");
+    assert_eq!(
+        std::fs::read_to_string(l.lib.join("new.txt")).unwrap(),
+        "new\n"
+    );
     let (_, before) = maia
-        .tool_turn(&sid, &[write(&l.out.join("new.txt"))], choose("reject_once"))
+        .tool_turn(
+            &sid,
+            &[write(&l.out.join("new.txt"))],
+            choose("reject_once"),
+        )
         .await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
     assert!(!l.out.join("new.txt").exists());
     // A protected path inside the root is still asked.
     let (_, before) = maia
-        .tool_turn(&sid, &[write(&l.lib.join(".git/config"))], choose("reject_once"))
+        .tool_turn(
+            &sid,
+            &[write(&l.lib.join(".git/config"))],
+            choose("reject_once"),
+        )
         .await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
 
@@ -157,10 +189,7 @@ async fn an_additional_root_is_part_of_the_project() {
     let id = maia.prompt(&sid, "/context").await;
     let (_, before) = maia.response(id).await;
     let text = agent_text(&before);
-    assert!(
-        text.contains(&format!("`{}`", l.lib.display())),
-        "{text}"
-    );
+    assert!(text.contains(&format!("`{}`", l.lib.display())), "{text}");
 }
 
 #[tokio::test]
@@ -226,11 +255,13 @@ async fn bad_roots_are_refused_with_a_clear_error() {
 #[tokio::test]
 async fn roots_are_saved_listed_and_the_load_request_decides() {
     let mut maia = Maia::start_with(options()).await;
-    maia.initialize_with(json!({"session": {"notices": {}}})).await;
+    maia.initialize_with(json!({"session": {"notices": {}}}))
+        .await;
     let l = layout(&maia);
     let sid = open(&mut maia, &l.proj, &[&l.lib]).await;
     let mut maia = maia.restart().await;
-    maia.initialize_with(json!({"session": {"notices": {}}})).await;
+    maia.initialize_with(json!({"session": {"notices": {}}}))
+        .await;
 
     // session/list reports the roots the thread was opened with.
     let (resp, _) = call(&mut maia, "session/list", json!({"cwd": l.proj})).await;
@@ -247,7 +278,11 @@ async fn roots_are_saved_listed_and_the_load_request_decides() {
     .await;
     assert!(resp["error"].is_null(), "{resp}");
     let (_, before) = maia
-        .tool_turn(&sid, &[read(&l.lib.join("src/a.txt"))], choose("reject_once"))
+        .tool_turn(
+            &sid,
+            &[read(&l.lib.join("src/a.txt"))],
+            choose("reject_once"),
+        )
         .await;
     assert!(permission_requests(&before).is_empty(), "{before:?}");
 
@@ -267,7 +302,11 @@ async fn roots_are_saved_listed_and_the_load_request_decides() {
     });
     assert!(told, "{before:?}");
     let (_, before) = maia
-        .tool_turn(&sid, &[read(&l.lib.join("src/a.txt"))], choose("reject_once"))
+        .tool_turn(
+            &sid,
+            &[read(&l.lib.join("src/a.txt"))],
+            choose("reject_once"),
+        )
         .await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
     let (resp, _) = call(&mut maia, "session/list", json!({"cwd": l.proj})).await;
@@ -291,16 +330,29 @@ async fn sandboxed_commands_may_write_in_an_additional_root_only() {
     .await;
     assert_eq!(resp["result"], json!({}), "{resp}");
     let echo = |id: &'static str, path: PathBuf| {
-        (id, "Bash", json!({"command": format!("echo x > {}", path.display())}))
+        (
+            id,
+            "Bash",
+            json!({"command": format!("echo x > {}", path.display())}),
+        )
     };
     let (_, before) = maia
         .tool_turn(
             &sid,
-            &[echo("b1", l.lib.join("in-root.txt")), echo("b2", l.out.join("outside.txt"))],
+            &[
+                echo("b1", l.lib.join("in-root.txt")),
+                echo("b2", l.out.join("outside.txt")),
+            ],
             choose("reject_once"),
         )
         .await;
     assert!(permission_requests(&before).is_empty(), "{before:?}");
-    assert_eq!(std::fs::read_to_string(l.lib.join("in-root.txt")).unwrap(), "x\n");
-    assert!(!l.out.join("outside.txt").exists(), "the sandbox let a write out of every root");
+    assert_eq!(
+        std::fs::read_to_string(l.lib.join("in-root.txt")).unwrap(),
+        "x\n"
+    );
+    assert!(
+        !l.out.join("outside.txt").exists(),
+        "the sandbox let a write out of every root"
+    );
 }

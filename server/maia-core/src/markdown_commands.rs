@@ -233,7 +233,10 @@ mod tests {
             message(review, "src/").unwrap(),
             "# Review the diff\n\nLook at git diff.\n\nArguments: src/"
         );
-        assert_eq!(message(review, "").unwrap(), "# Review the diff\n\nLook at git diff.");
+        assert_eq!(
+            message(review, "").unwrap(),
+            "# Review the diff\n\nLook at git diff."
+        );
         assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
     }
 

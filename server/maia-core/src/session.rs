@@ -293,10 +293,8 @@ impl Session {
         (self.sandbox, self.sandbox_notes) =
             build_sandbox(home.as_deref(), &self.cwd, &self.roots, &self.id);
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
-        self.markdown_commands = Arc::new(crate::markdown_commands::load(
-            home.as_deref(),
-            &self.cwd,
-        ));
+        self.markdown_commands =
+            Arc::new(crate::markdown_commands::load(home.as_deref(), &self.cwd));
         self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
         if let Ok(mut pending) = self.pending_tools.lock() {
             *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);

@@ -478,11 +478,32 @@ mod tests {
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(dir.join("SKILL.md"), text).unwrap();
         };
-        claude(&p.home, "review", "---\nname: review\ndescription: claude home\n---\nCH");
-        claude(&p.cwd, "review", "---\nname: review\ndescription: claude project\n---\nCP");
-        claude(&p.home, "both", "---\nname: both\ndescription: claude home\n---\n");
-        claude(&p.cwd, "pdf", "---\nname: pdf\ndescription: fill PDF forms\nlicense: MIT\nallowed-tools: Bash\n---\nP $ARGUMENTS");
-        write_skill(&p.home, "both", "SKILL.md", "---\ndescription: maia home\n---\n");
+        claude(
+            &p.home,
+            "review",
+            "---\nname: review\ndescription: claude home\n---\nCH",
+        );
+        claude(
+            &p.cwd,
+            "review",
+            "---\nname: review\ndescription: claude project\n---\nCP",
+        );
+        claude(
+            &p.home,
+            "both",
+            "---\nname: both\ndescription: claude home\n---\n",
+        );
+        claude(
+            &p.cwd,
+            "pdf",
+            "---\nname: pdf\ndescription: fill PDF forms\nlicense: MIT\nallowed-tools: Bash\n---\nP $ARGUMENTS",
+        );
+        write_skill(
+            &p.home,
+            "both",
+            "SKILL.md",
+            "---\ndescription: maia home\n---\n",
+        );
         let loaded = load(Some(&p.home), &p.cwd);
         assert_eq!(names(&loaded), ["both", "pdf", "review"]);
         // The project's .claude skill wins over the home's .claude one…

@@ -352,7 +352,6 @@ pub struct Summary {
     pub path: PathBuf,
 }
 
-
 fn pointer_path(cwd: &Path, id: &str) -> Option<PathBuf> {
     // Thread ids become file names: accept only plain ones.
     let plain = !id.is_empty()
@@ -458,7 +457,11 @@ pub fn new_header(id: &str, cwd: &Path) -> Header {
 
 /// Where thread `id` records its additional workspace roots.
 fn roots_path(cwd: &Path, id: &str) -> Option<PathBuf> {
-    pointer_path(cwd, id).map(|p| sessions_dir(cwd).join(".roots").join(p.file_name().unwrap_or_default()))
+    pointer_path(cwd, id).map(|p| {
+        sessions_dir(cwd)
+            .join(".roots")
+            .join(p.file_name().unwrap_or_default())
+    })
 }
 
 /// Records the additional workspace roots thread `id` was last opened
@@ -787,7 +790,10 @@ mod roots_tests {
         let cwd = dir.path();
         assert!(saved_roots(cwd, "t1").is_empty());
         save_roots(cwd, "t1", &[PathBuf::from("/a"), PathBuf::from("/b")]).unwrap();
-        assert_eq!(saved_roots(cwd, "t1"), vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert_eq!(
+            saved_roots(cwd, "t1"),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
         save_roots(cwd, "t1", &[PathBuf::from("/c")]).unwrap();
         assert_eq!(saved_roots(cwd, "t1"), vec![PathBuf::from("/c")]);
         save_roots(cwd, "t1", &[]).unwrap();

@@ -10,7 +10,8 @@
 //! [`additional_roots`] checks what a client sends and returns the roots in
 //! their resolved form (symlinks followed once, when the session opens), so
 //! a link re-pointed later cannot move a root. A root that would make the
-//! whole machine or the home folder "the project" is refused.
+//! whole machine or the home folder "the project", or let sandboxed
+//! commands write MAIA's own settings (`~/.maia`), is refused.
 
 use std::path::{Path, PathBuf};
 
@@ -135,7 +136,10 @@ mod tests {
             RootError::NotAFolder(_)
         ));
         std::fs::write(base.join("file"), "x").unwrap();
-        assert!(matches!(err(&[base.join("file")]), RootError::NotAFolder(_)));
+        assert!(matches!(
+            err(&[base.join("file")]),
+            RootError::NotAFolder(_)
+        ));
         assert!(matches!(err(&[PathBuf::from("/")]), RootError::TooBroad(_)));
         assert!(matches!(err(&[home.clone()]), RootError::TooBroad(_)));
         assert!(matches!(err(&[base.clone()]), RootError::TooBroad(_)));
@@ -144,7 +148,10 @@ mod tests {
         assert!(matches!(err(&[base.join("h")]), RootError::TooBroad(_)));
         std::fs::create_dir_all(home.join(".maia/skills")).unwrap();
         assert!(matches!(err(&[home.join(".maia")]), RootError::Settings(_)));
-        assert!(matches!(err(&[home.join(".maia/skills")]), RootError::Settings(_)));
+        assert!(matches!(
+            err(&[home.join(".maia/skills")]),
+            RootError::Settings(_)
+        ));
         // Inside the home folder is fine.
         std::fs::create_dir_all(home.join("code")).unwrap();
         assert_eq!(

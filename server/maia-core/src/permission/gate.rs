@@ -63,12 +63,7 @@ pub struct Verdict {
 /// The protected path a call writes, if any: the file of Write/Edit, the
 /// files a Bash command redirects into or writes with `tee`, `dd of=`….
 /// Protected names apply inside the cwd and each additional root (`roots`).
-pub fn protected_path(
-    tool: &str,
-    input: &Value,
-    cwd: &Path,
-    roots: &[PathBuf],
-) -> Option<PathBuf> {
+pub fn protected_path(tool: &str, input: &Value, cwd: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
     let targets: Vec<String> = match tool.to_ascii_lowercase().as_str() {
         "write" | "edit" => input
             .get("file_path")

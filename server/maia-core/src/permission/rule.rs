@@ -243,12 +243,7 @@ pub(crate) fn bash_allowable(analysis: &shell::Analysis) -> bool {
 impl<'a> Subject<'a> {
     /// A call in a session rooted at `cwd` with additional workspace
     /// `roots`. Relative paths still resolve against `cwd`.
-    pub(crate) fn in_roots(
-        tool: &str,
-        input: &Value,
-        cwd: &'a Path,
-        roots: &'a [PathBuf],
-    ) -> Self {
+    pub(crate) fn in_roots(tool: &str, input: &Value, cwd: &'a Path, roots: &'a [PathBuf]) -> Self {
         let kind = kind_of(tool);
         match kind {
             Kind::Bash => {

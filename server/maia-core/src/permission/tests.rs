@@ -1080,12 +1080,27 @@ fn relative_patterns_apply_in_additional_roots() {
         )
     };
     // Without the root, the library is outside the project.
-    assert_eq!(broker.decide(&read(&lib.join("src/a.rs")), &cwd), Decision::Ask);
+    assert_eq!(
+        broker.decide(&read(&lib.join("src/a.rs")), &cwd),
+        Decision::Ask
+    );
     broker.set_roots(vec![lib.clone()]);
-    assert_eq!(broker.decide(&read(&cwd.join("src/a.rs")), &cwd), Decision::Allow);
-    assert_eq!(broker.decide(&read(&lib.join("src/a.rs")), &cwd), Decision::Allow);
-    assert_eq!(broker.decide(&edit(&lib.join("README.md")), &cwd), Decision::Allow);
-    assert_eq!(broker.decide(&read(&lib.join("docs/a.md")), &cwd), Decision::Ask);
+    assert_eq!(
+        broker.decide(&read(&cwd.join("src/a.rs")), &cwd),
+        Decision::Allow
+    );
+    assert_eq!(
+        broker.decide(&read(&lib.join("src/a.rs")), &cwd),
+        Decision::Allow
+    );
+    assert_eq!(
+        broker.decide(&edit(&lib.join("README.md")), &cwd),
+        Decision::Allow
+    );
+    assert_eq!(
+        broker.decide(&read(&lib.join("docs/a.md")), &cwd),
+        Decision::Ask
+    );
     assert!(matches!(
         broker.decide(&read(&lib.join("src/.env")), &cwd),
         Decision::Deny(_)
@@ -1095,7 +1110,10 @@ fn relative_patterns_apply_in_additional_roots() {
     assert_eq!(broker.decide(&read(&dotdot), &cwd), Decision::Ask);
     let through = lib.join("src/escape/secret.txt");
     assert_eq!(broker.decide(&read(&through), &cwd), Decision::Ask);
-    assert_eq!(broker.decide(&edit(&outside.join("secret.txt")), &cwd), Decision::Ask);
+    assert_eq!(
+        broker.decide(&edit(&outside.join("secret.txt")), &cwd),
+        Decision::Ask
+    );
     // Relative paths still resolve against the cwd.
     assert_eq!(
         broker.decide(&read(Path::new("src/a.rs")), &cwd),
@@ -1124,14 +1142,35 @@ fn modes_treat_additional_roots_as_the_project() {
         };
         gate::apply_mode(mode, Decision::Ask, facts, &cwd, roots).decision
     };
-    assert_eq!(verdict(Mode::AcceptEdits, &lib.join("a.rs"), &[]), Decision::Ask);
-    assert_eq!(verdict(Mode::AcceptEdits, &lib.join("a.rs"), &roots), Decision::Allow);
-    assert_eq!(verdict(Mode::AcceptEdits, &cwd.join("a.rs"), &roots), Decision::Allow);
-    assert_eq!(verdict(Mode::AcceptEdits, &outside.join("a.rs"), &roots), Decision::Ask);
-    assert_eq!(verdict(Mode::AcceptEdits, &lib.join("escape/a.rs"), &roots), Decision::Ask);
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &lib.join("a.rs"), &[]),
+        Decision::Ask
+    );
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &lib.join("a.rs"), &roots),
+        Decision::Allow
+    );
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &cwd.join("a.rs"), &roots),
+        Decision::Allow
+    );
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &outside.join("a.rs"), &roots),
+        Decision::Ask
+    );
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &lib.join("escape/a.rs"), &roots),
+        Decision::Ask
+    );
     // Protected paths are protected in every root.
-    assert_eq!(verdict(Mode::AcceptEdits, &lib.join(".git/config"), &roots), Decision::Ask);
-    assert_eq!(verdict(Mode::AcceptEdits, &lib.join("package.json"), &roots), Decision::Ask);
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &lib.join(".git/config"), &roots),
+        Decision::Ask
+    );
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &lib.join("package.json"), &roots),
+        Decision::Ask
+    );
     assert!(matches!(
         verdict(Mode::ReadOnly, &lib.join("a.rs"), &roots),
         Decision::Deny(_)

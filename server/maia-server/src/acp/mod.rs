@@ -21,9 +21,9 @@ use agent_client_protocol_schema::v1::{
     ContentBlock, CurrentModeUpdate, EmbeddedResourceResource, Implementation, InitializeResponse,
     ListSessionsRequest, ListSessionsResponse, LoadSessionResponse, McpCapabilities,
     NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionResponse,
-    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
-    SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
-    SetSessionConfigOptionResponse,
+    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
+    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
+    SessionUpdate, SetSessionConfigOptionResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use maia_core::{Engine, EngineOptions, Event, PromptPart, SessionHandle};
