@@ -713,6 +713,16 @@ async fn claude_layouts_skills_and_markdown_commands() {
         "{sent}"
     );
 
+    // /help lists them too.
+    let id = maia.prompt(&sid, "/help").await;
+    let (_, before) = maia.response_with(id, no_question).await;
+    let help = agent_text(&before);
+    assert!(
+        help.contains("`/fix-issue <[issue number]>` — Fix a GitHub issue")
+            && help.contains("`/explain"),
+        "{help}"
+    );
+
     // The .claude skill runs like a MAIA one.
     maia.mock.push(mock::text_reply("ok"));
     let id = maia.prompt(&sid, "/explain main.rs").await;

@@ -105,7 +105,8 @@ impl Session {
             }
             "help" => {
                 let mut text = String::from("Commands:\n\n");
-                for c in COMMANDS {
+                // Built-in commands, then skills and Markdown commands.
+                for c in self.command_entries() {
                     let arg = c.hint.map(|h| format!(" <{h}>")).unwrap_or_default();
                     text.push_str(&format!("- `/{}{arg}` — {}\n", c.name, c.description));
                 }
