@@ -118,6 +118,17 @@ async fn an_additional_root_is_part_of_the_project() {
         .await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
 
+    // A symlink inside the root that leads out of it is outside.
+    std::os::unix::fs::symlink(&l.out, l.lib.join("src/escape")).unwrap();
+    let (_, before) = maia
+        .tool_turn(
+            &sid,
+            &[read(&l.lib.join("src/escape/b.txt"))],
+            choose("reject_once"),
+        )
+        .await;
+    assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
+
     // Glob searches a root named by its absolute path.
     let (_, before) = maia
         .tool_turn(
@@ -354,5 +365,45 @@ async fn sandboxed_commands_may_write_in_an_additional_root_only() {
     assert!(
         !l.out.join("outside.txt").exists(),
         "the sandbox let a write out of every root"
+    );
+}
+
+/// A root named through a symlink is the folder it pointed to when the
+/// session opened: re-pointing the link later does not move the root.
+#[tokio::test]
+async fn a_root_given_by_a_symlink_stays_where_it_was() {
+    let mut maia = Maia::start_with(options()).await;
+    maia.initialize().await;
+    let l = layout(&maia);
+    std::fs::create_dir_all(l.out.join("src")).unwrap();
+    std::fs::write(l.out.join("src/secret.txt"), "secret\n").unwrap();
+    let link = maia.path("link");
+    std::os::unix::fs::symlink(&l.lib, &link).unwrap();
+    let sid = open(&mut maia, &l.proj, &[&link]).await;
+    let (_, before) = maia
+        .tool_turn(
+            &sid,
+            &[read(&link.join("src/a.txt"))],
+            choose("reject_once"),
+        )
+        .await;
+    assert!(permission_requests(&before).is_empty(), "{before:?}");
+    // What a command could do: point the link elsewhere.
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&l.out, &link).unwrap();
+    let (_, before) = maia
+        .tool_turn(
+            &sid,
+            &[read(&link.join("src/secret.txt"))],
+            choose("reject_once"),
+        )
+        .await;
+    assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
+    // The session reports the real folder.
+    let (resp, _) = call(&mut maia, "session/list", json!({"cwd": l.proj})).await;
+    assert_eq!(
+        resp["result"]["sessions"][0]["additionalDirectories"],
+        json!([l.lib]),
+        "{resp}"
     );
 }

@@ -141,8 +141,14 @@ mod tests {
             RootError::NotAFolder(_)
         ));
         assert!(matches!(err(&[PathBuf::from("/")]), RootError::TooBroad(_)));
-        assert!(matches!(err(std::slice::from_ref(&home)), RootError::TooBroad(_)));
-        assert!(matches!(err(std::slice::from_ref(&base)), RootError::TooBroad(_)));
+        assert!(matches!(
+            err(std::slice::from_ref(&home)),
+            RootError::TooBroad(_)
+        ));
+        assert!(matches!(
+            err(std::slice::from_ref(&base)),
+            RootError::TooBroad(_)
+        ));
         // A link to the home folder is the home folder.
         std::os::unix::fs::symlink(&home, base.join("h")).unwrap();
         assert!(matches!(err(&[base.join("h")]), RootError::TooBroad(_)));
