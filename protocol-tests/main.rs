@@ -19,6 +19,7 @@ mod acp_prompt;
 mod acp_sessions;
 mod acp_terminal;
 mod acp_tools;
+mod acp_workspace;
 mod fuzz_replay;
 mod litellm;
 mod lsp;
