@@ -143,9 +143,18 @@ pub(crate) async fn run_bash(
     if ctx.cancel.is_cancelled() {
         return ToolOutput::cancelled();
     }
-    // Not raced with the cancel: a terminal the editor creates meanwhile
-    // must still be released (the wait below sees the cancel at once).
-    let create = terminals.create(request).await;
+    // A cancel does not drop the request at once: a terminal the editor
+    // creates meanwhile must still be released (the wait below sees the
+    // cancel at once). A client that never answers is given up on a
+    // moment after the cancel.
+    let given_up = async {
+        ctx.cancel.cancelled().await;
+        tokio::time::sleep(RELEASE_WAIT).await;
+    };
+    let create = tokio::select! {
+        created = terminals.create(request) => created,
+        () = given_up => return ToolOutput::cancelled(),
+    };
     let id = match create {
         Ok(id) => id,
         Err(e) => {
