@@ -39,4 +39,4 @@ pub use event::{
 };
 pub use mode::{Mode, SharedMode};
 pub use prompt::PromptPart;
-pub use session::{Busy, SessionHandle, SharedModel};
+pub use session::{Busy, SessionHandle, SharedModel, reserved_tool_names};

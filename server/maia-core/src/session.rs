@@ -271,11 +271,7 @@ impl Session {
     }
 
     fn reload_files(&mut self) {
-        self.settings = settings::load(
-            self.options.home.as_deref(),
-            &self.cwd,
-            self.options.env_api_key.clone(),
-        );
+        self.settings = settings::load_with(&self.options, &self.cwd);
         self.llm = LlmClient::new(self.settings.llm.clone());
         if self.options.model.is_none() && self.settings.model.is_some() {
             self.model.set(self.settings.model.clone());
@@ -287,7 +283,7 @@ impl Session {
         }
         (self.sandbox, self.sandbox_notes) = build_sandbox(home.as_deref(), &self.cwd, &self.id);
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
-        self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
+        self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_tool_names()));
         if let Ok(mut pending) = self.pending_tools.lock() {
             *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);
         }
@@ -390,7 +386,7 @@ pub(crate) fn spawn(
     start: Start,
     mcp_servers: Vec<maia_mcp::McpServerConfig>,
 ) -> (SessionHandle, mpsc::UnboundedReceiver<Event>) {
-    let settings = settings::load(options.home.as_deref(), &cwd, options.env_api_key.clone());
+    let settings = settings::load_with(options, &cwd);
     let llm = LlmClient::new(settings.llm.clone());
     let mode = SharedMode::default();
     let model = SharedModel::default();
@@ -418,7 +414,7 @@ pub(crate) fn spawn(
     let broker = Broker::load(options.home.as_deref(), &cwd);
     let (sandbox, sandbox_notes) = build_sandbox(options.home.as_deref(), &cwd, &id);
     let loaded_skills = skills::load(options.home.as_deref(), &cwd);
-    let loaded_tools = custom_tools::load(&cwd, &reserved_names());
+    let loaded_tools = custom_tools::load(&cwd, &reserved_tool_names());
     let new_tools = pending_tools(options.home.as_deref(), &cwd, &loaded_tools);
     // Connects in the background; never delays the session.
     let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
@@ -522,7 +518,8 @@ pub(crate) fn spawn(
 }
 
 /// Names custom tools may not take.
-fn reserved_names() -> Vec<&'static str> {
+/// The names a custom tool may not take: the built-in tools'.
+pub fn reserved_tool_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = maia_tools::TOOL_NAMES.to_vec();
     names.extend([skills::TOOL_NAME, TODO_WRITE, CURRENT_MODEL]);
     names

@@ -126,6 +126,29 @@ pub fn sandbox_policy(
     (policy, warnings)
 }
 
+/// A route to the model server chosen by the front end for this process
+/// (a client-managed gateway). It replaces `LiteLLM_URL`; its headers go
+/// with every request, and the settings' API key is not sent (it belongs
+/// to the user's own proxy, not to the client's gateway).
+#[derive(Debug, Clone)]
+pub struct LlmRoute {
+    pub base_url: String,
+    /// Header names and values; the values are secrets (never shown).
+    pub headers: Vec<(String, ApiKey)>,
+}
+
+/// Loads the settings for a session in `cwd` with the process's options
+/// (home, `LITELLM_API_KEY`, and the front end's route when one is set).
+pub fn load_with(options: &crate::EngineOptions, cwd: &Path) -> Settings {
+    let mut settings = load(options.home.as_deref(), cwd, options.env_api_key.clone());
+    if let Some(route) = &options.route {
+        settings.llm.base_url = route.base_url.clone();
+        settings.llm.headers = route.headers.clone();
+        settings.llm.api_key = None;
+    }
+    settings
+}
+
 /// Loads the settings for a session in `cwd`.
 pub fn load(home: Option<&Path>, cwd: &Path, env_api_key: Option<String>) -> Settings {
     let mut merged = Map::new();
