@@ -96,6 +96,11 @@ impl Engine {
         *self.route.write().unwrap_or_else(PoisonError::into_inner) = route;
     }
 
+    /// The user's home folder, if known.
+    pub fn home(&self) -> Option<PathBuf> {
+        self.options.home.clone()
+    }
+
     /// The route set with [`Engine::set_route`], if any.
     pub fn route(&self) -> Option<crate::settings::LlmRoute> {
         self.route

@@ -155,9 +155,15 @@ impl Problem {
     /// The proxy cannot be reached or refuses the key: what ACP reports as
     /// `auth_required`, since logging in again fixes it.
     pub fn needs_login(&self) -> bool {
-        !matches!(
+        matches!(
             self,
-            Problem::Timeout { .. } | Problem::ServerError { .. } | Problem::NoModels
+            Problem::BadUrl { .. }
+                | Problem::Refused { .. }
+                | Problem::UnknownHost { .. }
+                | Problem::Tls { .. }
+                | Problem::Connection { .. }
+                | Problem::KeyRefused { .. }
+                | Problem::WrongPath { .. }
         )
     }
 

@@ -9,8 +9,11 @@
 //! - nothing is sent for a session before its `session/new` response;
 //! - `fs/*` requests are sent only when the client advertised them.
 
+mod auth;
 mod convert;
 mod fs;
+#[cfg(feature = "llm-providers")]
+mod providers;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -135,6 +138,9 @@ struct Agent {
     /// Folders sessions were opened in (what `session/list` without a
     /// `cwd` and `session/delete` search).
     known_cwds: Mutex<BTreeSet<PathBuf>>,
+    /// The folder of the last `session/new` refused with `auth_required`
+    /// (what `authenticate` checks; else the user's settings alone).
+    auth_cwd: Mutex<Option<PathBuf>>,
 }
 
 /// Sessions per `session/list` page.
@@ -166,6 +172,7 @@ impl Agent {
             generations: std::sync::atomic::AtomicU64::new(1),
             pumps: Mutex::new(Vec::new()),
             known_cwds: Mutex::new(BTreeSet::new()),
+            auth_cwd: Mutex::new(None),
         }
     }
 
@@ -203,6 +210,12 @@ impl Agent {
                 );
                 return;
             }
+            #[cfg(feature = "llm-providers")]
+            Err(MethodDispatchError::InvalidPayload { .. }) if method.starts_with("providers/") => {
+                self.conn
+                    .respond(id, Err(providers::invalid_payload(method, &params)));
+                return;
+            }
             Err(MethodDispatchError::InvalidPayload { source, .. }) => {
                 self.conn.respond(
                     id,
@@ -220,11 +233,12 @@ impl Agent {
         let initialized = self.client_caps().is_some();
         let result = match request {
             ClientRequest::InitializeRequest(req) => {
+                let methods = auth::methods(&req.client_capabilities);
                 if let Ok(mut client) = self.client.lock() {
                     *client = Some(req.client_capabilities);
                 }
                 tracing::info!(client = ?req.client_info.map(|c| c.name), asked = ?req.protocol_version, "initialized");
-                to_value(&initialize_response())
+                to_value(&initialize_response().auth_methods(methods))
             }
             _ if !initialized => Err(RpcError::new(
                 ErrorCode::InvalidRequest,
@@ -291,7 +305,30 @@ impl Agent {
                 Ok(()) => return,
                 Err(e) => Err(e),
             },
-            ClientRequest::AuthenticateRequest(_) => Ok(json!({})),
+            #[cfg(feature = "llm-providers")]
+            ClientRequest::ListProvidersRequest(_) => to_value(&providers::list(&self.engine)),
+            #[cfg(feature = "llm-providers")]
+            ClientRequest::SetProviderRequest(req) => {
+                providers::set(&self.engine, req).and_then(|r| to_value(&r))
+            }
+            #[cfg(feature = "llm-providers")]
+            ClientRequest::DisableProviderRequest(req) => Err(providers::disable(&req)),
+            ClientRequest::AuthenticateRequest(req) => {
+                let method = req.method_id.0.to_string();
+                if !auth::known(&method) {
+                    Err(invalid_params(format!(
+                        "unknown authentication method `{method}` (offered: `{}`)",
+                        auth::AGENT_METHOD
+                    )))
+                } else {
+                    let agent = self.clone();
+                    tokio::spawn(async move {
+                        let result = agent.authenticate().await;
+                        agent.conn.respond(id, result);
+                    });
+                    return;
+                }
+            }
             _ => Err(RpcError::new(
                 ErrorCode::MethodNotFound,
                 format!("method not supported: {method}"),
@@ -426,6 +463,20 @@ impl Agent {
                 tracing::warn!("the reopened session did not stop in time");
             }
         }
+        // The proxy is asked first: a new session that could not answer a
+        // prompt is refused with `auth_required`, so the editor offers its
+        // login; a saved one opens anyway (its history is readable).
+        let listed = match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT).await {
+            Ok(models) => models,
+            Err(problem) if matches!(how, Open::New) => {
+                if let Ok(mut last) = self.auth_cwd.lock() {
+                    *last = Some(cwd.clone());
+                }
+                self.fail_open(id, None, generation, auth::required(&problem));
+                return;
+            }
+            Err(_) => Vec::new(),
+        };
         let caps = self.client_caps().unwrap_or_default();
         let fs = fs::ClientFs::new(self.conn.clone(), &caps);
         let engine = self.engine.clone();
@@ -464,18 +515,6 @@ impl Agent {
         };
         fs.bind(handle.id());
         let session_id = handle.id().to_owned();
-        let listed =
-            match tokio::time::timeout(MODEL_LIST_WAIT, self.engine.list_models(&cwd)).await {
-                Ok(Ok(models)) => models,
-                Ok(Err(e)) => {
-                    tracing::warn!("cannot list the models: {e}");
-                    Vec::new()
-                }
-                Err(_) => {
-                    tracing::warn!("the model list did not arrive in time");
-                    Vec::new()
-                }
-            };
         handle.default_model_from(&listed);
         let models: Models = Arc::new(Mutex::new(listed.clone()));
         let forwarder = Forwarder {
@@ -561,6 +600,21 @@ impl Agent {
         if let Ok(mut pumps) = self.pumps.lock() {
             pumps.retain(|p| !p.is_finished());
             pumps.push(pump);
+        }
+    }
+
+    /// `authenticate`: the settings are read again and the proxy asked.
+    async fn authenticate(&self) -> Result<Value, RpcError> {
+        let cwd = self
+            .auth_cwd
+            .lock()
+            .ok()
+            .and_then(|c| c.clone())
+            .or_else(|| self.engine.home())
+            .unwrap_or_else(std::env::temp_dir);
+        match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT).await {
+            Ok(_) => Ok(json!({})),
+            Err(problem) => Err(auth::required(&problem)),
         }
     }
 
@@ -900,9 +954,13 @@ fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
 }
 
 fn initialize_response() -> InitializeResponse {
+    let capabilities = AgentCapabilities::new();
+    #[cfg(feature = "llm-providers")]
+    let capabilities = capabilities
+        .providers(agent_client_protocol_schema::v1::ProvidersCapabilities::new());
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
-            AgentCapabilities::new()
+            capabilities
                 .load_session(true)
                 .mcp_capabilities(McpCapabilities::new().http(true))
                 .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
