@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod acp_auth;
 mod acp_cancel;
 mod acp_compaction;
 mod acp_config;
@@ -17,6 +18,7 @@ mod acp_modes;
 mod acp_prompt;
 mod acp_sessions;
 mod acp_tools;
+mod cli_login;
 mod fuzz_replay;
 mod litellm;
 mod lsp;

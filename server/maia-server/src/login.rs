@@ -37,7 +37,7 @@ pub enum LoginError {
     NoVariable(String),
     #[error("{problem}\n  Fix: {fix}", fix = .problem.fix())]
     Proxy { problem: Problem },
-    #[error("the proxy does not list the model `{model}`; it lists: {listed}")]
+    #[error("the proxy does not list the model `{model}`; it lists: {listed}\n  Fix: give one of those with --model, or leave --model out to keep the saved one (else the first)")]
     UnknownModel { model: String, listed: String },
     #[error(transparent)]
     Write(#[from] crate::settings_file::WriteError),

@@ -153,7 +153,8 @@ impl Problem {
     }
 
     /// The proxy cannot be reached or refuses the key: what ACP reports as
-    /// `auth_required`, since logging in again fixes it.
+    /// `auth_required`, since logging in again fixes it. A missing model
+    /// list is not: with a `model` set, prompts can still be answered.
     pub fn needs_login(&self) -> bool {
         matches!(
             self,
@@ -163,12 +164,22 @@ impl Problem {
                 | Problem::Tls { .. }
                 | Problem::Connection { .. }
                 | Problem::KeyRefused { .. }
-                | Problem::WrongPath { .. }
         )
     }
 
-    /// Reads a client error. `url` is the URL that was asked.
-    pub fn from_error(error: &LlmError, url: &str, has_key: bool) -> Problem {
+    /// Reads a client error from asking the model list of `llm`.
+    pub fn from_error(error: &LlmError, llm: &LlmConfig) -> Problem {
+        let has_key = llm.api_key.is_some()
+            || llm
+                .headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
+        Problem::classify(error, &llm.join(&llm.models_endpoint), &llm.base_url, has_key)
+    }
+
+    /// Reads a client error. `url` is the URL that was asked, `base` the
+    /// configured root.
+    fn classify(error: &LlmError, url: &str, base: &str, has_key: bool) -> Problem {
         let url = url.to_owned();
         match error {
             LlmError::Authentication { status, message } => Problem::KeyRefused {
@@ -204,7 +215,7 @@ impl Problem {
                 status: 400,
                 message: short(message),
             },
-            LlmError::Connection { message } => connection_problem(url, message),
+            LlmError::Connection { message } => connection_problem(url, base, message),
             LlmError::Cancelled => Problem::Timeout {
                 url,
                 message: "cancelled".to_owned(),
@@ -221,11 +232,17 @@ fn short(message: &str) -> String {
     }
 }
 
-fn connection_problem(url: String, message: &str) -> Problem {
+fn connection_problem(url: String, base: &str, message: &str) -> Problem {
     let lower = message.to_ascii_lowercase();
     let message = short(message);
     if lower.contains("invalid base url") || lower.contains("invalid models url") {
-        Problem::BadUrl { url, message }
+        let message = message
+            .split_once("\": ")
+            .map_or(message.clone(), |(_, why)| why.to_owned());
+        Problem::BadUrl {
+            url: base.to_owned(),
+            message,
+        }
     } else if lower.contains("connection refused") {
         Problem::Refused { url }
     } else if lower.contains("dns error") || lower.contains("failed to lookup") {
@@ -248,20 +265,15 @@ fn connection_problem(url: String, message: &str) -> Problem {
 /// Asks the proxy of `config` for its models, then for `/model/info`.
 /// An empty model list is [`Problem::NoModels`].
 pub async fn probe(config: &LlmConfig) -> Result<Probe, Problem> {
-    let has_key = config.api_key.is_some()
-        || config
-            .headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
     let mut config = config.clone();
     config.request_timeout = PROBE_TIMEOUT;
     config.max_retries = 0;
-    let url = config.join(&config.models_endpoint);
-    let client = LlmClient::new(config).map_err(|e| Problem::from_error(&e, &url, has_key))?;
+    let client =
+        LlmClient::new(config.clone()).map_err(|e| Problem::from_error(&e, &config))?;
     let models = client
         .list_models()
         .await
-        .map_err(|e| Problem::from_error(&e, &url, has_key))?;
+        .map_err(|e| Problem::from_error(&e, &config))?;
     if models.is_empty() {
         return Err(Problem::NoModels);
     }
@@ -278,22 +290,23 @@ mod tests {
         let url = "http://127.0.0.1:9/v1/models".to_owned();
         let refused = "requesting the model list: error sending request: client error (Connect): tcp connect error: Connection refused (os error 111)";
         assert_eq!(
-            connection_problem(url.clone(), refused),
+            connection_problem(url.clone(), "", refused),
             Problem::Refused { url: url.clone() }
         );
         assert!(matches!(
-            connection_problem(url.clone(), "dns error: failed to lookup address information"),
+            connection_problem(url.clone(), "", "dns error: failed to lookup address information"),
             Problem::UnknownHost { .. }
         ));
         assert!(matches!(
             connection_problem(
                 "https://h/v1/models".into(),
+                "https://h",
                 "client error (Connect): received corrupt message of type InvalidContentType"
             ),
             Problem::Tls { .. }
         ));
         assert!(matches!(
-            connection_problem(url, "no response within 10 s"),
+            connection_problem(url, "", "no response within 10 s"),
             Problem::Timeout { .. }
         ));
     }
@@ -305,7 +318,7 @@ mod tests {
             status: 401,
             message: "bad key".into(),
         };
-        let p = Problem::from_error(&auth, url, true);
+        let p = Problem::classify(&auth, url, "http://h", true);
         assert!(p.needs_login());
         assert!(p.fix().contains("LITELLM_API_KEY"));
         let missing = LlmError::BadRequest {
@@ -313,7 +326,7 @@ mod tests {
             message: "not found".into(),
         };
         assert!(matches!(
-            Problem::from_error(&missing, url, false),
+            Problem::classify(&missing, url, "http://h", false),
             Problem::WrongPath { status: 404, .. }
         ));
         assert!(!Problem::NoModels.needs_login());

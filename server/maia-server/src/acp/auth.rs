@@ -102,16 +102,10 @@ pub async fn check(
     wait: std::time::Duration,
 ) -> Result<Vec<String>, Problem> {
     let llm = engine.settings(cwd).llm;
-    let url = llm.join(&llm.models_endpoint);
-    let has_key = llm.api_key.is_some()
-        || llm
-            .headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
     match tokio::time::timeout(wait, engine.probe_models(cwd)).await {
         Ok(Ok(models)) => Ok(models),
         Ok(Err(e)) => {
-            let problem = Problem::from_error(&e, &url, has_key);
+            let problem = Problem::from_error(&e, &llm);
             if problem.needs_login() {
                 tracing::warn!("the proxy cannot be used: {problem}");
                 Err(problem)
