@@ -34,12 +34,17 @@ async fn terminal_login_is_offered_only_to_clients_that_can_run_it() {
     let agent = &init["result"]["authMethods"][0];
     assert!(agent.get("type").is_none(), "{agent}");
     assert!(
-        agent["description"].as_str().unwrap().contains("~/.maia/settings.json"),
+        agent["description"]
+            .as_str()
+            .unwrap()
+            .contains("~/.maia/settings.json"),
         "{agent}"
     );
 
     let mut maia = Maia::start().await;
-    let init = maia.initialize_with(json!({"auth": {"terminal": true}})).await;
+    let init = maia
+        .initialize_with(json!({"auth": {"terminal": true}}))
+        .await;
     assert_eq!(method_ids(&init), ["login", "agent"], "{init}");
     let login = &init["result"]["authMethods"][0];
     assert_eq!(login["type"], "terminal");
@@ -53,7 +58,10 @@ async fn terminal_login_is_offered_only_to_clients_that_can_run_it() {
     assert_eq!(method_ids(&init), ["login", "agent"], "{init}");
     let legacy = &init["result"]["authMethods"][0]["_meta"]["terminal-auth"];
     assert_eq!(legacy["args"], json!(["login"]), "{init}");
-    assert!(legacy["command"].as_str().unwrap().ends_with("maia"), "{legacy}");
+    assert!(
+        legacy["command"].as_str().unwrap().ends_with("maia"),
+        "{legacy}"
+    );
 }
 
 async fn new_session_error(maia: &mut Maia) -> Value {
@@ -77,10 +85,14 @@ async fn no_proxy_means_auth_required_until_login_and_authenticate() {
     assert!(message.contains("maia login"), "{message}");
 
     // Still broken: authenticate says so, with the same code.
-    let id = maia.request("authenticate", json!({"methodId": "agent"})).await;
+    let id = maia
+        .request("authenticate", json!({"methodId": "agent"}))
+        .await;
     let (resp, _) = maia.response(id).await;
     assert_eq!(resp["error"]["code"], -32000, "{resp}");
-    let id = maia.request("authenticate", json!({"methodId": "nope"})).await;
+    let id = maia
+        .request("authenticate", json!({"methodId": "nope"}))
+        .await;
     let (resp, _) = maia.response(id).await;
     assert_eq!(resp["error"]["code"], -32602, "{resp}");
 
@@ -95,7 +107,9 @@ async fn no_proxy_means_auth_required_until_login_and_authenticate() {
     )
     .await;
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let id = maia.request("authenticate", json!({"methodId": "agent"})).await;
+    let id = maia
+        .request("authenticate", json!({"methodId": "agent"}))
+        .await;
     let (resp, _) = maia.response(id).await;
     assert_eq!(resp["result"], json!({}), "{resp}");
     let sid = maia.new_session().await;
@@ -110,7 +124,8 @@ async fn no_proxy_means_auth_required_until_login_and_authenticate() {
 async fn a_refused_key_means_auth_required_and_a_restart_after_login_works() {
     let mut maia = Maia::start_with(with(json!({"LiteLLM_API_Key": "sk-stale"}))).await;
     maia.mock.require_key(Some("sk-fresh"));
-    maia.initialize_with(json!({"auth": {"terminal": true}})).await;
+    maia.initialize_with(json!({"auth": {"terminal": true}}))
+        .await;
     let resp = new_session_error(&mut maia).await;
     assert_eq!(resp["error"]["code"], -32000, "{resp}");
     let message = resp["error"]["message"].as_str().unwrap();
@@ -129,7 +144,8 @@ async fn a_refused_key_means_auth_required_and_a_restart_after_login_works() {
     .await;
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let mut maia = maia.restart().await;
-    maia.initialize_with(json!({"auth": {"terminal": true}})).await;
+    maia.initialize_with(json!({"auth": {"terminal": true}}))
+        .await;
     let sid = maia.new_session().await;
     maia.mock.push(mock::text_reply("with the new key"));
     let id = maia.prompt(&sid, "hi").await;
@@ -201,8 +217,15 @@ async fn providers_route_new_sessions_through_the_client_gateway() {
     assert_eq!(agent_text(&before), "via the gateway");
     let headers = gateway.headers();
     let sent = headers.last().unwrap();
-    assert!(sent.iter().any(|(k, v)| k == "x-gateway-tag" && v == "t-77"), "{sent:?}");
-    assert!(maia.mock.requests().is_empty(), "nothing went to the old proxy");
+    assert!(
+        sent.iter()
+            .any(|(k, v)| k == "x-gateway-tag" && v == "t-77"),
+        "{sent:?}"
+    );
+    assert!(
+        maia.mock.requests().is_empty(),
+        "nothing went to the old proxy"
+    );
 
     // The session opened before keeps its route.
     maia.mock.push(mock::text_reply("old route"));
@@ -222,7 +245,12 @@ async fn providers_route_new_sessions_through_the_client_gateway() {
         .await;
     let (resp, _) = maia.response(id).await;
     assert_eq!(resp["error"]["code"], -32602, "{resp}");
-    assert!(resp["error"]["message"].as_str().unwrap().contains("required"));
+    assert!(
+        resp["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("required")
+    );
 
     // Bad input: wrong type for a header value, unknown provider, bad URL.
     for params in [

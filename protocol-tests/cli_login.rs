@@ -19,7 +19,13 @@ pub struct Run {
 }
 
 /// Runs `maia ARGS` with `home` as HOME, in `cwd`, `input` on stdin.
-pub async fn maia(home: &Path, cwd: &Path, args: &[&str], env: &[(&str, &str)], input: &str) -> Run {
+pub async fn maia(
+    home: &Path,
+    cwd: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    input: &str,
+) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_maia"));
     command
         .args(args)
@@ -85,7 +91,15 @@ async fn scripted_login_writes_a_private_settings_file() {
     let run = maia(
         home.path(),
         home.path(),
-        &["login", "--url", &url, "--key-env", "MY_PROXY_KEY", "--model", "local"],
+        &[
+            "login",
+            "--url",
+            &url,
+            "--key-env",
+            "MY_PROXY_KEY",
+            "--model",
+            "local",
+        ],
         &[("MY_PROXY_KEY", "sk-script-123")],
         "",
     )
@@ -95,8 +109,16 @@ async fn scripted_login_writes_a_private_settings_file() {
     assert_eq!(s["LiteLLM_URL"], url.as_str());
     assert_eq!(s["LiteLLM_API_Key"], "sk-script-123");
     assert_eq!(s["model"], "local");
-    assert!(run.stdout.contains("1,047,576 tokens (/model/info)"), "{}", run.stdout);
-    assert!(run.stdout.contains("32,768 tokens (model list)"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("1,047,576 tokens (/model/info)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("32,768 tokens (model list)"),
+        "{}",
+        run.stdout
+    );
     assert!(!run.stdout.contains("sk-script") && !run.stderr.contains("sk-script"));
     #[cfg(unix)]
     {
@@ -142,7 +164,11 @@ async fn an_existing_file_is_updated_key_by_key() {
     );
     // The first listed model, and the manual window wins over the list.
     assert_eq!(settings(home.path())["model"], "gpt-4.1");
-    assert!(run.stdout.contains("8,000 tokens (contextWindows setting)"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("8,000 tokens (contextWindows setting)"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[tokio::test]
@@ -157,7 +183,10 @@ async fn interactive_login_asks_and_retries_after_a_failure() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let out = &run.stdout;
     assert!(out.contains("Proxy URL [http://localhost:4000]: "), "{out}");
-    assert!(out.contains("API key (not shown; Enter: no key): "), "{out}");
+    assert!(
+        out.contains("API key (not shown; Enter: no key): "),
+        "{out}"
+    );
     assert!(out.contains("connection refused"), "{out}");
     assert!(out.contains("Fix: start the LiteLLM proxy"), "{out}");
     assert!(out.contains("Try again? [Y/n] "), "{out}");
@@ -232,9 +261,20 @@ async fn each_failure_names_what_to_fix() {
 
     let home = tempfile::tempdir().unwrap();
     let url = mock.url();
-    let run = maia(home.path(), home.path(), &["login", "--url", &url, "--key-env", "UNSET_VAR_X"], &[], "").await;
+    let run = maia(
+        home.path(),
+        home.path(),
+        &["login", "--url", &url, "--key-env", "UNSET_VAR_X"],
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("UNSET_VAR_X is not set"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("UNSET_VAR_X is not set"),
+        "{}",
+        run.stderr
+    );
 }
 
 fn write_settings(home: &Path, value: &Value) {
@@ -300,8 +340,16 @@ async fn doctor_reports_every_check_and_exits_zero_when_ready() {
     let report: Value = serde_json::from_str(run.stdout.trim()).unwrap();
     assert_eq!(report["ready"], true);
     let checks = report["checks"].as_array().unwrap();
-    assert!(checks.iter().any(|c| c["id"] == "mcp" && c["ok"] == false && c["blocking"] == false));
-    assert!(checks.iter().any(|c| c["id"] == "model" && c["ok"] == true && c["blocking"] == true));
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["id"] == "mcp" && c["ok"] == false && c["blocking"] == false)
+    );
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["id"] == "model" && c["ok"] == true && c["blocking"] == true)
+    );
 }
 
 #[tokio::test]
@@ -312,12 +360,23 @@ async fn doctor_exits_non_zero_with_the_fix_when_no_prompt_can_be_answered() {
     write_settings(home.path(), &json!({"LiteLLM_URL": dead}));
     let run = maia(home.path(), home.path(), &["doctor"], &[], "").await;
     assert_eq!(run.code, 1, "{}", run.stdout);
-    assert!(run.stdout.contains("✗ nothing answers at"), "{}", run.stdout);
-    assert!(run.stdout.contains("fix: start the LiteLLM proxy"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("✗ nothing answers at"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("fix: start the LiteLLM proxy"),
+        "{}",
+        run.stdout
+    );
     assert!(run.stdout.contains("Not ready"), "{}", run.stdout);
 
     mock.require_key(Some("sk-right"));
-    write_settings(home.path(), &json!({"LiteLLM_URL": mock.url(), "LiteLLM_API_Key": "sk-bad"}));
+    write_settings(
+        home.path(),
+        &json!({"LiteLLM_URL": mock.url(), "LiteLLM_API_Key": "sk-bad"}),
+    );
     let run = maia(home.path(), home.path(), &["doctor", "--json"], &[], "").await;
     assert_eq!(run.code, 1, "{}", run.stdout);
     let report: Value = serde_json::from_str(run.stdout.trim()).unwrap();
@@ -332,10 +391,18 @@ async fn doctor_exits_non_zero_with_the_fix_when_no_prompt_can_be_answered() {
     assert!(key["fix"].as_str().unwrap().contains("maia login"));
 
     mock.require_key(None);
-    write_settings(home.path(), &json!({"LiteLLM_URL": mock.url(), "model": "gone"}));
+    write_settings(
+        home.path(),
+        &json!({"LiteLLM_URL": mock.url(), "model": "gone"}),
+    );
     let run = maia(home.path(), home.path(), &["doctor"], &[], "").await;
     assert_eq!(run.code, 1, "{}", run.stdout);
-    assert!(run.stdout.contains("✗ default model gone (from the `model` setting) is not listed"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("✗ default model gone (from the `model` setting) is not listed"),
+        "{}",
+        run.stdout
+    );
 
     std::fs::write(home.path().join(".maia/settings.json"), "{ broken").unwrap();
     let run = maia(home.path(), home.path(), &["doctor"], &[], "").await;

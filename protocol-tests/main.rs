@@ -23,4 +23,5 @@ mod fuzz_replay;
 mod litellm;
 mod lsp;
 mod neovim;
+mod registry;
 mod robustness;

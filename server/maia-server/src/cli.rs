@@ -92,7 +92,16 @@ mod tests {
         let cli = p(&["--model=x", "acp"]).unwrap();
         assert_eq!(cli.model.as_deref(), Some("x"));
         assert!(matches!(p(&["lsp"]).unwrap().command, Command::Lsp));
-        let cli = p(&["login", "--url", "http://h:4000", "--key-env", "K", "--model", "m"]).unwrap();
+        let cli = p(&[
+            "login",
+            "--url",
+            "http://h:4000",
+            "--key-env",
+            "K",
+            "--model",
+            "m",
+        ])
+        .unwrap();
         match cli.command {
             Command::Login(args) => {
                 assert_eq!(args.url.as_deref(), Some("http://h:4000"));

@@ -172,9 +172,7 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
         "the editor's gateway headers"
     } else if settings.llm.api_key.is_none() {
         "none"
-    } else if options.env_api_key.is_some()
-        && raw_key_in_files(home, cwd).is_none()
-    {
+    } else if options.env_api_key.is_some() && raw_key_in_files(home, cwd).is_none() {
         "the LITELLM_API_KEY variable"
     } else {
         "LiteLLM_API_Key in the settings"
@@ -223,7 +221,11 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
         let ids = found.ids();
         checks.push(Check::ok(
             "models",
-            format!("{} model{} listed", ids.len(), if ids.len() == 1 { "" } else { "s" }),
+            format!(
+                "{} model{} listed",
+                ids.len(),
+                if ids.len() == 1 { "" } else { "s" }
+            ),
         ));
         let (model, from) = match (&options.model, &settings.model) {
             (Some(m), _) => (m.clone(), "--model or MAIA_MODEL"),
@@ -232,8 +234,11 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
         };
         if ids.contains(&model) {
             checks.push(
-                Check::ok("model", format!("default model {model} (from {from}) is listed"))
-                    .blocking(),
+                Check::ok(
+                    "model",
+                    format!("default model {model} (from {from}) is listed"),
+                )
+                .blocking(),
             );
         } else {
             checks.push(
@@ -279,7 +284,11 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
     match maia_core::context_file::load(cwd) {
         Some(file) => checks.push(Check::ok(
             "context_file",
-            format!("context file {} ({} characters)", file.path.display(), file.text.chars().count()),
+            format!(
+                "context file {} ({} characters)",
+                file.path.display(),
+                file.text.chars().count()
+            ),
         )),
         None => checks.push(Check::absent(
             "context_file",
@@ -297,11 +306,20 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
         let names: Vec<String> = skills.skills.iter().map(|s| s.name.clone()).collect();
         checks.push(Check::ok(
             "skills",
-            format!("{} skill{}: {}", names.len(), plural(names.len()), shorten_list(&names)),
+            format!(
+                "{} skill{}: {}",
+                names.len(),
+                plural(names.len()),
+                shorten_list(&names)
+            ),
         ));
     }
     for warning in &skills.warnings {
-        checks.push(Check::failed("skills", warning.clone(), "correct or remove that skill"));
+        checks.push(Check::failed(
+            "skills",
+            warning.clone(),
+            "correct or remove that skill",
+        ));
     }
     let tools = maia_core::custom_tools::load(cwd, &maia_core::reserved_tool_names());
     if tools.tools.is_empty() {
@@ -310,7 +328,12 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
         let names: Vec<String> = tools.tools.iter().map(|t| t.name.clone()).collect();
         checks.push(Check::ok(
             "custom_tools",
-            format!("{} custom tool{}: {}", names.len(), plural(names.len()), shorten_list(&names)),
+            format!(
+                "{} custom tool{}: {}",
+                names.len(),
+                plural(names.len()),
+                shorten_list(&names)
+            ),
         ));
     }
     for warning in &tools.warnings {
@@ -383,7 +406,12 @@ fn plural(n: usize) -> &'static str {
 
 fn shorten_list(items: &[String]) -> String {
     const SHOWN: usize = 8;
-    let mut out = items.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    let mut out = items
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if items.len() > SHOWN {
         out.push_str(&format!(", … ({} more)", items.len() - SHOWN));
     }

@@ -37,7 +37,9 @@ pub enum LoginError {
     NoVariable(String),
     #[error("{problem}\n  Fix: {fix}", fix = .problem.fix())]
     Proxy { problem: Problem },
-    #[error("the proxy does not list the model `{model}`; it lists: {listed}\n  Fix: give one of those with --model, or leave --model out to keep the saved one (else the first)")]
+    #[error(
+        "the proxy does not list the model `{model}`; it lists: {listed}\n  Fix: give one of those with --model, or leave --model out to keep the saved one (else the first)"
+    )]
     UnknownModel { model: String, listed: String },
     #[error(transparent)]
     Write(#[from] crate::settings_file::WriteError),
@@ -239,7 +241,11 @@ pub async fn run(
             if answer.is_empty() {
                 break ids[preferred].clone();
             }
-            if let Some(i) = answer.parse::<usize>().ok().filter(|i| (1..=ids.len()).contains(i)) {
+            if let Some(i) = answer
+                .parse::<usize>()
+                .ok()
+                .filter(|i| (1..=ids.len()).contains(i))
+            {
                 break ids[i - 1].clone();
             }
             if ids.contains(&answer) {
@@ -269,11 +275,7 @@ async fn check(
     let mut llm = saved.llm.clone();
     llm.base_url = url.to_owned();
     llm.api_key = key.value();
-    writeln!(
-        term.out,
-        "Checking {} …",
-        llm.join(&llm.models_endpoint)
-    )?;
+    writeln!(term.out, "Checking {} …", llm.join(&llm.models_endpoint))?;
     term.out.flush()?;
     probe::probe(&llm)
         .await
@@ -291,7 +293,12 @@ fn show_models(
         "✓ The proxy answers and lists {count} model{}:",
         if count == 1 { "" } else { "s" }
     )?;
-    let width = found.models.iter().map(|m| m.id.chars().count()).max().unwrap_or(0);
+    let width = found
+        .models
+        .iter()
+        .map(|m| m.id.chars().count())
+        .max()
+        .unwrap_or(0);
     for (i, m) in found.models.iter().enumerate() {
         let window = match found.window(&m.id, manual) {
             Some((tokens, source)) => format!(
@@ -336,7 +343,6 @@ fn save(
     )?;
     Ok(())
 }
-
 
 /// Terminal echo, off while the key is typed.
 mod echo {

@@ -62,9 +62,8 @@ fn main() -> ExitCode {
                 out: &mut stdout,
                 tty,
             };
-            let result = runtime().and_then(|rt| {
-                Ok(rt.block_on(login::run(&args, cli.model, &options, &mut term)))
-            });
+            let result = runtime()
+                .and_then(|rt| Ok(rt.block_on(login::run(&args, cli.model, &options, &mut term))));
             match result {
                 Ok(Ok(())) => ExitCode::SUCCESS,
                 Ok(Err(e)) => {
@@ -79,7 +78,12 @@ fn main() -> ExitCode {
         }
         cli::Command::Doctor(args) => {
             let options = cli::engine_options(cli.model);
-            let cwd = match args.cwd.clone().map(Ok).unwrap_or_else(std::env::current_dir) {
+            let cwd = match args
+                .cwd
+                .clone()
+                .map(Ok)
+                .unwrap_or_else(std::env::current_dir)
+            {
                 Ok(cwd) => std::path::absolute(&cwd).unwrap_or(cwd),
                 Err(e) => {
                     eprintln!("maia: no current folder: {e}");

@@ -26,7 +26,11 @@ impl Probe {
     /// `model`'s context window and where it came from, in MAIA's order
     /// (the manual setting, `/model/info`, the model list), without asking
     /// the model. `None`: a session would ask the model itself.
-    pub fn window(&self, model: &str, manual: &HashMap<String, u64>) -> Option<(u64, WindowSource)> {
+    pub fn window(
+        &self,
+        model: &str,
+        manual: &HashMap<String, u64>,
+    ) -> Option<(u64, WindowSource)> {
         if let Some(&tokens) = manual.get(model).filter(|&&t| t > 0) {
             return Some((tokens, WindowSource::Manual));
         }
@@ -174,7 +178,12 @@ impl Problem {
                 .headers
                 .iter()
                 .any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
-        Problem::classify(error, &llm.join(&llm.models_endpoint), &llm.base_url, has_key)
+        Problem::classify(
+            error,
+            &llm.join(&llm.models_endpoint),
+            &llm.base_url,
+            has_key,
+        )
     }
 
     /// Reads a client error. `url` is the URL that was asked, `base` the
@@ -193,12 +202,13 @@ impl Problem {
                     status: *status,
                 }
             }
-            LlmError::BadRequest { status, message }
-            | LlmError::Server { status, message } => Problem::ServerError {
-                url,
-                status: *status,
-                message: short(message),
-            },
+            LlmError::BadRequest { status, message } | LlmError::Server { status, message } => {
+                Problem::ServerError {
+                    url,
+                    status: *status,
+                    message: short(message),
+                }
+            }
             LlmError::InvalidResponse { message } | LlmError::StreamInterrupted { message } => {
                 Problem::NotAProxy {
                     url,
@@ -250,9 +260,16 @@ fn connection_problem(url: String, base: &str, message: &str) -> Problem {
     } else if lower.contains("no response within") || lower.contains("timed out") {
         Problem::Timeout { url, message }
     } else if url.starts_with("https:")
-        && ["tls", "certificate", "handshake", "corrupt message", "ssl", "alert"]
-            .iter()
-            .any(|w| lower.contains(w))
+        && [
+            "tls",
+            "certificate",
+            "handshake",
+            "corrupt message",
+            "ssl",
+            "alert",
+        ]
+        .iter()
+        .any(|w| lower.contains(w))
     {
         Problem::Tls { url, message }
     } else if url.starts_with("https:") && lower.contains("connection closed") {
@@ -268,8 +285,7 @@ pub async fn probe(config: &LlmConfig) -> Result<Probe, Problem> {
     let mut config = config.clone();
     config.request_timeout = PROBE_TIMEOUT;
     config.max_retries = 0;
-    let client =
-        LlmClient::new(config.clone()).map_err(|e| Problem::from_error(&e, &config))?;
+    let client = LlmClient::new(config.clone()).map_err(|e| Problem::from_error(&e, &config))?;
     let models = client
         .list_models()
         .await
@@ -294,7 +310,11 @@ mod tests {
             Problem::Refused { url: url.clone() }
         );
         assert!(matches!(
-            connection_problem(url.clone(), "", "dns error: failed to lookup address information"),
+            connection_problem(
+                url.clone(),
+                "",
+                "dns error: failed to lookup address information"
+            ),
             Problem::UnknownHost { .. }
         ));
         assert!(matches!(
@@ -330,11 +350,13 @@ mod tests {
             Problem::WrongPath { status: 404, .. }
         ));
         assert!(!Problem::NoModels.needs_login());
-        assert!(Problem::Tls {
-            url: "https://h:4000".into(),
-            message: String::new()
-        }
-        .fix()
-        .contains("http://h:4000"));
+        assert!(
+            Problem::Tls {
+                url: "https://h:4000".into(),
+                message: String::new()
+            }
+            .fix()
+            .contains("http://h:4000")
+        );
     }
 }

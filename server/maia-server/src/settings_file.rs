@@ -66,7 +66,8 @@ pub fn edit(text: &str, changes: &[Change<'_>]) -> Result<String, String> {
                 map.insert((*key).to_owned(), value.clone());
             }
         }
-        let mut out = serde_json::to_string_pretty(&Value::Object(map)).map_err(|e| e.to_string())?;
+        let mut out =
+            serde_json::to_string_pretty(&Value::Object(map)).map_err(|e| e.to_string())?;
         out.push('\n');
         return Ok(out);
     }
@@ -100,11 +101,9 @@ fn input(value: &Value) -> CstInputValue {
         Value::Number(n) => CstInputValue::Number(n.to_string()),
         Value::String(s) => CstInputValue::String(s.clone()),
         Value::Array(items) => CstInputValue::Array(items.iter().map(input).collect()),
-        Value::Object(map) => CstInputValue::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), input(v)))
-                .collect(),
-        ),
+        Value::Object(map) => {
+            CstInputValue::Object(map.iter().map(|(k, v)| (k.clone(), input(v))).collect())
+        }
     }
 }
 
@@ -167,7 +166,9 @@ mod tests {
         )
         .unwrap();
         assert!(
-            out.starts_with("{\n    \"LiteLLM_URL\": \"http://new:4000\",\n    \"sandbox\": \"read-only\""),
+            out.starts_with(
+                "{\n    \"LiteLLM_URL\": \"http://new:4000\",\n    \"sandbox\": \"read-only\""
+            ),
             "{out}"
         );
         assert!(!out.contains("sk-old"), "{out}");

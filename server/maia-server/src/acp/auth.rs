@@ -35,7 +35,8 @@ const BY_HAND: &str = "Run `maia login` in a terminal, or put \"LiteLLM_URL\" (t
 /// The `authMethods` of `initialize` for a client with `caps`.
 pub fn methods(caps: &ClientCapabilities) -> Vec<AuthMethod> {
     let mut methods = Vec::new();
-    let login_description = "Opens a terminal running `maia login`: proxy URL, API key, default model.";
+    let login_description =
+        "Opens a terminal running `maia login`: proxy URL, API key, default model.";
     if caps.auth.terminal {
         methods.push(AuthMethod::Terminal(
             AuthMethodTerminal::new(LOGIN_METHOD, "Log in with maia login")

@@ -956,8 +956,8 @@ fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
 fn initialize_response() -> InitializeResponse {
     let capabilities = AgentCapabilities::new();
     #[cfg(feature = "llm-providers")]
-    let capabilities = capabilities
-        .providers(agent_client_protocol_schema::v1::ProvidersCapabilities::new());
+    let capabilities =
+        capabilities.providers(agent_client_protocol_schema::v1::ProvidersCapabilities::new());
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
             capabilities
