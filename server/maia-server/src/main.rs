@@ -62,8 +62,8 @@ fn main() -> ExitCode {
                 out: &mut stdout,
                 tty,
             };
-            let result = runtime()
-                .and_then(|rt| Ok(rt.block_on(login::run(&args, cli.model, &options, &mut term))));
+            let result =
+                runtime().map(|rt| rt.block_on(login::run(&args, cli.model, &options, &mut term)));
             match result {
                 Ok(Ok(())) => ExitCode::SUCCESS,
                 Ok(Err(e)) => {

@@ -65,7 +65,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -267,12 +267,11 @@ fn connection_problem(url: String, base: &str, message: &str) -> Problem {
             "corrupt message",
             "ssl",
             "alert",
+            "connection closed",
         ]
         .iter()
         .any(|w| lower.contains(w))
     {
-        Problem::Tls { url, message }
-    } else if url.starts_with("https:") && lower.contains("connection closed") {
         Problem::Tls { url, message }
     } else {
         Problem::Connection { url, message }
