@@ -240,7 +240,7 @@ async fn each_failure_names_what_to_fix() {
     assert!(err.contains("refused the API key (HTTP 401"), "{err}");
     assert!(!err.contains("sk-wrong"), "{err}");
     let err = failing_login(&mock.url(), &[], &[]).await;
-    assert!(err.contains("this proxy needs a key"), "{err}");
+    assert!(err.contains("--key-env"), "{err}");
     mock.require_key(None);
 
     let err = failing_login(&format!("{}/v1", mock.url()), &[], &[]).await;

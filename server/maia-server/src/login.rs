@@ -35,8 +35,8 @@ pub enum LoginError {
     Io(#[from] std::io::Error),
     #[error("the variable {0} is not set (or empty); export it, or leave out --key-env")]
     NoVariable(String),
-    #[error("{problem}\n  Fix: {fix}", fix = .problem.fix())]
-    Proxy { problem: Problem },
+    #[error("{problem}\n  Fix: {fix}")]
+    Proxy { problem: Problem, fix: String },
     #[error(
         "the proxy does not list the model `{model}`; it lists: {listed}\n  Fix: give one of those with --model, or leave --model out to keep the saved one (else the first)"
     )]
@@ -173,7 +173,15 @@ pub async fn run(
             },
         };
         let url = clean_url(url);
-        let found = check(&saved, &url, &key, term).await?;
+        let found = check(&saved, &url, &key, term).await.map_err(|problem| {
+            let fix = match problem {
+                Problem::KeyRefused { .. } => {
+                    "give a valid LiteLLM key with --key-env NAME (a variable holding it)".to_owned()
+                }
+                _ => problem.fix(),
+            };
+            LoginError::Proxy { problem, fix }
+        })?;
         let chosen = match model {
             Some(m) if found.models.iter().any(|x| x.id == m) => m,
             Some(m) => {
@@ -218,16 +226,16 @@ pub async fn run(
         };
         let found = match check(&saved, &url, &key, term).await {
             Ok(found) => found,
-            Err(LoginError::Proxy { problem }) => {
-                writeln!(term.out, "✗ {problem}\n  Fix: {}", problem.fix())?;
+            Err(problem) => {
+                let fix = problem.fix_in_login();
+                writeln!(term.out, "✗ {problem}\n  Fix: {fix}")?;
                 let again = term.ask("Try again? [Y/n] ")?;
                 if again.eq_ignore_ascii_case("n") || again.eq_ignore_ascii_case("no") {
-                    return Err(LoginError::Proxy { problem });
+                    return Err(LoginError::Proxy { problem, fix });
                 }
                 default_url = url;
                 continue;
             }
-            Err(e) => return Err(e),
         };
         show_models(&found, &saved.windows, term)?;
         let ids = found.ids();
@@ -271,15 +279,13 @@ async fn check(
     url: &str,
     key: &Key,
     term: &mut Terminal<'_>,
-) -> Result<Probe, LoginError> {
+) -> Result<Probe, Problem> {
     let mut llm = saved.llm.clone();
     llm.base_url = url.to_owned();
     llm.api_key = key.value();
-    writeln!(term.out, "Checking {} …", llm.join(&llm.models_endpoint))?;
-    term.out.flush()?;
-    probe::probe(&llm)
-        .await
-        .map_err(|problem| LoginError::Proxy { problem })
+    let _ = writeln!(term.out, "Checking {} …", llm.join(&llm.models_endpoint));
+    let _ = term.out.flush();
+    probe::probe(&llm).await
 }
 
 fn show_models(

@@ -156,6 +156,19 @@ impl Problem {
         }
     }
 
+    /// [`Problem::fix`] for someone answering `maia login`'s questions.
+    pub fn fix_in_login(&self) -> String {
+        match self {
+            Problem::KeyRefused { has_key: true, .. } => {
+                "type a valid key (a LiteLLM virtual key, or the master key)".to_owned()
+            }
+            Problem::KeyRefused { has_key: false, .. } => {
+                "this proxy needs a key: type it at the key question (or export LITELLM_API_KEY first)".to_owned()
+            }
+            other => other.fix(),
+        }
+    }
+
     /// The proxy cannot be reached or refuses the key: what ACP reports as
     /// `auth_required`, since logging in again fixes it. A missing model
     /// list is not: with a `model` set, prompts can still be answered.

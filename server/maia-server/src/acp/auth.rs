@@ -86,11 +86,10 @@ pub fn required(problem: &Problem) -> RpcError {
     RpcError::new(
         ErrorCode::AuthRequired,
         format!(
-            "MAIA cannot use its LiteLLM proxy: {problem}. Fix: {}. {BY_HAND}",
+            "MAIA cannot use its LiteLLM proxy: {problem}. Fix: {}. Or log in again with `maia login` in a terminal.",
             problem.fix()
         ),
     )
-    .with_data(json!({ "authMethods": [AGENT_METHOD] }))
 }
 
 /// Asks the proxy a session in `cwd` would use for its models. `Ok` with
