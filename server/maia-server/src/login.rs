@@ -176,7 +176,8 @@ pub async fn run(
         let found = check(&saved, &url, &key, term).await.map_err(|problem| {
             let fix = match problem {
                 Problem::KeyRefused { .. } => {
-                    "give a valid LiteLLM key with --key-env NAME (a variable holding it)".to_owned()
+                    "give a valid LiteLLM key with --key-env NAME (a variable holding it)"
+                        .to_owned()
                 }
                 _ => problem.fix(),
             };
