@@ -422,3 +422,70 @@ async fn help_lists_the_commands() {
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("--bogus"), "{}", run.stderr);
 }
+
+/// On a terminal the key is read with echo off: the typed key never shows
+/// on the screen, the other answers do.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_the_key_is_not_echoed() {
+    use std::io::{Read, Write};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let mock = mock_with_models().await;
+    mock.require_key(Some("sk-hidden-42"));
+    let home = tempfile::tempdir().unwrap();
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let slave = std::fs::File::from(pty.slave);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_maia"))
+        .arg("login")
+        .env("HOME", home.path())
+        .env_remove("LITELLM_API_KEY")
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    let master = std::fs::File::from(pty.master);
+    let mut reader = master.try_clone().unwrap();
+    let mut writer = master;
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        // Ends with EIO once the child has exited.
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut screen = String::new();
+    let wait_for = |what: &str, screen: &mut String| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !screen.contains(what) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(bytes) => screen.push_str(&String::from_utf8_lossy(&bytes)),
+                Err(_) => panic!("no {what:?} on the screen:\n{screen}"),
+            }
+        }
+    };
+    wait_for("Proxy URL [", &mut screen);
+    writer
+        .write_all(format!("{}\r", mock.url()).as_bytes())
+        .unwrap();
+    wait_for("API key (not shown", &mut screen);
+    writer.write_all(b"sk-hidden-42\r").unwrap();
+    wait_for("Default model [1]: ", &mut screen);
+    writer.write_all(b"2\r").unwrap();
+    wait_for("Next:", &mut screen);
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{screen}");
+    assert!(screen.contains(&mock.url()), "the URL is echoed: {screen}");
+    assert!(!screen.contains("sk-hidden"), "the key is not: {screen}");
+    assert_eq!(settings(home.path())["LiteLLM_API_Key"], "sk-hidden-42");
+    assert_eq!(settings(home.path())["model"], "local");
+}
