@@ -39,7 +39,10 @@ pub fn list(engine: &Engine) -> ListProvidersResponse {
     let base_url = match engine.route() {
         Some(route) => route.base_url,
         None => {
-            let home = engine.home().unwrap_or_else(std::env::temp_dir);
+            let home = engine
+                .home()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_else(std::env::temp_dir);
             // The user's settings alone (no project folder is known here).
             engine.settings(&home.join(".maia")).llm.base_url
         }
