@@ -133,7 +133,7 @@ impl Engine {
         // Lock first, then read: what is read is what this session appends to.
         let journal = store::Journal::open(&summary.path)?;
         let loaded = store::load(&summary.path)?;
-        let replay = session::replay(&loaded);
+        let replay = session::replay(&loaded, &cwd);
         let started = session::spawn(
             &self.options,
             &self.windows,

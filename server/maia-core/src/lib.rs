@@ -12,6 +12,7 @@ mod blocking;
 pub mod commands;
 mod compaction;
 pub mod context_file;
+pub mod images;
 mod conversation;
 pub mod custom_tools;
 mod engine;
