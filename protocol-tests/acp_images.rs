@@ -65,8 +65,7 @@ async fn an_image_reaches_a_vision_model_for_its_turn_only() {
     let mut maia = Maia::start().await;
     let init = maia.initialize().await;
     assert_eq!(
-        init["result"]["agentCapabilities"]["promptCapabilities"]["image"],
-        true,
+        init["result"]["agentCapabilities"]["promptCapabilities"]["image"], true,
         "{init}"
     );
     let sid = maia.new_session().await;
@@ -276,7 +275,10 @@ async fn read_of_an_image_shows_it_to_a_vision_model_for_the_turn() {
     let after_read = &maia.mock.requests()[1];
     let messages = after_read["messages"].as_array().unwrap();
     let tool = messages.iter().find(|m| m["role"] == "tool").unwrap();
-    assert!(text_of(tool).contains("is an image (image/png, 640×480"), "{tool}");
+    assert!(
+        text_of(tool).contains("is an image (image/png, 640×480"),
+        "{tool}"
+    );
     assert!(!text_of(tool).contains("binary"));
     // The image follows the tool results as a user message.
     assert_eq!(

@@ -344,7 +344,14 @@ mod tests {
             .collect();
         assert_eq!(
             counts,
-            [("user", 0), ("user", 1), ("assistant", 0), ("tool", 0), ("tool", 0), ("user", 2)]
+            [
+                ("user", 0),
+                ("user", 1),
+                ("assistant", 0),
+                ("tool", 0),
+                ("tool", 0),
+                ("user", 2)
+            ]
         );
         assert_eq!(overlay_tokens(&overlay), 3 * 255);
     }
@@ -356,12 +363,12 @@ mod tests {
             maia_tools::image::image("a.png", maia_tools::image::test_png(4, 3), None).unwrap();
         let r = store(dir.path(), &image).unwrap();
         assert_eq!(r.sha256.len(), 64);
-        assert_eq!((r.width, r.height, r.mime_type.as_str()), (4, 3, "image/png"));
-        assert_eq!(store(dir.path(), &image).unwrap(), r);
         assert_eq!(
-            load(dir.path(), &r).as_deref(),
-            Some(image.bytes.as_ref())
+            (r.width, r.height, r.mime_type.as_str()),
+            (4, 3, "image/png")
         );
+        assert_eq!(store(dir.path(), &image).unwrap(), r);
+        assert_eq!(load(dir.path(), &r).as_deref(), Some(image.bytes.as_ref()));
         let files: Vec<_> = std::fs::read_dir(images_dir(dir.path())).unwrap().collect();
         assert_eq!(files.len(), 1);
         // A changed file or a forged name is not read.

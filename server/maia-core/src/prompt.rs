@@ -106,8 +106,8 @@ pub async fn build_user_message(parts: &[PromptPart], fs: &dyn FileSystem) -> Us
                 mime_type,
                 data,
             } => {
-                let result = image::image(name, data.clone(), Some(mime_type))
-                    .map_err(|e| e.to_string());
+                let result =
+                    image::image(name, data.clone(), Some(mime_type)).map_err(|e| e.to_string());
                 msg.add_image(result, name);
             }
             PromptPart::Embedded { uri, text } => {

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use crate::commands;
 use crate::compaction::CompactError;
 use crate::event::{Event, StopReason};
-use crate::images;
 use crate::event::{NoticeLevel, ToolCallPatch, ToolCallView, ToolContent, ToolStatus};
+use crate::images;
 use crate::prompt::{PromptPart, build_user_message};
 use crate::prompt_syntax;
 use crate::session::Session;
@@ -668,7 +668,10 @@ impl Session {
             });
             if let Some(usage) = &usage {
                 // Without the images: they leave the context with the turn.
-                self.calibrate(usage.prompt_tokens.saturating_sub(image_tokens), request_chars);
+                self.calibrate(
+                    usage.prompt_tokens.saturating_sub(image_tokens),
+                    request_chars,
+                );
                 self.measured = Some((
                     (usage.prompt_tokens + usage.completion_tokens).saturating_sub(image_tokens),
                     self.conversation.len(),

@@ -59,12 +59,11 @@ impl LlmClient {
         let Some(value) = self.model_info_body().await? else {
             return Ok(HashMap::new());
         };
-        let data = value
-            .get("data")
-            .and_then(Value::as_array)
-            .ok_or_else(|| LlmError::InvalidResponse {
+        let data = value.get("data").and_then(Value::as_array).ok_or_else(|| {
+            LlmError::InvalidResponse {
                 message: "model info has no \"data\" array".to_owned(),
-            })?;
+            }
+        })?;
         let mut out: HashMap<String, bool> = HashMap::new();
         for entry in data {
             if let (Some(name), Some(vision)) = (

@@ -253,9 +253,13 @@ pub struct ModelInfo {
 /// `architecture.input_modalities` / `modalities.input` list (OpenRouter, some servers) that
 /// does or does not name `image`.
 pub fn entry_supports_vision(value: &Value) -> Option<bool> {
-    let flag = ["/supports_vision", "/model_info/supports_vision", "/capabilities/vision"]
-        .iter()
-        .find_map(|p| value.pointer(p).and_then(Value::as_bool));
+    let flag = [
+        "/supports_vision",
+        "/model_info/supports_vision",
+        "/capabilities/vision",
+    ]
+    .iter()
+    .find_map(|p| value.pointer(p).and_then(Value::as_bool));
     flag.or_else(|| {
         ["/architecture/input_modalities", "/modalities/input"]
             .iter()
@@ -645,6 +649,9 @@ mod tests {
             v(json!({"id":"a","architecture":{"input_modalities":["text","image"]}})),
             Some(true)
         );
-        assert_eq!(v(json!({"id":"a","modalities":{"input":["text"]}})), Some(false));
+        assert_eq!(
+            v(json!({"id":"a","modalities":{"input":["text"]}})),
+            Some(false)
+        );
     }
 }

@@ -16,14 +16,16 @@ pub fn render_result(result: &CallToolResult) -> ToolOutput {
     for block in &result.content {
         parts.push(match block {
             ContentBlock::Text(text) => text.text.clone(),
-            ContentBlock::Image(image) => match decode_image(&image.data, &image.mime_type, images.len() + 1) {
-                Ok(decoded) => {
-                    let line = format!("[image {}: {}]", decoded.name, decoded.describe());
-                    images.push(decoded);
-                    line
+            ContentBlock::Image(image) => {
+                match decode_image(&image.data, &image.mime_type, images.len() + 1) {
+                    Ok(decoded) => {
+                        let line = format!("[image {}: {}]", decoded.name, decoded.describe());
+                        images.push(decoded);
+                        line
+                    }
+                    Err(e) => format!("[image: {} not shown: {e}]", image.mime_type),
                 }
-                Err(e) => format!("[image: {} not shown: {e}]", image.mime_type),
-            },
+            }
             ContentBlock::Audio(audio) => format!("[audio: {}]", audio.mime_type),
             ContentBlock::Resource(resource) => match &resource.resource {
                 ResourceContents::TextResourceContents { uri, text, .. } => {

@@ -80,14 +80,12 @@ pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
 /// Whether `path` names an image by its extension (`.png`, `.jpg`,
 /// `.jpeg`, `.gif`, `.webp`, any case).
 pub fn is_image_path(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| {
-            matches!(
-                e.to_ascii_lowercase().as_str(),
-                "png" | "jpg" | "jpeg" | "gif" | "webp"
-            )
-        })
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        matches!(
+            e.to_ascii_lowercase().as_str(),
+            "png" | "jpg" | "jpeg" | "gif" | "webp"
+        )
+    })
 }
 
 /// Checks and measures `bytes` as an image called `name`. `declared` is the
@@ -127,7 +125,9 @@ pub async fn read_image_file(path: &Path) -> Result<ImageData, ImageError> {
     let unreadable = |e: std::io::Error| ImageError::Unreadable(e.to_string());
     let meta = tokio::fs::metadata(path).await.map_err(unreadable)?;
     if !meta.is_file() {
-        return Err(ImageError::Unreadable("it is not a regular file".to_owned()));
+        return Err(ImageError::Unreadable(
+            "it is not a regular file".to_owned(),
+        ));
     }
     if meta.len() > MAX_IMAGE_BYTES as u64 {
         return Err(ImageError::TooLarge { size: meta.len() });
@@ -205,7 +205,10 @@ mod tests {
     #[test]
     fn recognises_measures_and_limits() {
         let png = image("a.png", test_png(800, 600), Some("image/png")).unwrap();
-        assert_eq!((png.mime_type, png.width, png.height), ("image/png", 800, 600));
+        assert_eq!(
+            (png.mime_type, png.width, png.height),
+            ("image/png", 800, 600)
+        );
         assert!(png.describe().starts_with("image/png, 800×600, "));
         assert_eq!(sniff(b"GIF89a...."), Some("image/gif"));
         assert_eq!(sniff(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));

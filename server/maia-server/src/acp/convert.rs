@@ -2,9 +2,9 @@
 
 use agent_client_protocol_schema::v1::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ClientCapabilities,
-    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff, ImageContent, MessageId, Notice,
-    NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority,
-    PlanEntryStatus, PlanUpdate, PlanUpdateContent, RequestPermissionOutcome,
+    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff, ImageContent, MessageId,
+    Notice, NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
+    PlanEntryPriority, PlanEntryStatus, PlanUpdate, PlanUpdateContent, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate, SessionMode,
     SessionModeState, SessionNotification, SessionUpdate, StopReason, ToolCall, ToolCallContent,
@@ -261,7 +261,8 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
                 image = image.uri(name);
             }
             SessionUpdate::UserMessageChunk(
-                ContentChunk::new(ContentBlock::Image(image)).message_id(MessageId::new(message_id)),
+                ContentChunk::new(ContentBlock::Image(image))
+                    .message_id(MessageId::new(message_id)),
             )
         }
         Event::Title(title) => SessionUpdate::SessionInfoUpdate(

@@ -1000,7 +1000,7 @@ fn decode_base64(data: &str, what: &str) -> Result<Vec<u8>, RpcError> {
     let compact: String = data.split_ascii_whitespace().collect();
     base64::engine::general_purpose::STANDARD
         .decode(compact.as_bytes())
-        .map_err(|e| invalid_params(&format!("the data of {what} is not valid base64: {e}")))
+        .map_err(|e| invalid_params(format!("the data of {what} is not valid base64: {e}")))
 }
 
 /// Forwards one session's engine events to the client, in order, and

@@ -198,7 +198,11 @@ mod tests {
         let out = run(&ctx, "Read", json!({"file_path": "bad.png"})).await;
         assert!(out.is_error && out.content.contains("not a supported image"));
         let out = run(&ctx, "Read", json!({"file_path": "missing.png"})).await;
-        assert!(out.is_error && out.content.contains("not found"), "{}", out.content);
+        assert!(
+            out.is_error && out.content.contains("not found"),
+            "{}",
+            out.content
+        );
     }
 
     #[tokio::test]
