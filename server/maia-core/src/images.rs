@@ -93,6 +93,53 @@ pub fn load(cwd: &Path, reference: &ImageRef) -> Option<Vec<u8>> {
     (hex(&Sha256::digest(&bytes)) == reference.sha256).then_some(bytes)
 }
 
+/// Removes the stored images no journal of `cwd` names any more (after a
+/// session was deleted). An image stored in the last minute is kept: its
+/// record may be on its way. Returns how many files were removed.
+pub fn remove_unreferenced(cwd: &Path) -> usize {
+    let Ok(blobs) = std::fs::read_dir(images_dir(cwd)) else {
+        return 0;
+    };
+    let mut named = std::collections::HashSet::new();
+    if let Ok(journals) = std::fs::read_dir(crate::store::sessions_dir(cwd)) {
+        for journal in journals.flatten() {
+            let path = journal.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                // Unreadable now: keep every image rather than lose one.
+                return 0;
+            };
+            for (at, _) in text.match_indices("\"sha256\":\"") {
+                if let Some(hash) = text.get(at + 10..at + 74) {
+                    named.insert(hash.to_owned());
+                }
+            }
+        }
+    }
+    let recent = std::time::Duration::from_secs(60);
+    let mut removed = 0;
+    for blob in blobs.flatten() {
+        let path = blob.path();
+        let Some(hash) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let fresh = blob
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < recent));
+        if hash.len() == 64
+            && !named.contains(hash)
+            && !fresh
+            && std::fs::remove_file(&path).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// What the history keeps of an image shown to the model in `turn`.
 pub fn stand_in(image: &ImageData, turn: usize) -> String {
     format!(
@@ -167,18 +214,22 @@ pub(crate) async fn sees_images(
             Vision::No("visionModels says so")
         };
     }
-    let info = cache
+    // A cancelled question is not remembered: the next image asks again.
+    let Ok(info) = cache
         .model_info
-        .get_or_init(|| async {
+        .get_or_try_init(|| async {
             tokio::select! {
-                () = cancel.cancelled() => HashMap::new(),
-                info = llm.model_info_vision() => info.unwrap_or_else(|e| {
+                () = cancel.cancelled() => Err(()),
+                info = llm.model_info_vision() => Ok(info.unwrap_or_else(|e| {
                     tracing::debug!(error = %e, "no vision information from /model/info");
                     HashMap::new()
-                }),
+                })),
             }
         })
-        .await;
+        .await
+    else {
+        return Vision::Unknown;
+    };
     if let Some(&vision) = info.get(model) {
         return if vision {
             Vision::Yes("/model/info")
@@ -186,22 +237,25 @@ pub(crate) async fn sees_images(
             Vision::No("`/model/info` says `supports_vision: false`")
         };
     }
-    let list = cache
+    let Ok(list) = cache
         .model_list
-        .get_or_init(|| async {
+        .get_or_try_init(|| async {
             tokio::select! {
-                () = cancel.cancelled() => HashMap::new(),
-                listed = llm.list_models() => listed
+                () = cancel.cancelled() => Err(()),
+                listed = llm.list_models() => Ok(listed
                     .map(|models| {
                         models
                             .into_iter()
                             .filter_map(|m| Some((m.id, m.supports_vision?)))
                             .collect()
                     })
-                    .unwrap_or_default(),
+                    .unwrap_or_default()),
             }
         })
-        .await;
+        .await
+    else {
+        return Vision::Unknown;
+    };
     match list.get(model) {
         Some(true) => Vision::Yes("the model list"),
         Some(false) => Vision::No("the model list says so"),
@@ -377,9 +431,31 @@ mod tests {
         assert_eq!(load(dir.path(), &r), None);
         let forged = ImageRef {
             sha256: "../../x".into(),
-            ..r
+            ..r.clone()
         };
         assert_eq!(load(dir.path(), &forged), None);
+        // Unreferenced but just stored: kept; named by a journal: kept;
+        // else removed.
+        assert_eq!(remove_unreferenced(dir.path()), 0);
+        let blob = images_dir(dir.path()).join(format!("{}.png", r.sha256));
+        let age = |path: &Path| {
+            let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+            std::fs::File::options()
+                .write(true)
+                .open(path)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        };
+        age(&blob);
+        let journal = crate::store::sessions_dir(dir.path()).join("t.jsonl");
+        let record = crate::store::Record::UserImage { image: r.clone() };
+        std::fs::write(&journal, serde_json::to_string(&record).unwrap()).unwrap();
+        assert_eq!(remove_unreferenced(dir.path()), 0);
+        std::fs::remove_file(&journal).unwrap();
+        assert_eq!(remove_unreferenced(dir.path()), 1);
+        assert!(!blob.exists());
+        store(dir.path(), &image).unwrap();
         assert!(stand_in(&image, 3).contains("a.png (image/png, 4×3, 45 bytes), shown in turn 3"));
     }
 }
