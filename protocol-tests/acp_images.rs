@@ -184,6 +184,14 @@ async fn an_image_by_file_uri_and_bad_images() {
         agent_text(&before)
     );
 
+    // A typed @path to an image attaches it too.
+    maia.mock.push(mock::text_reply("ok"));
+    let id = maia.prompt(&sid, "what about @shot.png").await;
+    maia.response(id).await;
+    let urls = image_urls(&maia.mock.requests()[1]);
+    assert_eq!(urls.len(), 1, "only this turn's image");
+    assert_eq!(urls[0].1, format!("data:image/png;base64,{}", b64(&bytes)));
+
     // Invalid base64 is the client's error; the session goes on.
     let id = maia
         .prompt_blocks(
@@ -193,7 +201,7 @@ async fn an_image_by_file_uri_and_bad_images() {
         .await;
     let (resp, _) = maia.response(id).await;
     assert_eq!(resp["error"]["code"], -32602, "{resp}");
-    assert_eq!(maia.mock.requests().len(), 1);
+    assert_eq!(maia.mock.requests().len(), 2);
 }
 
 #[tokio::test]
@@ -401,4 +409,65 @@ async fn an_attachment_that_differs_from_the_file_fails_the_edit() {
     .await;
     assert!(result.contains("changed since"), "{result}");
     assert_eq!(read(&path), "alpha\nbeta\nchanged on disk\n");
+}
+
+#[tokio::test]
+async fn two_sessions_send_the_same_image_at_once() {
+    let mut maia = Maia::start().await;
+    maia.initialize().await;
+    vision(&maia, true);
+    let a = maia.new_session().await;
+    let b = maia.new_session().await;
+    let bytes = png();
+    maia.mock.push(mock::text_reply("one"));
+    maia.mock.push(mock::text_reply("two"));
+    // Pipelined: the second prompt is sent before the first is answered.
+    let first = maia.prompt_blocks(&a, json!([image_block(&bytes)])).await;
+    let second = maia.prompt_blocks(&b, json!([image_block(&bytes)])).await;
+    let (r1, _) = maia.response(first).await;
+    let (r2, _) = maia.response(second).await;
+    assert_eq!(r1["result"]["stopReason"], "end_turn", "{r1}");
+    assert_eq!(r2["result"]["stopReason"], "end_turn", "{r2}");
+    for request in maia.mock.requests() {
+        assert_eq!(image_urls(&request).len(), 1);
+    }
+    let sessions = maia.cwd().join(".maia/.sessions");
+    let stored: Vec<_> = std::fs::read_dir(sessions.join("images"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(stored.len(), 1, "stored once: {stored:?}");
+    let journals = std::fs::read_dir(&sessions)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file() && read(&e.path()).contains("\"user_image\""))
+        .count();
+    assert_eq!(journals, 2);
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_does_not_keep_its_image() {
+    let (mut maia, sid) = Maia::ready().await;
+    vision(&maia, true);
+    maia.mock.push(mock::Reply::Hang);
+    let id = maia
+        .prompt_blocks(
+            &sid,
+            json!([{"type": "text", "text": "look"}, image_block(&png())]),
+        )
+        .await;
+    // Cancelled once the request with the image is out.
+    let mock = maia.mock.clone();
+    assert!(crate::harness::eventually(crate::harness::WAIT, || mock.requests().len() == 1).await);
+    assert_eq!(image_urls(&maia.mock.requests()[0]).len(), 1);
+    maia.notify("session/cancel", json!({"sessionId": sid}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "cancelled", "{resp}");
+    maia.mock.push(mock::text_reply("ok"));
+    let id = maia.prompt(&sid, "again").await;
+    maia.response(id).await;
+    let last = maia.mock.requests().last().cloned().unwrap();
+    assert!(image_urls(&last).is_empty(), "{last}");
 }

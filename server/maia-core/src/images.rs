@@ -80,9 +80,14 @@ pub fn store(cwd: &Path, image: &ImageData) -> std::io::Result<ImageRef> {
     }
     let dir = images_dir(cwd);
     std::fs::create_dir_all(&dir)?;
-    let tmp = dir.join(format!(".{sha256}.{}.tmp", std::process::id()));
+    // A temporary name of its own: two sessions may store the same image at
+    // once; the second rename replaces the first with the same bytes.
+    let tmp = dir.join(format!(".{sha256}.{}.tmp", uuid::Uuid::new_v4().simple()));
     std::fs::write(&tmp, &image.bytes)?;
-    std::fs::rename(&tmp, &path)?;
+    if let Err(e) = std::fs::rename(&tmp, &path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     Ok(reference)
 }
 
