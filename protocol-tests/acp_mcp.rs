@@ -217,7 +217,7 @@ async fn settings_server_with_disabled_tools_and_the_mcp_command() {
     let id = maia.prompt(&sid, "/mcp").await;
     let (_, before) = maia.response(id).await;
     let text = agent_text(&before);
-    assert!(text.contains("`conf` — connected, 2 tools"), "{text}");
+    assert!(text.contains("`conf` — connected, 3 tools"), "{text}");
     assert!(text.contains("mcp__conf__echo"), "{text}");
     assert!(!text.contains("mcp__conf__slow"), "{text}");
     assert!(text.contains("disabled in the settings: slow"), "{text}");
