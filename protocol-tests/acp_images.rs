@@ -471,3 +471,46 @@ async fn a_cancelled_turn_does_not_keep_its_image() {
     let last = maia.mock.requests().last().cloned().unwrap();
     assert!(image_urls(&last).is_empty(), "{last}");
 }
+
+#[tokio::test]
+async fn images_count_in_the_context_estimate_and_survive_a_compaction() {
+    // A window 10,000 tokens above the 4,500 kept free for a summary: the
+    // text of a turn fits; ten 768×2048 images (1,445 tokens each, at the
+    // tile price) do not.
+    let (mut maia, sid) = Maia::ready_with(Options {
+        settings: json!({"contextWindows": {"mock-model": 14_500}}),
+        ..Options::default()
+    })
+    .await;
+    vision(&maia, true);
+    maia.mock.push(mock::text_reply("hello"));
+    let id = maia.prompt(&sid, "hi").await;
+    maia.response(id).await;
+    assert_eq!(maia.mock.requests().len(), 1, "no compaction for text");
+
+    let tall = maia_tools::image::test_png(768, 2048);
+    assert_eq!(maia_tools::image::token_cost(768, 2048), 1_445);
+    let mut blocks = vec![json!({"type": "text", "text": "compare these"})];
+    blocks.extend((0..10).map(|_| image_block(&tall)));
+    maia.mock.push(mock::text_reply("the summary"));
+    maia.mock.push(mock::text_reply("they match"));
+    let id = maia.prompt_blocks(&sid, Value::Array(blocks)).await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let requests = maia.mock.requests();
+    assert_eq!(requests.len(), 3, "summary, then the answer");
+    assert_eq!(requests[1]["max_tokens"], 4000, "compacted first");
+    assert!(
+        image_urls(&requests[1]).is_empty(),
+        "the summary is asked without images"
+    );
+    // The images go on with the turn after the compaction.
+    assert_eq!(image_urls(&requests[2]).len(), 10);
+
+    // The next turn: the images left with their turn; no compaction.
+    maia.mock.push(mock::text_reply("ok"));
+    let id = maia.prompt(&sid, "thanks").await;
+    maia.response(id).await;
+    assert_eq!(maia.mock.requests().len(), 4);
+    assert!(image_urls(&maia.mock.requests()[3]).is_empty());
+}

@@ -409,6 +409,23 @@ impl Session {
         stop
     }
 
+    /// Tells the model the conversation was compacted; the turn's images go
+    /// on with that message (the ones they belonged to are summarised).
+    fn continue_after_compaction(&mut self) {
+        self.push_message(ChatMessage::user(CONTINUE_AFTER_COMPACTION));
+        if !self.turn_images.is_empty() {
+            let all: Vec<maia_tools::ImageData> = self
+                .turn_images
+                .drain(..)
+                .flat_map(|(_, images)| images)
+                .collect();
+            self.turn_images.push((
+                images::Anchor::User(CONTINUE_AFTER_COMPACTION.to_owned()),
+                all,
+            ));
+        }
+    }
+
     /// The turn number the next user message has in the model's history.
     fn next_turn(&self) -> usize {
         self.conversation
@@ -578,11 +595,14 @@ impl Session {
                 return StopReason::MaxTurnRequests;
             }
             requests += 1;
-            if self.needs_compaction() {
+            // A conversation that is only the note of a compaction cannot
+            // shrink further (what is left over is the turn's images).
+            let just_compacted = compacted && self.conversation.len() <= 1;
+            if !just_compacted && self.needs_compaction() {
                 match self.compact(cancel).await {
                     Ok(()) => {
                         compacted = true;
-                        self.push_message(ChatMessage::user(CONTINUE_AFTER_COMPACTION));
+                        self.continue_after_compaction();
                     }
                     Err(CompactError::Cancelled) => return StopReason::Cancelled,
                     Err(e) => tracing::warn!("automatic compaction: {e}"),
@@ -626,7 +646,7 @@ impl Session {
                     compacted = true;
                     match self.compact(cancel).await {
                         Ok(()) => {
-                            self.push_message(ChatMessage::user(CONTINUE_AFTER_COMPACTION));
+                            self.continue_after_compaction();
                             continue;
                         }
                         Err(CompactError::Cancelled) => return StopReason::Cancelled,
