@@ -18,6 +18,7 @@ mod acp_modes;
 mod acp_prompt;
 mod acp_sessions;
 mod acp_tools;
+mod acp_workspace;
 mod fuzz_replay;
 mod litellm;
 mod lsp;

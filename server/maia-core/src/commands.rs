@@ -105,7 +105,8 @@ impl Session {
             }
             "help" => {
                 let mut text = String::from("Commands:\n\n");
-                for c in COMMANDS {
+                // Built-in commands, then skills and Markdown commands.
+                for c in self.command_entries() {
                     let arg = c.hint.map(|h| format!(" <{h}>")).unwrap_or_default();
                     text.push_str(&format!("- `/{}{arg}` — {}\n", c.name, c.description));
                 }
@@ -330,7 +331,23 @@ impl Session {
                 .window
                 .map_or_else(|| "unknown".to_owned(), |w| format!("{w} tokens")),
         );
+        let text = format!("{text}{}", self.workspace_report());
         self.reply(text);
+    }
+
+    /// The `/context` lines about the workspace folders.
+    fn workspace_report(&self) -> String {
+        let mut out = format!(
+            "\n- working folder: `{}`\n- additional workspace folders:",
+            self.cwd.display()
+        );
+        if self.roots.is_empty() {
+            out.push_str(" none");
+        }
+        for root in &self.roots {
+            out.push_str(&format!("\n  - `{}`", root.display()));
+        }
+        out
     }
 }
 

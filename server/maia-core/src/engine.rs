@@ -49,6 +49,8 @@ impl From<store::StoreError> for LoadError {
 pub struct SessionSummary {
     pub id: String,
     pub cwd: PathBuf,
+    /// The additional workspace roots it was last opened with.
+    pub roots: Vec<PathBuf>,
     pub name: String,
     pub title: Option<String>,
     /// ISO 8601.
@@ -82,28 +84,36 @@ impl Engine {
         }
     }
 
+    /// The user's home folder, if known.
+    pub fn home(&self) -> Option<&Path> {
+        self.options.home.as_deref()
+    }
+
     /// Starts a new session rooted at `cwd` (absolute). File reads and
     /// writes of its tools go through `fs`. The session ends when the
     /// handle and its clones are dropped.
     pub fn start_session(&self, cwd: PathBuf, fs: Arc<dyn FileSystem>) -> Started {
-        self.start_session_with_mcp(cwd, fs, Vec::new())
+        self.start_session_with_mcp(cwd, fs, Vec::new(), Vec::new())
     }
 
     /// Like [`Engine::start_session`], with the MCP servers the front door
-    /// was given (they win over settings entries of the same name). The
-    /// servers connect in the background.
+    /// was given (they win over settings entries of the same name) and the
+    /// additional workspace roots, as checked by
+    /// [`crate::workspace::additional_roots`]. The servers connect in the
+    /// background.
     pub fn start_session_with_mcp(
         &self,
         cwd: PathBuf,
         fs: Arc<dyn FileSystem>,
         mcp_servers: Vec<McpServerConfig>,
+        roots: Vec<PathBuf>,
     ) -> Started {
         let id = uuid::Uuid::new_v4().to_string();
         session::spawn(
             &self.options,
             &self.windows,
             id,
-            cwd,
+            (cwd, roots),
             fs,
             Start::New,
             mcp_servers,
@@ -118,16 +128,20 @@ impl Engine {
         fs: Arc<dyn FileSystem>,
         id: &str,
     ) -> Result<(Started, Vec<Event>), LoadError> {
-        self.load_session_with_mcp(cwd, fs, id, Vec::new())
+        self.load_session_with_mcp(cwd, fs, id, Vec::new(), Vec::new())
     }
 
-    /// Like [`Engine::load_session`], with the front door's MCP servers.
+    /// Like [`Engine::load_session`], with the front door's MCP servers and
+    /// the additional workspace roots (the complete list: saved roots are
+    /// not restored behind the editor's back; a notice says when they
+    /// differ).
     pub fn load_session_with_mcp(
         &self,
         cwd: PathBuf,
         fs: Arc<dyn FileSystem>,
         id: &str,
         mcp_servers: Vec<McpServerConfig>,
+        roots: Vec<PathBuf>,
     ) -> Result<(Started, Vec<Event>), LoadError> {
         let summary = store::find(&cwd, id).ok_or_else(|| LoadError::NotFound(id.to_owned()))?;
         // Lock first, then read: what is read is what this session appends to.
@@ -138,7 +152,7 @@ impl Engine {
             &self.options,
             &self.windows,
             id.to_owned(),
-            cwd,
+            (cwd, roots),
             fs,
             Start::Restore {
                 name: summary.name,
@@ -161,6 +175,7 @@ impl Engine {
         store::list(cwd)
             .into_iter()
             .map(|s| SessionSummary {
+                roots: store::saved_roots(cwd, &s.id),
                 id: s.id,
                 cwd: s.cwd,
                 name: s.name,

@@ -17,6 +17,7 @@ pub mod custom_tools;
 mod engine;
 mod event;
 pub mod images;
+pub mod markdown_commands;
 mod mcp;
 pub mod mode;
 pub mod permission;
@@ -31,6 +32,7 @@ mod system_prompt;
 mod tool_run;
 mod turn;
 pub mod window;
+pub mod workspace;
 
 pub use engine::{Engine, EngineOptions, LoadError, McpServerConfig, McpTransport, SessionSummary};
 pub use event::{

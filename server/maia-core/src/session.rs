@@ -188,6 +188,8 @@ pub(crate) enum Start {
 pub(crate) struct Session {
     pub id: String,
     pub cwd: PathBuf,
+    /// The additional workspace roots (resolved; see [`crate::workspace`]).
+    pub roots: Vec<PathBuf>,
     pub options: Arc<EngineOptions>,
     pub settings: Settings,
     pub llm: Result<LlmClient, LlmError>,
@@ -209,6 +211,8 @@ pub(crate) struct Session {
     pub(crate) pending_tools: Arc<Mutex<std::collections::HashSet<String>>>,
     pub(crate) sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
     pub skills: Arc<LoadedSkills>,
+    /// Markdown commands (`.maia/commands`, `.claude/commands`).
+    pub markdown_commands: Arc<crate::markdown_commands::LoadedCommands>,
     pub custom_tools: Arc<LoadedTools>,
     /// The session's MCP servers (stopped when the session ends).
     pub mcp: Arc<maia_mcp::McpManager>,
@@ -288,9 +292,13 @@ impl Session {
         let home = self.options.home.clone();
         if let Ok(mut broker) = self.broker.lock() {
             *broker = Broker::load(home.as_deref(), &self.cwd);
+            broker.set_roots(self.roots.clone());
         }
-        (self.sandbox, self.sandbox_notes) = build_sandbox(home.as_deref(), &self.cwd, &self.id);
+        (self.sandbox, self.sandbox_notes) =
+            build_sandbox(home.as_deref(), &self.cwd, &self.roots, &self.id);
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
+        self.markdown_commands =
+            Arc::new(crate::markdown_commands::load(home.as_deref(), &self.cwd));
         self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
         if let Ok(mut pending) = self.pending_tools.lock() {
             *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);
@@ -340,6 +348,15 @@ pub(crate) fn fresh_name(id: &str) -> String {
     format!("{stamp}-{}", &id[..4.min(id.len())])
 }
 
+/// `a, b, c` for paths.
+fn list_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The custom tools the user has not confirmed as they are now.
 fn pending_tools(
     home: Option<&Path>,
@@ -361,10 +378,13 @@ fn pending_tools(
 fn build_sandbox(
     home: Option<&Path>,
     cwd: &Path,
+    roots: &[PathBuf],
     id: &str,
 ) -> (Option<Arc<maia_tools::sandbox::Sandbox>>, Vec<String>) {
     use maia_tools::sandbox::{Sandbox, SandboxMode};
-    let (policy, mut notes) = settings::sandbox_policy(home, cwd, id);
+    let (mut policy, mut notes) = settings::sandbox_policy(home, cwd, id);
+    // Commands may write in the additional roots as in the cwd.
+    policy.roots.extend(roots.iter().cloned());
     if policy.mode == SandboxMode::Off {
         return (None, notes);
     }
@@ -389,7 +409,7 @@ pub(crate) fn spawn(
     options: &Arc<EngineOptions>,
     windows: &Arc<WindowCache>,
     id: String,
-    cwd: PathBuf,
+    (cwd, roots): (PathBuf, Vec<PathBuf>),
     fs: Arc<dyn FileSystem>,
     start: Start,
     mcp_servers: Vec<maia_mcp::McpServerConfig>,
@@ -419,9 +439,17 @@ pub(crate) fn spawn(
     }
     let context_file = context_file::load(&cwd);
     tracing::info!(session = %id, cwd = %cwd.display(), settings = ?settings.loaded, context_file = ?context_file.as_ref().map(|c| &c.path), "session started");
-    let broker = Broker::load(options.home.as_deref(), &cwd);
-    let (sandbox, sandbox_notes) = build_sandbox(options.home.as_deref(), &cwd, &id);
+    let mut broker = Broker::load(options.home.as_deref(), &cwd);
+    broker.set_roots(roots.clone());
+    let (sandbox, sandbox_notes) = build_sandbox(options.home.as_deref(), &cwd, &roots, &id);
+    let previous_roots = store::saved_roots(&cwd, &id);
+    if previous_roots != roots
+        && let Err(e) = store::save_roots(&cwd, &id, &roots)
+    {
+        tracing::warn!("cannot record the workspace folders: {e}");
+    }
     let loaded_skills = skills::load(options.home.as_deref(), &cwd);
+    let markdown_commands = crate::markdown_commands::load(options.home.as_deref(), &cwd);
     let loaded_tools = custom_tools::load(&cwd, &reserved_names());
     let new_tools = pending_tools(options.home.as_deref(), &cwd, &loaded_tools);
     // Connects in the background; never delays the session.
@@ -459,6 +487,7 @@ pub(crate) fn spawn(
         conversation,
         id,
         cwd,
+        roots,
         options: options.clone(),
         settings,
         llm,
@@ -472,6 +501,7 @@ pub(crate) fn spawn(
         sandbox_failures: Arc::default(),
         pending_tools: Arc::new(Mutex::new(new_tools)),
         skills: Arc::new(loaded_skills),
+        markdown_commands: Arc::new(markdown_commands),
         custom_tools: Arc::new(loaded_tools),
         mcp,
         todos: Arc::new(Mutex::new(Vec::new())),
@@ -499,6 +529,9 @@ pub(crate) fn spawn(
         session.title = loaded.title().map(str::to_owned);
     }
     session.announce_start();
+    if restored.is_some() {
+        session.announce_roots_change(&previous_roots);
+    }
     crate::mcp::watch(&session.mcp, session.events.clone());
     tokio::spawn(async move {
         while let Some(op) = ops_rx.recv().await {
@@ -535,7 +568,8 @@ fn reserved_names() -> Vec<&'static str> {
 }
 
 impl Session {
-    /// The commands the user can type: MAIA's, then one per skill.
+    /// The commands the user can type: MAIA's, then one per skill, then
+    /// the Markdown commands (a name already taken is skipped).
     pub(crate) fn command_entries(&self) -> Vec<CommandEntry> {
         let mut out: Vec<CommandEntry> = commands::COMMANDS
             .iter()
@@ -552,10 +586,52 @@ impl Session {
             out.push(CommandEntry {
                 name: skill.name.clone(),
                 description: format!("Skill: {}", skill.description),
-                hint: Some("arguments".to_owned()),
+                hint: Some(skill.hint.clone().unwrap_or_else(|| "arguments".to_owned())),
+            });
+        }
+        for command in &self.markdown_commands.commands {
+            if out.iter().any(|c| c.name == command.name) {
+                continue;
+            }
+            out.push(CommandEntry {
+                name: command.name.clone(),
+                description: command.description.clone(),
+                hint: command
+                    .hint
+                    .clone()
+                    .or_else(|| command.takes_arguments.then(|| "arguments".to_owned())),
             });
         }
         out
+    }
+
+    /// On a load or resume: says when the editor opened the conversation
+    /// with other additional folders than last time (the request's list is
+    /// the one that applies, as ACP says; an omitted list means none).
+    fn announce_roots_change(&self, previous: &[PathBuf]) {
+        if previous == self.roots.as_slice() {
+            return;
+        }
+        let text = if self.roots.is_empty() {
+            format!(
+                "This conversation was last opened with the workspace folders {}; the editor did not pass them this time, so they are not part of the workspace now.",
+                list_paths(previous)
+            )
+        } else if previous.is_empty() {
+            // The start notice lists them.
+            return;
+        } else {
+            format!(
+                "The workspace folders changed since this conversation was last opened: {} (before: {}).",
+                list_paths(&self.roots),
+                list_paths(previous)
+            )
+        };
+        tracing::info!("{text}");
+        self.emit(Event::Notice {
+            level: NoticeLevel::Info,
+            text,
+        });
     }
 
     /// Tells the user which settings, rules, skills, tools and context
@@ -612,13 +688,30 @@ impl Session {
             .skills
             .warnings
             .iter()
+            .chain(&self.markdown_commands.warnings)
             .chain(&self.custom_tools.warnings)
         {
             warn(warning.clone());
         }
+        if !self.roots.is_empty() {
+            info(format!(
+                "Workspace folders besides {}: {}",
+                self.cwd.display(),
+                list_paths(&self.roots)
+            ));
+        }
         if !self.skills.skills.is_empty() {
             let names: Vec<&str> = self.skills.skills.iter().map(|s| s.name.as_str()).collect();
             info(format!("Skills: {}", names.join(", ")));
+        }
+        if !self.markdown_commands.commands.is_empty() {
+            let names: Vec<String> = self
+                .markdown_commands
+                .commands
+                .iter()
+                .map(|c| format!("/{}", c.name))
+                .collect();
+            info(format!("Commands: {}", names.join(", ")));
         }
         if !self.custom_tools.tools.is_empty() {
             let names: Vec<&str> = self

@@ -143,18 +143,19 @@ impl Shared<'_> {
     /// The broker's decision, adjusted by the session's mode and protected
     /// paths ([`gate::apply_mode`]).
     fn decide(&self, p: &Planned, invocation: &Invocation) -> Verdict {
-        let rules = match self.broker.lock() {
+        let (rules, roots) = match self.broker.lock() {
             Ok(broker) => {
                 let decision = match invocation {
                     Invocation::Builtin(input) => broker.decide(input, &self.ctx.cwd),
                     _ => broker.decide_value(&p.call.name, &p.view.raw_input, &self.ctx.cwd),
                 };
-                match decision {
+                let decision = match decision {
                     Decision::Deny(rule) => Decision::Deny(format!("the rule {rule}")),
                     other => other,
-                }
+                };
+                (decision, broker.roots().to_vec())
             }
-            Err(_) => Decision::Ask,
+            Err(_) => (Decision::Ask, Vec::new()),
         };
         let input = match invocation {
             Invocation::Builtin(input) => crate::permission::input_value(input),
@@ -165,7 +166,7 @@ impl Shared<'_> {
             input: &input,
             mutating: invocation.mutating(),
         };
-        gate::apply_mode(self.mode, rules, facts, &self.ctx.cwd)
+        gate::apply_mode(self.mode, rules, facts, &self.ctx.cwd, &roots)
     }
 }
 

@@ -191,12 +191,17 @@ impl Session {
     }
 
     pub(crate) fn system_prompt(&self) -> String {
-        system_prompt::build(
+        let mut prompt = system_prompt::build(
             &self.cwd,
             self.context_file.as_ref(),
             self.summary.as_deref(),
             crate::skills::prompt_section(&self.skills.skills).as_deref(),
-        )
+        );
+        if let Some(roots) = crate::workspace::prompt_section(&self.roots) {
+            prompt.push_str("\n\n");
+            prompt.push_str(&roots);
+        }
+        prompt
     }
 
     /// Runs a prompt: a slash command, or a turn with the model.
@@ -224,6 +229,14 @@ impl Session {
             {
                 return self.run_skill(&skill, args, &text, cancel).await;
             }
+            if let Some(rest) = text.trim_start().strip_prefix('/') {
+                let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                if let Some(command) = self.markdown_commands.get(name).cloned() {
+                    return self
+                        .run_markdown_command(&command, args.trim(), &text, cancel)
+                        .await;
+                }
+            }
         }
         let parts = self.expand_file_refs(parts);
         let stop = self.run_turn(parts, None, cancel).await;
@@ -242,7 +255,12 @@ impl Session {
                 out.push(part);
                 continue;
             };
-            let scan = prompt_syntax::scan_file_refs(text, &self.cwd, self.options.home.as_deref());
+            let scan = prompt_syntax::scan_file_refs_in(
+                text,
+                &self.cwd,
+                &self.roots,
+                self.options.home.as_deref(),
+            );
             for warning in &scan.warnings {
                 self.emit(Event::Notice {
                     level: NoticeLevel::Warning,
@@ -274,6 +292,30 @@ impl Session {
         if !args.is_empty() && !skill_uses_arguments(skill) {
             message.push_str(&format!("\n\nArguments: {args}"));
         }
+        self.run_turn(
+            vec![PromptPart::Text(message)],
+            Some(typed.to_owned()),
+            cancel,
+        )
+        .await
+    }
+
+    /// `/name args` for a Markdown command: its text becomes the user's
+    /// message, as typed by the user (no permission; nothing is run).
+    async fn run_markdown_command(
+        &mut self,
+        command: &crate::markdown_commands::MarkdownCommand,
+        args: &str,
+        typed: &str,
+        cancel: &CancellationToken,
+    ) -> StopReason {
+        let message = match crate::markdown_commands::message(command, args) {
+            Ok(message) => message,
+            Err(e) => {
+                self.say(format!("Cannot read the command `/{}`: {e}", command.name));
+                return StopReason::EndTurn;
+            }
+        };
         self.run_turn(
             vec![PromptPart::Text(message)],
             Some(typed.to_owned()),

@@ -76,7 +76,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
                 "type": "object",
                 "properties": {
                     "pattern": {"type": "string", "description": "Glob pattern, matched against paths relative to the search folder."},
-                    "path": {"type": "string", "description": "Folder to search in (default: the working directory)."}
+                    "path": {"type": "string", "description": "Folder to search in (default: the working directory; an absolute path searches another workspace folder)."}
                 },
                 "required": ["pattern"],
                 "additionalProperties": false
@@ -93,7 +93,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
                 "type": "object",
                 "properties": {
                     "pattern": {"type": "string", "description": "Regular expression to search for."},
-                    "path": {"type": "string", "description": "File or folder to search in (default: the working directory)."},
+                    "path": {"type": "string", "description": "File or folder to search in (default: the working directory; an absolute path searches another workspace folder)."},
                     "include": {"type": "string", "description": "Glob filtering the files searched, e.g. `*.rs` or `*.{ts,tsx}`."},
                     "output_mode": {"type": "string", "enum": ["files_with_matches", "content"], "default": "files_with_matches"},
                     "case_insensitive": {"type": "boolean", "default": false}

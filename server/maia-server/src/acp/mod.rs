@@ -21,9 +21,9 @@ use agent_client_protocol_schema::v1::{
     ContentBlock, CurrentModeUpdate, EmbeddedResourceResource, Implementation, InitializeResponse,
     ListSessionsRequest, ListSessionsResponse, LoadSessionResponse, McpCapabilities,
     NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
-    SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
-    SetSessionConfigOptionResponse,
+    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
+    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
+    SessionUpdate, SetSessionConfigOptionResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use maia_core::{Engine, EngineOptions, Event, PromptPart, SessionHandle};
@@ -232,21 +232,39 @@ impl Agent {
             )),
             ClientRequest::NewSessionRequest(req) => {
                 let prompt = req.system_prompt.is_some();
-                return self.spawn_open(id, req.cwd, req.mcp_servers, Open::New, prompt);
+                return self.spawn_open(
+                    id,
+                    (req.cwd, req.additional_directories),
+                    req.mcp_servers,
+                    Open::New,
+                    prompt,
+                );
             }
             ClientRequest::LoadSessionRequest(req) => {
                 let (how, prompt) = (
                     Open::Load(req.session_id.0.to_string()),
                     req.system_prompt.is_some(),
                 );
-                return self.spawn_open(id, req.cwd, req.mcp_servers, how, prompt);
+                return self.spawn_open(
+                    id,
+                    (req.cwd, req.additional_directories),
+                    req.mcp_servers,
+                    how,
+                    prompt,
+                );
             }
             ClientRequest::ResumeSessionRequest(req) => {
                 let (how, prompt) = (
                     Open::Resume(req.session_id.0.to_string()),
                     req.system_prompt.is_some(),
                 );
-                return self.spawn_open(id, req.cwd, req.mcp_servers, how, prompt);
+                return self.spawn_open(
+                    id,
+                    (req.cwd, req.additional_directories),
+                    req.mcp_servers,
+                    how,
+                    prompt,
+                );
             }
             ClientRequest::CloseSessionRequest(req) => {
                 return self.close_session(id, req.session_id.0.as_ref());
@@ -352,7 +370,7 @@ impl Agent {
     fn spawn_open(
         self: &Arc<Self>,
         id: Id,
-        cwd: PathBuf,
+        (cwd, additional): (PathBuf, Vec<PathBuf>),
         mcp_servers: Vec<agent_client_protocol_schema::v1::McpServer>,
         how: Open,
         system_prompt: bool,
@@ -361,6 +379,14 @@ impl Agent {
             self.conn.respond(id, Err(e));
             return;
         }
+        let roots =
+            match maia_core::workspace::additional_roots(&cwd, &additional, self.engine.home()) {
+                Ok(roots) => roots,
+                Err(e) => {
+                    self.conn.respond(id, Err(invalid_params(e.to_string())));
+                    return;
+                }
+            };
         let mcp = convert::mcp_servers(mcp_servers, &cwd);
         let generation = self
             .generations
@@ -390,7 +416,7 @@ impl Agent {
         let agent = self.clone();
         tokio::spawn(async move {
             agent
-                .open_session(id, cwd, how, mcp, (live, generation))
+                .open_session(id, (cwd, roots), how, mcp, (live, generation))
                 .await
         });
     }
@@ -404,7 +430,7 @@ impl Agent {
     async fn open_session(
         self: Arc<Self>,
         id: Id,
-        cwd: PathBuf,
+        (cwd, roots): (PathBuf, Vec<PathBuf>),
         how: Open,
         mcp: Vec<maia_core::McpServerConfig>,
         (live, generation): (Option<Arc<SessionEntry>>, u64),
@@ -435,11 +461,11 @@ impl Agent {
         // Settings, rules, skills and the journal are read off the runtime.
         let opened = tokio::task::spawn_blocking(move || match opening {
             Open::New => Ok((
-                engine.start_session_with_mcp(cwd_for_engine, fs_for_engine, mcp),
+                engine.start_session_with_mcp(cwd_for_engine, fs_for_engine, mcp, roots),
                 Vec::new(),
             )),
             Open::Load(sid) | Open::Resume(sid) => {
-                engine.load_session_with_mcp(cwd_for_engine, fs_for_engine, &sid, mcp)
+                engine.load_session_with_mcp(cwd_for_engine, fs_for_engine, &sid, mcp, roots)
             }
         })
         .await;
@@ -800,6 +826,7 @@ impl Agent {
             .take(LIST_PAGE)
             .map(|s| {
                 SessionInfo::new(s.id.clone(), s.cwd.clone())
+                    .additional_directories(s.roots.clone())
                     .title(s.title.clone().unwrap_or_else(|| s.name.clone()))
                     .updated_at(s.updated_at.clone())
             })
@@ -910,6 +937,7 @@ fn initialize_response() -> InitializeResponse {
                     SessionCapabilities::new()
                         .list(SessionListCapabilities::new())
                         .resume(SessionResumeCapabilities::new())
+                        .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
                         .close(SessionCloseCapabilities::new())
                         .delete(SessionDeleteCapabilities::new()),
                 ),
