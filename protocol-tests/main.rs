@@ -9,6 +9,7 @@ mod acp_cancel;
 mod acp_compaction;
 mod acp_config;
 mod acp_errors;
+mod acp_images;
 mod acp_impolite;
 mod acp_initialize;
 mod acp_llm_faults;

@@ -183,7 +183,7 @@ impl Engine {
         // Lock first, then read: what is read is what this session appends to.
         let journal = store::Journal::open(&summary.path)?;
         let loaded = store::load(&summary.path)?;
-        let replay = session::replay(&loaded);
+        let replay = session::replay(&loaded, &cwd);
         let started = session::spawn(
             &self.session_options(),
             &self.windows,
@@ -235,8 +235,14 @@ impl Engine {
         Ok(models.into_iter().map(|m| m.id).collect())
     }
 
-    /// Deletes every saved file of thread `id` in `cwd`.
+    /// Deletes every saved file of thread `id` in `cwd`, and the stored
+    /// images no other thread names.
     pub fn delete_session(&self, cwd: &Path, id: &str) -> Result<usize, store::StoreError> {
-        store::delete(cwd, id)
+        let removed = store::delete(cwd, id)?;
+        let images = crate::images::remove_unreferenced(cwd);
+        if images > 0 {
+            tracing::debug!(images, "removed the images of a deleted session");
+        }
+        Ok(removed)
     }
 }

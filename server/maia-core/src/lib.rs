@@ -16,6 +16,7 @@ mod conversation;
 pub mod custom_tools;
 mod engine;
 mod event;
+pub mod images;
 pub mod markdown_commands;
 mod mcp;
 pub mod mode;

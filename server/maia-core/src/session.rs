@@ -233,6 +233,10 @@ pub(crate) struct Session {
     /// The context window of the model in use, once known.
     pub window: Option<u64>,
     pub title: Option<String>,
+    /// What the endpoint said about vision (asked when an image is sent).
+    pub(crate) vision: crate::images::VisionCache,
+    /// The images of the current turn (sent with its requests only).
+    pub(crate) turn_images: crate::images::Overlay,
 }
 
 impl Session {
@@ -506,6 +510,8 @@ pub(crate) fn spawn(
         windows: windows.clone(),
         window: None,
         title: None,
+        vision: crate::images::VisionCache::default(),
+        turn_images: Vec::new(),
     };
     if let Some(loaded) = &restored {
         session.summary = loaded.summary().map(str::to_owned);
@@ -747,16 +753,33 @@ impl Session {
     }
 }
 
-/// The replay of a saved conversation, as events.
-pub(crate) fn replay(loaded: &Loaded) -> Vec<Event> {
+/// The replay of a saved conversation, as events (images read from
+/// beside the journal, in `cwd`).
+pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
     let id = || uuid::Uuid::new_v4().to_string();
     let mut out = Vec::new();
+    let mut user_message = id();
     for record in &loaded.records {
         match record {
-            Record::UserDisplay { text } => out.push(Event::UserMessage {
-                message_id: id(),
-                text: text.clone(),
-            }),
+            Record::UserDisplay { text } => {
+                user_message = id();
+                out.push(Event::UserMessage {
+                    message_id: user_message.clone(),
+                    text: text.clone(),
+                });
+            }
+            Record::UserImage { image } => match crate::images::load(cwd, image) {
+                Some(bytes) => out.push(Event::UserImage {
+                    message_id: user_message.clone(),
+                    mime_type: image.mime_type.clone(),
+                    data: bytes.into(),
+                    name: image.name.clone(),
+                }),
+                None => out.push(Event::UserMessage {
+                    message_id: user_message.clone(),
+                    text: format!("[image {} is no longer stored]", image.name),
+                }),
+            },
             Record::Thought { text } => out.push(Event::Thought {
                 message_id: id(),
                 text: text.clone(),

@@ -91,6 +91,9 @@ pub struct Prepared {
 pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
+    /// Images for the model (Read of an image, MCP results); `content`
+    /// names them.
+    pub images: Vec<crate::image::ImageData>,
 }
 
 impl ToolOutput {
@@ -99,6 +102,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -107,6 +111,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: true,
+            images: Vec::new(),
         }
     }
 

@@ -990,7 +990,7 @@ fn initialize_response() -> InitializeResponse {
             capabilities
                 .load_session(true)
                 .mcp_capabilities(McpCapabilities::new().http(true))
-                .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+                .prompt_capabilities(PromptCapabilities::new().embedded_context(true).image(true))
                 .session_capabilities(
                     SessionCapabilities::new()
                         .list(SessionListCapabilities::new())
@@ -1003,9 +1003,19 @@ fn initialize_response() -> InitializeResponse {
         .agent_info(Implementation::new("maia", env!("CARGO_PKG_VERSION")).title("MAIA"))
 }
 
-/// Converts ACP prompt content into engine parts.
+/// Converts ACP prompt content into engine parts. An image comes as its
+/// bytes (`data`) or, without them, as a `file://` `uri` read like a
+/// linked file; its limits are the engine's.
 fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<PromptPart>, RpcError> {
     let mut parts = Vec::with_capacity(blocks.len());
+    let mut pasted = 0;
+    let mut image_name = |uri: Option<&str>| match uri {
+        Some(uri) => uri.to_owned(),
+        None => {
+            pasted += 1;
+            format!("pasted-image-{pasted}")
+        }
+    };
     for block in blocks {
         match block {
             ContentBlock::Text(text) => parts.push(PromptPart::Text(text.text)),
@@ -1023,15 +1033,41 @@ fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<PromptPart>, RpcError> 
                         text: text.text,
                     });
                 }
+                EmbeddedResourceResource::BlobResourceContents(blob)
+                    if blob
+                        .mime_type
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("image/")) =>
+                {
+                    parts.push(PromptPart::Image {
+                        name: blob.uri.clone(),
+                        mime_type: blob.mime_type.clone().unwrap_or_default(),
+                        data: decode_base64(&blob.blob, &blob.uri)?,
+                    });
+                }
                 EmbeddedResourceResource::BlobResourceContents(blob) => parts.push(
                     PromptPart::Note(format!("binary resource {} skipped", blob.uri)),
                 ),
                 _ => parts.push(PromptPart::Note("unsupported resource skipped".into())),
             },
-            ContentBlock::Image(_) => {
-                return Err(invalid_params(
-                    "image content is not supported (promptCapabilities.image is false)",
-                ));
+            ContentBlock::Image(image) if !image.data.is_empty() => {
+                let name = image_name(image.uri.as_deref());
+                let data = decode_base64(&image.data, &name)?;
+                parts.push(PromptPart::Image {
+                    name,
+                    mime_type: image.mime_type,
+                    data,
+                });
+            }
+            ContentBlock::Image(image) => {
+                match image.uri.as_deref().and_then(maia_core::prompt::uri_path) {
+                    Some(path) => parts.push(PromptPart::File(path)),
+                    None => {
+                        return Err(invalid_params(
+                            "an image block needs its base64 `data` or a file:// `uri`",
+                        ));
+                    }
+                }
             }
             ContentBlock::Audio(_) => {
                 return Err(invalid_params(
@@ -1042,6 +1078,15 @@ fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<PromptPart>, RpcError> 
         }
     }
     Ok(parts)
+}
+
+/// Base64 bytes of a prompt block (an invalid encoding is the client's error).
+fn decode_base64(data: &str, what: &str) -> Result<Vec<u8>, RpcError> {
+    use base64::Engine;
+    let compact: String = data.split_ascii_whitespace().collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact.as_bytes())
+        .map_err(|e| invalid_params(format!("the data of {what} is not valid base64: {e}")))
 }
 
 /// Forwards one session's engine events to the client, in order, and
