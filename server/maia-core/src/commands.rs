@@ -231,7 +231,7 @@ impl Session {
             return;
         }
         self.reply(intro);
-        for event in replay(&loaded) {
+        for event in replay(&loaded, &self.cwd) {
             self.emit(event);
         }
         self.report_estimate();

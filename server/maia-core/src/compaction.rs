@@ -65,8 +65,14 @@ fn message_chars(messages: &[ChatMessage]) -> usize {
 
 impl Session {
     /// Tokens the next request would carry: the last measured size plus an
-    /// estimate of what was added since, else an estimate of everything.
+    /// estimate of what was added since, else an estimate of everything;
+    /// plus the current turn's images at their token cost (measured sizes
+    /// exclude them).
     pub(crate) fn context_tokens(&self) -> u64 {
+        crate::images::overlay_tokens(&self.turn_images) + self.text_tokens()
+    }
+
+    fn text_tokens(&self) -> u64 {
         match self.measured {
             Some((tokens, len)) if len <= self.conversation.len() => {
                 tokens + estimate(message_chars(&self.conversation.history()[len..]))
@@ -204,9 +210,7 @@ impl Session {
             content: self.system_prompt(),
         });
         messages.extend(self.conversation.history().iter().cloned());
-        messages.push(ChatMessage::User {
-            content: INSTRUCTION.to_owned(),
-        });
+        messages.push(ChatMessage::user(INSTRUCTION));
         let request = ChatRequest {
             model,
             messages,

@@ -1,7 +1,7 @@
 //! The engine: creates, restores, lists and deletes sessions.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 pub use maia_mcp::{McpServerConfig, McpTransport};
 use maia_tools::FileSystem;
@@ -21,6 +21,9 @@ pub struct EngineOptions {
     pub model: Option<String>,
     /// The `LITELLM_API_KEY` environment variable.
     pub env_api_key: Option<String>,
+    /// A route to the model server set by the front end (see
+    /// [`Engine::set_route`]); it wins over the settings.
+    pub route: Option<crate::settings::LlmRoute>,
 }
 
 /// Why a saved session could not be opened.
@@ -66,6 +69,8 @@ pub struct Engine {
     options: Arc<EngineOptions>,
     /// Context windows found so far, shared by every session.
     windows: Arc<WindowCache>,
+    /// The route set by the front end, for sessions opened from now on.
+    route: Arc<RwLock<Option<crate::settings::LlmRoute>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -78,10 +83,41 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     pub fn new(options: EngineOptions) -> Self {
+        let route = options.route.clone();
         Engine {
             options: Arc::new(options),
             windows: Arc::new(WindowCache::default()),
+            route: Arc::new(RwLock::new(route)),
         }
+    }
+
+    /// Sends the model requests of sessions opened from now on through
+    /// `route` (`None`: back to the settings). Open sessions keep the route
+    /// they started with, so no turn changes server midway.
+    pub fn set_route(&self, route: Option<crate::settings::LlmRoute>) {
+        *self.route.write().unwrap_or_else(PoisonError::into_inner) = route;
+    }
+
+    /// The route set with [`Engine::set_route`], if any.
+    pub fn route(&self) -> Option<crate::settings::LlmRoute> {
+        self.route
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The options a session opened now gets: the process's, with the
+    /// current route.
+    fn session_options(&self) -> Arc<EngineOptions> {
+        Arc::new(EngineOptions {
+            route: self.route(),
+            ..(*self.options).clone()
+        })
+    }
+
+    /// The settings a session opened now in `cwd` would use (read afresh).
+    pub fn settings(&self, cwd: &Path) -> crate::settings::Settings {
+        crate::settings::load_with(&self.session_options(), cwd)
     }
 
     /// The user's home folder, if known.
@@ -110,7 +146,7 @@ impl Engine {
     ) -> Started {
         let id = uuid::Uuid::new_v4().to_string();
         session::spawn(
-            &self.options,
+            &self.session_options(),
             &self.windows,
             id,
             (cwd, roots),
@@ -147,9 +183,9 @@ impl Engine {
         // Lock first, then read: what is read is what this session appends to.
         let journal = store::Journal::open(&summary.path)?;
         let loaded = store::load(&summary.path)?;
-        let replay = session::replay(&loaded);
+        let replay = session::replay(&loaded, &cwd);
         let started = session::spawn(
-            &self.options,
+            &self.session_options(),
             &self.windows,
             id.to_owned(),
             (cwd, roots),
@@ -187,18 +223,26 @@ impl Engine {
 
     /// The models the endpoint configured for `cwd` lists.
     pub async fn list_models(&self, cwd: &Path) -> Result<Vec<String>, String> {
-        let settings = crate::settings::load(
-            self.options.home.as_deref(),
-            cwd,
-            self.options.env_api_key.clone(),
-        );
-        let client = maia_llm::LlmClient::new(settings.llm).map_err(|e| e.to_string())?;
-        let models = client.list_models().await.map_err(|e| e.to_string())?;
+        self.probe_models(cwd).await.map_err(|e| e.to_string())
+    }
+
+    /// Like [`Engine::list_models`], with the typed error (a front door
+    /// tells "cannot connect" and "key refused" from other failures).
+    pub async fn probe_models(&self, cwd: &Path) -> Result<Vec<String>, maia_llm::LlmError> {
+        let settings = self.settings(cwd);
+        let client = maia_llm::LlmClient::new(settings.llm)?;
+        let models = client.list_models().await?;
         Ok(models.into_iter().map(|m| m.id).collect())
     }
 
-    /// Deletes every saved file of thread `id` in `cwd`.
+    /// Deletes every saved file of thread `id` in `cwd`, and the stored
+    /// images no other thread names.
     pub fn delete_session(&self, cwd: &Path, id: &str) -> Result<usize, store::StoreError> {
-        store::delete(cwd, id)
+        let removed = store::delete(cwd, id)?;
+        let images = crate::images::remove_unreferenced(cwd);
+        if images > 0 {
+            tracing::debug!(images, "removed the images of a deleted session");
+        }
+        Ok(removed)
     }
 }

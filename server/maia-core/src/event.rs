@@ -159,6 +159,14 @@ pub enum Event {
         message_id: String,
         text: String,
     },
+    /// An image of a replayed user message (same `message_id` as its text).
+    UserImage {
+        message_id: String,
+        mime_type: String,
+        data: std::sync::Arc<[u8]>,
+        /// The name it was sent under (a file name or URI).
+        name: String,
+    },
     ToolCall(ToolCallView),
     ToolCallUpdate(ToolCallPatch),
     Permission(PermissionRequest),

@@ -17,6 +17,7 @@ mod conversation;
 pub mod custom_tools;
 mod engine;
 mod event;
+pub mod images;
 pub mod markdown_commands;
 mod mcp;
 pub mod mode;
@@ -43,4 +44,4 @@ pub use event::{
 };
 pub use mode::{Mode, SharedMode};
 pub use prompt::PromptPart;
-pub use session::{Busy, SessionHandle, SharedModel};
+pub use session::{Busy, SessionHandle, SharedModel, reserved_tool_names};

@@ -245,6 +245,10 @@ pub(crate) struct Session {
     /// An `AskUser` question was shown as text: the turn ends after the
     /// batch, so the user can answer.
     pub(crate) asked_as_text: Arc<AtomicBool>,
+    /// What the endpoint said about vision (asked when an image is sent).
+    pub(crate) vision: crate::images::VisionCache,
+    /// The images of the current turn (sent with its requests only).
+    pub(crate) turn_images: crate::images::Overlay,
 }
 
 impl Session {
@@ -287,11 +291,7 @@ impl Session {
     }
 
     fn reload_files(&mut self) {
-        self.settings = settings::load(
-            self.options.home.as_deref(),
-            &self.cwd,
-            self.options.env_api_key.clone(),
-        );
+        self.settings = settings::load_with(&self.options, &self.cwd);
         self.llm = LlmClient::new(self.settings.llm.clone());
         if self.options.model.is_none() && self.settings.model.is_some() {
             self.model.set(self.settings.model.clone());
@@ -307,7 +307,7 @@ impl Session {
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
         self.markdown_commands =
             Arc::new(crate::markdown_commands::load(home.as_deref(), &self.cwd));
-        self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
+        self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_tool_names()));
         if let Ok(mut pending) = self.pending_tools.lock() {
             *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);
         }
@@ -426,7 +426,7 @@ pub(crate) fn spawn(
     start: Start,
     mcp_servers: Vec<maia_mcp::McpServerConfig>,
 ) -> (SessionHandle, mpsc::UnboundedReceiver<Event>) {
-    let settings = settings::load(options.home.as_deref(), &cwd, options.env_api_key.clone());
+    let settings = settings::load_with(options, &cwd);
     let llm = LlmClient::new(settings.llm.clone());
     let mode = SharedMode::default();
     let model = SharedModel::default();
@@ -464,7 +464,7 @@ pub(crate) fn spawn(
     }
     let loaded_skills = skills::load(options.home.as_deref(), &cwd);
     let markdown_commands = crate::markdown_commands::load(options.home.as_deref(), &cwd);
-    let loaded_tools = custom_tools::load(&cwd, &reserved_names());
+    let loaded_tools = custom_tools::load(&cwd, &reserved_tool_names());
     let new_tools = pending_tools(options.home.as_deref(), &cwd, &loaded_tools);
     // Connects in the background; never delays the session.
     let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
@@ -530,6 +530,8 @@ pub(crate) fn spawn(
         title: None,
         client,
         asked_as_text: Arc::default(),
+        vision: crate::images::VisionCache::default(),
+        turn_images: Vec::new(),
     };
     if let Some(loaded) = &restored {
         session.summary = loaded.summary().map(str::to_owned);
@@ -575,7 +577,8 @@ pub(crate) fn spawn(
 }
 
 /// Names custom tools may not take.
-fn reserved_names() -> Vec<&'static str> {
+/// The names a custom tool may not take: the built-in tools'.
+pub fn reserved_tool_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = maia_tools::TOOL_NAMES.to_vec();
     names.extend([skills::TOOL_NAME, TODO_WRITE, CURRENT_MODEL, ASK_USER]);
     names
@@ -770,16 +773,33 @@ impl Session {
     }
 }
 
-/// The replay of a saved conversation, as events.
-pub(crate) fn replay(loaded: &Loaded) -> Vec<Event> {
+/// The replay of a saved conversation, as events (images read from
+/// beside the journal, in `cwd`).
+pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
     let id = || uuid::Uuid::new_v4().to_string();
     let mut out = Vec::new();
+    let mut user_message = id();
     for record in &loaded.records {
         match record {
-            Record::UserDisplay { text } => out.push(Event::UserMessage {
-                message_id: id(),
-                text: text.clone(),
-            }),
+            Record::UserDisplay { text } => {
+                user_message = id();
+                out.push(Event::UserMessage {
+                    message_id: user_message.clone(),
+                    text: text.clone(),
+                });
+            }
+            Record::UserImage { image } => match crate::images::load(cwd, image) {
+                Some(bytes) => out.push(Event::UserImage {
+                    message_id: user_message.clone(),
+                    mime_type: image.mime_type.clone(),
+                    data: bytes.into(),
+                    name: image.name.clone(),
+                }),
+                None => out.push(Event::UserMessage {
+                    message_id: user_message.clone(),
+                    text: format!("[image {} is no longer stored]", image.name),
+                }),
+            },
             Record::Thought { text } => out.push(Event::Thought {
                 message_id: id(),
                 text: text.clone(),

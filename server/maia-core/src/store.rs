@@ -45,6 +45,9 @@ pub enum Record {
     Message { message: ChatMessage },
     /// What the user typed, as shown in the editor.
     UserDisplay { text: String },
+    /// An image the user sent with the message recorded just before; its
+    /// bytes are stored beside the journal ([`crate::images`]).
+    UserImage { image: crate::images::ImageRef },
     /// Reasoning shown to the user.
     Thought { text: String },
     /// A tool call in its final state.

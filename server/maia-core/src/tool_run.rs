@@ -73,7 +73,8 @@ struct Planned {
 
 /// What a call ended with.
 enum Outcome {
-    Done(String),
+    /// The text for the model and the images the tool returned.
+    Done(String, Vec<maia_tools::ImageData>),
     Cancelled,
 }
 
@@ -205,13 +206,18 @@ impl Session {
         }
     }
 
-    /// Runs the calls; returns the tool messages for the model and the final
-    /// state of each call, both in the order requested.
+    /// Runs the calls; returns the tool messages for the model, the final
+    /// state of each call and the images each returned, in the order
+    /// requested.
     pub(crate) async fn run_tool_calls(
         &mut self,
         calls: &[ToolCall],
         cancel: &CancellationToken,
-    ) -> (Vec<ChatMessage>, Vec<ToolCallView>) {
+    ) -> (
+        Vec<ChatMessage>,
+        Vec<ToolCallView>,
+        Vec<Vec<maia_tools::ImageData>>,
+    ) {
         let tools = self.session_tools();
         let planned: Vec<Planned> = calls.iter().map(|call| self.plan(call, &tools)).collect();
         for p in &planned {
@@ -264,13 +270,18 @@ impl Session {
             }
         });
         let outcomes = join_all(runs).await;
+        let mut images = Vec::with_capacity(planned.len());
         let messages = planned
             .iter()
             .zip(outcomes)
             .map(|(p, outcome)| {
                 let content = match outcome {
-                    Outcome::Done(text) => text,
+                    Outcome::Done(text, found) => {
+                        images.push(found);
+                        text
+                    }
                     Outcome::Cancelled => {
+                        images.push(Vec::new());
                         "Cancelled by the user; the tool did not complete.".into()
                     }
                 };
@@ -285,7 +296,7 @@ impl Session {
             .into_iter()
             .map(|v| v.into_inner().unwrap_or_else(|e| e.into_inner()))
             .collect();
-        (messages, views)
+        (messages, views, images)
     }
 
     fn plan(&self, call: &ToolCall, tools: &SessionTools) -> Planned {
@@ -392,7 +403,7 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
         Ok(invocation) => invocation.clone(),
         Err(message) => {
             s.fail(id, message);
-            return Outcome::Done(format!("Error: {message}"));
+            return Outcome::Done(format!("Error: {message}"), Vec::new());
         }
     };
     if s.cancel.is_cancelled() {
@@ -418,7 +429,7 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
                 Err(e) => {
                     let message = e.to_string();
                     s.fail(id, &message);
-                    return Outcome::Done(format!("Error: {message}"));
+                    return Outcome::Done(format!("Error: {message}"), Vec::new());
                 }
             }
         }
@@ -435,7 +446,7 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
     match authorize(p, &invocation, diff.as_ref(), s).await {
         Authorization::Granted => {}
         Authorization::GrantedUnsandboxed => unsandboxed = true,
-        Authorization::Refused(to_model) => return Outcome::Done(to_model),
+        Authorization::Refused(to_model) => return Outcome::Done(to_model, Vec::new()),
         Authorization::Cancelled => {
             s.fail(id, "Cancelled");
             return Outcome::Cancelled;
@@ -525,7 +536,7 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
         // long gone) is the text the model saw.
         s.keep_view(id, vec![text]);
     }
-    Outcome::Done(output.content)
+    Outcome::Done(output.content, output.images)
 }
 
 /// Runs a tool that is not a built-in one.

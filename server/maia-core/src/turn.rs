@@ -13,6 +13,7 @@ use crate::commands;
 use crate::compaction::CompactError;
 use crate::event::{Event, StopReason};
 use crate::event::{NoticeLevel, ToolCallPatch, ToolCallView, ToolContent, ToolStatus};
+use crate::images;
 use crate::prompt::{PromptPart, build_user_message};
 use crate::prompt_syntax;
 use crate::session::Session;
@@ -101,7 +102,8 @@ fn display_text(parts: &[PromptPart]) -> String {
             PromptPart::Text(text) => out.push(text.clone()),
             PromptPart::File(path) => out.push(format!("@{}", path.display())),
             PromptPart::Embedded { uri, .. } => out.push(format!("@{uri}")),
-            PromptPart::Note(_) => {}
+            // Replayed as images of their own (`Record::UserImage`).
+            PromptPart::Image { .. } | PromptPart::Note(_) => {}
         }
     }
     out.join("\n")
@@ -405,7 +407,12 @@ impl Session {
         display: Option<String>,
         cancel: &CancellationToken,
     ) -> StopReason {
-        let mut user_text = build_user_message(&parts, self.fs.as_ref()).await;
+        let message = build_user_message(&parts, self.fs.as_ref()).await;
+        // What the model was given of a file counts as read for Edit.
+        for (path, text) in &message.seen {
+            self.reads.record(path, text);
+        }
+        let mut user_text = message.text;
         if !self.pending.is_empty() {
             let pending = std::mem::take(&mut self.pending).join("\n\n");
             user_text = format!("{pending}\n\n{user_text}");
@@ -415,7 +422,17 @@ impl Session {
         self.record(&Record::UserDisplay {
             text: display.clone(),
         });
-        self.push_message(ChatMessage::User { content: user_text });
+        for refused in &message.refused {
+            self.say(format!("**Image not attached**: {refused}.\n\n"));
+        }
+        let shown = self
+            .attach_images(&mut user_text, message.images, cancel)
+            .await;
+        self.push_message(ChatMessage::user(user_text.clone()));
+        if !shown.is_empty() {
+            self.turn_images
+                .push((images::Anchor::User(user_text), shown));
+        }
         // Titled from the first message, early in the file (listing reads
         // only the start of each file).
         if self.title.is_none()
@@ -428,6 +445,8 @@ impl Session {
             self.emit(Event::Title(title));
         }
         let mut stop = self.model_loop(cancel, turn_start).await;
+        // Images are ephemeral: later turns see their stand-ins only.
+        self.turn_images.clear();
         if stop == StopReason::EndTurn && self.needs_compaction() {
             // Checked after each turn too; reported before the turn's end.
             if let Err(CompactError::Cancelled) = self.compact(cancel).await {
@@ -435,6 +454,155 @@ impl Session {
             }
         }
         stop
+    }
+
+    /// Tells the model the conversation was compacted; the turn's images go
+    /// on with that message (the ones they belonged to are summarised).
+    fn continue_after_compaction(&mut self) {
+        self.push_message(ChatMessage::user(CONTINUE_AFTER_COMPACTION));
+        if !self.turn_images.is_empty() {
+            let all: Vec<maia_tools::ImageData> = self
+                .turn_images
+                .drain(..)
+                .flat_map(|(_, images)| images)
+                .collect();
+            self.turn_images.push((
+                images::Anchor::User(CONTINUE_AFTER_COMPACTION.to_owned()),
+                all,
+            ));
+        }
+    }
+
+    /// The turn number the next user message has in the model's history.
+    fn next_turn(&self) -> usize {
+        self.conversation
+            .history()
+            .iter()
+            .filter(|m| matches!(m, ChatMessage::User { .. }))
+            .count()
+            + 1
+    }
+
+    /// The model in use and whether it is shown images.
+    async fn vision(&mut self, cancel: &CancellationToken) -> Option<(String, images::Vision)> {
+        let model = self.resolve_model(cancel).await.ok()?;
+        let llm = self.llm.as_ref().ok()?;
+        let vision = images::sees_images(
+            &self.vision,
+            llm,
+            &model,
+            &self.settings.vision_models,
+            cancel,
+        )
+        .await;
+        tracing::debug!(model, ?vision, "vision");
+        Some((model, vision))
+    }
+
+    /// Stores the prompt's images beside the journal and records them for
+    /// replay; names them in `text` as shown, or as not shown when the model
+    /// does not accept images (and tells the user). Returns those to show.
+    async fn attach_images(
+        &mut self,
+        text: &mut String,
+        found: Vec<maia_tools::ImageData>,
+        cancel: &CancellationToken,
+    ) -> Vec<maia_tools::ImageData> {
+        if found.is_empty() {
+            return found;
+        }
+        for image in &found {
+            match images::store(&self.cwd, image) {
+                Ok(image) => self.record(&Record::UserImage { image }),
+                Err(e) => tracing::warn!("cannot store an image of the conversation: {e}"),
+            }
+        }
+        let turn = self.next_turn();
+        let vision = self.vision(cancel).await;
+        let mut lines = Vec::with_capacity(found.len());
+        let shown = match &vision {
+            Some((_, v)) if v.sees() => {
+                lines.extend(found.iter().map(|i| images::stand_in(i, turn)));
+                found
+            }
+            Some((model, v)) => {
+                self.say(images::not_shown_to_user(found.len(), model, *v));
+                lines.extend(found.iter().map(|i| images::not_shown(i, model)));
+                Vec::new()
+            }
+            // No model: the turn fails and says why.
+            None => {
+                lines.extend(found.iter().map(|i| images::not_shown(i, "(none)")));
+                Vec::new()
+            }
+        };
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&lines.join("\n"));
+        shown
+    }
+
+    /// Names a response's tool images in their results: kept for the
+    /// turn's requests when the model accepts images (within the per-message
+    /// limits), else said to be not shown.
+    async fn attach_tool_images(
+        &mut self,
+        results: &mut [ChatMessage],
+        found: Vec<Vec<maia_tools::ImageData>>,
+        cancel: &CancellationToken,
+    ) {
+        if found.iter().all(Vec::is_empty) {
+            return;
+        }
+        let turn = self.next_turn().saturating_sub(1).max(1);
+        let vision = self.vision(cancel).await;
+        let (mut count, mut bytes) = (0usize, 0usize);
+        for (message, images_of_call) in results.iter_mut().zip(found) {
+            let ChatMessage::Tool {
+                tool_call_id,
+                content,
+            } = message
+            else {
+                continue;
+            };
+            let mut shown = Vec::new();
+            for image in images_of_call {
+                let line = match &vision {
+                    Some((_, v)) if v.sees() => {
+                        count += 1;
+                        bytes += image.bytes.len();
+                        if count > maia_tools::image::MAX_IMAGES_PER_MESSAGE {
+                            format!(
+                                "[Image {} not shown: more than {} images in one response's results]",
+                                image.name,
+                                maia_tools::image::MAX_IMAGES_PER_MESSAGE
+                            )
+                        } else if bytes > maia_tools::image::MAX_MESSAGE_IMAGE_BYTES {
+                            format!(
+                                "[Image {} not shown: the images of one response's results may not pass {}]",
+                                image.name,
+                                maia_tools::image::human_size(
+                                    maia_tools::image::MAX_MESSAGE_IMAGE_BYTES as u64
+                                )
+                            )
+                        } else {
+                            let line = images::stand_in(&image, turn);
+                            shown.push(image);
+                            line
+                        }
+                    }
+                    Some((model, _)) => images::not_shown(&image, model),
+                    None => images::not_shown(&image, "(none)"),
+                };
+                content.push('\n');
+                content.push_str(&line);
+            }
+            if !shown.is_empty() {
+                self.turn_images
+                    .push((images::Anchor::Tool(tool_call_id.clone()), shown));
+            }
+        }
     }
 
     async fn model_loop(&mut self, cancel: &CancellationToken, turn_start: usize) -> StopReason {
@@ -474,11 +642,14 @@ impl Session {
                 return StopReason::MaxTurnRequests;
             }
             requests += 1;
-            if self.needs_compaction() {
+            // A conversation that is only the note of a compaction cannot
+            // shrink further (what is left over is the turn's images).
+            let just_compacted = compacted && self.conversation.len() <= 1;
+            if !just_compacted && self.needs_compaction() {
                 match self.compact(cancel).await {
                     Ok(()) => {
                         compacted = true;
-                        self.push_message(ChatMessage::user(CONTINUE_AFTER_COMPACTION));
+                        self.continue_after_compaction();
                     }
                     Err(CompactError::Cancelled) => return StopReason::Cancelled,
                     Err(e) => tracing::warn!("automatic compaction: {e}"),
@@ -496,9 +667,15 @@ impl Session {
                 tools: tools.clone(),
                 max_tokens: None,
             };
+            // Measured without the images, whose tokens are counted apart.
             let request_chars = serde_json::to_string(&request.body())
                 .map(|b| b.len())
                 .unwrap_or(0);
+            let image_tokens = images::overlay_tokens(&self.turn_images);
+            let request = ChatRequest {
+                messages: images::with_images(request.messages, &self.turn_images),
+                ..request
+            };
             let (result, partial, thought) = self.stream(&request, cancel).await;
             if !thought.is_empty() {
                 self.record(&Record::Thought { text: thought });
@@ -516,7 +693,7 @@ impl Session {
                     compacted = true;
                     match self.compact(cancel).await {
                         Ok(()) => {
-                            self.push_message(ChatMessage::user(CONTINUE_AFTER_COMPACTION));
+                            self.continue_after_compaction();
                             continue;
                         }
                         Err(CompactError::Cancelled) => return StopReason::Cancelled,
@@ -557,9 +734,13 @@ impl Session {
                 tool_calls: tool_calls.clone(),
             });
             if let Some(usage) = &usage {
-                self.calibrate(usage.prompt_tokens, request_chars);
+                // Without the images: they leave the context with the turn.
+                self.calibrate(
+                    usage.prompt_tokens.saturating_sub(image_tokens),
+                    request_chars,
+                );
                 self.measured = Some((
-                    usage.prompt_tokens + usage.completion_tokens,
+                    (usage.prompt_tokens + usage.completion_tokens).saturating_sub(image_tokens),
                     self.conversation.len(),
                 ));
             }
@@ -574,7 +755,8 @@ impl Session {
                     _ => StopReason::EndTurn,
                 };
             }
-            let (results, views) = self.run_tool_calls(&tool_calls, cancel).await;
+            let (mut results, views, found) = self.run_tool_calls(&tool_calls, cancel).await;
+            self.attach_tool_images(&mut results, found, cancel).await;
             let planned = views.iter().any(|v| {
                 v.name == crate::session_tools::TODO_WRITE && v.status == ToolStatus::Completed
             });

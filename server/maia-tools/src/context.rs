@@ -97,6 +97,9 @@ pub struct Prepared {
 pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
+    /// Images for the model (Read of an image, MCP results); `content`
+    /// names them.
+    pub images: Vec<crate::image::ImageData>,
 }
 
 impl ToolOutput {
@@ -105,6 +108,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -113,6 +117,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: true,
+            images: Vec::new(),
         }
     }
 

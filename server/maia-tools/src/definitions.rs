@@ -19,7 +19,8 @@ pub fn definitions() -> Vec<ToolDefinition> {
             description: "Read a text file. Output is numbered like `cat -n` (line number, tab, text). \
                 Reads up to 2000 lines (and 100 KB) at a time; use `offset` (1-based first line) and \
                 `limit` to read other parts of long files. Relative paths resolve against the \
-                working directory. Read a file before editing it."
+                working directory. Read a file before editing it. A PNG, JPEG, GIF or WebP file is \
+                returned as an image when the model in use accepts images (else you are told it cannot be shown)."
                 .into(),
             parameters: json!({
                 "type": "object",
