@@ -79,10 +79,18 @@ async fn invalid_params() {
     let id = maia
         .prompt_blocks(
             &sid,
-            json!([{"type": "image", "data": "AAAA", "mimeType": "image/png"}]),
+            json!([{"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]),
         )
         .await;
     assert_eq!(maia.response(id).await.0["error"]["code"], -32602);
+    // An image whose data is not base64, or with neither data nor a file URI.
+    for image in [
+        json!({"type": "image", "data": "@@@", "mimeType": "image/png"}),
+        json!({"type": "image", "data": "", "mimeType": "image/png", "uri": "https://x/y.png"}),
+    ] {
+        let id = maia.prompt_blocks(&sid, json!([image])).await;
+        assert_eq!(maia.response(id).await.0["error"]["code"], -32602);
+    }
     still_works(&mut maia).await;
 }
 

@@ -26,8 +26,10 @@ async fn answers_version_one_whatever_is_asked() {
             );
         }
         assert_eq!(caps["promptCapabilities"]["embeddedContext"], true);
-        assert_eq!(caps["promptCapabilities"]["image"], false);
-        assert_eq!(result["authMethods"], json!([]));
+        assert_eq!(caps["promptCapabilities"]["image"], true);
+        assert_eq!(caps["promptCapabilities"]["audio"], false);
+        // Always a way to check the settings again (issue 14).
+        assert_eq!(result["authMethods"][0]["id"], "agent", "{result}");
     }
 }
 

@@ -262,29 +262,43 @@ async fn invalid_json_first_chunk_ends_cleanly() {
     assert_eq!(maia.mock.requests().len(), 1);
 }
 
-#[tokio::test]
-async fn unreachable_endpoint() {
-    let url = "http://127.0.0.1:9";
-    let (mut maia, sid) = Maia::ready_with(with(json!({"LiteLLM_URL": url}))).await;
+/// A new session that could not answer is refused with `auth_required`
+/// (issue 14), naming the endpoint and the cause; see `acp_auth` for the
+/// login that follows.
+async fn refused_session(settings: Value) -> String {
+    let mut maia = Maia::start_with(with(settings)).await;
+    maia.initialize().await;
+    let cwd = maia.cwd();
     let start = Instant::now();
-    let text = turn_text(&mut maia, &sid, "hi").await;
+    let id = maia
+        .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    let (resp, _) = maia.response(id).await;
     assert!(
         start.elapsed() < Duration::from_secs(10),
         "took {:?}",
         start.elapsed()
     );
-    assert_failure_message(&text, url, "connection failed");
-    assert!(text.contains("could not be reached"), "{text}");
+    assert_eq!(resp["error"]["code"], -32000, "{resp}");
+    assert!(maia.mock.requests().is_empty());
+    resp["error"]["message"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn unreachable_endpoint() {
+    let url = "http://127.0.0.1:9";
+    let text = refused_session(json!({"LiteLLM_URL": url})).await;
+    assert!(text.contains(url), "{text}");
+    assert!(text.contains("connection refused"), "{text}");
+    assert!(text.contains("maia login"), "{text}");
 }
 
 #[tokio::test]
 async fn unparsable_endpoint_url() {
-    let (mut maia, sid) = Maia::ready_with(with(json!({"LiteLLM_URL": "not a url"}))).await;
-    let text = turn_text(&mut maia, &sid, "hi").await;
-    assert!(text.contains("\"not a url\""), "{text}");
+    let text = refused_session(json!({"LiteLLM_URL": "not a url"})).await;
+    assert!(text.contains("`not a url"), "{text}");
     assert!(text.contains("`LiteLLM_URL`"), "tells what to fix: {text}");
     assert!(!text.contains("``"), "no empty endpoint: {text}");
-    assert!(maia.mock.requests().is_empty());
 }
 
 #[tokio::test]

@@ -217,7 +217,7 @@ async fn settings_server_with_disabled_tools_and_the_mcp_command() {
     let id = maia.prompt(&sid, "/mcp").await;
     let (_, before) = maia.response(id).await;
     let text = agent_text(&before);
-    assert!(text.contains("`conf` — connected, 2 tools"), "{text}");
+    assert!(text.contains("`conf` — connected, 3 tools"), "{text}");
     assert!(text.contains("mcp__conf__echo"), "{text}");
     assert!(!text.contains("mcp__conf__slow"), "{text}");
     assert!(text.contains("disabled in the settings: slow"), "{text}");
@@ -454,5 +454,39 @@ async fn reference_server_everything_echoes_through_maia() {
     assert!(
         results.iter().any(|r| r.contains("interop hello")),
         "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn image_results_pass_through_to_a_vision_model() {
+    use base64::Engine;
+    let mut maia = Maia::start().await;
+    maia.initialize().await;
+    maia.mock.set_model_info(json!({"data": [
+        {"model_name": "mock-model", "model_info": {"supports_vision": true}}
+    ]}));
+    let sid = open(&mut maia, json!([stdio_server("mock", &[])])).await;
+    let png = maia_tools::image::test_png(32, 16);
+    let data = base64::engine::general_purpose::STANDARD.encode(&png);
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "call_p",
+        "mcp__mock__picture",
+        json!({"text": data}),
+    )]));
+    maia.mock.push(mock::text_reply("a picture"));
+    let id = maia.prompt(&sid, "show me").await;
+    let (resp, _) = maia.response_with(id, choose("allow_once")).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let result = &tool_results(&maia, 1)[0];
+    assert!(
+        result.starts_with("a picture\n[image #1: image/png, 32×16"),
+        "{result}"
+    );
+    let request = &maia.mock.requests()[1];
+    let last = request["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert_eq!(
+        last["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{data}")
     );
 }

@@ -51,7 +51,8 @@ async fn streams_text_before_the_response() {
             "Bash",
             "WebFetch",
             "TodoWrite",
-            "CurrentModel"
+            "CurrentModel",
+            "AskUser"
         ]
     );
 

@@ -732,6 +732,54 @@ async fn rename_then_load_from_another_thread() {
     assert!(text.contains("no-such-session"), "{text}");
 }
 
+/// `/rename NAME` renames what the editor shows: a `session_info_update`
+/// with the new title, the title in `session/list`, also after a restart
+/// (and after the thread was titled from its first message).
+#[tokio::test]
+async fn rename_sets_the_title_in_the_list_and_survives_a_restart() {
+    let (mut maia, sid) = Maia::ready().await;
+    turn(&mut maia, &sid, "fix the login bug", "ok").await;
+    let (text, before) = command(&mut maia, &sid, "/rename login work").await;
+    assert!(text.contains("login work"), "{text}");
+    let infos: Vec<&Value> = before
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "session_info_update")
+        .collect();
+    assert_eq!(infos.len(), 1, "{before:?}");
+    assert_eq!(infos[0]["params"]["sessionId"], sid);
+    assert_eq!(infos[0]["params"]["update"]["title"], "login work");
+    let titles = |resp: &Value| -> Vec<(String, String)> {
+        resp["result"]["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["sessionId"].as_str().unwrap().to_owned(),
+                    s["title"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let cwd = maia.cwd();
+    let listed = list(&mut maia, json!({"cwd": cwd})).await;
+    assert_eq!(titles(&listed), [(sid.clone(), "login work".to_owned())]);
+    // Later turns keep the name, and so does a restart.
+    turn(&mut maia, &sid, "and the logout bug", "ok").await;
+    let mut maia = maia.restart().await;
+    maia.initialize().await;
+    let listed = list(&mut maia, json!({"cwd": cwd})).await;
+    assert_eq!(titles(&listed), [(sid.clone(), "login work".to_owned())]);
+    let (resp, before) = load(&mut maia, &sid).await;
+    assert_opened(&resp);
+    let infos = updates_of(&before, "session_info_update");
+    assert_eq!(infos.last().unwrap()["title"], "login work", "{infos:?}");
+    assert_eq!(
+        user_texts(&before),
+        ["fix the login bug", "and the logout bug"]
+    );
+}
+
 #[tokio::test]
 async fn clear_empties_the_context() {
     let (mut maia, sid) = Maia::ready().await;

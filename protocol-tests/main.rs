@@ -4,11 +4,14 @@
 
 mod harness;
 
+mod acp_ask;
+mod acp_auth;
 mod acp_cancel;
 mod acp_compaction;
 mod acp_config;
 mod acp_context;
 mod acp_errors;
+mod acp_images;
 mod acp_impolite;
 mod acp_initialize;
 mod acp_llm_faults;
@@ -17,9 +20,13 @@ mod acp_models;
 mod acp_modes;
 mod acp_prompt;
 mod acp_sessions;
+mod acp_terminal;
 mod acp_tools;
+mod acp_workspace;
+mod cli_login;
 mod fuzz_replay;
 mod litellm;
 mod lsp;
 mod neovim;
+mod registry;
 mod robustness;

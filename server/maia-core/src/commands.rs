@@ -98,7 +98,8 @@ impl Session {
             }
             "help" => {
                 let mut text = String::from("Commands:\n\n");
-                for c in COMMANDS {
+                // Built-in commands, then skills and Markdown commands.
+                for c in self.command_entries() {
                     let arg = c.hint.map(|h| format!(" <{h}>")).unwrap_or_default();
                     text.push_str(&format!("- `/{}{arg}` — {}\n", c.name, c.description));
                 }
@@ -137,7 +138,8 @@ impl Session {
                     self.reply(format!("A saved session named `{args}` already exists."));
                 } else {
                     let old = self.conversation.name().to_owned();
-                    match self.rename(args.to_owned()) {
+                    // The journal is copied into its new file: off the runtime.
+                    match crate::blocking::off_runtime(|| self.rename(args.to_owned())) {
                         Ok(()) => self.reply(format!("Renamed `{old}` to `{args}`.")),
                         Err(e) => self.reply(format!("Cannot rename: {e}")),
                     }
@@ -225,7 +227,7 @@ impl Session {
             return;
         }
         self.reply(intro);
-        for event in replay(&loaded) {
+        for event in replay(&loaded, &self.cwd) {
             self.emit(event);
         }
         self.report_estimate();
@@ -378,7 +380,23 @@ impl Session {
             retried = self.text_tool_calls.retried,
             shown = self.text_tool_calls.shown,
         );
+        let text = format!("{text}{}", self.workspace_report());
         self.reply(text);
+    }
+
+    /// The `/context` lines about the workspace folders.
+    fn workspace_report(&self) -> String {
+        let mut out = format!(
+            "\n- working folder: `{}`\n- additional workspace folders:",
+            self.cwd.display()
+        );
+        if self.roots.is_empty() {
+            out.push_str(" none");
+        }
+        for root in &self.roots {
+            out.push_str(&format!("\n  - `{}`", root.display()));
+        }
+        out
     }
 }
 

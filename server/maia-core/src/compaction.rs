@@ -145,8 +145,12 @@ fn transcript(messages: &[ChatMessage]) -> Vec<Entry> {
                 text: format!("[system]\n{content}"),
                 tool: false,
             }),
-            ChatMessage::User { content } => out.push(Entry {
-                text: format!("[user]\n{content}"),
+            ChatMessage::User { content, images } => out.push(Entry {
+                text: if images.is_empty() {
+                    format!("[user]\n{content}")
+                } else {
+                    format!("[user]\n{content}\n({} image(s) attached)", images.len())
+                },
                 tool: false,
             }),
             ChatMessage::Assistant {
@@ -390,8 +394,14 @@ enum Attempt {
 
 impl Session {
     /// Tokens the next request would carry: the last measured size plus an
-    /// estimate of what was added since, else an estimate of everything.
+    /// estimate of what was added since, else an estimate of everything;
+    /// plus the current turn's images at their token cost (measured sizes
+    /// exclude them).
     pub(crate) fn context_tokens(&self) -> u64 {
+        crate::images::overlay_tokens(&self.turn_images) + self.text_tokens()
+    }
+
+    fn text_tokens(&self) -> u64 {
         match self.measured {
             Some((tokens, len)) if len <= self.conversation.len() => {
                 tokens + self.calibrated(message_chars(&self.conversation.history()[len..]))

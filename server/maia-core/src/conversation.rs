@@ -189,22 +189,50 @@ impl Conversation {
         Ok(())
     }
 
-    /// `/rename`: the journal file takes the new name.
+    /// `/rename`: the conversation continues in the journal `name`, whose
+    /// title is `name` too. The journal is copied whole into the new file
+    /// (written aside, then moved into place) with the title as its first
+    /// record, because listing reads only the start of each file; earlier
+    /// titles are left out so the new one is the last as well. The old
+    /// file is removed once the new one is in place.
     pub fn rename(&mut self, name: String) -> Result<(), StoreError> {
-        let to = store::session_path(&self.cwd, &name);
-        if let Some(journal) = self.journal.take() {
-            let from = journal.path().to_path_buf();
-            if let Err(source) = std::fs::rename(&from, &to) {
+        let Some(journal) = self.journal.take() else {
+            self.name = name;
+            return Ok(());
+        };
+        let from = journal.path().to_path_buf();
+        let loaded = match store::load(&from) {
+            Ok(loaded) => loaded,
+            Err(e) => {
                 self.journal = Some(journal);
-                return Err(StoreError::Io { path: to, source });
+                return Err(e);
             }
-            // Release the lock on the renamed file before taking it again.
-            drop(journal);
-            self.journal = Some(Journal::open(&to)?);
-            store::set_current(&self.cwd, &self.id, &name)?;
+        };
+        let mut records = vec![Record::Title {
+            title: name.clone(),
+        }];
+        records.extend(
+            loaded
+                .records
+                .into_iter()
+                .filter(|r| !matches!(r, Record::Title { .. })),
+        );
+        // The old file's lock is released before the new file is locked.
+        drop(journal);
+        match Journal::create(&self.cwd, &name, &loaded.header, &records) {
+            Ok(new) => {
+                self.journal = Some(new);
+                if let Err(e) = std::fs::remove_file(&from) {
+                    tracing::warn!(path = %from.display(), "cannot remove the renamed journal: {e}");
+                }
+                self.name = name;
+                Ok(())
+            }
+            Err(e) => {
+                self.journal = Journal::open(&from).ok();
+                Err(e)
+            }
         }
-        self.name = name;
-        Ok(())
     }
 }
 
@@ -233,10 +261,25 @@ mod tests {
         assert_eq!(c.history(), &[ChatMessage::user("a")]);
         let path = store::session_path(dir.path(), "first");
         assert_eq!(store::load(&path).unwrap().history(), c.history());
+        c.record(&Record::Title {
+            title: "old title".into(),
+        });
         c.rename("second".into()).unwrap();
         c.push(ChatMessage::user("d"));
         let path = store::session_path(dir.path(), "second");
-        assert_eq!(store::load(&path).unwrap().history(), c.history());
+        let loaded = store::load(&path).unwrap();
+        assert_eq!(loaded.history(), c.history());
+        assert_eq!(
+            loaded.records[0],
+            Record::Title {
+                title: "second".into()
+            }
+        );
+        assert_eq!(loaded.title(), Some("second"));
+        assert!(!store::session_path(dir.path(), "first").exists());
+        let listed = store::list(dir.path());
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].title.as_deref(), Some("second"));
         c.continue_as(
             "second__1".into(),
             &[Record::Compaction {

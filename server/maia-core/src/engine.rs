@@ -1,7 +1,7 @@
 //! The engine: creates, restores, lists and deletes sessions.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 pub use maia_mcp::{McpServerConfig, McpTransport};
 use maia_tools::FileSystem;
@@ -21,6 +21,9 @@ pub struct EngineOptions {
     pub model: Option<String>,
     /// The `LITELLM_API_KEY` environment variable.
     pub env_api_key: Option<String>,
+    /// A route to the model server set by the front end (see
+    /// [`Engine::set_route`]); it wins over the settings.
+    pub route: Option<crate::settings::LlmRoute>,
 }
 
 /// Why a saved session could not be opened.
@@ -49,6 +52,8 @@ impl From<store::StoreError> for LoadError {
 pub struct SessionSummary {
     pub id: String,
     pub cwd: PathBuf,
+    /// The additional workspace roots it was last opened with.
+    pub roots: Vec<PathBuf>,
     pub name: String,
     pub title: Option<String>,
     /// ISO 8601.
@@ -64,6 +69,8 @@ pub struct Engine {
     options: Arc<EngineOptions>,
     /// Context windows found so far, shared by every session.
     windows: Arc<WindowCache>,
+    /// The route set by the front end, for sessions opened from now on.
+    route: Arc<RwLock<Option<crate::settings::LlmRoute>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -81,34 +88,73 @@ impl Engine {
             Some(home) => WindowCache::with_disk(crate::window::DiskCache::in_home(home)),
             None => WindowCache::default(),
         };
+        let route = options.route.clone();
         Engine {
             options: Arc::new(options),
             windows: Arc::new(windows),
+            route: Arc::new(RwLock::new(route)),
         }
+    }
+
+    /// Sends the model requests of sessions opened from now on through
+    /// `route` (`None`: back to the settings). Open sessions keep the route
+    /// they started with, so no turn changes server midway.
+    pub fn set_route(&self, route: Option<crate::settings::LlmRoute>) {
+        *self.route.write().unwrap_or_else(PoisonError::into_inner) = route;
+    }
+
+    /// The route set with [`Engine::set_route`], if any.
+    pub fn route(&self) -> Option<crate::settings::LlmRoute> {
+        self.route
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The options a session opened now gets: the process's, with the
+    /// current route.
+    fn session_options(&self) -> Arc<EngineOptions> {
+        Arc::new(EngineOptions {
+            route: self.route(),
+            ..(*self.options).clone()
+        })
+    }
+
+    /// The settings a session opened now in `cwd` would use (read afresh).
+    pub fn settings(&self, cwd: &Path) -> crate::settings::Settings {
+        crate::settings::load_with(&self.session_options(), cwd)
+    }
+
+    /// The user's home folder, if known.
+    pub fn home(&self) -> Option<&Path> {
+        self.options.home.as_deref()
     }
 
     /// Starts a new session rooted at `cwd` (absolute). File reads and
     /// writes of its tools go through `fs`. The session ends when the
     /// handle and its clones are dropped.
     pub fn start_session(&self, cwd: PathBuf, fs: Arc<dyn FileSystem>) -> Started {
-        self.start_session_with_mcp(cwd, fs, Vec::new())
+        self.start_session_with_mcp(cwd, fs, Vec::new(), Vec::new())
     }
 
     /// Like [`Engine::start_session`], with the MCP servers the front door
-    /// was given (they win over settings entries of the same name). The
-    /// servers connect in the background.
+    /// was given (they win over settings entries of the same name) and the
+    /// additional workspace roots, as checked by
+    /// [`crate::workspace::additional_roots`]. The servers connect in the
+    /// background.
     pub fn start_session_with_mcp(
         &self,
         cwd: PathBuf,
         fs: Arc<dyn FileSystem>,
         mcp_servers: Vec<McpServerConfig>,
+        roots: Vec<PathBuf>,
     ) -> Started {
         let id = uuid::Uuid::new_v4().to_string();
         session::spawn(
-            &self.options,
+            &self.session_options(),
             &self.windows,
             id,
-            cwd,
+            (cwd, roots),
             fs,
             Start::New,
             mcp_servers,
@@ -123,27 +169,31 @@ impl Engine {
         fs: Arc<dyn FileSystem>,
         id: &str,
     ) -> Result<(Started, Vec<Event>), LoadError> {
-        self.load_session_with_mcp(cwd, fs, id, Vec::new())
+        self.load_session_with_mcp(cwd, fs, id, Vec::new(), Vec::new())
     }
 
-    /// Like [`Engine::load_session`], with the front door's MCP servers.
+    /// Like [`Engine::load_session`], with the front door's MCP servers and
+    /// the additional workspace roots (the complete list: saved roots are
+    /// not restored behind the editor's back; a notice says when they
+    /// differ).
     pub fn load_session_with_mcp(
         &self,
         cwd: PathBuf,
         fs: Arc<dyn FileSystem>,
         id: &str,
         mcp_servers: Vec<McpServerConfig>,
+        roots: Vec<PathBuf>,
     ) -> Result<(Started, Vec<Event>), LoadError> {
         let summary = store::find(&cwd, id).ok_or_else(|| LoadError::NotFound(id.to_owned()))?;
         // Lock first, then read: what is read is what this session appends to.
         let journal = store::Journal::open(&summary.path)?;
         let loaded = store::load(&summary.path)?;
-        let replay = session::replay(&loaded);
+        let replay = session::replay(&loaded, &cwd);
         let started = session::spawn(
-            &self.options,
+            &self.session_options(),
             &self.windows,
             id.to_owned(),
-            cwd,
+            (cwd, roots),
             fs,
             Start::Restore {
                 name: summary.name,
@@ -166,6 +216,7 @@ impl Engine {
         store::list(cwd)
             .into_iter()
             .map(|s| SessionSummary {
+                roots: store::saved_roots(cwd, &s.id),
                 id: s.id,
                 cwd: s.cwd,
                 name: s.name,
@@ -177,18 +228,26 @@ impl Engine {
 
     /// The models the endpoint configured for `cwd` lists.
     pub async fn list_models(&self, cwd: &Path) -> Result<Vec<String>, String> {
-        let settings = crate::settings::load(
-            self.options.home.as_deref(),
-            cwd,
-            self.options.env_api_key.clone(),
-        );
-        let client = maia_llm::LlmClient::new(settings.llm).map_err(|e| e.to_string())?;
-        let models = client.list_models().await.map_err(|e| e.to_string())?;
+        self.probe_models(cwd).await.map_err(|e| e.to_string())
+    }
+
+    /// Like [`Engine::list_models`], with the typed error (a front door
+    /// tells "cannot connect" and "key refused" from other failures).
+    pub async fn probe_models(&self, cwd: &Path) -> Result<Vec<String>, maia_llm::LlmError> {
+        let settings = self.settings(cwd);
+        let client = maia_llm::LlmClient::new(settings.llm)?;
+        let models = client.list_models().await?;
         Ok(models.into_iter().map(|m| m.id).collect())
     }
 
-    /// Deletes every saved file of thread `id` in `cwd`.
+    /// Deletes every saved file of thread `id` in `cwd`, and the stored
+    /// images no other thread names.
     pub fn delete_session(&self, cwd: &Path, id: &str) -> Result<usize, store::StoreError> {
-        store::delete(cwd, id)
+        let removed = store::delete(cwd, id)?;
+        let images = crate::images::remove_unreferenced(cwd);
+        if images > 0 {
+            tracing::debug!(images, "removed the images of a deleted session");
+        }
+        Ok(removed)
     }
 }

@@ -32,8 +32,16 @@ pub enum ToolStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolContent {
-    Text { text: String },
-    Diff { diff: FileDiff },
+    Text {
+        text: String,
+    },
+    Diff {
+        diff: FileDiff,
+    },
+    /// A terminal of the editor that a command runs in (its id there).
+    Terminal {
+        terminal_id: String,
+    },
 }
 
 /// A tool call as the user sees it.
@@ -150,6 +158,14 @@ pub enum Event {
     UserMessage {
         message_id: String,
         text: String,
+    },
+    /// An image of a replayed user message (same `message_id` as its text).
+    UserImage {
+        message_id: String,
+        mime_type: String,
+        data: std::sync::Arc<[u8]>,
+        /// The name it was sent under (a file name or URI).
+        name: String,
     },
     ToolCall(ToolCallView),
     ToolCallUpdate(ToolCallPatch),

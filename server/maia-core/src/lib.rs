@@ -9,6 +9,7 @@
 //! updates around them.
 
 mod blocking;
+pub mod client;
 pub mod commands;
 mod compaction;
 pub mod context_file;
@@ -16,6 +17,8 @@ mod conversation;
 pub mod custom_tools;
 mod engine;
 mod event;
+pub mod images;
+pub mod markdown_commands;
 mod mcp;
 pub mod mode;
 mod oversize;
@@ -32,7 +35,9 @@ mod text_tool_calls;
 mod tool_run;
 mod turn;
 pub mod window;
+pub mod workspace;
 
+pub use client::{Answer, Asker, ClientTools, Question};
 pub use engine::{Engine, EngineOptions, LoadError, McpServerConfig, McpTransport, SessionSummary};
 pub use event::{
     ChoiceKind, CommandEntry, CompactionState, Event, NoticeLevel, PermissionChoice,
@@ -41,4 +46,4 @@ pub use event::{
 };
 pub use mode::{Mode, SharedMode};
 pub use prompt::PromptPart;
-pub use session::{Busy, SessionHandle, SharedModel};
+pub use session::{Busy, SessionHandle, SharedModel, reserved_tool_names};

@@ -21,6 +21,10 @@
 //!   home folder itself). Relative paths resolve against the cwd; the result
 //!   is absolute and lexically normalised (`.`/`..` folded), so `@./a.ts` and
 //!   `@a.ts` give the same path.
+//! - A file of an additional workspace root is named by its absolute path,
+//!   or by the root's folder name followed by the path inside it
+//!   (`@lib/src/a.rs` for the root `/w/lib`), which applies only when the
+//!   path names nothing under the cwd ([`scan_file_refs_in`]).
 //! - An `@` preceded by a letter, digit, `_` or a path character
 //!   (`/ \ . - ~ @`) is not a reference (`jean@example.fr`).
 //! - A bare path ends at the first whitespace; trailing punctuation
@@ -188,6 +192,19 @@ pub fn find_file_refs(text: &str, cwd: &Path, home: Option<&Path>) -> Vec<FileRe
 /// The `@` references of `text` and the warnings for path-like `@` forms
 /// that name nothing. `cwd` must be absolute; `home` expands `@~`.
 pub fn scan_file_refs(text: &str, cwd: &Path, home: Option<&Path>) -> FileRefScan {
+    scan_file_refs_in(text, cwd, &[], home)
+}
+
+/// [`scan_file_refs`] in a session with additional workspace `roots`: a
+/// relative reference that names nothing under `cwd` and starts with a
+/// root's folder name (`@lib/src/a.rs` for the root `/w/lib`) names that
+/// root's file. Absolute references name any file, in a root or not.
+pub fn scan_file_refs_in(
+    text: &str,
+    cwd: &Path,
+    roots: &[PathBuf],
+    home: Option<&Path>,
+) -> FileRefScan {
     let mut scan = FileRefScan::default();
     let mut pos = 0;
     while let Some(offset) = text[pos..].find('@') {
@@ -208,7 +225,10 @@ pub fn scan_file_refs(text: &str, cwd: &Path, home: Option<&Path>) -> FileRefSca
             Candidate::Paths { variants, quoted } => {
                 if let Some((path, end)) = variants.iter().find_map(|(raw, end)| {
                     let path = expand(raw, cwd, home)?;
-                    path_exists(&path).then_some((path, *end))
+                    if path_exists(&path) {
+                        return Some((path, *end));
+                    }
+                    in_root(raw, roots).map(|p| (p, *end))
                 }) {
                     scan.refs.push(FileRef {
                         path,
@@ -312,6 +332,28 @@ fn expand(raw: &str, cwd: &Path, home: Option<&Path>) -> Option<PathBuf> {
         return home.map(|h| resolve(h, rest));
     }
     Some(resolve(cwd, raw))
+}
+
+/// `name/rest` (or `name`) under the additional root whose folder is
+/// called `name`, when it exists; the first such root wins.
+fn in_root(raw: &str, roots: &[PathBuf]) -> Option<PathBuf> {
+    let relative = Path::new(raw);
+    if relative.is_absolute() || raw.starts_with('~') {
+        return None;
+    }
+    let mut parts = relative.components();
+    let first = match parts.next()? {
+        std::path::Component::Normal(first) => first,
+        _ => return None,
+    };
+    let rest = parts.as_path();
+    roots
+        .iter()
+        .filter(|root| root.file_name() == Some(first))
+        .map(|root| (root, normalize(&root.join(rest))))
+        // `..` does not climb out of the root.
+        .find(|(root, path)| path.starts_with(root) && path_exists(path))
+        .map(|(_, path)| path)
 }
 
 fn path_exists(path: &Path) -> bool {
@@ -629,5 +671,38 @@ mod tests {
         ] {
             assert!(!looks_like_path(no), "{no}");
         }
+    }
+
+    #[test]
+    fn refs_in_additional_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("proj");
+        let lib = dir.path().join("lib");
+        std::fs::create_dir_all(cwd.join("src")).unwrap();
+        std::fs::create_dir_all(lib.join("src")).unwrap();
+        std::fs::write(lib.join("src/a.rs"), "a").unwrap();
+        std::fs::write(cwd.join("src/b.rs"), "b").unwrap();
+        let roots = vec![lib.clone()];
+        let found = |text: &str| -> Vec<PathBuf> {
+            scan_file_refs_in(text, &cwd, &roots, None)
+                .refs
+                .into_iter()
+                .map(|r| r.path)
+                .collect()
+        };
+        assert_eq!(found("see @lib/src/a.rs"), vec![lib.join("src/a.rs")]);
+        assert_eq!(found("@lib"), vec![lib.clone()]);
+        let abs = format!("@{}", lib.join("src/a.rs").display());
+        assert_eq!(found(&abs), vec![lib.join("src/a.rs")]);
+        assert_eq!(found("@src/b.rs"), vec![cwd.join("src/b.rs")]);
+        // `..` does not leave the root; unknown root names stay text.
+        assert!(found("@lib/../proj/src/b.rs").is_empty());
+        assert!(found("@other/src/a.rs").is_empty());
+        // A folder of the cwd with the root's name wins.
+        std::fs::create_dir_all(cwd.join("lib/src")).unwrap();
+        std::fs::write(cwd.join("lib/src/a.rs"), "mine").unwrap();
+        assert_eq!(found("@lib/src/a.rs"), vec![cwd.join("lib/src/a.rs")]);
+        // Without roots, nothing changes.
+        assert!(scan_file_refs("@lib/src/x.rs", &cwd, None).refs.is_empty());
     }
 }

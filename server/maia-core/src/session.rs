@@ -23,7 +23,7 @@ use crate::mode::{Mode, SharedMode};
 use crate::permission;
 use crate::permission::Broker;
 use crate::prompt::PromptPart;
-use crate::session_tools::{CURRENT_MODEL, TODO_WRITE, Todo};
+use crate::session_tools::{ASK_USER, CURRENT_MODEL, TODO_WRITE, Todo};
 use crate::settings::{self, Settings};
 use crate::skills::{self, LoadedSkills};
 use crate::store::{self, Journal, Loaded, Record};
@@ -53,6 +53,7 @@ pub struct SessionHandle {
     mode: SharedMode,
     /// Cancelled once the session has stopped and released its journal.
     ended: CancellationToken,
+    client: crate::client::SharedClient,
 }
 
 /// The model a session uses, readable and settable from both sides.
@@ -159,6 +160,12 @@ impl SessionHandle {
         }
     }
 
+    /// Gives the session's tools the editor's services (terminals,
+    /// questions); they apply from the next batch of tool calls.
+    pub fn use_client(&self, tools: crate::client::ClientTools) {
+        self.client.set(tools);
+    }
+
     /// Whether a turn is running.
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire)
@@ -188,6 +195,8 @@ pub(crate) enum Start {
 pub(crate) struct Session {
     pub id: String,
     pub cwd: PathBuf,
+    /// The additional workspace roots (resolved; see [`crate::workspace`]).
+    pub roots: Vec<PathBuf>,
     pub options: Arc<EngineOptions>,
     pub settings: Settings,
     pub llm: Result<LlmClient, LlmError>,
@@ -209,6 +218,8 @@ pub(crate) struct Session {
     pub(crate) pending_tools: Arc<Mutex<std::collections::HashSet<String>>>,
     pub(crate) sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
     pub skills: Arc<LoadedSkills>,
+    /// Markdown commands (`.maia/commands`, `.claude/commands`).
+    pub markdown_commands: Arc<crate::markdown_commands::LoadedCommands>,
     pub custom_tools: Arc<LoadedTools>,
     /// The session's MCP servers (stopped when the session ends).
     pub mcp: Arc<maia_mcp::McpManager>,
@@ -231,6 +242,15 @@ pub(crate) struct Session {
     /// Where [`Session::window`] came from (`manual`, `modelInfo`, …).
     pub window_source: Option<&'static str>,
     pub title: Option<String>,
+    /// The editor's services for the tools.
+    pub(crate) client: crate::client::SharedClient,
+    /// An `AskUser` question was shown as text: the turn ends after the
+    /// batch, so the user can answer.
+    pub(crate) asked_as_text: Arc<AtomicBool>,
+    /// What the endpoint said about vision (asked when an image is sent).
+    pub(crate) vision: crate::images::VisionCache,
+    /// The images of the current turn (sent with its requests only).
+    pub(crate) turn_images: crate::images::Overlay,
     /// The running turn's prompt (kept verbatim by a compaction).
     pub prompt: Option<TurnPrompt>,
     /// What the last compaction sent.
@@ -300,11 +320,7 @@ impl Session {
     }
 
     fn reload_files(&mut self) {
-        self.settings = settings::load(
-            self.options.home.as_deref(),
-            &self.cwd,
-            self.options.env_api_key.clone(),
-        );
+        self.settings = settings::load_with(&self.options, &self.cwd);
         self.llm = LlmClient::new(self.settings.llm.clone());
         if self.options.model.is_none() && self.settings.model.is_some() {
             self.model.set(self.settings.model.clone());
@@ -313,10 +329,14 @@ impl Session {
         let home = self.options.home.clone();
         if let Ok(mut broker) = self.broker.lock() {
             *broker = Broker::load(home.as_deref(), &self.cwd);
+            broker.set_roots(self.roots.clone());
         }
-        (self.sandbox, self.sandbox_notes) = build_sandbox(home.as_deref(), &self.cwd, &self.id);
+        (self.sandbox, self.sandbox_notes) =
+            build_sandbox(home.as_deref(), &self.cwd, &self.roots, &self.id);
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
-        self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_names()));
+        self.markdown_commands =
+            Arc::new(crate::markdown_commands::load(home.as_deref(), &self.cwd));
+        self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_tool_names()));
         if let Ok(mut pending) = self.pending_tools.lock() {
             *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);
         }
@@ -333,9 +353,13 @@ impl Session {
         Ok(())
     }
 
-    /// Renames the saved conversation.
+    /// Renames the saved conversation; its title becomes `name` (what
+    /// the editor lists and shows).
     pub fn rename(&mut self, name: String) -> Result<(), store::StoreError> {
-        self.conversation.rename(name)
+        self.conversation.rename(name.clone())?;
+        self.title = Some(name.clone());
+        self.emit(Event::Title(name));
+        Ok(())
     }
 }
 
@@ -365,6 +389,15 @@ pub(crate) fn fresh_name(id: &str) -> String {
     format!("{stamp}-{}", &id[..4.min(id.len())])
 }
 
+/// `a, b, c` for paths.
+fn list_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The custom tools the user has not confirmed as they are now.
 fn pending_tools(
     home: Option<&Path>,
@@ -386,10 +419,13 @@ fn pending_tools(
 fn build_sandbox(
     home: Option<&Path>,
     cwd: &Path,
+    roots: &[PathBuf],
     id: &str,
 ) -> (Option<Arc<maia_tools::sandbox::Sandbox>>, Vec<String>) {
     use maia_tools::sandbox::{Sandbox, SandboxMode};
-    let (policy, mut notes) = settings::sandbox_policy(home, cwd, id);
+    let (mut policy, mut notes) = settings::sandbox_policy(home, cwd, id);
+    // Commands may write in the additional roots as in the cwd.
+    policy.roots.extend(roots.iter().cloned());
     if policy.mode == SandboxMode::Off {
         return (None, notes);
     }
@@ -414,12 +450,12 @@ pub(crate) fn spawn(
     options: &Arc<EngineOptions>,
     windows: &Arc<WindowCache>,
     id: String,
-    cwd: PathBuf,
+    (cwd, roots): (PathBuf, Vec<PathBuf>),
     fs: Arc<dyn FileSystem>,
     start: Start,
     mcp_servers: Vec<maia_mcp::McpServerConfig>,
 ) -> (SessionHandle, mpsc::UnboundedReceiver<Event>) {
-    let settings = settings::load(options.home.as_deref(), &cwd, options.env_api_key.clone());
+    let settings = settings::load_with(options, &cwd);
     let llm = LlmClient::new(settings.llm.clone());
     let mode = SharedMode::default();
     let model = SharedModel::default();
@@ -429,6 +465,7 @@ pub(crate) fn spawn(
     let busy = Arc::new(AtomicBool::new(false));
     let turn = Arc::new(Mutex::new(None));
     let ended = CancellationToken::new();
+    let client = crate::client::SharedClient::default();
     let handle = SessionHandle {
         id: id.clone(),
         cwd: cwd.clone(),
@@ -438,16 +475,25 @@ pub(crate) fn spawn(
         model: model.clone(),
         mode: mode.clone(),
         ended: ended.clone(),
+        client: client.clone(),
     };
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
         tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
     }
     let context_file = context_file::load(&cwd);
     tracing::info!(session = %id, cwd = %cwd.display(), settings = ?settings.loaded, context_file = ?context_file.as_ref().map(|c| &c.path), "session started");
-    let broker = Broker::load(options.home.as_deref(), &cwd);
-    let (sandbox, sandbox_notes) = build_sandbox(options.home.as_deref(), &cwd, &id);
+    let mut broker = Broker::load(options.home.as_deref(), &cwd);
+    broker.set_roots(roots.clone());
+    let (sandbox, sandbox_notes) = build_sandbox(options.home.as_deref(), &cwd, &roots, &id);
+    let previous_roots = store::saved_roots(&cwd, &id);
+    if previous_roots != roots
+        && let Err(e) = store::save_roots(&cwd, &id, &roots)
+    {
+        tracing::warn!("cannot record the workspace folders: {e}");
+    }
     let loaded_skills = skills::load(options.home.as_deref(), &cwd);
-    let loaded_tools = custom_tools::load(&cwd, &reserved_names());
+    let markdown_commands = crate::markdown_commands::load(options.home.as_deref(), &cwd);
+    let loaded_tools = custom_tools::load(&cwd, &reserved_tool_names());
     let new_tools = pending_tools(options.home.as_deref(), &cwd, &loaded_tools);
     // Connects in the background; never delays the session.
     let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
@@ -484,6 +530,7 @@ pub(crate) fn spawn(
         conversation,
         id,
         cwd,
+        roots,
         options: options.clone(),
         settings,
         llm,
@@ -497,6 +544,7 @@ pub(crate) fn spawn(
         sandbox_failures: Arc::default(),
         pending_tools: Arc::new(Mutex::new(new_tools)),
         skills: Arc::new(loaded_skills),
+        markdown_commands: Arc::new(markdown_commands),
         custom_tools: Arc::new(loaded_tools),
         mcp,
         todos: Arc::new(Mutex::new(Vec::new())),
@@ -510,6 +558,10 @@ pub(crate) fn spawn(
         window: None,
         window_source: None,
         title: None,
+        client,
+        asked_as_text: Arc::default(),
+        vision: crate::images::VisionCache::default(),
+        turn_images: Vec::new(),
         prompt: None,
         last_summary: None,
         last_usage: None,
@@ -528,6 +580,9 @@ pub(crate) fn spawn(
         session.title = loaded.title().map(str::to_owned);
     }
     session.announce_start();
+    if restored.is_some() {
+        session.announce_roots_change(&previous_roots);
+    }
     crate::mcp::watch(&session.mcp, session.events.clone());
     prefetch_window(&session);
     tokio::spawn(async move {
@@ -587,14 +642,16 @@ fn prefetch_window(session: &Session) {
 }
 
 /// Names custom tools may not take.
-fn reserved_names() -> Vec<&'static str> {
+/// The names a custom tool may not take: the built-in tools'.
+pub fn reserved_tool_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = maia_tools::TOOL_NAMES.to_vec();
-    names.extend([skills::TOOL_NAME, TODO_WRITE, CURRENT_MODEL]);
+    names.extend([skills::TOOL_NAME, TODO_WRITE, CURRENT_MODEL, ASK_USER]);
     names
 }
 
 impl Session {
-    /// The commands the user can type: MAIA's, then one per skill.
+    /// The commands the user can type: MAIA's, then one per skill, then
+    /// the Markdown commands (a name already taken is skipped).
     pub(crate) fn command_entries(&self) -> Vec<CommandEntry> {
         let mut out: Vec<CommandEntry> = commands::COMMANDS
             .iter()
@@ -611,10 +668,52 @@ impl Session {
             out.push(CommandEntry {
                 name: skill.name.clone(),
                 description: format!("Skill: {}", skill.description),
-                hint: Some("arguments".to_owned()),
+                hint: Some(skill.hint.clone().unwrap_or_else(|| "arguments".to_owned())),
+            });
+        }
+        for command in &self.markdown_commands.commands {
+            if out.iter().any(|c| c.name == command.name) {
+                continue;
+            }
+            out.push(CommandEntry {
+                name: command.name.clone(),
+                description: command.description.clone(),
+                hint: command
+                    .hint
+                    .clone()
+                    .or_else(|| command.takes_arguments.then(|| "arguments".to_owned())),
             });
         }
         out
+    }
+
+    /// On a load or resume: says when the editor opened the conversation
+    /// with other additional folders than last time (the request's list is
+    /// the one that applies, as ACP says; an omitted list means none).
+    fn announce_roots_change(&self, previous: &[PathBuf]) {
+        if previous == self.roots.as_slice() {
+            return;
+        }
+        let text = if self.roots.is_empty() {
+            format!(
+                "This conversation was last opened with the workspace folders {}; the editor did not pass them this time, so they are not part of the workspace now.",
+                list_paths(previous)
+            )
+        } else if previous.is_empty() {
+            // The start notice lists them.
+            return;
+        } else {
+            format!(
+                "The workspace folders changed since this conversation was last opened: {} (before: {}).",
+                list_paths(&self.roots),
+                list_paths(previous)
+            )
+        };
+        tracing::info!("{text}");
+        self.emit(Event::Notice {
+            level: NoticeLevel::Info,
+            text,
+        });
     }
 
     /// Tells the user which settings, rules, skills, tools and context
@@ -671,13 +770,30 @@ impl Session {
             .skills
             .warnings
             .iter()
+            .chain(&self.markdown_commands.warnings)
             .chain(&self.custom_tools.warnings)
         {
             warn(warning.clone());
         }
+        if !self.roots.is_empty() {
+            info(format!(
+                "Workspace folders besides {}: {}",
+                self.cwd.display(),
+                list_paths(&self.roots)
+            ));
+        }
         if !self.skills.skills.is_empty() {
             let names: Vec<&str> = self.skills.skills.iter().map(|s| s.name.as_str()).collect();
             info(format!("Skills: {}", names.join(", ")));
+        }
+        if !self.markdown_commands.commands.is_empty() {
+            let names: Vec<String> = self
+                .markdown_commands
+                .commands
+                .iter()
+                .map(|c| format!("/{}", c.name))
+                .collect();
+            info(format!("Commands: {}", names.join(", ")));
         }
         if !self.custom_tools.tools.is_empty() {
             let names: Vec<&str> = self
@@ -722,16 +838,33 @@ impl Session {
     }
 }
 
-/// The replay of a saved conversation, as events.
-pub(crate) fn replay(loaded: &Loaded) -> Vec<Event> {
+/// The replay of a saved conversation, as events (images read from
+/// beside the journal, in `cwd`).
+pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
     let id = || uuid::Uuid::new_v4().to_string();
     let mut out = Vec::new();
+    let mut user_message = id();
     for record in &loaded.records {
         match record {
-            Record::UserDisplay { text } => out.push(Event::UserMessage {
-                message_id: id(),
-                text: text.clone(),
-            }),
+            Record::UserDisplay { text } => {
+                user_message = id();
+                out.push(Event::UserMessage {
+                    message_id: user_message.clone(),
+                    text: text.clone(),
+                });
+            }
+            Record::UserImage { image } => match crate::images::load(cwd, image) {
+                Some(bytes) => out.push(Event::UserImage {
+                    message_id: user_message.clone(),
+                    mime_type: image.mime_type.clone(),
+                    data: bytes.into(),
+                    name: image.name.clone(),
+                }),
+                None => out.push(Event::UserMessage {
+                    message_id: user_message.clone(),
+                    text: format!("[image {} is no longer stored]", image.name),
+                }),
+            },
             Record::Thought { text } => out.push(Event::Thought {
                 message_id: id(),
                 text: text.clone(),

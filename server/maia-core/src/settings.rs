@@ -8,7 +8,9 @@
 //! writes compaction summaries; default: the session's), `promptCaching`
 //! (`true`/`false`: mark requests for prompt caching; default: for
 //! Anthropic-family models only, from `/model/info`), `toolResultShare`
-//! (the share of the window one tool result may take, default 0.25), `mcpServers`
+//! (the share of the window one tool result may take, default 0.25), `visionModels`
+//! (`["<model>", …]` or `{"<model>": true|false}`: whether a model is
+//! shown images, over what the endpoint says), `mcpServers`
 //! (`{"<name>": {"command", "args", "env", "disabledTools"}}` or
 //! `{"<name>": {"url", "headers", "disabledTools"}}`; merged server by
 //! server, the folder's entry winning).
@@ -43,6 +45,8 @@ pub struct Settings {
     /// The share of the context window one tool result may take
     /// (`toolResultShare`, 0 < share ≤ 1).
     pub tool_result_share: f64,
+    /// Models known to accept images or not (`visionModels`).
+    pub vision_models: HashMap<String, bool>,
     /// MCP servers configured in the settings (`mcpServers`).
     pub mcp_servers: Vec<maia_mcp::McpServerConfig>,
     /// `disabledTools` of entries that only name a server (to apply to a
@@ -138,6 +142,29 @@ pub fn sandbox_policy(
         Some(_) => warnings.push("sandbox.writable must be a list of paths; ignored".to_owned()),
     }
     (policy, warnings)
+}
+
+/// A route to the model server chosen by the front end for this process
+/// (a client-managed gateway). It replaces `LiteLLM_URL`; its headers go
+/// with every request, and the settings' API key is not sent (it belongs
+/// to the user's own proxy, not to the client's gateway).
+#[derive(Debug, Clone)]
+pub struct LlmRoute {
+    pub base_url: String,
+    /// Header names and values; the values are secrets (never shown).
+    pub headers: Vec<(String, ApiKey)>,
+}
+
+/// Loads the settings for a session in `cwd` with the process's options
+/// (home, `LITELLM_API_KEY`, and the front end's route when one is set).
+pub fn load_with(options: &crate::EngineOptions, cwd: &Path) -> Settings {
+    let mut settings = load(options.home.as_deref(), cwd, options.env_api_key.clone());
+    if let Some(route) = &options.route {
+        settings.llm.base_url = route.base_url.clone();
+        settings.llm.headers = route.headers.clone();
+        settings.llm.api_key = None;
+    }
+    settings
 }
 
 /// Loads the settings for a session in `cwd`.
@@ -407,6 +434,36 @@ fn from_map(
             }
         },
     };
+    let mut vision_models = HashMap::new();
+    match map.get("visionModels") {
+        None => {}
+        Some(Value::Array(models)) => {
+            for model in models {
+                match model.as_str() {
+                    Some(name) => {
+                        vision_models.insert(name.to_owned(), true);
+                    }
+                    None => warnings
+                        .push("visionModels must list model names; an entry was ignored".into()),
+                }
+            }
+        }
+        Some(Value::Object(models)) => {
+            for (model, vision) in models {
+                match vision.as_bool() {
+                    Some(vision) => {
+                        vision_models.insert(model.clone(), vision);
+                    }
+                    None => warnings.push(format!(
+                        "visionModels.{model} must be true or false; ignored"
+                    )),
+                }
+            }
+        }
+        Some(_) => warnings.push(
+            "visionModels must be a list of models or an object of true/false; ignored".into(),
+        ),
+    }
     Settings {
         llm,
         model: text("model"),
@@ -415,6 +472,7 @@ fn from_map(
         small_model: text("smallModel"),
         prompt_caching,
         tool_result_share,
+        vision_models,
         mcp_servers: Vec::new(),
         mcp_disabled: HashMap::new(),
         loaded,

@@ -1,6 +1,9 @@
 //! Skills: `.maia/skills/<name>/SKILL.md` (or `skill.md`) from
-//! `~/.maia/skills`, the working folder's parent and the working folder; the
-//! most specific place wins when two skills share a name.
+//! `~/.maia/skills`, the working folder's parent and the working folder,
+//! and in the layout of the agentskills format other agents use,
+//! `~/.claude/skills` and `<cwd>/.claude/skills`. MAIA's own places win
+//! over `.claude` ones; within each, the most specific place wins when two
+//! skills share a name ([`roots`]).
 //!
 //! A skill file starts with a YAML front matter between `---` lines:
 //! `description` (required) and `name` (optional; the folder name wins when
@@ -34,6 +37,8 @@ pub struct Skill {
     pub path: PathBuf,
     /// The skill's folder.
     pub dir: PathBuf,
+    /// The front matter's `argument-hint`.
+    pub hint: Option<String>,
 }
 
 /// The result of [`load`].
@@ -52,13 +57,23 @@ impl LoadedSkills {
     }
 }
 
-/// The `skills` folders read, most general first (duplicates removed, e.g.
-/// when the working folder's parent is the home folder).
+/// The `skills` folders read, lowest precedence first (duplicates removed,
+/// e.g. when the working folder's parent is the home folder): the
+/// `.claude/skills` folders of the home and working folders, then MAIA's
+/// own `.maia/skills` of the home folder, the working folder's parent and
+/// the working folder. A later folder wins a name: MAIA's places always
+/// win over `.claude` ones, and within each the most specific wins.
 pub fn roots(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    let candidates = [home, cwd.parent(), Some(cwd)];
-    for base in candidates.into_iter().flatten() {
-        let root = base.join(".maia").join("skills");
+    let claude = [home, Some(cwd)]
+        .into_iter()
+        .flatten()
+        .map(|base| base.join(".claude").join("skills"));
+    let maia = [home, cwd.parent(), Some(cwd)]
+        .into_iter()
+        .flatten()
+        .map(|base| base.join(".maia").join("skills"));
+    for root in claude.chain(maia) {
         if !out.contains(&root) {
             out.push(root);
         }
@@ -168,14 +183,17 @@ fn load_skill(dir: &Path, warnings: &mut Vec<String>) -> Option<Skill> {
         description,
         path,
         dir: dir.to_path_buf(),
+        hint: header.argument_hint.filter(|h| !h.trim().is_empty()),
     })
 }
 
 /// What the front matter says.
 #[derive(Debug, Default, PartialEq)]
-struct Header {
-    name: Option<String>,
-    description: Option<String>,
+pub(crate) struct Header {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    /// `argument-hint`: what the arguments are, shown by the editor.
+    pub argument_hint: Option<String>,
 }
 
 /// Splits `text` into its front matter (the lines between a first `---`
@@ -232,7 +250,7 @@ fn normalise_keys(yaml: &str) -> String {
     out
 }
 
-fn parse_front_matter(text: &str) -> Result<Header, String> {
+pub(crate) fn parse_front_matter(text: &str) -> Result<Header, String> {
     let Some((yaml, _)) = split_front_matter(text) else {
         // No front matter: there is no description.
         return Ok(Header::default());
@@ -256,6 +274,7 @@ fn parse_front_matter(text: &str) -> Result<Header, String> {
     Ok(Header {
         name: text_field("name")?,
         description: text_field("description")?,
+        argument_hint: text_field("argument-hint")?,
     })
 }
 
@@ -285,7 +304,7 @@ pub fn body(skill: &Skill, arguments: &str) -> std::io::Result<String> {
     Ok(body_of(&text, arguments))
 }
 
-fn body_of(text: &str, arguments: &str) -> String {
+pub(crate) fn body_of(text: &str, arguments: &str) -> String {
     let body = match split_front_matter(text) {
         Some((_, rest)) => rest,
         None => text.strip_prefix('\u{feff}').unwrap_or(text),
@@ -452,6 +471,51 @@ mod tests {
     }
 
     #[test]
+    fn claude_layout_loads_and_maia_places_win() {
+        let p = places();
+        let claude = |base: &Path, folder: &str, text: &str| {
+            let dir = base.join(".claude/skills").join(folder);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("SKILL.md"), text).unwrap();
+        };
+        claude(
+            &p.home,
+            "review",
+            "---\nname: review\ndescription: claude home\n---\nCH",
+        );
+        claude(
+            &p.cwd,
+            "review",
+            "---\nname: review\ndescription: claude project\n---\nCP",
+        );
+        claude(
+            &p.home,
+            "both",
+            "---\nname: both\ndescription: claude home\n---\n",
+        );
+        claude(
+            &p.cwd,
+            "pdf",
+            "---\nname: pdf\ndescription: fill PDF forms\nlicense: MIT\nallowed-tools: Bash\n---\nP $ARGUMENTS",
+        );
+        write_skill(
+            &p.home,
+            "both",
+            "SKILL.md",
+            "---\ndescription: maia home\n---\n",
+        );
+        let loaded = load(Some(&p.home), &p.cwd);
+        assert_eq!(names(&loaded), ["both", "pdf", "review"]);
+        // The project's .claude skill wins over the home's .claude one…
+        assert_eq!(loaded.get("review").unwrap().description, "claude project");
+        // …and any MAIA place wins over any .claude one.
+        assert_eq!(loaded.get("both").unwrap().description, "maia home");
+        let pdf = loaded.get("pdf").unwrap();
+        assert_eq!(body(pdf, "a.pdf").unwrap(), "P a.pdf");
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    }
+
+    #[test]
     fn no_skills_folder_is_not_an_error() {
         let p = places();
         let loaded = load(Some(&p.home), &p.cwd);
@@ -465,13 +529,17 @@ mod tests {
         // duplicate.
         let p = places();
         write_skill(&p.parent, "a", "SKILL.md", "---\ndescription: a\n---\n");
-        assert_eq!(roots(Some(&p.parent), &p.cwd).len(), 2);
+        // Two .claude folders (home, cwd) and two .maia ones.
+        assert_eq!(roots(Some(&p.parent), &p.cwd).len(), 4);
         let loaded = load(Some(&p.parent), &p.cwd);
         assert_eq!(names(&loaded), ["a"]);
         // Root folder: no parent.
         assert_eq!(
             roots(None, Path::new("/")),
-            [PathBuf::from("/.maia/skills")]
+            [
+                PathBuf::from("/.claude/skills"),
+                PathBuf::from("/.maia/skills")
+            ]
         );
     }
 

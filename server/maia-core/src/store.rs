@@ -45,6 +45,9 @@ pub enum Record {
     Message { message: ChatMessage },
     /// What the user typed, as shown in the editor.
     UserDisplay { text: String },
+    /// An image the user sent with the message recorded just before; its
+    /// bytes are stored beside the journal ([`crate::images`]).
+    UserImage { image: crate::images::ImageRef },
     /// Reasoning shown to the user.
     Thought { text: String },
     /// A tool call in its final state.
@@ -455,6 +458,44 @@ pub fn new_header(id: &str, cwd: &Path) -> Header {
     }
 }
 
+/// Where thread `id` records its additional workspace roots.
+fn roots_path(cwd: &Path, id: &str) -> Option<PathBuf> {
+    pointer_path(cwd, id).map(|p| {
+        sessions_dir(cwd)
+            .join(".roots")
+            .join(p.file_name().unwrap_or_default())
+    })
+}
+
+/// Records the additional workspace roots thread `id` was last opened
+/// with (`.maia/.sessions/.roots/<id>`, a JSON array, replaced whole; removed
+/// when there are none).
+pub fn save_roots(cwd: &Path, id: &str, roots: &[PathBuf]) -> Result<(), StoreError> {
+    let Some(path) = roots_path(cwd, id) else {
+        return Ok(());
+    };
+    if roots.is_empty() {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path)(e)),
+            _ => Ok(()),
+        };
+    }
+    let dir = sessions_dir(cwd).join(".roots");
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let tmp = dir.join(format!(".{id}.tmp"));
+    let text = serde_json::to_string(roots).unwrap_or_else(|_| "[]".to_owned());
+    std::fs::write(&tmp, text).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))
+}
+
+/// The additional workspace roots thread `id` was last opened with.
+pub fn saved_roots(cwd: &Path, id: &str) -> Vec<PathBuf> {
+    roots_path(cwd, id)
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
+}
+
 /// Deletes every file of thread `id` in `cwd`.
 pub fn delete(cwd: &Path, id: &str) -> Result<usize, StoreError> {
     let dir = sessions_dir(cwd);
@@ -474,6 +515,9 @@ pub fn delete(cwd: &Path, id: &str) -> Result<usize, StoreError> {
     }
     if let Some(pointer) = pointer_path(cwd, id) {
         let _ = std::fs::remove_file(pointer);
+    }
+    if let Some(roots) = roots_path(cwd, id) {
+        let _ = std::fs::remove_file(roots);
     }
     Ok(removed)
 }
@@ -736,5 +780,32 @@ mod tests {
         assert!(!valid_name("../x"));
         assert!(!valid_name(""));
         assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
+    }
+}
+
+#[cfg(test)]
+mod roots_tests {
+    use super::*;
+
+    #[test]
+    fn roots_are_saved_replaced_and_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        assert!(saved_roots(cwd, "t1").is_empty());
+        save_roots(cwd, "t1", &[PathBuf::from("/a"), PathBuf::from("/b")]).unwrap();
+        assert_eq!(
+            saved_roots(cwd, "t1"),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        save_roots(cwd, "t1", &[PathBuf::from("/c")]).unwrap();
+        assert_eq!(saved_roots(cwd, "t1"), vec![PathBuf::from("/c")]);
+        save_roots(cwd, "t1", &[]).unwrap();
+        assert!(saved_roots(cwd, "t1").is_empty());
+        save_roots(cwd, "t1", &[PathBuf::from("/c")]).unwrap();
+        delete(cwd, "t1").unwrap();
+        assert!(saved_roots(cwd, "t1").is_empty());
+        // Ids that are not plain names are never file names.
+        save_roots(cwd, "../x", &[PathBuf::from("/c")]).unwrap();
+        assert!(saved_roots(cwd, "../x").is_empty());
     }
 }

@@ -40,6 +40,8 @@ enum Invocation {
     Builtin(ToolInput),
     CurrentModel,
     TodoWrite(Vec<Todo>),
+    /// `AskUser`: the question and its choices.
+    AskUser(String, Vec<String>),
     Skill(SkillInput),
     /// A custom tool (its index in the session's custom tools) and its input.
     Custom(usize, Value),
@@ -53,7 +55,10 @@ impl Invocation {
             Invocation::Builtin(input) => input.is_mutating(),
             // MCP annotations are hints from the server, not guarantees.
             Invocation::Custom(..) | Invocation::Mcp(..) => true,
-            Invocation::CurrentModel | Invocation::TodoWrite(_) | Invocation::Skill(_) => false,
+            Invocation::CurrentModel
+            | Invocation::TodoWrite(_)
+            | Invocation::AskUser(..)
+            | Invocation::Skill(_) => false,
         }
     }
 }
@@ -68,7 +73,8 @@ struct Planned {
 
 /// What a call ended with.
 enum Outcome {
-    Done(String),
+    /// The text for the model and the images the tool returned.
+    Done(String, Vec<maia_tools::ImageData>),
     Cancelled,
 }
 
@@ -83,6 +89,10 @@ pub(crate) struct SessionTools {
     pub sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
     /// Custom tools the user has not confirmed as they are now.
     pub pending_tools: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// The editor's services (terminals, questions).
+    pub client: crate::client::ClientTools,
+    /// Set when an `AskUser` question was shown as text.
+    pub asked_as_text: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The id of the "run once without the sandbox" choice.
@@ -120,6 +130,18 @@ impl Shared<'_> {
         let _ = self.events.send(Event::ToolCallUpdate(patch));
     }
 
+    /// Changes what is kept of a call (its saved state) without telling
+    /// the editor.
+    fn keep_view(&self, id: &str, content: Vec<ToolContent>) {
+        if let Some(mut view) = self
+            .views
+            .iter()
+            .find_map(|v| v.lock().ok().filter(|v| v.id == id))
+        {
+            view.content = content;
+        }
+    }
+
     fn update(&self, id: &str, status: ToolStatus, content: Option<Vec<ToolContent>>) {
         self.send_patch(ToolCallPatch {
             id: id.to_owned(),
@@ -142,18 +164,19 @@ impl Shared<'_> {
     /// The broker's decision, adjusted by the session's mode and protected
     /// paths ([`gate::apply_mode`]).
     fn decide(&self, p: &Planned, invocation: &Invocation) -> Verdict {
-        let rules = match self.broker.lock() {
+        let (rules, roots) = match self.broker.lock() {
             Ok(broker) => {
                 let decision = match invocation {
                     Invocation::Builtin(input) => broker.decide(input, &self.ctx.cwd),
                     _ => broker.decide_value(&p.call.name, &p.view.raw_input, &self.ctx.cwd),
                 };
-                match decision {
+                let decision = match decision {
                     Decision::Deny(rule) => Decision::Deny(format!("the rule {rule}")),
                     other => other,
-                }
+                };
+                (decision, broker.roots().to_vec())
             }
-            Err(_) => Decision::Ask,
+            Err(_) => (Decision::Ask, Vec::new()),
         };
         let input = match invocation {
             Invocation::Builtin(input) => crate::permission::input_value(input),
@@ -164,7 +187,7 @@ impl Shared<'_> {
             input: &input,
             mutating: invocation.mutating(),
         };
-        gate::apply_mode(self.mode, rules, facts, &self.ctx.cwd)
+        gate::apply_mode(self.mode, rules, facts, &self.ctx.cwd, &roots)
     }
 }
 
@@ -178,16 +201,23 @@ impl Session {
             mcp: self.mcp.clone(),
             sandbox_failures: self.sandbox_failures.clone(),
             pending_tools: self.pending_tools.clone(),
+            client: self.client.get(),
+            asked_as_text: self.asked_as_text.clone(),
         }
     }
 
-    /// Runs the calls; returns the tool messages for the model and the final
-    /// state of each call, both in the order requested.
+    /// Runs the calls; returns the tool messages for the model, the final
+    /// state of each call and the images each returned, in the order
+    /// requested.
     pub(crate) async fn run_tool_calls(
         &mut self,
         calls: &[ToolCall],
         cancel: &CancellationToken,
-    ) -> (Vec<ChatMessage>, Vec<ToolCallView>) {
+    ) -> (
+        Vec<ChatMessage>,
+        Vec<ToolCallView>,
+        Vec<Vec<maia_tools::ImageData>>,
+    ) {
         let tools = self.session_tools();
         let planned: Vec<Planned> = calls.iter().map(|call| self.plan(call, &tools)).collect();
         for p in &planned {
@@ -205,6 +235,8 @@ impl Session {
                     self.cwd.clone(),
                 )),
                 sandbox: self.sandbox.clone(),
+                terminals: tools.client.terminals.clone(),
+                on_terminal: None,
             },
             broker: &self.broker,
             ask: tokio::sync::Mutex::new(()),
@@ -238,13 +270,18 @@ impl Session {
             }
         });
         let outcomes = join_all(runs).await;
+        let mut images = Vec::with_capacity(planned.len());
         let messages = planned
             .iter()
             .zip(outcomes)
             .map(|(p, outcome)| {
                 let content = match outcome {
-                    Outcome::Done(text) => text,
+                    Outcome::Done(text, found) => {
+                        images.push(found);
+                        text
+                    }
                     Outcome::Cancelled => {
+                        images.push(Vec::new());
                         "Cancelled by the user; the tool did not complete.".into()
                     }
                 };
@@ -259,7 +296,7 @@ impl Session {
             .into_iter()
             .map(|v| v.into_inner().unwrap_or_else(|e| e.into_inner()))
             .collect();
-        (messages, views)
+        (messages, views, images)
     }
 
     fn plan(&self, call: &ToolCall, tools: &SessionTools) -> Planned {
@@ -275,6 +312,7 @@ impl Session {
                 input.paths(&self.cwd),
             ),
             Ok(Invocation::CurrentModel) => ("Current model".to_owned(), None, Vec::new()),
+            Ok(Invocation::AskUser(question, _)) => (format!("Ask: {question}"), None, Vec::new()),
             Ok(Invocation::TodoWrite(todos)) => (
                 format!("Update the task list ({} tasks)", todos.len()),
                 None,
@@ -325,6 +363,8 @@ fn understand(call: &ToolCall, raw: &Value, tools: &SessionTools) -> Result<Invo
     match call.name.as_str() {
         CURRENT_MODEL => Ok(Invocation::CurrentModel),
         TODO_WRITE => session_tools::parse_todos(&call.arguments).map(Invocation::TodoWrite),
+        session_tools::ASK_USER => session_tools::parse_question(&call.arguments)
+            .map(|(question, choices)| Invocation::AskUser(question, choices)),
         skills::TOOL_NAME if !tools.skills.skills.is_empty() => {
             let input = SkillInput::parse(&call.arguments)?;
             if tools.skills.get(&input.skill).is_none() {
@@ -363,7 +403,7 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
         Ok(invocation) => invocation.clone(),
         Err(message) => {
             s.fail(id, message);
-            return Outcome::Done(format!("Error: {message}"));
+            return Outcome::Done(format!("Error: {message}"), Vec::new());
         }
     };
     if s.cancel.is_cancelled() {
@@ -389,7 +429,7 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
                 Err(e) => {
                     let message = e.to_string();
                     s.fail(id, &message);
-                    return Outcome::Done(format!("Error: {message}"));
+                    return Outcome::Done(format!("Error: {message}"), Vec::new());
                 }
             }
         }
@@ -406,23 +446,41 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
     match authorize(p, &invocation, diff.as_ref(), s).await {
         Authorization::Granted => {}
         Authorization::GrantedUnsandboxed => unsandboxed = true,
-        Authorization::Refused(to_model) => return Outcome::Done(to_model),
+        Authorization::Refused(to_model) => return Outcome::Done(to_model, Vec::new()),
         Authorization::Cancelled => {
             s.fail(id, "Cancelled");
             return Outcome::Cancelled;
         }
     }
     s.update(id, ToolStatus::InProgress, None);
+    // The terminal a Bash call runs in, shown live as soon as it exists.
+    let terminal: Arc<Mutex<Option<String>>> = Arc::default();
+    let mut ctx = s.ctx.clone();
+    if ctx.terminals.is_some() {
+        let (slot, events, call) = (terminal.clone(), s.events.clone(), id.to_owned());
+        ctx.on_terminal = Some(Arc::new(move |terminal_id: &str| {
+            if let Ok(mut slot) = slot.lock() {
+                *slot = Some(terminal_id.to_owned());
+            }
+            let _ = events.send(Event::ToolCallUpdate(ToolCallPatch {
+                id: call.clone(),
+                content: Some(vec![ToolContent::Terminal {
+                    terminal_id: terminal_id.to_owned(),
+                }]),
+                ..ToolCallPatch::default()
+            }));
+        }));
+    }
     let output = match (prepared, &invocation) {
         (Some(prepared), _) if unsandboxed => {
             tracing::warn!(command = ?p.view.raw_input, "running once without the sandbox, as the user chose");
-            let mut ctx = s.ctx.clone();
             ctx.sandbox = None;
             maia_tools::execute(prepared, &ctx).await
         }
-        (Some(prepared), _) => maia_tools::execute(prepared, &s.ctx).await,
-        (None, invocation) => run_session_tool(invocation, s).await,
+        (Some(prepared), _) => maia_tools::execute(prepared, &ctx).await,
+        (None, invocation) => run_session_tool(id, invocation, s).await,
     };
+    let terminal = terminal.lock().ok().and_then(|t| t.clone());
     if let Some(command) = sandboxed_command(&invocation)
         && let Ok(mut failed) = s.tools.sandbox_failures.lock()
     {
@@ -433,17 +491,39 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
         }
     }
     if s.cancel.is_cancelled() && output.is_error {
-        s.fail(id, "Cancelled");
+        match &terminal {
+            Some(terminal_id) => {
+                let cancelled = ToolContent::Text {
+                    text: "Cancelled".to_owned(),
+                };
+                let terminal = ToolContent::Terminal {
+                    terminal_id: terminal_id.clone(),
+                };
+                s.update(
+                    id,
+                    ToolStatus::Failed,
+                    Some(vec![terminal, cancelled.clone()]),
+                );
+                s.keep_view(id, vec![cancelled]);
+            }
+            None => s.fail(id, "Cancelled"),
+        }
         return Outcome::Cancelled;
     }
     let mut content: Vec<ToolContent> = Vec::new();
     if let Some(diff) = diff.filter(|_| !output.is_error) {
         content.push(diff);
     }
-    if !output.content.is_empty() && (content.is_empty() || output.is_error) {
-        content.push(ToolContent::Text {
-            text: truncate_middle(&output.content, DISPLAY_CHARS),
+    let text = ToolContent::Text {
+        text: truncate_middle(&output.content, DISPLAY_CHARS),
+    };
+    if let Some(terminal_id) = &terminal {
+        // The editor keeps showing the terminal after its release.
+        content.push(ToolContent::Terminal {
+            terminal_id: terminal_id.clone(),
         });
+    } else if !output.content.is_empty() && (content.is_empty() || output.is_error) {
+        content.push(text.clone());
     }
     let status = if output.is_error {
         ToolStatus::Failed
@@ -451,12 +531,18 @@ async fn run_one(p: &Planned, s: &Shared<'_>) -> Outcome {
         ToolStatus::Completed
     };
     s.update(id, status, Some(content));
-    Outcome::Done(output.content)
+    if terminal.is_some() {
+        // What is saved (and replayed by a later load, when the terminal is
+        // long gone) is the text the model saw.
+        s.keep_view(id, vec![text]);
+    }
+    Outcome::Done(output.content, output.images)
 }
 
 /// Runs a tool that is not a built-in one.
-async fn run_session_tool(invocation: &Invocation, s: &Shared<'_>) -> ToolOutput {
+async fn run_session_tool(id: &str, invocation: &Invocation, s: &Shared<'_>) -> ToolOutput {
     match invocation {
+        Invocation::AskUser(question, choices) => ask_user(id, question, choices, s).await,
         Invocation::CurrentModel => match &s.model {
             Some(model) => ToolOutput::ok(format!("The current model is `{model}`.")),
             None => ToolOutput::error("No model is chosen yet."),
@@ -489,6 +575,46 @@ async fn run_session_tool(invocation: &Invocation, s: &Shared<'_>) -> ToolOutput
                 .await
         }
         Invocation::Builtin(_) => ToolOutput::error("internal error: built-in tool not prepared"),
+    }
+}
+
+/// `AskUser`: through the editor's form when it has one; else the question
+/// is shown as text and the turn ends after this batch, so the user
+/// answers in their next prompt.
+async fn ask_user(id: &str, question: &str, choices: &[String], s: &Shared<'_>) -> ToolOutput {
+    let Some(asker) = &s.tools.client.asker else {
+        let _ = s.events.send(Event::AgentText {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            text: session_tools::question_text(question, choices),
+        });
+        s.tools
+            .asked_as_text
+            .store(true, std::sync::atomic::Ordering::Release);
+        return ToolOutput::ok(
+            "The question was shown to the user as text and the turn ends now: their answer \
+will be their next message. Do not guess it.",
+        );
+    };
+    let question = crate::client::Question {
+        question: question.to_owned(),
+        choices: choices.to_vec(),
+        tool_call_id: id.to_owned(),
+    };
+    // Questions are asked one at a time, like permissions.
+    let asked = async {
+        let _turn = s.ask.lock().await;
+        asker.ask(&question).await
+    };
+    let answer = tokio::select! {
+        biased;
+        () = s.cancel.cancelled() => return ToolOutput::cancelled(),
+        answer = asked => answer,
+    };
+    match answer {
+        Ok(answer) => ToolOutput::ok(session_tools::answer_result(&answer)),
+        Err(e) => ToolOutput::error(format!(
+            "The question could not be asked: {e}. Ask it in your answer instead."
+        )),
     }
 }
 

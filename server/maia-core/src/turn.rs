@@ -13,6 +13,7 @@ use crate::commands;
 use crate::compaction::{CompactError, Trigger};
 use crate::event::{Event, StopReason};
 use crate::event::{NoticeLevel, ToolCallPatch, ToolCallView, ToolContent, ToolStatus};
+use crate::images;
 use crate::prompt::{PromptPart, build_user_message};
 use crate::prompt_syntax;
 use crate::session::Session;
@@ -98,7 +99,8 @@ fn display_text(parts: &[PromptPart]) -> String {
             PromptPart::Text(text) => out.push(text.clone()),
             PromptPart::File(path) => out.push(format!("@{}", path.display())),
             PromptPart::Embedded { uri, .. } => out.push(format!("@{uri}")),
-            PromptPart::Note(_) => {}
+            // Replayed as images of their own (`Record::UserImage`).
+            PromptPart::Image { .. } | PromptPart::Note(_) => {}
         }
     }
     out.join("\n")
@@ -135,6 +137,7 @@ impl Session {
             .collect();
         specs.push(crate::session_tools::todo_definition());
         specs.push(crate::session_tools::current_model_definition());
+        specs.push(crate::session_tools::ask_user_definition());
         if !self.skills.skills.is_empty() {
             specs.push(crate::skills::tool_definition());
         }
@@ -186,12 +189,17 @@ impl Session {
     }
 
     pub(crate) fn system_prompt(&self) -> String {
-        system_prompt::build(
+        let mut prompt = system_prompt::build(
             &self.cwd,
             self.context_file.as_ref(),
             self.summary.as_deref(),
             crate::skills::prompt_section(&self.skills.skills).as_deref(),
-        )
+        );
+        if let Some(roots) = crate::workspace::prompt_section(&self.roots) {
+            prompt.push_str("\n\n");
+            prompt.push_str(&roots);
+        }
+        prompt
     }
 
     /// Runs a prompt: a slash command, or a turn with the model.
@@ -219,6 +227,14 @@ impl Session {
             {
                 return self.run_skill(&skill, args, &text, cancel).await;
             }
+            if let Some(rest) = text.trim_start().strip_prefix('/') {
+                let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                if let Some(command) = self.markdown_commands.get(name).cloned() {
+                    return self
+                        .run_markdown_command(&command, args.trim(), &text, cancel)
+                        .await;
+                }
+            }
         }
         let parts = self.expand_file_refs(parts);
         let stop = self.run_turn(parts, None, cancel).await;
@@ -237,7 +253,12 @@ impl Session {
                 out.push(part);
                 continue;
             };
-            let scan = prompt_syntax::scan_file_refs(text, &self.cwd, self.options.home.as_deref());
+            let scan = prompt_syntax::scan_file_refs_in(
+                text,
+                &self.cwd,
+                &self.roots,
+                self.options.home.as_deref(),
+            );
             for warning in &scan.warnings {
                 self.emit(Event::Notice {
                     level: NoticeLevel::Warning,
@@ -269,6 +290,30 @@ impl Session {
         if !args.is_empty() && !skill_uses_arguments(skill) {
             message.push_str(&format!("\n\nArguments: {args}"));
         }
+        self.run_turn(
+            vec![PromptPart::Text(message)],
+            Some(typed.to_owned()),
+            cancel,
+        )
+        .await
+    }
+
+    /// `/name args` for a Markdown command: its text becomes the user's
+    /// message, as typed by the user (no permission; nothing is run).
+    async fn run_markdown_command(
+        &mut self,
+        command: &crate::markdown_commands::MarkdownCommand,
+        args: &str,
+        typed: &str,
+        cancel: &CancellationToken,
+    ) -> StopReason {
+        let message = match crate::markdown_commands::message(command, args) {
+            Ok(message) => message,
+            Err(e) => {
+                self.say(format!("Cannot read the command `/{}`: {e}", command.name));
+                return StopReason::EndTurn;
+            }
+        };
         self.run_turn(
             vec![PromptPart::Text(message)],
             Some(typed.to_owned()),
@@ -319,6 +364,10 @@ impl Session {
             cancel: cancel.clone(),
             read_guard: None,
             sandbox: self.sandbox.clone(),
+            // Typed by the user: run here, never in the editor's terminal
+            // (docs/tools.md says why).
+            terminals: None,
+            on_terminal: None,
         };
         let output = match maia_tools::prepare(input, &ctx).await {
             Ok(prepared) => maia_tools::execute(prepared, &ctx).await,
@@ -355,7 +404,12 @@ impl Session {
         display: Option<String>,
         cancel: &CancellationToken,
     ) -> StopReason {
-        let mut user_text = build_user_message(&parts, self.fs.as_ref()).await;
+        let message = build_user_message(&parts, self.fs.as_ref()).await;
+        // What the model was given of a file counts as read for Edit.
+        for (path, text) in &message.seen {
+            self.reads.record(path, text);
+        }
+        let mut user_text = message.text;
         if !self.pending.is_empty() {
             let pending = std::mem::take(&mut self.pending).join("\n\n");
             user_text = format!("{pending}\n\n{user_text}");
@@ -365,7 +419,17 @@ impl Session {
         self.record(&Record::UserDisplay {
             text: display.clone(),
         });
-        self.push_message(ChatMessage::User { content: user_text });
+        for refused in &message.refused {
+            self.say(format!("**Image not attached**: {refused}.\n\n"));
+        }
+        let shown = self
+            .attach_images(&mut user_text, message.images, cancel)
+            .await;
+        self.push_message(ChatMessage::user(user_text.clone()));
+        if !shown.is_empty() {
+            self.turn_images
+                .push((images::Anchor::User(user_text), shown));
+        }
         self.prompt = Some(crate::session::TurnPrompt {
             index: turn_start,
             display: display.clone(),
@@ -383,6 +447,8 @@ impl Session {
         }
         let mut stop = self.model_loop(cancel).await;
         self.prompt = None;
+        // Images are ephemeral: later turns see their stand-ins only.
+        self.turn_images.clear();
         if stop == StopReason::EndTurn && self.needs_compaction() {
             // Checked after each turn too; reported before the turn's end.
             if let Err(CompactError::Cancelled) = self.compact(Trigger::Between, cancel).await {
@@ -420,6 +486,160 @@ impl Session {
         let window = self.window?;
         let tokens = window as f64 * self.settings.tool_result_share;
         Some((tokens * 4.0 / self.calibration.max(0.1)) as usize)
+    }
+
+    /// After a compaction that kept the turn's prompt: the turn's images
+    /// (of the prompt and of tool results now summarised) go on with it.
+    fn keep_images_with_prompt(&mut self) {
+        if self.turn_images.is_empty() {
+            return;
+        }
+        let Some(ChatMessage::User { content, .. }) = self
+            .prompt
+            .as_ref()
+            .and_then(|p| self.conversation.history().get(p.index))
+        else {
+            return;
+        };
+        let anchor = images::Anchor::User(content.clone());
+        let all: Vec<maia_tools::ImageData> = self
+            .turn_images
+            .drain(..)
+            .flat_map(|(_, images)| images)
+            .collect();
+        self.turn_images.push((anchor, all));
+    }
+
+    /// The turn number the next user message has in the model's history.
+    fn next_turn(&self) -> usize {
+        self.conversation
+            .history()
+            .iter()
+            .filter(|m| matches!(m, ChatMessage::User { .. }))
+            .count()
+            + 1
+    }
+
+    /// The model in use and whether it is shown images.
+    async fn vision(&mut self, cancel: &CancellationToken) -> Option<(String, images::Vision)> {
+        let model = self.resolve_model(cancel).await.ok()?;
+        let llm = self.llm.as_ref().ok()?;
+        let vision = images::sees_images(
+            &self.vision,
+            llm,
+            &model,
+            &self.settings.vision_models,
+            cancel,
+        )
+        .await;
+        tracing::debug!(model, ?vision, "vision");
+        Some((model, vision))
+    }
+
+    /// Stores the prompt's images beside the journal and records them for
+    /// replay; names them in `text` as shown, or as not shown when the model
+    /// does not accept images (and tells the user). Returns those to show.
+    async fn attach_images(
+        &mut self,
+        text: &mut String,
+        found: Vec<maia_tools::ImageData>,
+        cancel: &CancellationToken,
+    ) -> Vec<maia_tools::ImageData> {
+        if found.is_empty() {
+            return found;
+        }
+        for image in &found {
+            match images::store(&self.cwd, image) {
+                Ok(image) => self.record(&Record::UserImage { image }),
+                Err(e) => tracing::warn!("cannot store an image of the conversation: {e}"),
+            }
+        }
+        let turn = self.next_turn();
+        let vision = self.vision(cancel).await;
+        let mut lines = Vec::with_capacity(found.len());
+        let shown = match &vision {
+            Some((_, v)) if v.sees() => {
+                lines.extend(found.iter().map(|i| images::stand_in(i, turn)));
+                found
+            }
+            Some((model, v)) => {
+                self.say(images::not_shown_to_user(found.len(), model, *v));
+                lines.extend(found.iter().map(|i| images::not_shown(i, model)));
+                Vec::new()
+            }
+            // No model: the turn fails and says why.
+            None => {
+                lines.extend(found.iter().map(|i| images::not_shown(i, "(none)")));
+                Vec::new()
+            }
+        };
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&lines.join("\n"));
+        shown
+    }
+
+    /// Names a response's tool images in their results: kept for the
+    /// turn's requests when the model accepts images (within the per-message
+    /// limits), else said to be not shown.
+    async fn attach_tool_images(
+        &mut self,
+        results: &mut [ChatMessage],
+        found: Vec<Vec<maia_tools::ImageData>>,
+        cancel: &CancellationToken,
+    ) {
+        if found.iter().all(Vec::is_empty) {
+            return;
+        }
+        let turn = self.next_turn().saturating_sub(1).max(1);
+        let vision = self.vision(cancel).await;
+        let (mut count, mut bytes) = (0usize, 0usize);
+        for (message, images_of_call) in results.iter_mut().zip(found) {
+            let ChatMessage::Tool {
+                tool_call_id,
+                content,
+            } = message
+            else {
+                continue;
+            };
+            let mut shown = Vec::new();
+            for image in images_of_call {
+                let line = match &vision {
+                    Some((_, v)) if v.sees() => {
+                        count += 1;
+                        bytes += image.bytes.len();
+                        if count > maia_tools::image::MAX_IMAGES_PER_MESSAGE {
+                            format!(
+                                "[Image {} not shown: more than {} images in one response's results]",
+                                image.name,
+                                maia_tools::image::MAX_IMAGES_PER_MESSAGE
+                            )
+                        } else if bytes > maia_tools::image::MAX_MESSAGE_IMAGE_BYTES {
+                            format!(
+                                "[Image {} not shown: the images of one response's results may not pass {}]",
+                                image.name,
+                                maia_tools::image::human_size(
+                                    maia_tools::image::MAX_MESSAGE_IMAGE_BYTES as u64
+                                )
+                            )
+                        } else {
+                            let line = images::stand_in(&image, turn);
+                            shown.push(image);
+                            line
+                        }
+                    }
+                    Some((model, _)) => images::not_shown(&image, model),
+                    None => images::not_shown(&image, "(none)"),
+                };
+                content.push('\n');
+                content.push_str(&line);
+            }
+            if !shown.is_empty() {
+                self.turn_images
+                    .push((images::Anchor::Tool(tool_call_id.clone()), shown));
+            }
+        }
     }
 
     async fn model_loop(&mut self, cancel: &CancellationToken) -> StopReason {
@@ -473,9 +693,15 @@ impl Session {
                 return StopReason::MaxTurnRequests;
             }
             requests += 1;
-            if self.needs_compaction() {
+            // A conversation that is only the kept prompt cannot shrink
+            // further (what is left over is the turn's images).
+            let just_compacted = compacted && self.conversation.len() <= 1;
+            if !just_compacted && self.needs_compaction() {
                 match self.compact(Trigger::InTurn, cancel).await {
-                    Ok(()) => compacted = true,
+                    Ok(()) => {
+                        compacted = true;
+                        self.keep_images_with_prompt();
+                    }
                     Err(CompactError::Cancelled) => return StopReason::Cancelled,
                     Err(e @ CompactError::PromptTooLarge { .. }) => return self.refuse_prompt(&e),
                     Err(CompactError::Empty) => {}
@@ -499,9 +725,15 @@ impl Session {
                 max_tokens: None,
                 cache,
             };
+            // Measured without the images, whose tokens are counted apart.
             let request_chars = serde_json::to_string(&request.body())
                 .map(|b| b.len())
                 .unwrap_or(0);
+            let image_tokens = images::overlay_tokens(&self.turn_images);
+            let request = ChatRequest {
+                messages: images::with_images(request.messages, &self.turn_images),
+                ..request
+            };
             let (result, partial, thought) = self.stream(&request, cancel).await;
             if !thought.is_empty() {
                 self.record(&Record::Thought { text: thought });
@@ -533,7 +765,10 @@ impl Session {
                     }
                     tracing::info!(rejected, window = ?self.window, "request over the context window");
                     match self.compact(Trigger::Rejected(rejected), cancel).await {
-                        Ok(()) => continue,
+                        Ok(()) => {
+                            self.keep_images_with_prompt();
+                            continue;
+                        }
                         Err(CompactError::Cancelled) => return StopReason::Cancelled,
                         Err(e @ CompactError::PromptTooLarge { .. }) => {
                             return self.refuse_prompt(&e);
@@ -605,8 +840,15 @@ impl Session {
                 tool_calls: tool_calls.clone(),
             });
             if let Some(usage) = &usage {
-                self.calibrate(usage.prompt_tokens, request_chars);
-                self.measured = Some((usage.kept(), self.conversation.len()));
+                // Without the images: they leave the context with the turn.
+                self.calibrate(
+                    usage.prompt_tokens.saturating_sub(image_tokens),
+                    request_chars,
+                );
+                self.measured = Some((
+                    usage.kept().saturating_sub(image_tokens),
+                    self.conversation.len(),
+                ));
             }
             if tool_calls.is_empty() {
                 return match finish_reason {
@@ -621,7 +863,8 @@ impl Session {
                     _ => StopReason::EndTurn,
                 };
             }
-            let (results, views) = self.run_tool_calls(&tool_calls, cancel).await;
+            let (mut results, views, found) = self.run_tool_calls(&tool_calls, cancel).await;
+            self.attach_tool_images(&mut results, found, cancel).await;
             let planned = views.iter().any(|v| {
                 v.name == crate::session_tools::TODO_WRITE && v.status == ToolStatus::Completed
             });
@@ -650,6 +893,13 @@ impl Session {
             }
             if cancel.is_cancelled() {
                 return StopReason::Cancelled;
+            }
+            if self
+                .asked_as_text
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
+            {
+                // The user answers in their next prompt.
+                return StopReason::EndTurn;
             }
             if looping {
                 self.say(format!(

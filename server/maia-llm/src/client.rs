@@ -99,10 +99,15 @@ impl LlmClient {
         self.models_url.clone()
     }
 
-    fn authorize(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    fn authorize(&self, mut request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let mut has_authorization = false;
+        for (name, value) in &self.config.headers {
+            has_authorization |= name.eq_ignore_ascii_case("authorization");
+            request = request.header(name.as_str(), value.expose());
+        }
         match &self.config.api_key {
-            Some(key) => request.bearer_auth(key.expose()),
-            None => request,
+            Some(key) if !has_authorization => request.bearer_auth(key.expose()),
+            _ => request,
         }
     }
 

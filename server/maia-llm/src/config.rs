@@ -40,8 +40,11 @@ pub struct LlmConfig {
     pub chat_endpoint: String,
     /// Path of the models endpoint, default `/v1/models`.
     pub models_endpoint: String,
-    /// Sent as `Authorization: Bearer ..` when set.
+    /// Sent as `Authorization: Bearer ..` when set (unless `headers` has an `Authorization`).
     pub api_key: Option<ApiKey>,
+    /// Extra headers sent with every request (a client-managed gateway's); the values are
+    /// secrets like the key and are never shown.
+    pub headers: Vec<(String, ApiKey)>,
     /// Retries after a rate limit, 5xx or connection failure (default 3).
     pub max_retries: u32,
     /// First backoff wait, doubled per attempt and capped at 8 s (default 500 ms).
@@ -60,6 +63,7 @@ impl Default for LlmConfig {
             chat_endpoint: "/v1/chat/completions".to_owned(),
             models_endpoint: "/v1/models".to_owned(),
             api_key: None,
+            headers: Vec::new(),
             max_retries: 3,
             retry_base: Duration::from_millis(500),
             request_timeout: Duration::from_secs(60),

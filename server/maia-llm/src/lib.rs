@@ -24,5 +24,6 @@ pub use model_info::{
 };
 pub use sse::{SseEvent, events as sse_events};
 pub use types::{
-    ChatMessage, ChatRequest, Completion, Delta, FinishReason, ModelInfo, ToolCall, ToolSpec, Usage,
+    ChatMessage, ChatRequest, Completion, Delta, FinishReason, Image, ModelInfo, ToolCall,
+    ToolSpec, Usage,
 };

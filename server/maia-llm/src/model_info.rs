@@ -53,22 +53,58 @@ impl LlmClient {
     /// Reads LiteLLM's `GET <base_url>/model/info`: per `model_name`, its window (as
     /// [`LlmClient::model_info_windows`]) and its provider. Same errors.
     pub async fn model_info(&self) -> Result<HashMap<String, ModelInfoEntry>, LlmError> {
+        match self.model_info_body().await? {
+            None => Ok(HashMap::new()),
+            Some(value) => {
+                entries_from_model_info(&value).ok_or_else(|| LlmError::InvalidResponse {
+                    message: "model info has no \"data\" array".to_owned(),
+                })
+            }
+        }
+    }
+
+    /// Reads `/model/info` as for [`Self::model_info_windows`] and maps each `model_name` to
+    /// whether it accepts images (`model_info.supports_vision`; entries without the field are
+    /// left out; when deployments of one name disagree, `false` wins).
+    pub async fn model_info_vision(&self) -> Result<HashMap<String, bool>, LlmError> {
+        let Some(value) = self.model_info_body().await? else {
+            return Ok(HashMap::new());
+        };
+        let data = value.get("data").and_then(Value::as_array).ok_or_else(|| {
+            LlmError::InvalidResponse {
+                message: "model info has no \"data\" array".to_owned(),
+            }
+        })?;
+        let mut out: HashMap<String, bool> = HashMap::new();
+        for entry in data {
+            if let (Some(name), Some(vision)) = (
+                entry.get("model_name").and_then(Value::as_str),
+                crate::types::entry_supports_vision(entry),
+            ) {
+                out.entry(name.to_owned())
+                    .and_modify(|known| *known &= vision)
+                    .or_insert(vision);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `/model/info` body; `None` when the server has no such route.
+    async fn model_info_body(&self) -> Result<Option<Value>, LlmError> {
         let url = self.config().join(MODEL_INFO_PATH);
         let (status, headers, text) = self.get_text(&url, "the model info").await?;
         if status.as_u16() == 404 || status.as_u16() == 405 {
             tracing::debug!(%url, status = status.as_u16(), "no model info route");
-            return Ok(HashMap::new());
+            return Ok(None);
         }
         if !status.is_success() {
             return Err(LlmError::from_http(status.as_u16(), &headers, &text));
         }
-        let value: Value =
-            serde_json::from_str(&text).map_err(|err| LlmError::InvalidResponse {
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|err| LlmError::InvalidResponse {
                 message: format!("model info is not JSON: {err}"),
-            })?;
-        entries_from_model_info(&value).ok_or_else(|| LlmError::InvalidResponse {
-            message: "model info has no \"data\" array".to_owned(),
-        })
+            })
     }
 
     /// Asks `model` for its maximum context size (one streamed request, no tools,

@@ -4,6 +4,10 @@
 //! the same JSON can be sent to the server and persisted by the engine. Deserialization is
 //! lenient: `content` may be a string, `null`, or an array of `{"type":"text","text":..}` parts,
 //! and the `developer` role is read as a system message.
+//!
+//! A user message may carry [`Image`]s: its `content` is then an array of a text part and
+//! `image_url` parts holding `data:` URLs (the OpenAI vision shape, which LiteLLM translates for
+//! every provider).
 
 use std::time::Duration;
 
@@ -16,8 +20,8 @@ use serde_json::Value;
 pub enum ChatMessage {
     /// Instructions for the model.
     System { content: String },
-    /// A message from the user.
-    User { content: String },
+    /// A message from the user, with the images shown with it.
+    User { content: String, images: Vec<Image> },
     /// A reply of the model: text, tool calls, or both.
     Assistant {
         content: Option<String>,
@@ -42,6 +46,7 @@ impl ChatMessage {
     pub fn user(content: impl Into<String>) -> Self {
         Self::User {
             content: content.into(),
+            images: Vec::new(),
         }
     }
 
@@ -69,6 +74,54 @@ impl ChatMessage {
             Self::Assistant { .. } => "assistant",
             Self::Tool { .. } => "tool",
         }
+    }
+}
+
+/// An image sent to the model, as a `data:` URL.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Image {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub mime_type: String,
+    pub data: std::sync::Arc<[u8]>,
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Image")
+            .field("mime_type", &self.mime_type)
+            .field("bytes", &self.data.len())
+            .finish()
+    }
+}
+
+impl Image {
+    /// `data:<type>;base64,<data>`.
+    pub fn data_url(&self) -> String {
+        use base64::Engine;
+        format!(
+            "data:{};base64,{}",
+            self.mime_type,
+            base64::engine::general_purpose::STANDARD.encode(&self.data)
+        )
+    }
+
+    /// Characters of [`Self::data_url`], without building it.
+    pub fn data_url_len(&self) -> usize {
+        "data:;base64,".len() + self.mime_type.len() + self.data.len().div_ceil(3) * 4
+    }
+
+    /// Reads a `data:<type>;base64,…` URL.
+    pub fn from_data_url(url: &str) -> Option<Self> {
+        use base64::Engine;
+        let rest = url.strip_prefix("data:")?;
+        let (mime_type, data) = rest.split_once(";base64,")?;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .ok()?;
+        Some(Self {
+            mime_type: mime_type.to_owned(),
+            data: data.into(),
+        })
     }
 }
 
@@ -252,6 +305,28 @@ pub struct ModelInfo {
     /// Context size when the server reports it (`max_input_tokens`, else llama-server's
     /// `meta.n_ctx`, else `context_length`).
     pub max_input_tokens: Option<u64>,
+    /// Whether the model accepts images, when the list says so ([`entry_supports_vision`]).
+    pub supports_vision: Option<bool>,
+}
+
+/// Whether a models-list or `/model/info` entry says the model accepts images: LiteLLM's
+/// `supports_vision` (at the top or under `model_info`), `capabilities.vision`, or an
+/// `architecture.input_modalities` / `modalities.input` list (OpenRouter, some servers) that
+/// does or does not name `image`.
+pub fn entry_supports_vision(value: &Value) -> Option<bool> {
+    let flag = [
+        "/supports_vision",
+        "/model_info/supports_vision",
+        "/capabilities/vision",
+    ]
+    .iter()
+    .find_map(|p| value.pointer(p).and_then(Value::as_bool));
+    flag.or_else(|| {
+        ["/architecture/input_modalities", "/modalities/input"]
+            .iter()
+            .find_map(|p| value.pointer(p).and_then(Value::as_array))
+            .map(|list| list.iter().any(|m| m.as_str() == Some("image")))
+    })
 }
 
 impl ModelInfo {
@@ -266,6 +341,7 @@ impl ModelInfo {
         Some(Self {
             id,
             max_input_tokens,
+            supports_vision: entry_supports_vision(value),
         })
     }
 }
@@ -386,8 +462,19 @@ impl From<ChatMessage> for WireMessage {
     fn from(message: ChatMessage) -> Self {
         let role = message.role().to_owned();
         let (content, tool_calls, tool_call_id) = match message {
-            ChatMessage::System { content } | ChatMessage::User { content } => {
+            ChatMessage::System { content } => (Value::String(content), Vec::new(), None),
+            ChatMessage::User { content, images } if images.is_empty() => {
                 (Value::String(content), Vec::new(), None)
+            }
+            ChatMessage::User { content, images } => {
+                let mut parts = Vec::with_capacity(images.len() + 1);
+                if !content.is_empty() {
+                    parts.push(serde_json::json!({"type": "text", "text": content}));
+                }
+                parts.extend(images.iter().map(|image| {
+                    serde_json::json!({"type": "image_url", "image_url": {"url": image.data_url()}})
+                }));
+                (Value::Array(parts), Vec::new(), None)
             }
             ChatMessage::Assistant {
                 content,
@@ -426,6 +513,20 @@ fn content_text(content: &Value) -> Option<String> {
     }
 }
 
+/// The `data:` URL images of a `content` array.
+fn content_images(content: &Value) -> Vec<Image> {
+    let Value::Array(parts) = content else {
+        return Vec::new();
+    };
+    parts
+        .iter()
+        .filter_map(|p| {
+            let url = p.pointer("/image_url/url").or_else(|| p.get("image_url"))?;
+            Image::from_data_url(url.as_str()?)
+        })
+        .collect()
+}
+
 impl TryFrom<WireMessage> for ChatMessage {
     type Error = String;
 
@@ -437,6 +538,7 @@ impl TryFrom<WireMessage> for ChatMessage {
             },
             "user" => Self::User {
                 content: text.unwrap_or_default(),
+                images: content_images(&wire.content),
             },
             "assistant" => Self::Assistant {
                 content: text,
@@ -543,6 +645,28 @@ mod tests {
     }
 
     #[test]
+    fn user_images_are_image_url_parts() {
+        let msg = ChatMessage::User {
+            content: "look".into(),
+            images: vec![Image {
+                mime_type: "image/png".into(),
+                data: b"\x89PNG".to_vec().into(),
+            }],
+        };
+        let v = serde_json::to_value(&msg).unwrap();
+        assert_eq!(
+            v,
+            json!({"role":"user","content":[{"type":"text","text":"look"},
+                {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw=="}}]})
+        );
+        if let ChatMessage::User { images, .. } = &msg {
+            assert_eq!(images[0].data_url_len(), images[0].data_url().len());
+        }
+        let back: ChatMessage = serde_json::from_value(v).unwrap();
+        assert_eq!(back, msg);
+    }
+
+    #[test]
     fn lenient_deserialization() {
         let m: ChatMessage = serde_json::from_value(
             json!({"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}),
@@ -616,5 +740,16 @@ mod tests {
         let m = ModelInfo::from_json(&json!({"id":"a","max_input_tokens":null})).unwrap();
         assert_eq!(m.max_input_tokens, None);
         assert!(ModelInfo::from_json(&json!({"object":"model"})).is_none());
+        assert_eq!(m.supports_vision, None);
+        let v = |j| ModelInfo::from_json(&j).unwrap().supports_vision;
+        assert_eq!(v(json!({"id":"a","supports_vision":true})), Some(true));
+        assert_eq!(
+            v(json!({"id":"a","architecture":{"input_modalities":["text","image"]}})),
+            Some(true)
+        );
+        assert_eq!(
+            v(json!({"id":"a","modalities":{"input":["text"]}})),
+            Some(false)
+        );
     }
 }

@@ -432,6 +432,34 @@ async fn bearer_header_only_with_key() {
 }
 
 #[tokio::test]
+async fn extra_headers_are_sent_and_an_authorization_among_them_wins() {
+    let mock = MockLlm::start().await;
+    mock.require_key(Some("sk-gateway"));
+    mock.push(text_reply("a"));
+    let client = LlmClient::new(LlmConfig {
+        api_key: Some(ApiKey::new("sk-settings")),
+        headers: vec![
+            ("Authorization".into(), ApiKey::new("Bearer sk-gateway")),
+            ("x-tag".into(), ApiKey::new("t-1")),
+        ],
+        ..config(&mock.url())
+    })
+    .unwrap();
+    assert!(!format!("{client:?}{:?}", client.config()).contains("sk-gateway"));
+    assert_eq!(client.list_models().await.unwrap().len(), 1);
+    client
+        .stream_chat(&request(), &CancellationToken::new(), &mut |_| {})
+        .await
+        .unwrap();
+    let headers = mock.headers();
+    let sent = &headers[0];
+    let auth: Vec<_> = sent.iter().filter(|(k, _)| k == "authorization").collect();
+    assert_eq!(auth.len(), 1, "{sent:?}");
+    assert_eq!(auth[0].1, "Bearer sk-gateway");
+    assert!(sent.iter().any(|(k, v)| k == "x-tag" && v == "t-1"));
+}
+
+#[tokio::test]
 async fn connection_refused_after_retries() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -20,6 +20,8 @@ pub enum ErrorCode {
     ResourceNotFound,
     /// `-32800`: the request was cancelled.
     RequestCancelled,
+    /// `-32000`: ACP's `auth_required` (the client offers its login).
+    AuthRequired,
 }
 
 impl ErrorCode {
@@ -32,6 +34,7 @@ impl ErrorCode {
             ErrorCode::InternalError => -32603,
             ErrorCode::ResourceNotFound => -32002,
             ErrorCode::RequestCancelled => -32800,
+            ErrorCode::AuthRequired => -32000,
         }
     }
 }

@@ -3,14 +3,22 @@
 //! `maia acp` speaks the Agent Client Protocol on stdin/stdout, `maia lsp`
 //! the Language Server Protocol (crate `maia-lsp`). stdout
 //! carries protocol messages only; logs go to stderr (level from
-//! `MAIA_LOG`, optional file from `MAIA_LOG_FILE`).
+//! `MAIA_LOG`, optional file from `MAIA_LOG_FILE`). `maia login` and
+//! `maia doctor` are for people at a terminal.
 
 mod acp;
 mod cli;
+mod doctor;
 mod logging;
+mod login;
+mod probe;
+mod settings_file;
 mod signals;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
+
+use clap::Parser;
 
 fn main() -> ExitCode {
     // `maia __guard -- PROGRAM ARGS…`: the supervisor every command runs
@@ -20,28 +28,27 @@ fn main() -> ExitCode {
         let code = maia_tools::guard::run(&args[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    let command = match cli::parse(std::env::args().skip(1)) {
-        Ok(command) => command,
-        Err(message) => {
-            eprintln!("maia: {message}\n\n{}", cli::USAGE);
-            return ExitCode::from(2);
-        }
+    // `maia __terminal`: a Bash command the editor starts in its terminal,
+    // sandboxed as MAIA's own children are (maia_tools::terminal).
+    if args.get(1).and_then(|a| a.to_str()) == Some(maia_tools::terminal::TERMINAL_ARG) {
+        let code = maia_tools::terminal::exec_in_terminal();
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    let cli = match cli::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        // Help and version on stdout (exit 0), mistakes on stderr (exit 2).
+        Err(e) => e.exit(),
     };
-    let command_is_lsp = matches!(command, cli::Command::Lsp(_));
-    match command {
-        cli::Command::Help => {
-            eprintln!("{}", cli::USAGE);
-            ExitCode::SUCCESS
-        }
-        cli::Command::Version => {
-            eprintln!("maia {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        cli::Command::Acp(options) | cli::Command::Lsp(options) => {
+    set_guard();
+    // HTTPS to the model endpoint uses rustls with the ring provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match cli.command {
+        cli::Command::Acp | cli::Command::Lsp => {
             if let Err(e) = logging::init() {
                 eprintln!("maia: cannot set up logging: {e}");
             }
-            match run(command_is_lsp, options) {
+            let lsp = matches!(cli.command, cli::Command::Lsp);
+            match serve(lsp, cli::engine_options(cli.model)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e:#}");
@@ -50,28 +57,90 @@ fn main() -> ExitCode {
                 }
             }
         }
+        cli::Command::Login(args) => {
+            let options = cli::engine_options(None);
+            let stdin = std::io::stdin();
+            let tty = stdin.is_terminal();
+            let mut input = stdin.lock();
+            let mut stdout = std::io::stdout();
+            let mut term = login::Terminal {
+                input: &mut input,
+                out: &mut stdout,
+                tty,
+            };
+            let result =
+                runtime().map(|rt| rt.block_on(login::run(&args, cli.model, &options, &mut term)));
+            match result {
+                Ok(Ok(())) => ExitCode::SUCCESS,
+                Ok(Err(e)) => {
+                    eprintln!("✗ {e}");
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("maia: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        cli::Command::Doctor(args) => {
+            let options = cli::engine_options(cli.model);
+            let cwd = match args
+                .cwd
+                .clone()
+                .map(Ok)
+                .unwrap_or_else(std::env::current_dir)
+            {
+                Ok(cwd) => std::path::absolute(&cwd).unwrap_or(cwd),
+                Err(e) => {
+                    eprintln!("maia: no current folder: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let mut stdout = std::io::stdout();
+            let result = runtime().and_then(|rt| {
+                Ok(rt.block_on(doctor::run(&options, &cwd, args.json, &mut stdout))?)
+            });
+            match result {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("maia: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }
 
-fn run(lsp: bool, options: cli::Options) -> anyhow::Result<()> {
-    // Commands run under this same binary as their guard. `/proc/self/exe`
-    // names it even if the file was replaced since it started.
+/// Commands and MCP servers run under this same binary as their guard.
+fn set_guard() {
+    // `/proc/self/exe` names it even if the file was replaced since it started.
     #[cfg(target_os = "linux")]
     maia_tools::process::set_guard("/proc/self/exe".into());
     #[cfg(not(target_os = "linux"))]
     if let Ok(exe) = std::env::current_exe() {
         maia_tools::process::set_guard(exe);
     }
-    // HTTPS to the model endpoint uses rustls with the ring provider.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?;
+        .build()?)
+}
+
+fn serve(lsp: bool, options: maia_core::EngineOptions) -> anyhow::Result<()> {
+    // The path an editor's terminal starts (`maia __terminal`), found now,
+    // while the file surely is the running binary.
+    if maia_tools::process::maia_exe().is_none() {
+        tracing::warn!("the maia binary cannot be found; Bash cannot run in the editor's terminal");
+    }
+    let runtime = runtime()?;
     if lsp {
-        runtime.block_on(maia_lsp::serve_stdio(options.engine_options()));
+        runtime.block_on(maia_lsp::serve_stdio(options));
     } else {
-        runtime.block_on(acp::serve_stdio(options.engine_options()))?;
+        runtime.block_on(acp::serve_stdio(options))?;
     }
     // Do not wait for stray blocking tasks (a Grep walk) at exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));

@@ -1,5 +1,6 @@
 //! A small MCP server for tests, built with `rmcp`: tools `echo` (returns
-//! its input as text), `fail` (returns an error result) and `slow` (sleeps
+//! its input as text), `picture` (returns its input, base64, as a PNG image
+//! after a caption), `fail` (returns an error result) and `slow` (sleeps
 //! 30 s, or until the call is cancelled). Run by the `maia-mock-mcp` binary
 //! on stdio, or over streamable HTTP with `--http PORT` (0 picks a port,
 //! printed on stdout as `listening on http://127.0.0.1:PORT/mcp`).
@@ -59,6 +60,11 @@ pub fn tools() -> Vec<Tool> {
     echo.title = Some("Echo text".to_owned());
     vec![
         echo,
+        Tool::new(
+            "picture",
+            "Returns its input (base64) as a PNG image",
+            text_schema(),
+        ),
         Tool::new("fail", "Always fails", text_schema()),
         Tool::new(
             "slow",
@@ -96,6 +102,10 @@ impl ServerHandler for MockMcp {
         log(&request.name, &arguments, "start");
         let result = match &*request.name {
             "echo" => CallToolResult::success(vec![ContentBlock::text(format!("echo: {text}"))]),
+            "picture" => CallToolResult::success(vec![
+                ContentBlock::text("a picture"),
+                ContentBlock::image(text, "image/png"),
+            ]),
             "fail" => CallToolResult::error(vec![ContentBlock::text(format!("failed: {text}"))]),
             "slow" => {
                 tokio::select! {

@@ -48,6 +48,8 @@ struct Shared {
     models: Mutex<Vec<Value>>,
     model_info: Mutex<Value>,
     models_gets: AtomicUsize,
+    /// When set, every route answers 401 unless `Authorization: Bearer <key>`.
+    required_key: Mutex<Option<String>>,
     model_info_gets: AtomicUsize,
     requests: Mutex<Vec<Value>>,
     headers: Mutex<Vec<Vec<(String, String)>>>,
@@ -203,6 +205,12 @@ impl MockLlm {
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Requires `Authorization: Bearer <key>` on every route (`None`: no
+    /// key needed, the default); others get LiteLLM's 401.
+    pub fn require_key(&self, key: Option<&str>) {
+        *lock(&self.shared.required_key) = key.map(str::to_owned);
     }
 
     /// Queues a reply for the next chat request.
@@ -374,14 +382,35 @@ async fn not_found() -> Response {
     )
 }
 
-async fn model_info(State(shared): State<Arc<Shared>>) -> Response {
+/// The 401 LiteLLM sends for a missing or wrong key, when a key is required.
+fn refused(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
+    let required = lock(&shared.required_key).clone()?;
+    let sent = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    (sent != format!("Bearer {required}")).then(|| {
+        json_response(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": {"message": "Authentication Error, Invalid proxy server token passed.", "type": "auth_error", "code": "401"}}).to_string(),
+        )
+    })
+}
+
+async fn model_info(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     shared.model_info_gets.fetch_add(1, Ordering::SeqCst);
+    if let Some(refused) = refused(&shared, &headers) {
+        return refused;
+    }
     let body = lock(&shared.model_info).clone();
     json_response(StatusCode::OK, body.to_string())
 }
 
-async fn models(State(shared): State<Arc<Shared>>) -> Response {
+async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     shared.models_gets.fetch_add(1, Ordering::SeqCst);
+    if let Some(refused) = refused(&shared, &headers) {
+        return refused;
+    }
     let data = lock(&shared.models).clone();
     json_response(
         StatusCode::OK,
@@ -399,6 +428,9 @@ fn is_window_question(request: &Value) -> bool {
 }
 
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(refused) = refused(&shared, &headers) {
+        return refused;
+    }
     let request = serde_json::from_slice::<Value>(&body)
         .unwrap_or_else(|_| json!({"invalid_json": String::from_utf8_lossy(&body)}));
     let header_list = headers

@@ -67,7 +67,7 @@ async fn stdio_tools_calls_errors_cancel_crash_and_shutdown() {
     assert_eq!(
         status[0].state,
         ServerState::Connected {
-            tools: vec!["echo".into(), "slow".into()]
+            tools: vec!["echo".into(), "picture".into(), "slow".into()]
         }
     );
     match &status[1].state {

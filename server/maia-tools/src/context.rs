@@ -22,6 +22,10 @@ pub struct ToolContext {
     pub read_guard: Option<ReadGuard>,
     /// The sandbox commands run in (`None`: no sandbox).
     pub sandbox: Option<Arc<crate::sandbox::Sandbox>>,
+    /// Where Bash runs when not here: the editor's terminals.
+    pub terminals: Option<Arc<dyn crate::terminal::Terminals>>,
+    /// Told the id of the terminal a Bash call runs in, once it exists.
+    pub on_terminal: Option<crate::terminal::TerminalHook>,
 }
 
 /// Whether a file may be read; see [`ToolContext::read_guard`].
@@ -46,6 +50,8 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             read_guard: None,
             sandbox: None,
+            terminals: None,
+            on_terminal: None,
         }
     }
 }
@@ -91,6 +97,9 @@ pub struct Prepared {
 pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
+    /// Images for the model (Read of an image, MCP results); `content`
+    /// names them.
+    pub images: Vec<crate::image::ImageData>,
 }
 
 impl ToolOutput {
@@ -99,6 +108,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -107,6 +117,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: true,
+            images: Vec::new(),
         }
     }
 

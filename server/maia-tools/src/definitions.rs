@@ -19,7 +19,8 @@ pub fn definitions() -> Vec<ToolDefinition> {
             description: "Read a text file. Output is numbered like `cat -n` (line number, tab, text). \
                 Reads up to 2000 lines (and 100 KB) at a time; use `offset` (1-based first line) and \
                 `limit` to read other parts of long files. Relative paths resolve against the \
-                working directory. Read a file before editing it."
+                working directory. Read a file before editing it. A PNG, JPEG, GIF or WebP file is \
+                returned as an image when the model in use accepts images (else you are told it cannot be shown)."
                 .into(),
             parameters: json!({
                 "type": "object",
@@ -75,7 +76,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
                 "type": "object",
                 "properties": {
                     "pattern": {"type": "string", "description": "Glob pattern, matched against paths relative to the search folder."},
-                    "path": {"type": "string", "description": "Folder to search in (default: the working directory)."}
+                    "path": {"type": "string", "description": "Folder to search in (default: the working directory; an absolute path searches another workspace folder)."}
                 },
                 "required": ["pattern"],
                 "additionalProperties": false
@@ -92,7 +93,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
                 "type": "object",
                 "properties": {
                     "pattern": {"type": "string", "description": "Regular expression to search for."},
-                    "path": {"type": "string", "description": "File or folder to search in (default: the working directory)."},
+                    "path": {"type": "string", "description": "File or folder to search in (default: the working directory; an absolute path searches another workspace folder)."},
                     "include": {"type": "string", "description": "Glob filtering the files searched, e.g. `*.rs` or `*.{ts,tsx}`."},
                     "output_mode": {"type": "string", "enum": ["files_with_matches", "content"], "default": "files_with_matches"},
                     "case_insensitive": {"type": "boolean", "default": false}

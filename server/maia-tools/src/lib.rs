@@ -14,6 +14,7 @@ mod definitions;
 mod error;
 pub mod fs;
 pub mod guard;
+pub mod image;
 mod input;
 pub mod path;
 pub mod process;
@@ -21,6 +22,7 @@ pub mod reads;
 pub mod runner;
 pub mod sandbox;
 mod shell;
+pub mod terminal;
 mod tools;
 mod truncate;
 
@@ -28,6 +30,7 @@ pub use context::{FileDiff, Prepared, ReadGuard, ToolContext, ToolOutput};
 pub use definitions::{ToolDefinition, definitions};
 pub use error::ToolError;
 pub use fs::{FileSystem, FsError, LocalFs, WriteOutcome};
+pub use image::{ImageData, ImageError};
 pub use input::{
     BashInput, DEFAULT_BASH_TIMEOUT_MS, DEFAULT_WEBFETCH_MAX_LENGTH, EditInput, GlobInput,
     GrepInput, GrepMode, MAX_BASH_TIMEOUT_MS, MAX_WEBFETCH_MAX_LENGTH, ReadInput, TOOL_NAMES,
@@ -35,6 +38,9 @@ pub use input::{
 };
 pub use reads::{ReadTracker, StaleRead};
 pub use shell::{Shell, shell};
+pub use terminal::{
+    TerminalError, TerminalExit, TerminalHook, TerminalOutput, TerminalRequest, Terminals,
+};
 pub use tools::webfetch::{WEBFETCH_MAX_BODY_BYTES, WEBFETCH_TIMEOUT};
 pub use truncate::{CappedOutput, omission_note, truncate_middle};
 

@@ -31,6 +31,17 @@ pub fn set_guard(exe: PathBuf) {
     let _ = GUARD.set(exe);
 }
 
+/// The `maia` binary by its real path (another process can start it,
+/// unlike the guard's `/proc/self/exe`), when commands run under a guard.
+pub fn maia_exe() -> Option<PathBuf> {
+    static EXE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    if !guarded() {
+        return None;
+    }
+    EXE.get_or_init(|| std::env::current_exe().ok().filter(|p| p.is_file()))
+        .clone()
+}
+
 /// Whether commands run under a guard.
 pub fn guarded() -> bool {
     GUARD.get().is_some()

@@ -26,7 +26,8 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
 /// The `sandbox` setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     #[default]
     WorkspaceWrite,
@@ -55,7 +56,7 @@ impl SandboxMode {
 }
 
 /// What one session's commands may do.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SandboxPolicy {
     pub mode: SandboxMode,
     /// The session's roots (its cwd first).
@@ -128,17 +129,25 @@ impl Sandbox {
         &self.limits
     }
 
+    /// Creates the session's temp folder (private to the user, so other
+    /// users' commands cannot plant files); returns it.
+    pub fn temp_dir(&self) -> Result<Option<&Path>, SandboxError> {
+        let Some(tmp) = &self.policy.temp_dir else {
+            return Ok(None);
+        };
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(tmp)
+            .map_err(|e| SandboxError::Setup(format!("{}: {e}", tmp.display())))?;
+        Ok(Some(tmp))
+    }
+
     /// Prepares the rules and installs them in `command`'s child before
     /// it runs its program; sets `TMPDIR` to the session's temp folder.
     pub fn attach(&self, command: &mut tokio::process::Command) -> Result<(), SandboxError> {
-        if let Some(tmp) = &self.policy.temp_dir {
-            use std::os::unix::fs::DirBuilderExt;
-            // Private to the user: other users' commands cannot plant files.
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(tmp)
-                .map_err(|e| SandboxError::Setup(format!("{}: {e}", tmp.display())))?;
+        if let Some(tmp) = self.temp_dir()? {
             command.env("TMPDIR", tmp);
         }
         if self.policy.mode == SandboxMode::Off {
@@ -148,6 +157,16 @@ impl Sandbox {
         imp::install(command, prepared);
         Ok(())
     }
+}
+
+/// Applies `policy` to the calling process, which must be single-threaded
+/// and about to exec its command (`maia __terminal`, for a command another
+/// process starts and MAIA cannot hook into).
+pub fn restrict_current_process(policy: &SandboxPolicy) -> Result<(), SandboxError> {
+    if policy.mode == SandboxMode::Off {
+        return Ok(());
+    }
+    imp::prepare(policy).and_then(imp::restrict_self)
 }
 
 /// The words a sandbox denial shows in a command's output.
@@ -323,6 +342,21 @@ mod imp {
         }
     }
 
+    /// Applies `prepared` to the calling process (single-threaded, about
+    /// to exec its command).
+    pub(super) fn restrict_self(mut prepared: Prepared) -> Result<(), SandboxError> {
+        if let Some(ns) = &prepared.namespace {
+            ns.enter()
+                .map_err(|e| SandboxError::Setup(format!("mount namespace: {e}")))?;
+        }
+        if let Some(ruleset) = prepared.ruleset.take() {
+            ruleset
+                .restrict_self()
+                .map_err(|e| SandboxError::Setup(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// A private user + mount namespace where some folders are read-only.
     pub(super) struct Namespace {
         uid_map: Vec<u8>,
@@ -432,6 +466,9 @@ mod imp {
         Err(SandboxError::Unsupported)
     }
     pub(super) fn install(_: &mut tokio::process::Command, _: Prepared) {}
+    pub(super) fn restrict_self(_: Prepared) -> Result<(), SandboxError> {
+        Err(SandboxError::Unsupported)
+    }
 }
 
 #[cfg(test)]

@@ -1202,7 +1202,7 @@ async fn run_case(case: &Case) -> Outcome {
         input: &case.input,
         mutating: matches!(case.tool, "Write" | "Edit" | "Bash"),
     };
-    let decision = gate::apply_mode(case.mode, rules, facts, &cwd).decision;
+    let decision = gate::apply_mode(case.mode, rules, facts, &cwd, &[]).decision;
     if case.expect == Expect::Refused {
         return match decision {
             Decision::Refuse(_) => Outcome::Stopped(decision),

@@ -5,8 +5,8 @@
 //! `read-only` mode refuses anything that changes files or runs programs; a
 //! call that writes a protected path ([`PROTECTED`]) is asked in `default`
 //! and `accept-edits` (whatever the allow rules), allowed but reported in
-//! `bypass`; then `accept-edits` allows Write/Edit inside the project and
-//! `bypass` allows the rest.
+//! `bypass`; then `accept-edits` allows Write/Edit inside the project (the
+//! cwd or an additional workspace root) and `bypass` allows the rest.
 
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -62,7 +62,8 @@ pub struct Verdict {
 
 /// The protected path a call writes, if any: the file of Write/Edit, the
 /// files a Bash command redirects into or writes with `tee`, `dd of=`….
-pub fn protected_path(tool: &str, input: &Value, cwd: &Path) -> Option<PathBuf> {
+/// Protected names apply inside the cwd and each additional root (`roots`).
+pub fn protected_path(tool: &str, input: &Value, cwd: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
     let targets: Vec<String> = match tool.to_ascii_lowercase().as_str() {
         "write" | "edit" => input
             .get("file_path")
@@ -78,7 +79,7 @@ pub fn protected_path(tool: &str, input: &Value, cwd: &Path) -> Option<PathBuf> 
     };
     targets.into_iter().find_map(|t| {
         let value = serde_json::json!({ "file_path": super::expand_home(&t) });
-        let subject = rule::Subject::new("Write", &value, cwd);
+        let subject = rule::Subject::in_roots("Write", &value, cwd, roots);
         PROTECTED_RULES
             .iter()
             .any(|r| r.hits(&subject, false))
@@ -86,8 +87,23 @@ pub fn protected_path(tool: &str, input: &Value, cwd: &Path) -> Option<PathBuf> 
     })
 }
 
-/// The rules' decision adjusted by `mode` and protected paths.
-pub fn apply_mode(mode: Mode, rules: Decision, call: CallFacts<'_>, cwd: &Path) -> Verdict {
+/// Whether `path` (resolved, symlinks followed) lies in the workspace: the
+/// cwd or one of the additional roots.
+pub fn in_workspace(path: &Path, cwd: &Path, roots: &[PathBuf]) -> bool {
+    std::iter::once(cwd)
+        .chain(roots.iter().map(PathBuf::as_path))
+        .any(|root| maia_tools::path::is_within(root, path))
+}
+
+/// The rules' decision adjusted by `mode` and protected paths, in a
+/// session rooted at `cwd` with the additional workspace `roots`.
+pub fn apply_mode(
+    mode: Mode,
+    rules: Decision,
+    call: CallFacts<'_>,
+    cwd: &Path,
+    roots: &[PathBuf],
+) -> Verdict {
     let verdict = |decision| Verdict {
         decision,
         note: None,
@@ -100,7 +116,7 @@ pub fn apply_mode(mode: Mode, rules: Decision, call: CallFacts<'_>, cwd: &Path) 
             "the read-only mode (nothing may be changed or run)".to_owned(),
         ));
     }
-    if let Some(path) = protected_path(call.tool, call.input, cwd) {
+    if let Some(path) = protected_path(call.tool, call.input, cwd, roots) {
         return match mode {
             Mode::Bypass => Verdict {
                 decision: Decision::Allow,
@@ -120,9 +136,7 @@ pub fn apply_mode(mode: Mode, rules: Decision, call: CallFacts<'_>, cwd: &Path) 
                 .input
                 .get("file_path")
                 .and_then(Value::as_str)
-                .is_some_and(|p| {
-                    maia_tools::path::is_within(cwd, &maia_tools::path::resolve(cwd, p))
-                });
+                .is_some_and(|p| in_workspace(&maia_tools::path::resolve(cwd, p), cwd, roots));
             if edit && inside {
                 verdict(Decision::Allow)
             } else {

@@ -32,7 +32,9 @@
 //!   `~/x` are absolute. An allow matches the resolved path only (`..`
 //!   folded, symlinks of the longest existing ancestor followed; a dangling
 //!   symlink is never allowed); deny/ask match the path as written or
-//!   resolved. A path outside the cwd never matches a relative pattern.
+//!   resolved. Relative patterns apply inside the cwd and inside each
+//!   additional workspace root alike ([`Broker::set_roots`]); a path
+//!   outside every root never matches a relative pattern.
 //! - `WebFetch(domain:host)`: the URL's host, case-insensitive, port
 //!   ignored; `domain:*.example.org` is any subdomain but not
 //!   `example.org` itself; `domain:*` is any host.
@@ -75,7 +77,7 @@ pub use suggest::{suggest_rule, suggest_rule_value};
 
 /// Tools with no side effect outside the conversation: allowed when no
 /// rule matches (a deny or ask rule still applies).
-pub const NO_SIDE_EFFECT_TOOLS: &[&str] = &["TodoWrite", "CurrentModel"];
+pub const NO_SIDE_EFFECT_TOOLS: &[&str] = &["TodoWrite", "CurrentModel", "AskUser"];
 
 /// The broker's verdict for one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,6 +148,9 @@ pub struct Broker {
     project_file: Option<PathBuf>,
     /// The home folder (where confirmations are recorded).
     home: Option<PathBuf>,
+    /// The session's additional workspace roots: relative patterns apply
+    /// inside each of them as inside the cwd.
+    roots: Vec<PathBuf>,
 }
 
 impl Broker {
@@ -183,6 +188,17 @@ impl Broker {
         }
     }
 
+    /// Sets the session's additional workspace roots (absolute, existing
+    /// folders; see [`crate::workspace`]).
+    pub fn set_roots(&mut self, roots: Vec<PathBuf>) {
+        self.roots = roots;
+    }
+
+    /// The additional workspace roots the rules apply in.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
     /// The pending rules (not yet confirmed by the user).
     pub fn pending(&self) -> &[Rule] {
         &self.pending
@@ -193,7 +209,7 @@ impl Broker {
     pub fn pending_cover(&self, tool: &str, input: &Value, cwd: &Path) -> Option<Rule> {
         self.pending
             .iter()
-            .find(|r| r.matches_value(tool, input, cwd, true))
+            .find(|r| r.matches_in(tool, input, cwd, &self.roots, true))
             .cloned()
     }
 
@@ -252,7 +268,7 @@ impl Broker {
     /// its JSON arguments (`{"url": …}` for WebFetch, `{"skill": …}` for
     /// Skill, anything for custom and MCP tools).
     pub fn decide_value(&self, tool: &str, input: &Value, cwd: &Path) -> Decision {
-        let subject = rule::Subject::new(tool, input, cwd);
+        let subject = rule::Subject::in_roots(tool, input, cwd, &self.roots);
         let family = |f: Family| {
             self.all()
                 .flat_map(move |s| s.family(f))
@@ -339,7 +355,7 @@ impl Broker {
             let path = expand_home(target);
             let value = serde_json::json!({ "file_path": path });
             for tool in ["Write", "Edit"] {
-                let subject = rule::Subject::new(tool, &value, cwd);
+                let subject = rule::Subject::in_roots(tool, &value, cwd, &self.roots);
                 if let Some(rule) = deny
                     .iter()
                     .find(|r| r.names(tool) && r.hits(&subject, false))
@@ -358,7 +374,7 @@ impl Broker {
     /// read many files: [`read_guard`]).
     pub fn read_denied(&self, path: &Path, cwd: &Path) -> bool {
         let value = serde_json::json!({ "file_path": path });
-        let subject = rule::Subject::new("Read", &value, cwd);
+        let subject = rule::Subject::in_roots("Read", &value, cwd, &self.roots);
         self.all()
             .flat_map(|s| s.family(Family::Deny))
             .any(|r| r.names("Read") && r.hits(&subject, false))

@@ -137,10 +137,23 @@ impl Rule {
     /// (The broker lets several allow rules cover the parts of one command
     /// together.)
     pub fn matches_value(&self, tool: &str, input: &Value, cwd: &Path, for_allow: bool) -> bool {
+        self.matches_in(tool, input, cwd, &[], for_allow)
+    }
+
+    /// [`Rule::matches_value`] in a session with additional workspace
+    /// roots: relative patterns also apply inside each of `roots`.
+    pub(crate) fn matches_in(
+        &self,
+        tool: &str,
+        input: &Value,
+        cwd: &Path,
+        roots: &[PathBuf],
+        for_allow: bool,
+    ) -> bool {
         if !self.names(tool) {
             return false;
         }
-        let subject = Subject::new(tool, input, cwd);
+        let subject = Subject::in_roots(tool, input, cwd, roots);
         match (&subject, for_allow) {
             (Subject::Bash { analysis, .. }, true) => {
                 bash_allowable(analysis) && analysis.parts.iter().all(|p| self.covers_part(p))
@@ -213,11 +226,13 @@ pub(crate) enum Subject<'a> {
     Nothing,
 }
 
-/// A path (absolute, lexically normalised) and the cwd of the session.
+/// A path (absolute, lexically normalised), the cwd of the session and
+/// its additional workspace roots (relative patterns apply inside each).
 #[derive(Debug)]
 pub(crate) struct PathAt<'a> {
     pub path: PathBuf,
     pub cwd: &'a Path,
+    pub roots: &'a [PathBuf],
 }
 
 /// Whether an allow may apply to this command at all.
@@ -226,7 +241,9 @@ pub(crate) fn bash_allowable(analysis: &shell::Analysis) -> bool {
 }
 
 impl<'a> Subject<'a> {
-    pub(crate) fn new(tool: &str, input: &Value, cwd: &'a Path) -> Self {
+    /// A call in a session rooted at `cwd` with additional workspace
+    /// `roots`. Relative paths still resolve against `cwd`.
+    pub(crate) fn in_roots(tool: &str, input: &Value, cwd: &'a Path, roots: &'a [PathBuf]) -> Self {
         let kind = kind_of(tool);
         match kind {
             Kind::Bash => {
@@ -257,6 +274,7 @@ impl<'a> Subject<'a> {
                             path: PathAt {
                                 path: maia_tools::path::resolve(cwd, raw),
                                 cwd,
+                                roots,
                             },
                             dir: kind == Kind::Dir,
                         }
@@ -436,20 +454,26 @@ fn path_matches(pattern: &str, at: &PathAt<'_>, dir: bool, for_allow: bool) -> b
     let check = |m: &globset::GlobMatcher, candidate: &Path| {
         m.is_match(candidate) || (dir && m.is_match(candidate.join("_")))
     };
-    let real_cwd = real_path(cwd).unwrap_or_else(|| maia_tools::path::normalize(cwd));
+    // The workspace roots: the cwd first, then the additional ones.
+    let bases = || std::iter::once(cwd).chain(at.roots.iter().map(PathBuf::as_path));
     let real = real_path(path);
     let mut candidates: Vec<(PathBuf, PathBuf)> = Vec::new(); // (absolute, root)
     if let Some(real) = real {
-        candidates.push((real, real_cwd.clone()));
+        for base in bases() {
+            let real_base = real_path(base).unwrap_or_else(|| maia_tools::path::normalize(base));
+            candidates.push((real.clone(), real_base));
+        }
     } else if for_allow {
         // A dangling symlink: its target is unknown, never allowed.
         return false;
     }
     if !for_allow {
-        candidates.push((
-            maia_tools::path::normalize(path),
-            maia_tools::path::normalize(cwd),
-        ));
+        for base in bases() {
+            candidates.push((
+                maia_tools::path::normalize(path),
+                maia_tools::path::normalize(base),
+            ));
+        }
     }
     if absolute {
         let patterns = if for_allow {
@@ -466,7 +490,7 @@ fn path_matches(pattern: &str, at: &PathAt<'_>, dir: bool, for_allow: bool) -> b
         return false;
     };
     candidates.iter().any(|(abs, root)| {
-        // A path outside the cwd never matches a relative pattern.
+        // A path outside every root never matches a relative pattern.
         match abs.strip_prefix(root) {
             Ok(rel) if rel.as_os_str().is_empty() => dir && m.is_match("_"),
             Ok(rel) => check(&m, rel),

@@ -586,6 +586,11 @@ fn other_tools_table() {
         ("Echo", json!({"text": "hellox"}), '?'),
         ("TodoWrite", json!({"todos": []}), 'A'),
         ("CurrentModel", json!({}), 'A'),
+        (
+            "AskUser",
+            json!({"question": "q", "choices": ["a", "b"]}),
+            'A',
+        ),
         ("Unknown", json!({}), '?'),
     ];
     assert!(run_rows(&broker, cwd, &rows) >= 50);
@@ -593,6 +598,11 @@ fn other_tools_table() {
     let broker = rules(&[], &[], &["TodoWrite"]);
     assert!(matches!(
         broker.decide_value("TodoWrite", &json!({}), cwd),
+        Decision::Deny(_)
+    ));
+    let broker = rules(&[], &[], &["AskUser"]);
+    assert!(matches!(
+        broker.decide_value("AskUser", &json!({}), cwd),
         Decision::Deny(_)
     ));
 }
@@ -1050,4 +1060,129 @@ fn wrappers_alone_are_not_transparent() {
     ] {
         assert_eq!(d(c), '?', "{c}");
     }
+}
+
+/// Additional workspace roots: relative patterns apply inside each root as
+/// inside the cwd; a path outside every root (`..`, a symlink out of a
+/// root) never matches one.
+#[test]
+fn relative_patterns_apply_in_additional_roots() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let (cwd, lib, outside) = (base.join("proj"), base.join("lib"), base.join("out"));
+    for d in [cwd.join("src"), lib.join("src"), outside.clone()] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(outside.join("secret.txt"), "s").unwrap();
+    std::os::unix::fs::symlink(&outside, lib.join("src/escape")).unwrap();
+    let set = |allow: &[&str], deny: &[&str]| RuleSet {
+        allow: allow.iter().map(|r| Rule::parse(r).unwrap()).collect(),
+        deny: deny.iter().map(|r| Rule::parse(r).unwrap()).collect(),
+        ..Default::default()
+    };
+    let mut broker = Broker::new(vec![set(&["Read(src/**)", "Edit(**)"], &["Read(.env)"])]);
+    let read = |p: &Path| call("Read", &serde_json::json!({ "file_path": p }).to_string());
+    let edit = |p: &Path| {
+        call(
+            "Edit",
+            &serde_json::json!({ "file_path": p, "old_string": "a", "new_string": "b" })
+                .to_string(),
+        )
+    };
+    // Without the root, the library is outside the project.
+    assert_eq!(
+        broker.decide(&read(&lib.join("src/a.rs")), &cwd),
+        Decision::Ask
+    );
+    broker.set_roots(vec![lib.clone()]);
+    assert_eq!(
+        broker.decide(&read(&cwd.join("src/a.rs")), &cwd),
+        Decision::Allow
+    );
+    assert_eq!(
+        broker.decide(&read(&lib.join("src/a.rs")), &cwd),
+        Decision::Allow
+    );
+    assert_eq!(
+        broker.decide(&edit(&lib.join("README.md")), &cwd),
+        Decision::Allow
+    );
+    assert_eq!(
+        broker.decide(&read(&lib.join("docs/a.md")), &cwd),
+        Decision::Ask
+    );
+    assert!(matches!(
+        broker.decide(&read(&lib.join("src/.env")), &cwd),
+        Decision::Deny(_)
+    ));
+    // Out of every root: `..`, a symlink out of a root, a sibling.
+    let dotdot = lib.join("src/../../out/secret.txt");
+    assert_eq!(broker.decide(&read(&dotdot), &cwd), Decision::Ask);
+    let through = lib.join("src/escape/secret.txt");
+    assert_eq!(broker.decide(&read(&through), &cwd), Decision::Ask);
+    assert_eq!(
+        broker.decide(&edit(&outside.join("secret.txt")), &cwd),
+        Decision::Ask
+    );
+    // Relative paths still resolve against the cwd.
+    assert_eq!(
+        broker.decide(&read(Path::new("src/a.rs")), &cwd),
+        Decision::Allow
+    );
+    assert!(broker.read_denied(&lib.join(".env"), &cwd));
+}
+
+#[test]
+fn modes_treat_additional_roots_as_the_project() {
+    use crate::mode::Mode;
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let (cwd, lib, outside) = (base.join("proj"), base.join("lib"), base.join("out"));
+    for d in [&cwd, &lib, &outside] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::os::unix::fs::symlink(&outside, lib.join("escape")).unwrap();
+    let roots = vec![lib.clone()];
+    let verdict = |mode: Mode, path: &Path, roots: &[PathBuf]| {
+        let input = serde_json::json!({ "file_path": path });
+        let facts = gate::CallFacts {
+            tool: "Edit",
+            input: &input,
+            mutating: true,
+        };
+        gate::apply_mode(mode, Decision::Ask, facts, &cwd, roots).decision
+    };
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &lib.join("a.rs"), &[]),
+        Decision::Ask
+    );
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &lib.join("a.rs"), &roots),
+        Decision::Allow
+    );
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &cwd.join("a.rs"), &roots),
+        Decision::Allow
+    );
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &outside.join("a.rs"), &roots),
+        Decision::Ask
+    );
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &lib.join("escape/a.rs"), &roots),
+        Decision::Ask
+    );
+    // Protected paths are protected in every root.
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &lib.join(".git/config"), &roots),
+        Decision::Ask
+    );
+    assert_eq!(
+        verdict(Mode::AcceptEdits, &lib.join("package.json"), &roots),
+        Decision::Ask
+    );
+    assert!(matches!(
+        verdict(Mode::ReadOnly, &lib.join("a.rs"), &roots),
+        Decision::Deny(_)
+    ));
 }

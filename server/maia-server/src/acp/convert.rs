@@ -2,14 +2,14 @@
 
 use agent_client_protocol_schema::v1::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ClientCapabilities,
-    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff, MessageId, Notice,
-    NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority,
-    PlanEntryStatus, PlanUpdate, PlanUpdateContent, RequestPermissionOutcome,
+    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff, ImageContent, MessageId,
+    Notice, NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
+    PlanEntryPriority, PlanEntryStatus, PlanUpdate, PlanUpdateContent, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate, SessionMode,
-    SessionModeState, SessionNotification, SessionUpdate, StopReason, ToolCall, ToolCallContent,
-    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
-    UnstructuredCommandInput, UsageUpdate,
+    SessionModeState, SessionNotification, SessionUpdate, StopReason, Terminal, ToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind, UnstructuredCommandInput, UsageUpdate,
 };
 use maia_core::{
     ChoiceKind, CompactionState, Event, PermissionReply, PermissionRequest, ToolCallPatch,
@@ -110,6 +110,9 @@ fn content(items: &[ToolContent]) -> Vec<ToolCallContent> {
             ToolContent::Diff { diff } => ToolCallContent::Diff(
                 Diff::new(diff.path.clone(), diff.new_text.clone()).old_text(diff.old_text.clone()),
             ),
+            ToolContent::Terminal { terminal_id } => {
+                ToolCallContent::Terminal(Terminal::new(terminal_id.clone()))
+            }
         })
         .collect()
 }
@@ -246,6 +249,25 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         Event::UserMessage { message_id, text } => SessionUpdate::UserMessageChunk(
             ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
         ),
+        Event::UserImage {
+            message_id,
+            mime_type,
+            data,
+            name,
+        } => {
+            use base64::Engine;
+            let mut image = ImageContent::new(
+                base64::engine::general_purpose::STANDARD.encode(&data),
+                mime_type,
+            );
+            if name.contains("://") {
+                image = image.uri(name);
+            }
+            SessionUpdate::UserMessageChunk(
+                ContentChunk::new(ContentBlock::Image(image))
+                    .message_id(MessageId::new(message_id)),
+            )
+        }
         Event::Title(title) => SessionUpdate::SessionInfoUpdate(
             SessionInfoUpdate::new()
                 .title(title)

@@ -9,8 +9,13 @@
 //! - nothing is sent for a session before its `session/new` response;
 //! - `fs/*` requests are sent only when the client advertised them.
 
+mod ask;
+mod auth;
 mod convert;
 mod fs;
+#[cfg(feature = "llm-providers")]
+mod providers;
+mod terminal;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -21,9 +26,9 @@ use agent_client_protocol_schema::v1::{
     ContentBlock, CurrentModeUpdate, EmbeddedResourceResource, Implementation, InitializeResponse,
     ListSessionsRequest, ListSessionsResponse, LoadSessionResponse, McpCapabilities,
     NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
-    SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
-    SetSessionConfigOptionResponse,
+    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
+    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
+    SessionUpdate, SetSessionConfigOptionResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use maia_core::{Engine, EngineOptions, Event, PromptPart, SessionHandle};
@@ -135,6 +140,9 @@ struct Agent {
     /// Folders sessions were opened in (what `session/list` without a
     /// `cwd` and `session/delete` search).
     known_cwds: Mutex<BTreeSet<PathBuf>>,
+    /// The folder of the last `session/new` refused with `auth_required`
+    /// (what `authenticate` checks; else the user's settings alone).
+    auth_cwd: Mutex<Option<PathBuf>>,
 }
 
 /// Sessions per `session/list` page.
@@ -142,6 +150,30 @@ const LIST_PAGE: usize = 50;
 
 fn invalid_params(message: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, message)
+}
+
+/// The editor's services for a session's tools, as far as the client
+/// advertised them: Bash in its terminals (`terminal`), `AskUser` as a
+/// form (`elicitation.form`).
+fn client_tools(
+    conn: &Connection,
+    caps: &ClientCapabilities,
+    session_id: &str,
+) -> maia_core::ClientTools {
+    // Commands reach the editor's terminal as `maia __terminal`: without a
+    // path to this binary, Bash runs here as for a client without terminals.
+    let terminals = (caps.terminal && maia_tools::process::maia_exe().is_some()).then(|| {
+        let terminals = terminal::ClientTerminals::new(conn.clone());
+        terminals.bind(session_id);
+        Arc::new(terminals) as Arc<dyn maia_tools::Terminals>
+    });
+    let form = caps.elicitation.as_ref().is_some_and(|e| e.supports_form());
+    let asker = form.then(|| {
+        let asker = ask::ClientAsker::new(conn.clone());
+        asker.bind(session_id);
+        Arc::new(asker) as Arc<dyn maia_core::Asker>
+    });
+    maia_core::ClientTools { terminals, asker }
 }
 
 fn unknown_session(id: &str) -> RpcError {
@@ -166,6 +198,7 @@ impl Agent {
             generations: std::sync::atomic::AtomicU64::new(1),
             pumps: Mutex::new(Vec::new()),
             known_cwds: Mutex::new(BTreeSet::new()),
+            auth_cwd: Mutex::new(None),
         }
     }
 
@@ -203,6 +236,12 @@ impl Agent {
                 );
                 return;
             }
+            #[cfg(feature = "llm-providers")]
+            Err(MethodDispatchError::InvalidPayload { .. }) if method.starts_with("providers/") => {
+                self.conn
+                    .respond(id, Err(providers::invalid_payload(method, &params)));
+                return;
+            }
             Err(MethodDispatchError::InvalidPayload { source, .. }) => {
                 self.conn.respond(
                     id,
@@ -220,11 +259,12 @@ impl Agent {
         let initialized = self.client_caps().is_some();
         let result = match request {
             ClientRequest::InitializeRequest(req) => {
+                let methods = auth::methods(&req.client_capabilities);
                 if let Ok(mut client) = self.client.lock() {
                     *client = Some(req.client_capabilities);
                 }
                 tracing::info!(client = ?req.client_info.map(|c| c.name), asked = ?req.protocol_version, "initialized");
-                to_value(&initialize_response())
+                to_value(&initialize_response().auth_methods(methods))
             }
             _ if !initialized => Err(RpcError::new(
                 ErrorCode::InvalidRequest,
@@ -232,21 +272,39 @@ impl Agent {
             )),
             ClientRequest::NewSessionRequest(req) => {
                 let prompt = req.system_prompt.is_some();
-                return self.spawn_open(id, req.cwd, req.mcp_servers, Open::New, prompt);
+                return self.spawn_open(
+                    id,
+                    (req.cwd, req.additional_directories),
+                    req.mcp_servers,
+                    Open::New,
+                    prompt,
+                );
             }
             ClientRequest::LoadSessionRequest(req) => {
                 let (how, prompt) = (
                     Open::Load(req.session_id.0.to_string()),
                     req.system_prompt.is_some(),
                 );
-                return self.spawn_open(id, req.cwd, req.mcp_servers, how, prompt);
+                return self.spawn_open(
+                    id,
+                    (req.cwd, req.additional_directories),
+                    req.mcp_servers,
+                    how,
+                    prompt,
+                );
             }
             ClientRequest::ResumeSessionRequest(req) => {
                 let (how, prompt) = (
                     Open::Resume(req.session_id.0.to_string()),
                     req.system_prompt.is_some(),
                 );
-                return self.spawn_open(id, req.cwd, req.mcp_servers, how, prompt);
+                return self.spawn_open(
+                    id,
+                    (req.cwd, req.additional_directories),
+                    req.mcp_servers,
+                    how,
+                    prompt,
+                );
             }
             ClientRequest::CloseSessionRequest(req) => {
                 return self.close_session(id, req.session_id.0.as_ref());
@@ -291,7 +349,30 @@ impl Agent {
                 Ok(()) => return,
                 Err(e) => Err(e),
             },
-            ClientRequest::AuthenticateRequest(_) => Ok(json!({})),
+            #[cfg(feature = "llm-providers")]
+            ClientRequest::ListProvidersRequest(_) => to_value(&providers::list(&self.engine)),
+            #[cfg(feature = "llm-providers")]
+            ClientRequest::SetProviderRequest(req) => {
+                providers::set(&self.engine, req).and_then(|r| to_value(&r))
+            }
+            #[cfg(feature = "llm-providers")]
+            ClientRequest::DisableProviderRequest(req) => Err(providers::disable(&req)),
+            ClientRequest::AuthenticateRequest(req) => {
+                let method = req.method_id.0.to_string();
+                if !auth::known(&method) {
+                    Err(invalid_params(format!(
+                        "unknown authentication method `{method}` (offered: `{}`)",
+                        auth::AGENT_METHOD
+                    )))
+                } else {
+                    let agent = self.clone();
+                    tokio::spawn(async move {
+                        let result = agent.authenticate().await;
+                        agent.conn.respond(id, result);
+                    });
+                    return;
+                }
+            }
             _ => Err(RpcError::new(
                 ErrorCode::MethodNotFound,
                 format!("method not supported: {method}"),
@@ -352,7 +433,7 @@ impl Agent {
     fn spawn_open(
         self: &Arc<Self>,
         id: Id,
-        cwd: PathBuf,
+        (cwd, additional): (PathBuf, Vec<PathBuf>),
         mcp_servers: Vec<agent_client_protocol_schema::v1::McpServer>,
         how: Open,
         system_prompt: bool,
@@ -361,6 +442,14 @@ impl Agent {
             self.conn.respond(id, Err(e));
             return;
         }
+        let roots =
+            match maia_core::workspace::additional_roots(&cwd, &additional, self.engine.home()) {
+                Ok(roots) => roots,
+                Err(e) => {
+                    self.conn.respond(id, Err(invalid_params(e.to_string())));
+                    return;
+                }
+            };
         let mcp = convert::mcp_servers(mcp_servers, &cwd);
         let generation = self
             .generations
@@ -390,7 +479,7 @@ impl Agent {
         let agent = self.clone();
         tokio::spawn(async move {
             agent
-                .open_session(id, cwd, how, mcp, (live, generation))
+                .open_session(id, (cwd, roots), how, mcp, (live, generation))
                 .await
         });
     }
@@ -404,7 +493,7 @@ impl Agent {
     async fn open_session(
         self: Arc<Self>,
         id: Id,
-        cwd: PathBuf,
+        (cwd, roots): (PathBuf, Vec<PathBuf>),
         how: Open,
         mcp: Vec<maia_core::McpServerConfig>,
         (live, generation): (Option<Arc<SessionEntry>>, u64),
@@ -426,6 +515,20 @@ impl Agent {
                 tracing::warn!("the reopened session did not stop in time");
             }
         }
+        // The proxy is asked first: a new session that could not answer a
+        // prompt is refused with `auth_required`, so the editor offers its
+        // login; a saved one opens anyway (its history is readable).
+        let listed = match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT).await {
+            Ok(models) => models,
+            Err(problem) if matches!(how, Open::New) => {
+                if let Ok(mut last) = self.auth_cwd.lock() {
+                    *last = Some(cwd.clone());
+                }
+                self.fail_open(id, None, generation, auth::required(&problem));
+                return;
+            }
+            Err(_) => Vec::new(),
+        };
         let caps = self.client_caps().unwrap_or_default();
         let fs = fs::ClientFs::new(self.conn.clone(), &caps);
         let engine = self.engine.clone();
@@ -435,11 +538,11 @@ impl Agent {
         // Settings, rules, skills and the journal are read off the runtime.
         let opened = tokio::task::spawn_blocking(move || match opening {
             Open::New => Ok((
-                engine.start_session_with_mcp(cwd_for_engine, fs_for_engine, mcp),
+                engine.start_session_with_mcp(cwd_for_engine, fs_for_engine, mcp, roots),
                 Vec::new(),
             )),
             Open::Load(sid) | Open::Resume(sid) => {
-                engine.load_session_with_mcp(cwd_for_engine, fs_for_engine, &sid, mcp)
+                engine.load_session_with_mcp(cwd_for_engine, fs_for_engine, &sid, mcp, roots)
             }
         })
         .await;
@@ -463,19 +566,8 @@ impl Agent {
             }
         };
         fs.bind(handle.id());
+        handle.use_client(client_tools(&self.conn, &caps, handle.id()));
         let session_id = handle.id().to_owned();
-        let listed =
-            match tokio::time::timeout(MODEL_LIST_WAIT, self.engine.list_models(&cwd)).await {
-                Ok(Ok(models)) => models,
-                Ok(Err(e)) => {
-                    tracing::warn!("cannot list the models: {e}");
-                    Vec::new()
-                }
-                Err(_) => {
-                    tracing::warn!("the model list did not arrive in time");
-                    Vec::new()
-                }
-            };
         handle.default_model_from(&listed);
         let models: Models = Arc::new(Mutex::new(listed.clone()));
         let forwarder = Forwarder {
@@ -561,6 +653,21 @@ impl Agent {
         if let Ok(mut pumps) = self.pumps.lock() {
             pumps.retain(|p| !p.is_finished());
             pumps.push(pump);
+        }
+    }
+
+    /// `authenticate`: the settings are read again and the proxy asked.
+    async fn authenticate(&self) -> Result<Value, RpcError> {
+        let cwd = self
+            .auth_cwd
+            .lock()
+            .ok()
+            .and_then(|c| c.clone())
+            .or_else(|| self.engine.home().map(Path::to_path_buf))
+            .unwrap_or_else(std::env::temp_dir);
+        match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT).await {
+            Ok(_) => Ok(json!({})),
+            Err(problem) => Err(auth::required(&problem)),
         }
     }
 
@@ -800,6 +907,7 @@ impl Agent {
             .take(LIST_PAGE)
             .map(|s| {
                 SessionInfo::new(s.id.clone(), s.cwd.clone())
+                    .additional_directories(s.roots.clone())
                     .title(s.title.clone().unwrap_or_else(|| s.name.clone()))
                     .updated_at(s.updated_at.clone())
             })
@@ -900,16 +1008,21 @@ fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
 }
 
 fn initialize_response() -> InitializeResponse {
+    let capabilities = AgentCapabilities::new();
+    #[cfg(feature = "llm-providers")]
+    let capabilities =
+        capabilities.providers(agent_client_protocol_schema::v1::ProvidersCapabilities::new());
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
-            AgentCapabilities::new()
+            capabilities
                 .load_session(true)
                 .mcp_capabilities(McpCapabilities::new().http(true))
-                .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+                .prompt_capabilities(PromptCapabilities::new().embedded_context(true).image(true))
                 .session_capabilities(
                     SessionCapabilities::new()
                         .list(SessionListCapabilities::new())
                         .resume(SessionResumeCapabilities::new())
+                        .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
                         .close(SessionCloseCapabilities::new())
                         .delete(SessionDeleteCapabilities::new()),
                 ),
@@ -917,9 +1030,19 @@ fn initialize_response() -> InitializeResponse {
         .agent_info(Implementation::new("maia", env!("CARGO_PKG_VERSION")).title("MAIA"))
 }
 
-/// Converts ACP prompt content into engine parts.
+/// Converts ACP prompt content into engine parts. An image comes as its
+/// bytes (`data`) or, without them, as a `file://` `uri` read like a
+/// linked file; its limits are the engine's.
 fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<PromptPart>, RpcError> {
     let mut parts = Vec::with_capacity(blocks.len());
+    let mut pasted = 0;
+    let mut image_name = |uri: Option<&str>| match uri {
+        Some(uri) => uri.to_owned(),
+        None => {
+            pasted += 1;
+            format!("pasted-image-{pasted}")
+        }
+    };
     for block in blocks {
         match block {
             ContentBlock::Text(text) => parts.push(PromptPart::Text(text.text)),
@@ -937,15 +1060,41 @@ fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<PromptPart>, RpcError> 
                         text: text.text,
                     });
                 }
+                EmbeddedResourceResource::BlobResourceContents(blob)
+                    if blob
+                        .mime_type
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("image/")) =>
+                {
+                    parts.push(PromptPart::Image {
+                        name: blob.uri.clone(),
+                        mime_type: blob.mime_type.clone().unwrap_or_default(),
+                        data: decode_base64(&blob.blob, &blob.uri)?,
+                    });
+                }
                 EmbeddedResourceResource::BlobResourceContents(blob) => parts.push(
                     PromptPart::Note(format!("binary resource {} skipped", blob.uri)),
                 ),
                 _ => parts.push(PromptPart::Note("unsupported resource skipped".into())),
             },
-            ContentBlock::Image(_) => {
-                return Err(invalid_params(
-                    "image content is not supported (promptCapabilities.image is false)",
-                ));
+            ContentBlock::Image(image) if !image.data.is_empty() => {
+                let name = image_name(image.uri.as_deref());
+                let data = decode_base64(&image.data, &name)?;
+                parts.push(PromptPart::Image {
+                    name,
+                    mime_type: image.mime_type,
+                    data,
+                });
+            }
+            ContentBlock::Image(image) => {
+                match image.uri.as_deref().and_then(maia_core::prompt::uri_path) {
+                    Some(path) => parts.push(PromptPart::File(path)),
+                    None => {
+                        return Err(invalid_params(
+                            "an image block needs its base64 `data` or a file:// `uri`",
+                        ));
+                    }
+                }
             }
             ContentBlock::Audio(_) => {
                 return Err(invalid_params(
@@ -956,6 +1105,15 @@ fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<PromptPart>, RpcError> 
         }
     }
     Ok(parts)
+}
+
+/// Base64 bytes of a prompt block (an invalid encoding is the client's error).
+fn decode_base64(data: &str, what: &str) -> Result<Vec<u8>, RpcError> {
+    use base64::Engine;
+    let compact: String = data.split_ascii_whitespace().collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact.as_bytes())
+        .map_err(|e| invalid_params(format!("the data of {what} is not valid base64: {e}")))
 }
 
 /// Forwards one session's engine events to the client, in order, and

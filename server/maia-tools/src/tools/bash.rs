@@ -20,10 +20,73 @@ use crate::runner::{self, Outcome};
 /// Most characters of output returned (the middle is dropped).
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
 pub(crate) async fn execute(input: &BashInput, ctx: &ToolContext) -> ToolOutput {
+    if let Some(terminals) = &ctx.terminals {
+        return match terminal_request(input, ctx) {
+            Ok(request) => crate::terminal::run_bash(input, ctx, terminals.as_ref(), request).await,
+            Err(message) => ToolOutput::error(message),
+        };
+    }
     match run(input, ctx).await {
         Ok(output) => output,
         Err(err) => ToolOutput::error(format!("Could not run the command: {err}")),
     }
+}
+
+/// The terminal a Bash call runs in: `maia __terminal` (see
+/// [`crate::terminal::TERMINAL_ARG`]) with the command, MAIA's variables
+/// and, under the session's sandbox, its policy in the environment; the
+/// session's cwd. Outside the `maia` binary (tests of this crate), without
+/// a sandbox: the shell itself with `-c COMMAND`.
+fn terminal_request(
+    input: &BashInput,
+    ctx: &ToolContext,
+) -> Result<crate::terminal::TerminalRequest, String> {
+    use crate::terminal::{COMMAND_ENV, POLICY_ENV, TERMINAL_ARG};
+    let refused = |e: &dyn std::fmt::Display| {
+        format!(
+            "The command was not run: {e}. Ask the user to run it without the sandbox or to set `sandbox` in ~/.maia/settings.json."
+        )
+    };
+    let mut env = vec![(
+        "MAIA_CWD".to_owned(),
+        ctx.cwd.to_string_lossy().into_owned(),
+    )];
+    let mut sandboxed = false;
+    if let Some(sandbox) = &ctx.sandbox {
+        if let Some(tmp) = sandbox.temp_dir().map_err(|e| refused(&e))? {
+            env.push(("TMPDIR".to_owned(), tmp.to_string_lossy().into_owned()));
+        }
+        if sandbox.policy().mode != crate::sandbox::SandboxMode::Off {
+            let policy = serde_json::to_string(sandbox.policy()).map_err(|e| refused(&e))?;
+            env.push((POLICY_ENV.to_owned(), policy));
+            sandboxed = true;
+        }
+    }
+    let (command, args) = match crate::process::maia_exe() {
+        Some(exe) => {
+            env.push((COMMAND_ENV.to_owned(), input.command.clone()));
+            (
+                exe.to_string_lossy().into_owned(),
+                vec![TERMINAL_ARG.to_owned()],
+            )
+        }
+        None if sandboxed => {
+            return Err(refused(
+                &"the sandbox needs the maia binary, which cannot be found",
+            ));
+        }
+        None => (
+            crate::shell().path.to_string_lossy().into_owned(),
+            vec!["-c".to_owned(), input.command.clone()],
+        ),
+    };
+    Ok(crate::terminal::TerminalRequest {
+        command,
+        args,
+        env,
+        cwd: ctx.cwd.clone(),
+        output_byte_limit: crate::terminal::OUTPUT_BYTE_LIMIT,
+    })
 }
 
 async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput> {

@@ -81,6 +81,16 @@ pub(crate) async fn execute(input: &GlobInput, ctx: &ToolContext) -> Result<Tool
         )));
     }
     let matcher = Matcher::new(&input.pattern)?;
+    if let Some(base) = literal_base(&input.pattern)
+        && !base.starts_with(&root)
+        && !root.starts_with(&base)
+    {
+        return Err(ToolError::Other(format!(
+            "The absolute pattern {} lies outside the searched folder {}, so it matches nothing. Pass the folder to search as `path` (absolute for another workspace folder) and a pattern relative to it.",
+            input.pattern,
+            root.display()
+        )));
+    }
     let cancel = ctx.cancel.clone();
     let screen = Screen::new(&root, ctx.read_guard.clone());
     let (found, screen) = tokio::task::spawn_blocking(move || {
@@ -93,6 +103,27 @@ pub(crate) async fn execute(input: &GlobInput, ctx: &ToolContext) -> Result<Tool
         out.content = format!("{}\n{note}", out.content);
     }
     Ok(out)
+}
+
+/// The leading folders of an absolute pattern that hold no glob character
+/// (`/w/lib` for `/w/lib/src/**/*.rs`); `None` for a relative pattern.
+fn literal_base(pattern: &str) -> Option<PathBuf> {
+    let path = Path::new(pattern);
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut base = PathBuf::new();
+    for part in path.components() {
+        if part
+            .as_os_str()
+            .to_string_lossy()
+            .contains(['*', '?', '[', '{'])
+        {
+            break;
+        }
+        base.push(part);
+    }
+    Some(crate::path::normalize(&base))
 }
 
 fn collect(
@@ -196,6 +227,25 @@ mod tests {
         );
         let out = run(&ctx, "Glob", json!({"pattern": "*.py"})).await;
         assert_eq!(out.content, "No files found");
+    }
+
+    #[tokio::test]
+    async fn absolute_patterns_inside_or_outside_the_searched_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let (proj, lib) = (dir.path().join("proj"), dir.path().join("lib"));
+        touch(&proj.join("a.rs"), 1);
+        touch(&lib.join("src/b.rs"), 1);
+        let ctx = ctx(&proj);
+        let inside = format!("{}/*.rs", proj.display());
+        let out = run(&ctx, "Glob", json!({"pattern": inside})).await;
+        assert_eq!(out.content, proj.join("a.rs").display().to_string());
+        let outside = format!("{}/src/*.rs", lib.display());
+        let out = run(&ctx, "Glob", json!({"pattern": outside})).await;
+        assert!(out.is_error && out.content.contains("`path`"), "{out:?}");
+        let out = run(&ctx, "Glob", json!({"pattern": "src/*.rs", "path": lib})).await;
+        assert_eq!(out.content, lib.join("src/b.rs").display().to_string());
+        let out = run(&ctx, "Glob", json!({"pattern": outside, "path": lib})).await;
+        assert_eq!(out.content, lib.join("src/b.rs").display().to_string());
     }
 
     #[tokio::test]

@@ -1,9 +1,13 @@
-//! The Read tool: numbered file content like `cat -n`.
+//! The Read tool: numbered file content like `cat -n`; a PNG, JPEG, GIF
+//! or WebP file is returned as an image (the engine shows it to a model
+//! that accepts images and tells one that does not).
 
 use std::path::Path;
 
 use crate::context::{ToolContext, ToolOutput};
 use crate::error::ToolError;
+use crate::fs::FsError;
+use crate::image::{ImageError, is_image_path, read_image_file, sniff};
 use crate::input::ReadInput;
 use crate::path::resolve;
 use crate::truncate::truncate_end;
@@ -17,9 +21,51 @@ pub const MAX_LINE_CHARS: usize = 2_000;
 
 pub(crate) async fn execute(input: &ReadInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let path = resolve(&ctx.cwd, &input.file_path);
-    let content = ctx.fs.read_to_string(&path).await?;
+    if is_image_path(&path) {
+        return Ok(read_image(&path).await);
+    }
+    let content = match ctx.fs.read_to_string(&path).await {
+        Ok(content) => content,
+        // An image without an image extension.
+        Err(FsError::Binary(_)) if sniffs_as_image(&path).await => {
+            return Ok(read_image(&path).await);
+        }
+        Err(e) => return Err(e.into()),
+    };
     ctx.reads.record(&path, &content);
     Ok(render(&path, &content, input.offset, input.limit))
+}
+
+async fn sniffs_as_image(path: &Path) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 12];
+    match tokio::fs::File::open(path).await {
+        Ok(mut file) => file
+            .read_exact(&mut head)
+            .await
+            .is_ok_and(|_| sniff(&head).is_some()),
+        Err(_) => false,
+    }
+}
+
+/// An image file as an image output (read from disk: an editor serves
+/// text only).
+async fn read_image(path: &Path) -> ToolOutput {
+    match read_image_file(path).await {
+        Ok(image) => {
+            let mut out = ToolOutput::ok(format!(
+                "{} is an image ({}).",
+                path.display(),
+                image.describe()
+            ));
+            out.images.push(image);
+            out
+        }
+        Err(ImageError::Unreadable(e)) if !path.exists() => {
+            ToolOutput::error(format!("File not found: {} ({e})", path.display()))
+        }
+        Err(e) => ToolOutput::error(format!("{} cannot be shown: {e}", path.display())),
+    }
 }
 
 /// Formats `content` from line `offset` (1-based) for at most `limit` lines.
@@ -131,6 +177,32 @@ mod tests {
 
         let out = render(path, &"y".repeat(5000), None, None);
         assert!(out.content.contains("[line truncated]"));
+    }
+
+    #[tokio::test]
+    async fn images_are_returned_as_images() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx(dir.path());
+        let png = crate::image::test_png(64, 32);
+        std::fs::write(dir.path().join("a.png"), &png).unwrap();
+        // Also without an image extension.
+        std::fs::write(dir.path().join("shot"), &png).unwrap();
+        for name in ["a.png", "shot"] {
+            let out = run(&ctx, "Read", json!({"file_path": name})).await;
+            assert!(!out.is_error, "{}", out.content);
+            assert_eq!(out.images.len(), 1);
+            assert_eq!(&*out.images[0].bytes, png.as_slice());
+            assert!(out.content.contains("image/png, 64×32"), "{}", out.content);
+        }
+        std::fs::write(dir.path().join("bad.png"), b"not a png").unwrap();
+        let out = run(&ctx, "Read", json!({"file_path": "bad.png"})).await;
+        assert!(out.is_error && out.content.contains("not a supported image"));
+        let out = run(&ctx, "Read", json!({"file_path": "missing.png"})).await;
+        assert!(
+            out.is_error && out.content.contains("not found"),
+            "{}",
+            out.content
+        );
     }
 
     #[tokio::test]

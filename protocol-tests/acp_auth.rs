@@ -1,0 +1,278 @@
+//! ACP authentication (issue 14): the methods `initialize` offers,
+//! `auth_required` (-32000) from `session/new` when the proxy cannot be
+//! used, and the same request succeeding after `authenticate` or after a
+//! restart that follows `maia login`. Also the client-managed gateway
+//! (`providers/*`).
+
+use maia_test_support::{self as mock, MockLlm};
+use serde_json::{Value, json};
+
+use crate::cli_login::{dead_port, maia as run_maia};
+use crate::harness::{Maia, Options, agent_text};
+
+fn with(settings: Value) -> Options {
+    Options {
+        settings,
+        ..Default::default()
+    }
+}
+
+fn method_ids(init: &Value) -> Vec<String> {
+    init["result"]["authMethods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn terminal_login_is_offered_only_to_clients_that_can_run_it() {
+    let mut maia = Maia::start().await;
+    let init = maia.initialize().await;
+    assert_eq!(method_ids(&init), ["agent"], "{init}");
+    let agent = &init["result"]["authMethods"][0];
+    assert!(agent.get("type").is_none(), "{agent}");
+    assert!(
+        agent["description"]
+            .as_str()
+            .unwrap()
+            .contains("~/.maia/settings.json"),
+        "{agent}"
+    );
+
+    let mut maia = Maia::start().await;
+    let init = maia
+        .initialize_with(json!({"auth": {"terminal": true}}))
+        .await;
+    assert_eq!(method_ids(&init), ["login", "agent"], "{init}");
+    let login = &init["result"]["authMethods"][0];
+    assert_eq!(login["type"], "terminal");
+    assert_eq!(login["args"], json!(["login"]));
+
+    // Zed's pre-stabilization convention.
+    let mut maia = Maia::start().await;
+    let init = maia
+        .initialize_with(json!({"_meta": {"terminal-auth": true}}))
+        .await;
+    assert_eq!(method_ids(&init), ["login", "agent"], "{init}");
+    let legacy = &init["result"]["authMethods"][0]["_meta"]["terminal-auth"];
+    assert_eq!(legacy["args"], json!(["login"]), "{init}");
+    assert!(
+        legacy["command"].as_str().unwrap().ends_with("maia"),
+        "{legacy}"
+    );
+}
+
+async fn new_session_error(maia: &mut Maia) -> Value {
+    let cwd = maia.cwd();
+    let id = maia
+        .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    maia.response(id).await.0
+}
+
+#[tokio::test]
+async fn no_proxy_means_auth_required_until_login_and_authenticate() {
+    let dead = format!("http://127.0.0.1:{}", dead_port().await);
+    let mut maia = Maia::start_with(with(json!({"LiteLLM_URL": dead}))).await;
+    let init = maia.initialize().await;
+    assert!(!method_ids(&init).is_empty());
+    let resp = new_session_error(&mut maia).await;
+    assert_eq!(resp["error"]["code"], -32000, "{resp}");
+    let message = resp["error"]["message"].as_str().unwrap();
+    assert!(message.contains("connection refused"), "{message}");
+    assert!(message.contains("maia login"), "{message}");
+
+    // Still broken: authenticate says so, with the same code.
+    let id = maia
+        .request("authenticate", json!({"methodId": "agent"}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["error"]["code"], -32000, "{resp}");
+    let id = maia
+        .request("authenticate", json!({"methodId": "nope"}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["error"]["code"], -32602, "{resp}");
+
+    // The user runs `maia login` in a terminal (same HOME).
+    let url = maia.mock.url();
+    let run = run_maia(
+        maia.home.path(),
+        maia.home.path(),
+        &["login", "--url", &url, "--model", "mock-model"],
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let id = maia
+        .request("authenticate", json!({"methodId": "agent"}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"], json!({}), "{resp}");
+    let sid = maia.new_session().await;
+    maia.mock.push(mock::text_reply("first answer"));
+    let id = maia.prompt(&sid, "hello").await;
+    let (resp, before) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    assert_eq!(agent_text(&before), "first answer");
+}
+
+#[tokio::test]
+async fn a_refused_key_means_auth_required_and_a_restart_after_login_works() {
+    let mut maia = Maia::start_with(with(json!({"LiteLLM_API_Key": "sk-stale"}))).await;
+    maia.mock.require_key(Some("sk-fresh"));
+    maia.initialize_with(json!({"auth": {"terminal": true}}))
+        .await;
+    let resp = new_session_error(&mut maia).await;
+    assert_eq!(resp["error"]["code"], -32000, "{resp}");
+    let message = resp["error"]["message"].as_str().unwrap();
+    assert!(message.contains("refused the API key"), "{message}");
+    assert!(!message.contains("sk-stale"), "{message}");
+
+    // The client runs the terminal method (`maia login`), then restarts.
+    let url = maia.mock.url();
+    let run = run_maia(
+        maia.home.path(),
+        maia.home.path(),
+        &["login", "--url", &url, "--key-env", "FRESH"],
+        &[("FRESH", "sk-fresh")],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let mut maia = maia.restart().await;
+    maia.initialize_with(json!({"auth": {"terminal": true}}))
+        .await;
+    let sid = maia.new_session().await;
+    maia.mock.push(mock::text_reply("with the new key"));
+    let id = maia.prompt(&sid, "hi").await;
+    let (resp, before) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    assert_eq!(agent_text(&before), "with the new key");
+}
+
+#[tokio::test]
+async fn a_saved_session_still_opens_without_a_proxy() {
+    let (mut maia, sid) = Maia::ready().await;
+    maia.mock.push(mock::text_reply("kept"));
+    let id = maia.prompt(&sid, "remember").await;
+    maia.response(id).await;
+    maia.mock.require_key(Some("sk-other"));
+    let mut maia = maia.restart().await;
+    maia.initialize().await;
+    let cwd = maia.cwd();
+    let id = maia
+        .request(
+            "session/load",
+            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    let (resp, before) = maia.response(id).await;
+    assert!(resp.get("result").is_some(), "{resp}");
+    assert!(agent_text(&before).contains("kept"));
+}
+
+#[tokio::test]
+async fn providers_route_new_sessions_through_the_client_gateway() {
+    let mut maia = Maia::start_capturing_stderr(Options::default(), "debug").await;
+    let init = maia.initialize().await;
+    assert!(
+        init["result"]["agentCapabilities"]["providers"].is_object(),
+        "{init}"
+    );
+    let id = maia.request("providers/list", json!({})).await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(
+        resp["result"]["providers"],
+        json!([{
+            "providerId": "main",
+            "supported": ["openai"],
+            "required": true,
+            "current": {"apiType": "openai", "baseUrl": maia.mock.url()}
+        }]),
+        "{resp}"
+    );
+    let before_set = maia.new_session().await;
+
+    let gateway = MockLlm::start().await;
+    gateway.require_key(Some("sk-gateway-secret"));
+    let id = maia
+        .request(
+            "providers/set",
+            json!({"providerId": "main", "apiType": "openai", "baseUrl": gateway.url(),
+                   "headers": {"Authorization": "Bearer sk-gateway-secret", "x-gateway-tag": "t-77"}}),
+        )
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"], json!({}), "{resp}");
+
+    let sid = maia.new_session().await;
+    gateway.push(mock::text_reply("via the gateway"));
+    let id = maia.prompt(&sid, "hi").await;
+    let (resp, before) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    assert_eq!(agent_text(&before), "via the gateway");
+    let headers = gateway.headers();
+    let sent = headers.last().unwrap();
+    assert!(
+        sent.iter()
+            .any(|(k, v)| k == "x-gateway-tag" && v == "t-77"),
+        "{sent:?}"
+    );
+    assert!(
+        maia.mock.requests().is_empty(),
+        "nothing went to the old proxy"
+    );
+
+    // The session opened before keeps its route.
+    maia.mock.push(mock::text_reply("old route"));
+    let id = maia.prompt(&before_set, "hi").await;
+    let (_, before) = maia.response(id).await;
+    assert_eq!(agent_text(&before), "old route");
+
+    let id = maia.request("providers/list", json!({})).await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(
+        resp["result"]["providers"][0]["current"],
+        json!({"apiType": "openai", "baseUrl": gateway.url()})
+    );
+
+    let id = maia
+        .request("providers/disable", json!({"providerId": "main"}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["error"]["code"], -32602, "{resp}");
+    assert!(
+        resp["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("required")
+    );
+
+    // Bad input: wrong type for a header value, unknown provider, bad URL.
+    for params in [
+        json!({"providerId": "main", "apiType": "openai", "baseUrl": gateway.url(), "headers": {"Authorization": ["sk-gateway-secret"]}}),
+        json!({"providerId": "other", "apiType": "openai", "baseUrl": gateway.url()}),
+        json!({"providerId": "main", "apiType": "openai", "baseUrl": "ftp://x"}),
+        json!({"providerId": "main", "apiType": "anthropic", "baseUrl": gateway.url()}),
+        json!({"providerId": "main", "apiType": "openai", "baseUrl": gateway.url(), "headers": {"X-Bad": "sk-gateway-secret\r\nX-Injected: 1"}}),
+    ] {
+        let id = maia.request("providers/set", params.clone()).await;
+        let (resp, _) = maia.response(id).await;
+        assert!(resp["error"]["code"].as_i64().is_some(), "{params}: {resp}");
+    }
+
+    // No header value anywhere on stdout or in the debug log.
+    for m in &maia.seen {
+        assert!(!m.to_string().contains("sk-gateway-secret"), "{m}");
+        assert!(!m.to_string().contains("t-77"), "{m}");
+    }
+    maia.close_stdin();
+    maia.wait_exit(crate::harness::WAIT).await;
+    let log = maia.stderr.lock().unwrap().clone();
+    assert!(!log.contains("sk-gateway-secret"), "{log}");
+    assert!(!log.contains("t-77"), "{log}");
+}

@@ -1,0 +1,249 @@
+//! Markdown commands: `<name>.md` files in `.maia/commands` and
+//! `.claude/commands` (of the home folder and of the working folder),
+//! typed as `/name arguments`.
+//!
+//! The file's body (without its front matter) becomes the user's message,
+//! with `$ARGUMENTS` replaced by what follows the name (when the body has
+//! no `$ARGUMENTS`, non-empty arguments are appended). The optional front
+//! matter gives `description` (else the body's first line) and
+//! `argument-hint` (the editor's input hint); other keys are ignored.
+//!
+//! Precedence, lowest first ([`roots`]): `~/.claude/commands`,
+//! `<cwd>/.claude/commands`, `~/.maia/commands`, `<cwd>/.maia/commands`: a
+//! later folder wins a name, so MAIA's places win over `.claude` ones. MAIA's
+//! built-in commands and skills win over a Markdown command of the same name.
+//!
+//! A command is text the user chose to send: it runs no program and its
+//! `@` references and `` !`…` `` lines are not expanded (a cloned
+//! repository's command file must not read `~/.ssh` into the context or
+//! run anything unasked).
+
+use std::path::{Path, PathBuf};
+
+use crate::skills::{self, ARGUMENTS_PLACEHOLDER};
+
+/// Characters of a description taken from the body's first line.
+const DESCRIPTION_CHARS: usize = 120;
+
+/// One Markdown command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkdownCommand {
+    /// The file name without `.md`.
+    pub name: String,
+    pub description: String,
+    /// `argument-hint` of the front matter.
+    pub hint: Option<String>,
+    pub path: PathBuf,
+    /// The body uses `$ARGUMENTS`.
+    pub takes_arguments: bool,
+}
+
+/// The result of [`load`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadedCommands {
+    /// Sorted by name.
+    pub commands: Vec<MarkdownCommand>,
+    /// Problems found (each names the file).
+    pub warnings: Vec<String>,
+}
+
+impl LoadedCommands {
+    /// The command called `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&MarkdownCommand> {
+        self.commands.iter().find(|c| c.name == name)
+    }
+}
+
+/// The folders read, lowest precedence first (duplicates removed).
+pub fn roots(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for family in [".claude", ".maia"] {
+        for base in [home, Some(cwd)].into_iter().flatten() {
+            let root = base.join(family).join("commands");
+            if !out.contains(&root) {
+                out.push(root);
+            }
+        }
+    }
+    out
+}
+
+/// Loads the Markdown commands for a session in `cwd`. Problems are
+/// returned as warnings (and logged), never errors.
+pub fn load(home: Option<&Path>, cwd: &Path) -> LoadedCommands {
+    let mut commands: Vec<MarkdownCommand> = Vec::new();
+    let mut warnings = Vec::new();
+    for root in roots(home, cwd) {
+        for command in load_root(&root, &mut warnings) {
+            commands.retain(|c| c.name != command.name);
+            commands.push(command);
+        }
+    }
+    commands.sort_by(|a, b| a.name.cmp(&b.name));
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
+    LoadedCommands { commands, warnings }
+}
+
+/// A name the user can type after `/`.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+}
+
+fn load_root(root: &Path, warnings: &mut Vec<String>) -> Vec<MarkdownCommand> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            warnings.push(format!("cannot read {}: {e}", root.display()));
+            return Vec::new();
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md") && p.is_file())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .filter_map(|path| load_command(path, warnings))
+        .collect()
+}
+
+fn load_command(path: &Path, warnings: &mut Vec<String>) -> Option<MarkdownCommand> {
+    let name = path.file_stem().and_then(|n| n.to_str()).unwrap_or("");
+    if !valid_name(name) {
+        warnings.push(format!(
+            "command {}: the name must be letters, digits, `-`, `_`, `.` or `:`; skipped",
+            path.display()
+        ));
+        return None;
+    }
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            warnings.push(format!(
+                "cannot read command {}: {e}; skipped",
+                path.display()
+            ));
+            return None;
+        }
+    };
+    let header = match skills::parse_front_matter(&text) {
+        Ok(header) => header,
+        Err(e) => {
+            warnings.push(format!(
+                "command {}: invalid front matter ({e}); skipped",
+                path.display()
+            ));
+            return None;
+        }
+    };
+    let body = skills::body_of(&text, ARGUMENTS_PLACEHOLDER);
+    let description = header
+        .description
+        .map(|d| d.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|d| !d.is_empty())
+        .or_else(|| first_line(&body))
+        .unwrap_or_else(|| format!("Run {}", path.display()));
+    Some(MarkdownCommand {
+        name: name.to_owned(),
+        description,
+        hint: header.argument_hint.filter(|h| !h.trim().is_empty()),
+        path: path.to_path_buf(),
+        takes_arguments: body.contains(ARGUMENTS_PLACEHOLDER),
+    })
+}
+
+/// The body's first non-empty line, without Markdown heading marks,
+/// shortened.
+fn first_line(body: &str) -> Option<String> {
+    let line = body
+        .lines()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        .find(|l| !l.is_empty())?;
+    let mut out: String = line.chars().take(DESCRIPTION_CHARS).collect();
+    if line.chars().count() > DESCRIPTION_CHARS {
+        out.push('…');
+    }
+    Some(out)
+}
+
+/// The message a command sends: its body with `$ARGUMENTS` replaced by
+/// `arguments`, or the arguments appended when the body does not use them.
+pub fn message(command: &MarkdownCommand, arguments: &str) -> std::io::Result<String> {
+    let text = std::fs::read_to_string(&command.path)?;
+    let mut out = skills::body_of(&text, arguments);
+    if !arguments.is_empty() && !text.contains(ARGUMENTS_PLACEHOLDER) {
+        out.push_str(&format!("\n\nArguments: {arguments}"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn loads_four_places_maia_wins() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (home, cwd) = (tmp.path().join("home"), tmp.path().join("proj"));
+        write(
+            &home.join(".claude/commands/fix.md"),
+            "---\ndescription: claude home\n---\nFix $ARGUMENTS",
+        );
+        write(
+            &cwd.join(".claude/commands/fix.md"),
+            "---\ndescription: claude project\nargument-hint: '[issue]'\n---\nFix issue $ARGUMENTS now",
+        );
+        write(
+            &home.join(".maia/commands/review.md"),
+            "# Review the diff\n\nLook at git diff.",
+        );
+        write(
+            &cwd.join(".claude/commands/review.md"),
+            "---\ndescription: claude review\n---\nx",
+        );
+        write(&cwd.join(".maia/commands/bad name.md"), "x");
+        write(&cwd.join(".maia/commands/broken.md"), "---\n: : [\n---\nx");
+        write(&cwd.join(".maia/commands/notes.txt"), "not a command");
+        let loaded = load(Some(&home), &cwd);
+        let names: Vec<&str> = loaded.commands.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["fix", "review"]);
+        let fix = loaded.get("fix").unwrap();
+        assert_eq!(fix.description, "claude project");
+        assert_eq!(fix.hint.as_deref(), Some("[issue]"));
+        assert!(fix.takes_arguments);
+        assert_eq!(message(fix, "#42").unwrap(), "Fix issue #42 now");
+        // MAIA's home folder wins over the project's .claude folder.
+        let review = loaded.get("review").unwrap();
+        assert_eq!(review.description, "Review the diff");
+        assert!(!review.takes_arguments && review.hint.is_none());
+        assert_eq!(
+            message(review, "src/").unwrap(),
+            "# Review the diff\n\nLook at git diff.\n\nArguments: src/"
+        );
+        assert_eq!(
+            message(review, "").unwrap(),
+            "# Review the diff\n\nLook at git diff."
+        );
+        assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
+    }
+
+    #[test]
+    fn no_folder_no_commands() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(load(None, tmp.path()), LoadedCommands::default());
+        assert_eq!(roots(Some(tmp.path()), tmp.path()).len(), 2);
+    }
+}

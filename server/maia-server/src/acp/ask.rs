@@ -1,0 +1,169 @@
+//! `AskUser` questions as `elicitation/create` in form mode, for a client
+//! that advertised `clientCapabilities.elicitation.form`: one required
+//! enum field with the choices, one optional free-text field. The answer
+//! (accept, decline or cancel) goes back to the model.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use agent_client_protocol_schema::v1::{
+    CreateElicitationRequest, CreateElicitationResponse, ElicitationAction,
+    ElicitationContentValue, ElicitationFormMode, ElicitationSchema, ElicitationSessionScope,
+    StringPropertySchema, ToolCallId,
+};
+use maia_core::{Answer, Asker, Question};
+use maia_rpc::Connection;
+
+/// The form's field holding the choice.
+pub const CHOICE_FIELD: &str = "choice";
+/// The form's optional free-text field.
+pub const NOTE_FIELD: &str = "note";
+
+#[derive(Clone)]
+pub struct ClientAsker {
+    conn: Connection,
+    session_id: Arc<OnceLock<String>>,
+}
+
+impl ClientAsker {
+    pub fn new(conn: Connection) -> Self {
+        ClientAsker {
+            conn,
+            session_id: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Names the session the questions belong to.
+    pub fn bind(&self, session_id: &str) {
+        let _ = self.session_id.set(session_id.to_owned());
+    }
+}
+
+/// The `elicitation/create` request for a question.
+pub fn request(session_id: &str, question: &Question) -> CreateElicitationRequest {
+    let schema = ElicitationSchema::new()
+        .property(
+            CHOICE_FIELD,
+            StringPropertySchema::new()
+                .title("Answer".to_owned())
+                .enum_values(question.choices.clone()),
+            true,
+        )
+        .property(
+            NOTE_FIELD,
+            StringPropertySchema::new()
+                .title("Anything to add (optional)".to_owned())
+                .max_length(2_000),
+            false,
+        );
+    let scope = ElicitationSessionScope::new(session_id.to_owned())
+        .tool_call_id(ToolCallId::new(question.tool_call_id.clone()));
+    CreateElicitationRequest::new(
+        ElicitationFormMode::new(scope, schema),
+        question.question.clone(),
+    )
+}
+
+fn text(value: Option<&ElicitationContentValue>) -> Option<String> {
+    match value? {
+        ElicitationContentValue::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+        _ => None,
+    }
+}
+
+/// Reads the client's answer; a choice that was not offered is kept as the
+/// user's words.
+pub fn answer(question: &Question, response: CreateElicitationResponse) -> Result<Answer, String> {
+    match response.action {
+        ElicitationAction::Accept(accept) => {
+            let content = accept.content.unwrap_or_else(BTreeMap::new);
+            let picked = text(content.get(CHOICE_FIELD));
+            let mut note = text(content.get(NOTE_FIELD));
+            let choice = match picked {
+                Some(p) if question.choices.contains(&p) => Some(p),
+                Some(other) => {
+                    note = Some(match note {
+                        Some(n) => format!("{other}; {n}"),
+                        None => other,
+                    });
+                    None
+                }
+                None => None,
+            };
+            Ok(Answer::Chosen { choice, note })
+        }
+        ElicitationAction::Decline => Ok(Answer::Declined),
+        ElicitationAction::Cancel => Ok(Answer::Cancelled),
+        _ => Err("the editor answered with an unknown action".to_owned()),
+    }
+}
+
+#[async_trait::async_trait]
+impl Asker for ClientAsker {
+    async fn ask(&self, question: &Question) -> Result<Answer, String> {
+        let session = self.session_id.get().cloned().unwrap_or_default();
+        let params =
+            serde_json::to_value(request(&session, question)).map_err(|e| e.to_string())?;
+        let value = self
+            .conn
+            .request("elicitation/create", params)
+            .await
+            .map_err(|e| format!("the editor could not show it: {e}"))?;
+        let response: CreateElicitationResponse = serde_json::from_value(value)
+            .map_err(|e| format!("unreadable elicitation/create answer: {e}"))?;
+        answer(question, response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn question() -> Question {
+        Question {
+            question: "Which database?".into(),
+            choices: vec!["sqlite".into(), "postgres".into()],
+            tool_call_id: "tool-1".into(),
+        }
+    }
+
+    #[test]
+    fn the_form_has_an_enum_and_an_optional_note() {
+        let value = serde_json::to_value(request("s1", &question())).unwrap();
+        assert_eq!(value["mode"], "form");
+        assert_eq!(value["sessionId"], "s1");
+        assert_eq!(value["toolCallId"], "tool-1");
+        assert_eq!(value["message"], "Which database?");
+        let schema = &value["requestedSchema"];
+        assert_eq!(schema["type"], "object");
+        assert_eq!(
+            schema["properties"]["choice"]["enum"],
+            json!(["sqlite", "postgres"])
+        );
+        assert_eq!(schema["properties"]["note"]["type"], "string");
+        assert_eq!(schema["required"], json!(["choice"]));
+    }
+
+    #[test]
+    fn answers_are_read() {
+        let read = |v: serde_json::Value| answer(&question(), serde_json::from_value(v).unwrap());
+        assert_eq!(
+            read(json!({"action": "accept", "content": {"choice": "postgres", "note": " v16 "}})),
+            Ok(Answer::Chosen {
+                choice: Some("postgres".into()),
+                note: Some("v16".into())
+            })
+        );
+        assert_eq!(
+            read(json!({"action": "accept", "content": {"choice": "mysql"}})),
+            Ok(Answer::Chosen {
+                choice: None,
+                note: Some("mysql".into())
+            })
+        );
+        assert_eq!(read(json!({"action": "decline"})), Ok(Answer::Declined));
+        assert_eq!(read(json!({"action": "cancel"})), Ok(Answer::Cancelled));
+    }
+}

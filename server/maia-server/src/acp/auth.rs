@@ -1,0 +1,122 @@
+//! ACP authentication: the methods `initialize` offers, `authenticate`,
+//! and the `auth_required` (-32000) answer of `session/new` when the proxy
+//! cannot be reached or refuses the key.
+//!
+//! - `agent` (always offered): `authenticate` re-reads the settings and
+//!   asks the proxy for its models; `{}` when it answers, else -32000 with
+//!   what to put in which file or variable.
+//! - `login`, of type `terminal` with `args: ["login"]`, only when the
+//!   client sent `clientCapabilities.auth.terminal: true`: the client runs
+//!   `maia login` in a terminal, then starts MAIA again. For Zed's older
+//!   `_meta["terminal-auth"]` convention (client `_meta["terminal-auth"]:
+//!   true` without `auth.terminal`), the same `login` entry is an agent
+//!   method carrying that `_meta`; `authenticate` with it checks like
+//!   `agent`.
+
+use std::path::Path;
+
+use agent_client_protocol_schema::v1::{
+    AuthMethod, AuthMethodAgent, AuthMethodTerminal, ClientCapabilities,
+};
+use maia_core::Engine;
+use maia_rpc::{ErrorCode, RpcError};
+use serde_json::json;
+
+use crate::probe::Problem;
+
+/// The method that checks the settings again.
+pub const AGENT_METHOD: &str = "agent";
+/// The terminal login (`maia login`).
+pub const LOGIN_METHOD: &str = "login";
+
+/// What to do when no client-side login is possible.
+const BY_HAND: &str = "Run `maia login` in a terminal, or put \"LiteLLM_URL\" (the proxy, e.g. http://localhost:4000) and \"LiteLLM_API_Key\" in ~/.maia/settings.json (or set the LITELLM_API_KEY variable before the editor starts MAIA), then check again.";
+
+/// The `authMethods` of `initialize` for a client with `caps`.
+pub fn methods(caps: &ClientCapabilities) -> Vec<AuthMethod> {
+    let mut methods = Vec::new();
+    let login_description =
+        "Opens a terminal running `maia login`: proxy URL, API key, default model.";
+    if caps.auth.terminal {
+        methods.push(AuthMethod::Terminal(
+            AuthMethodTerminal::new(LOGIN_METHOD, "Log in with maia login")
+                .description(login_description)
+                .args(vec!["login".to_owned()]),
+        ));
+    } else if legacy_terminal(caps) {
+        let command = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "maia".to_owned());
+        let meta = json!({"terminal-auth": {
+            "label": "maia login",
+            "command": command,
+            "args": ["login"],
+            "env": {},
+        }});
+        methods.push(AuthMethod::Agent(
+            AuthMethodAgent::new(LOGIN_METHOD, "Log in with maia login")
+                .description(login_description)
+                .meta(meta.as_object().cloned()),
+        ));
+    }
+    methods.push(AuthMethod::Agent(
+        AuthMethodAgent::new(AGENT_METHOD, "Check the MAIA settings again").description(format!(
+            "Re-reads ~/.maia/settings.json and checks the LiteLLM proxy. {BY_HAND}"
+        )),
+    ));
+    methods
+}
+
+/// Zed's pre-stabilization flag `_meta["terminal-auth"]: true`.
+fn legacy_terminal(caps: &ClientCapabilities) -> bool {
+    caps.meta
+        .as_ref()
+        .and_then(|m| m.get("terminal-auth"))
+        .and_then(serde_json::Value::as_bool)
+        == Some(true)
+}
+
+/// Whether `id` is one of the methods [`methods`] may offer.
+pub fn known(id: &str) -> bool {
+    id == AGENT_METHOD || id == LOGIN_METHOD
+}
+
+/// The `auth_required` error for `problem`.
+pub fn required(problem: &Problem) -> RpcError {
+    RpcError::new(
+        ErrorCode::AuthRequired,
+        format!(
+            "MAIA cannot use its LiteLLM proxy: {problem}. Fix: {}. Or log in again with `maia login` in a terminal.",
+            problem.fix()
+        ),
+    )
+}
+
+/// Asks the proxy a session in `cwd` would use for its models. `Ok` with
+/// the list, or `Err` with the problem when the proxy cannot be reached
+/// or refuses the key; other failures (a slow proxy, a 5xx) are not a
+/// login matter and give an empty list.
+pub async fn check(
+    engine: &Engine,
+    cwd: &Path,
+    wait: std::time::Duration,
+) -> Result<Vec<String>, Problem> {
+    let llm = engine.settings(cwd).llm;
+    match tokio::time::timeout(wait, engine.probe_models(cwd)).await {
+        Ok(Ok(models)) => Ok(models),
+        Ok(Err(e)) => {
+            let problem = Problem::from_error(&e, &llm);
+            if problem.needs_login() {
+                tracing::warn!("the proxy cannot be used: {problem}");
+                Err(problem)
+            } else {
+                tracing::warn!("cannot list the models: {e}");
+                Ok(Vec::new())
+            }
+        }
+        Err(_) => {
+            tracing::warn!("the model list did not arrive in time");
+            Ok(Vec::new())
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The editor's terminals (`terminal/*`), for the Bash tool of a session
+//! whose client advertised `clientCapabilities.terminal`. The engine
+//! decides the sequence (`maia_tools::terminal`); this only speaks it.
+
+use std::sync::{Arc, OnceLock};
+
+use agent_client_protocol_schema::v1::{
+    CreateTerminalRequest, CreateTerminalResponse, EnvVariable, KillTerminalRequest,
+    ReleaseTerminalRequest, TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse,
+    WaitForTerminalExitRequest, WaitForTerminalExitResponse,
+};
+use maia_rpc::Connection;
+use maia_tools::{TerminalError, TerminalExit, TerminalOutput, TerminalRequest, Terminals};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+#[derive(Clone)]
+pub struct ClientTerminals {
+    conn: Connection,
+    session_id: Arc<OnceLock<String>>,
+}
+
+impl ClientTerminals {
+    pub fn new(conn: Connection) -> Self {
+        ClientTerminals {
+            conn,
+            session_id: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Names the session the requests belong to.
+    pub fn bind(&self, session_id: &str) {
+        let _ = self.session_id.set(session_id.to_owned());
+    }
+
+    fn session(&self) -> String {
+        self.session_id.get().cloned().unwrap_or_default()
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+    ) -> Result<T, TerminalError> {
+        let params = serde_json::to_value(params).map_err(|e| TerminalError(e.to_string()))?;
+        let value = self
+            .conn
+            .request(method, params)
+            .await
+            .map_err(|e| TerminalError(format!("{method} failed: {e}")))?;
+        // `{}` and `null` both answer the methods without a result.
+        let value = if value.is_null() {
+            serde_json::json!({})
+        } else {
+            value
+        };
+        serde_json::from_value(value)
+            .map_err(|e| TerminalError(format!("unreadable {method} answer: {e}")))
+    }
+}
+
+fn exit(status: TerminalExitStatus) -> TerminalExit {
+    TerminalExit {
+        exit_code: status.exit_code,
+        signal: status.signal,
+    }
+}
+
+/// The answer of `terminal/kill` and `terminal/release` (anything goes).
+#[derive(serde::Deserialize)]
+struct Empty {}
+
+#[async_trait::async_trait]
+impl Terminals for ClientTerminals {
+    async fn create(&self, request: TerminalRequest) -> Result<String, TerminalError> {
+        let env = request
+            .env
+            .into_iter()
+            .map(|(name, value)| EnvVariable::new(name, value))
+            .collect();
+        let params = CreateTerminalRequest::new(self.session(), request.command)
+            .args(request.args)
+            .env(env)
+            .cwd(request.cwd)
+            .output_byte_limit(request.output_byte_limit);
+        let created: CreateTerminalResponse = self.call("terminal/create", params).await?;
+        Ok(created.terminal_id.0.to_string())
+    }
+
+    async fn wait_for_exit(&self, id: &str) -> Result<TerminalExit, TerminalError> {
+        let params = WaitForTerminalExitRequest::new(self.session(), id.to_owned());
+        let waited: WaitForTerminalExitResponse =
+            self.call("terminal/wait_for_exit", params).await?;
+        Ok(exit(waited.exit_status))
+    }
+
+    async fn output(&self, id: &str) -> Result<TerminalOutput, TerminalError> {
+        let params = TerminalOutputRequest::new(self.session(), id.to_owned());
+        let output: TerminalOutputResponse = self.call("terminal/output", params).await?;
+        Ok(TerminalOutput {
+            output: output.output,
+            truncated: output.truncated,
+            exit: output.exit_status.map(exit),
+        })
+    }
+
+    async fn kill(&self, id: &str) -> Result<(), TerminalError> {
+        let params = KillTerminalRequest::new(self.session(), id.to_owned());
+        self.call::<Empty>("terminal/kill", params)
+            .await
+            .map(|_| ())
+    }
+
+    async fn release(&self, id: &str) -> Result<(), TerminalError> {
+        let params = ReleaseTerminalRequest::new(self.session(), id.to_owned());
+        self.call::<Empty>("terminal/release", params)
+            .await
+            .map(|_| ())
+    }
+}
