@@ -506,7 +506,8 @@ async fn images_count_in_the_context_estimate_and_survive_a_compaction() {
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     let requests = maia.mock.requests();
     assert_eq!(requests.len(), 3, "summary, then the answer");
-    assert_eq!(requests[1]["max_tokens"], 4000, "compacted first");
+    // Compacted first (the summary may take a quarter of this small window).
+    assert_eq!(requests[1]["max_tokens"], 14_500 / 4, "compacted first");
     assert!(
         image_urls(&requests[1]).is_empty(),
         "the summary is asked without images"

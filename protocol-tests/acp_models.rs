@@ -118,6 +118,13 @@ async fn the_model_is_asked_last_and_unknown_means_no_usage_update() {
     maia.mock
         .push_window_answer(mock::text_reply("200k tokens"));
     let (sid, _) = session_with(&mut maia).await;
+    // Asked in the background as the session opened: the first turn never
+    // waits for the answer; a later one uses it.
+    usage_of_turn(&mut maia, &sid).await;
+    let cache = maia.home.path().join(".maia/cache/windows.json");
+    assert!(
+        crate::harness::eventually(std::time::Duration::from_secs(10), || cache.exists()).await
+    );
     assert_eq!(usage_of_turn(&mut maia, &sid).await[0]["size"], 200_000);
     assert_eq!(maia.mock.window_questions(), 1);
 
