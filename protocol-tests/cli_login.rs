@@ -290,9 +290,29 @@ fn write_settings(home: &Path, value: &Value) {
 async fn doctor_reports_every_check_and_exits_zero_when_ready() {
     let mock = mock_with_models().await;
     mock.require_key(Some("sk-doc"));
+    // Two models whose windows only the models themselves know: one answered an earlier
+    // session (kept in the windows cache), one could not tell.
+    mock.set_models(vec![
+        json!({"id": "gpt-4.1"}),
+        json!({"id": "local", "max_input_tokens": 32768}),
+        json!({"id": "mystery"}),
+        json!({"id": "silent"}),
+    ]);
     let mcp_url = maia_test_support::mock_mcp::spawn_http().await.unwrap();
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".maia/cache")).unwrap();
+    std::fs::write(
+        home.path().join(".maia/cache/windows.json"),
+        json!({"version": 1, "windows": [
+            {"server": mock.url(), "model": "mystery", "tokens": 65536,
+             "source": "askedModel", "date": "2026-11-30T10:00:00Z"},
+            {"server": mock.url(), "model": "silent", "tokens": null,
+             "source": "askedModel", "date": "2026-11-30T10:00:01Z"}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
     write_settings(
         home.path(),
         &json!({
@@ -320,10 +340,12 @@ async fn doctor_reports_every_check_and_exits_zero_when_ready() {
     for line in [
         "✓ proxy answers at ",
         "✓ key accepted (key: LiteLLM_API_Key in the settings)",
-        "✓ 2 models listed",
+        "✓ 4 models listed",
         "✓ default model local (from the `model` setting) is listed",
         "✓ gpt-4.1: 1,047,576 tokens, from /model/info",
         "✓ local (default): 32,768 tokens, from model list",
+        "✓ mystery: 65,536 tokens, from the model's own answer (windows cache)",
+        "- silent: window unknown; the model could not tell it (2026-11-30T10:00:01Z;",
         "✓ context file ",
         "✓ 1 skill: release",
         "- no custom tools",

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use maia_core::EngineOptions;
+use maia_core::window::WindowSource;
 use serde_json::{Value, json};
 
 use crate::probe::{self, Probe};
@@ -255,8 +256,29 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
         }
         for id in ids.iter().take(MAX_MODEL_LINES) {
             let marker = if *id == model { " (default)" } else { "" };
-            match found.window(id, &settings.context_windows) {
-                Some((tokens, source)) => checks.push(Check::ok(
+            // A model's own answer, kept by an earlier session, comes after the proxy's routes.
+            let asked = || {
+                let disk = maia_core::window::DiskCache::in_home(home?);
+                let entry = disk.get(llm.base_url.trim_end_matches('/'), id)?;
+                Some(
+                    entry
+                        .tokens
+                        .map(|t| (t, WindowSource::AskedModel))
+                        .ok_or(entry.date),
+                )
+            };
+            let window = match found.window(id, &settings.context_windows) {
+                Some(found) => Some(Ok(found)),
+                None => asked(),
+            };
+            match window {
+                Some(Err(date)) => checks.push(Check::absent(
+                    "window",
+                    format!(
+                        "{id}{marker}: window unknown; the model could not tell it ({date}; delete its entry in ~/.maia/cache/windows.json to ask again, or set contextWindows)"
+                    ),
+                )),
+                Some(Ok((tokens, source))) => checks.push(Check::ok(
                     "window",
                     format!(
                         "{id}{marker}: {} tokens, from {}",

@@ -56,7 +56,7 @@ pub fn source_label(source: WindowSource) -> &'static str {
         WindowSource::Manual => "contextWindows setting",
         WindowSource::ModelInfo => "/model/info",
         WindowSource::ModelList => "model list",
-        WindowSource::AskedModel => "asked the model",
+        WindowSource::AskedModel => "the model's own answer (windows cache)",
     }
 }
 
