@@ -75,7 +75,15 @@ pub fn store(cwd: &Path, image: &ImageData) -> std::io::Result<ImageRef> {
     let Some(path) = blob_path(cwd, &sha256, image.mime_type) else {
         return Err(std::io::Error::other("bad image hash"));
     };
-    if path.is_file() {
+    // Already stored: made fresh again, so a cleanup that read the journals
+    // before this one records the image keeps it (see [`remove_unreferenced`]).
+    if path.is_file()
+        && std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(std::time::SystemTime::now()))
+            .is_ok()
+    {
         return Ok(reference);
     }
     let dir = images_dir(cwd);
@@ -92,10 +100,29 @@ pub fn store(cwd: &Path, image: &ImageData) -> std::io::Result<ImageRef> {
 }
 
 /// The bytes of a stored image, if the file is there and still has them.
+/// Only a regular file (not a link, FIFO or device: the folder is inside
+/// the project, where a command may have put anything) within the image
+/// size limit, holding an image of the recorded type, is read.
 pub fn load(cwd: &Path, reference: &ImageRef) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = blob_path(cwd, &reference.sha256, &reference.mime_type)?;
-    let bytes = std::fs::read(path).ok()?;
-    (hex(&Sha256::digest(&bytes)) == reference.sha256).then_some(bytes)
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let limit = maia_tools::image::MAX_IMAGE_BYTES as u64;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > limit {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= limit
+        && maia_tools::image::sniff(&bytes) == Some(reference.mime_type.as_str())
+        && hex(&Sha256::digest(&bytes)) == reference.sha256)
+        .then_some(bytes)
 }
 
 /// Removes the stored images no journal of `cwd` names any more (after a
@@ -462,5 +489,64 @@ mod tests {
         assert!(!blob.exists());
         store(dir.path(), &image).unwrap();
         assert!(stand_in(&image, 3).contains("a.png (image/png, 4×3, 45 bytes), shown in turn 3"));
+    }
+
+    #[test]
+    fn only_a_stored_image_file_is_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let image =
+            maia_tools::image::image("a.png", maia_tools::image::test_png(4, 3), None).unwrap();
+        let r = store(dir.path(), &image).unwrap();
+        let path = images_dir(dir.path()).join(format!("{}.png", r.sha256));
+        // A FIFO in its place (a command could make one): no hang.
+        std::fs::remove_file(&path).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (cwd, reference) = (dir.path().to_owned(), r.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(load(&cwd, &reference));
+        });
+        let loaded = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(loaded, Ok(None), "a FIFO must not be waited on");
+        // A link to the right bytes elsewhere: not followed.
+        std::fs::remove_file(&path).unwrap();
+        let outside = dir.path().join("outside.png");
+        std::fs::write(&outside, &image.bytes).unwrap();
+        std::os::unix::fs::symlink(&outside, &path).unwrap();
+        assert_eq!(load(dir.path(), &r), None);
+        // The right bytes under a record that lies about their type: refused.
+        std::fs::remove_file(&path).unwrap();
+        let lying = ImageRef {
+            mime_type: "text/html".into(),
+            ..r.clone()
+        };
+        let bin = images_dir(dir.path()).join(format!("{}.bin", r.sha256));
+        std::fs::write(&bin, &image.bytes).unwrap();
+        assert_eq!(load(dir.path(), &lying), None);
+    }
+
+    #[test]
+    fn storing_an_image_again_keeps_it_from_a_concurrent_cleanup() {
+        let dir = tempfile::tempdir().unwrap();
+        let image =
+            maia_tools::image::image("a.png", maia_tools::image::test_png(4, 3), None).unwrap();
+        let r = store(dir.path(), &image).unwrap();
+        let blob = images_dir(dir.path()).join(format!("{}.png", r.sha256));
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        std::fs::File::options()
+            .write(true)
+            .open(&blob)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        // Another session stores the same image; its record is not written
+        // yet when a deleted session's cleanup runs.
+        store(dir.path(), &image).unwrap();
+        assert_eq!(remove_unreferenced(dir.path()), 0);
+        assert!(blob.is_file());
     }
 }
