@@ -348,8 +348,18 @@ fn plan(
     })
 }
 
+/// The window a provider's "too long" message names for a request MAIA
+/// estimated at `rejected` tokens, when it is believable: a window of more
+/// than twice the rejected request contradicts the rejection (estimates are
+/// not that far off), and is not adopted.
+pub(crate) fn told_window(message: &str, rejected: u64) -> Option<u64> {
+    window_from_error(message).filter(|&told| told <= rejected.saturating_mul(2))
+}
+
 /// A window size read from a provider's "too long" message, e.g. "maximum
-/// context length is 8192 tokens" or "context size (4096 tokens)".
+/// context length is 8192 tokens" or "context size (4096 tokens)"; a number
+/// no model window has (under 256 or over [`maia_llm::MAX_TOKEN_COUNT`]) is
+/// not one.
 pub(crate) fn window_from_error(message: &str) -> Option<u64> {
     let lower = message.to_lowercase();
     for marker in [
@@ -365,7 +375,7 @@ pub(crate) fn window_from_error(message: &str) -> Option<u64> {
                 .filter(char::is_ascii_digit)
                 .collect();
             if let Ok(n) = digits.parse::<u64>()
-                && n >= 256
+                && (256..=maia_llm::MAX_TOKEN_COUNT).contains(&n)
             {
                 return Some(n);
             }
@@ -808,6 +818,18 @@ mod tests {
             Some(4096)
         );
         assert_eq!(window_from_error("too long"), None);
+    }
+
+    #[test]
+    fn absurd_windows_in_errors_are_not_adopted() {
+        let says = |n: &str| format!("This model's maximum context length is {n} tokens. However");
+        assert_eq!(window_from_error(&says("1")), None);
+        assert_eq!(window_from_error(&says("1000000000000")), None);
+        assert_eq!(window_from_error(&says("99999999999999999999999")), None);
+        // Above the request it rejected: not believable.
+        assert_eq!(told_window(&says("1000000"), 20_000), None);
+        assert_eq!(told_window(&says("16384"), 20_000), Some(16_384));
+        assert_eq!(told_window(&says("24000"), 20_000), Some(24_000));
     }
 
     fn history(results: usize, size: usize) -> Vec<ChatMessage> {

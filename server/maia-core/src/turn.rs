@@ -752,7 +752,7 @@ impl Session {
                     // The model is the final judge of its window: compact once and retry.
                     compacted = true;
                     let rejected = self.calibrated(request_chars);
-                    if let Some(told) = crate::compaction::window_from_error(&message)
+                    if let Some(told) = crate::compaction::told_window(&message, rejected)
                         && self.window.is_none_or(|w| told < w)
                     {
                         tracing::info!(
