@@ -113,6 +113,15 @@ pub(crate) fn estimate(chars: usize) -> u64 {
     chars.div_ceil(CHARS_PER_TOKEN) as u64
 }
 
+/// Whether a response's `usage` can be of a request and answer of `chars`
+/// characters (plus `image_tokens` of images): within the ratio the
+/// calibration accepts (0.1 to 10 times the estimate).
+pub(crate) fn believable_usage(usage: &maia_llm::Usage, image_tokens: u64, chars: usize) -> bool {
+    let estimated = estimate(chars) as f64;
+    let kept = usage.kept().saturating_sub(image_tokens) as f64;
+    estimated > 0.0 && kept < estimated * 10.0
+}
+
 pub(crate) fn message_chars(messages: &[ChatMessage]) -> usize {
     messages
         .iter()
@@ -346,14 +355,6 @@ fn plan(
         shrunk,
         interim_tokens: u32::try_from(interim_chars / CHARS_PER_TOKEN).unwrap_or(SUMMARY_TOKENS),
     })
-}
-
-/// The window a provider's "too long" message names for a request MAIA
-/// estimated at `rejected` tokens, when it is believable: a window of more
-/// than twice the rejected request contradicts the rejection (estimates are
-/// not that far off), and is not adopted.
-pub(crate) fn told_window(message: &str, rejected: u64) -> Option<u64> {
-    window_from_error(message).filter(|&told| told <= rejected.saturating_mul(2))
 }
 
 /// A window size read from a provider's "too long" message, e.g. "maximum
@@ -826,10 +827,7 @@ mod tests {
         assert_eq!(window_from_error(&says("1")), None);
         assert_eq!(window_from_error(&says("1000000000000")), None);
         assert_eq!(window_from_error(&says("99999999999999999999999")), None);
-        // Above the request it rejected: not believable.
-        assert_eq!(told_window(&says("1000000"), 20_000), None);
-        assert_eq!(told_window(&says("16384"), 20_000), Some(16_384));
-        assert_eq!(told_window(&says("24000"), 20_000), Some(24_000));
+        assert_eq!(window_from_error(&says("100000000")), Some(100_000_000));
     }
 
     fn history(results: usize, size: usize) -> Vec<ChatMessage> {
