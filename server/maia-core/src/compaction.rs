@@ -409,7 +409,8 @@ impl Session {
     /// plus the current turn's images at their token cost (measured sizes
     /// exclude them).
     pub(crate) fn context_tokens(&self) -> u64 {
-        crate::images::overlay_tokens(&self.turn_images) + self.text_tokens()
+        crate::images::overlay_tokens(&crate::images::within_request_limits(&self.turn_images))
+            + self.text_tokens()
     }
 
     fn text_tokens(&self) -> u64 {

@@ -383,6 +383,36 @@ pub(crate) fn with_images(
     out
 }
 
+/// The images of `overlay` one request can carry: the newest, at most
+/// [`MAX_IMAGES_PER_MESSAGE`](maia_tools::image::MAX_IMAGES_PER_MESSAGE)
+/// and [`MAX_MESSAGE_IMAGE_BYTES`](maia_tools::image::MAX_MESSAGE_IMAGE_BYTES)
+/// together. A turn that shows images step after step (screenshots) would
+/// otherwise send all of them with every request, past the providers'
+/// limits; older ones keep their stand-in text.
+pub(crate) fn within_request_limits(overlay: &Overlay) -> Overlay {
+    use maia_tools::image::{MAX_IMAGES_PER_MESSAGE, MAX_MESSAGE_IMAGE_BYTES};
+    let (mut count, mut bytes) = (0usize, 0usize);
+    let mut kept: Overlay = Vec::with_capacity(overlay.len());
+    for (anchor, images) in overlay.iter().rev() {
+        let mut newest = Vec::new();
+        for image in images.iter().rev() {
+            if count < MAX_IMAGES_PER_MESSAGE
+                && bytes + image.bytes.len() <= MAX_MESSAGE_IMAGE_BYTES
+            {
+                count += 1;
+                bytes += image.bytes.len();
+                newest.push(image.clone());
+            }
+        }
+        if !newest.is_empty() {
+            newest.reverse();
+            kept.push((anchor.clone(), newest));
+        }
+    }
+    kept.reverse();
+    kept
+}
+
 /// Tokens of the images in `overlay` ([`maia_tools::image::token_cost`]).
 pub(crate) fn overlay_tokens(overlay: &Overlay) -> u64 {
     overlay
@@ -548,5 +578,39 @@ mod tests {
         store(dir.path(), &image).unwrap();
         assert_eq!(remove_unreferenced(dir.path()), 0);
         assert!(blob.is_file());
+    }
+
+    #[test]
+    fn a_request_carries_the_newest_images_within_the_limits() {
+        let image = |i: u32| {
+            maia_tools::image::image(
+                &format!("s{i}.png"),
+                maia_tools::image::test_png(i + 1, 1),
+                None,
+            )
+            .unwrap()
+        };
+        // 25 tool steps of one turn, a screenshot each.
+        let overlay: Overlay = (0..25)
+            .map(|i| (Anchor::Tool(format!("c{i}")), vec![image(i)]))
+            .collect();
+        let kept = within_request_limits(&overlay);
+        let names: Vec<String> = kept
+            .iter()
+            .flat_map(|(_, images)| images.iter().map(|i| i.name.clone()))
+            .collect();
+        assert_eq!(names.len(), maia_tools::image::MAX_IMAGES_PER_MESSAGE);
+        assert_eq!(names.first().map(String::as_str), Some("s5.png"));
+        assert_eq!(names.last().map(String::as_str), Some("s24.png"));
+        // After a compaction they all sit on the kept prompt: the same cap.
+        let all = vec![(
+            Anchor::User("p".into()),
+            overlay.into_iter().flat_map(|(_, i)| i).collect::<Vec<_>>(),
+        )];
+        let kept = within_request_limits(&all);
+        assert_eq!(kept[0].1.len(), maia_tools::image::MAX_IMAGES_PER_MESSAGE);
+        assert_eq!(kept[0].1[0].name, "s5.png");
+        let few = vec![(Anchor::User("p".into()), vec![image(1), image(2)])];
+        assert_eq!(within_request_limits(&few), few);
     }
 }

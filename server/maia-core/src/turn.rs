@@ -729,9 +729,10 @@ impl Session {
             let request_chars = serde_json::to_string(&request.body())
                 .map(|b| b.len())
                 .unwrap_or(0);
-            let image_tokens = images::overlay_tokens(&self.turn_images);
+            let shown = images::within_request_limits(&self.turn_images);
+            let image_tokens = images::overlay_tokens(&shown);
             let request = ChatRequest {
-                messages: images::with_images(request.messages, &self.turn_images),
+                messages: images::with_images(request.messages, &shown),
                 ..request
             };
             let (result, partial, thought) = self.stream(&request, cancel).await;
