@@ -88,6 +88,11 @@ pub fn store(cwd: &Path, image: &ImageData) -> std::io::Result<ImageRef> {
     }
     let dir = images_dir(cwd);
     std::fs::create_dir_all(&dir)?;
+    if std::fs::symlink_metadata(&dir)?.file_type().is_symlink() {
+        return Err(std::io::Error::other(
+            "the image folder is a symbolic link; nothing is written through it",
+        ));
+    }
     // A temporary name of its own: two sessions may store the same image at
     // once; the second rename replaces the first with the same bytes.
     let tmp = dir.join(format!(".{sha256}.{}.tmp", uuid::Uuid::new_v4().simple()));
@@ -129,7 +134,13 @@ pub fn load(cwd: &Path, reference: &ImageRef) -> Option<Vec<u8>> {
 /// session was deleted). An image stored in the last minute is kept: its
 /// record may be on its way. Returns how many files were removed.
 pub fn remove_unreferenced(cwd: &Path) -> usize {
-    let Ok(blobs) = std::fs::read_dir(images_dir(cwd)) else {
+    // The folder is inside the project: a link there may lead anywhere, and
+    // nothing is removed through it.
+    let dir = images_dir(cwd);
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return 0;
+    }
+    let Ok(blobs) = std::fs::read_dir(&dir) else {
         return 0;
     };
     let mut named = std::collections::HashSet::new();
@@ -162,6 +173,8 @@ pub fn remove_unreferenced(cwd: &Path) -> usize {
             .and_then(|m| m.modified())
             .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < recent));
         if hash.len() == 64
+            && hash.bytes().all(|b| b.is_ascii_hexdigit())
+            && blob.file_type().is_ok_and(|t| t.is_file())
             && !named.contains(hash)
             && !fresh
             && std::fs::remove_file(&path).is_ok()
@@ -612,5 +625,35 @@ mod tests {
         assert_eq!(kept[0].1[0].name, "s5.png");
         let few = vec![(Anchor::User("p".into()), vec![image(1), image(2)])];
         assert_eq!(within_request_limits(&few), few);
+    }
+
+    #[test]
+    fn cleanup_removes_nothing_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let victim = elsewhere.path().join(format!("{}.png", "a".repeat(64)));
+        std::fs::write(&victim, b"not ours").unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        std::fs::File::options()
+            .write(true)
+            .open(&victim)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        std::fs::create_dir_all(crate::store::sessions_dir(dir.path())).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), images_dir(dir.path())).unwrap();
+        assert_eq!(remove_unreferenced(dir.path()), 0);
+        assert!(victim.is_file());
+        let image =
+            maia_tools::image::image("a.png", maia_tools::image::test_png(4, 3), None).unwrap();
+        assert!(store(dir.path(), &image).is_err());
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 1);
+        // Nor a link inside the real folder.
+        std::fs::remove_file(images_dir(dir.path())).unwrap();
+        std::fs::create_dir_all(images_dir(dir.path())).unwrap();
+        let link = images_dir(dir.path()).join(format!("{}.png", "b".repeat(64)));
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert_eq!(remove_unreferenced(dir.path()), 0);
+        assert!(victim.is_file());
     }
 }
