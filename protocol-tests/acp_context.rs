@@ -653,9 +653,17 @@ async fn absurd_usage_numbers_from_the_proxy_are_not_believed() {
     let (_, before) = turn(&mut maia, &sid, "two").await;
     let used = updates_of(&before, "usage_update").last().unwrap()["used"].clone();
     assert!(used.as_u64().is_some_and(|u| u < 100_000), "{used}");
-    maia.mock.push(mock::text_reply("third"));
+    // No prompt tokens (null): the answer's 5 tokens are not the context.
+    maia.mock.push(reply_with_usage(
+        "third",
+        json!({"prompt_tokens": null, "completion_tokens": 5}),
+    ));
     let (_, before) = turn(&mut maia, &sid, "three").await;
+    let used = updates_of(&before, "usage_update").last().unwrap()["used"].clone();
+    assert!(used.as_u64().is_some_and(|u| u > 100), "{used}");
+    maia.mock.push(mock::text_reply("fourth"));
+    let (_, before) = turn(&mut maia, &sid, "four").await;
     assert!(updates_of(&before, "compaction").is_empty(), "{before:?}");
-    assert_eq!(maia.mock.requests().len(), 3, "no summary request");
-    assert!(agent_text(&before).contains("third"));
+    assert_eq!(maia.mock.requests().len(), 4, "no summary request");
+    assert!(agent_text(&before).contains("fourth"));
 }

@@ -115,11 +115,12 @@ pub(crate) fn estimate(chars: usize) -> u64 {
 
 /// Whether a response's `usage` can be of a request and answer of `chars`
 /// characters (plus `image_tokens` of images): within the ratio the
-/// calibration accepts (0.1 to 10 times the estimate).
+/// calibration accepts (under 10 times the estimate), with prompt tokens
+/// (a missing or null `prompt_tokens` reads as 0: no request has none).
 pub(crate) fn believable_usage(usage: &maia_llm::Usage, image_tokens: u64, chars: usize) -> bool {
     let estimated = estimate(chars) as f64;
     let kept = usage.kept().saturating_sub(image_tokens) as f64;
-    estimated > 0.0 && kept < estimated * 10.0
+    usage.prompt_tokens > 0 && estimated > 0.0 && kept < estimated * 10.0
 }
 
 pub(crate) fn message_chars(messages: &[ChatMessage]) -> usize {
