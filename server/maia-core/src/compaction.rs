@@ -377,7 +377,7 @@ pub(crate) fn window_from_error(message: &str) -> Option<u64> {
                 .filter(char::is_ascii_digit)
                 .collect();
             if let Ok(n) = digits.parse::<u64>()
-                && (256..=maia_llm::MAX_TOKEN_COUNT).contains(&n)
+                && maia_llm::plausible_window(n)
             {
                 return Some(n);
             }

@@ -32,6 +32,13 @@ pub const MIN_TOKEN_COUNT: u64 = 1_000;
 /// Largest token count [`parse_token_count`] accepts.
 pub const MAX_TOKEN_COUNT: u64 = 100_000_000;
 
+/// Whether a context window a server reports is one a model can have (256 tokens to
+/// [`MAX_TOKEN_COUNT`]). A value outside is treated as not reported: adopting a window of
+/// 1 token would refuse every message, one of 10^12 would never compact.
+pub fn plausible_window(tokens: u64) -> bool {
+    (256..=MAX_TOKEN_COUNT).contains(&tokens)
+}
+
 impl LlmClient {
     /// Reads LiteLLM's `GET <base_url>/model/info` and maps each entry's `model_name` to its
     /// `model_info.max_input_tokens` (an integer, a float such as `32768.0`, or a numeric
@@ -202,7 +209,7 @@ fn entries_from_model_info(value: &Value) -> Option<HashMap<String, ModelInfoEnt
         let tokens = entry
             .pointer("/model_info/max_input_tokens")
             .and_then(lenient_u64)
-            .filter(|&t| t > 0);
+            .filter(|&t| plausible_window(t));
         let upstream = entry
             .pointer("/litellm_params/model")
             .and_then(Value::as_str)
@@ -544,6 +551,8 @@ mod tests {
             {"model_name": "e"},
             {"model_info": {"max_input_tokens": 1000}},
             {"model_name": "f", "model_info": {"max_input_tokens": 0}},
+            {"model_name": "tiny", "model_info": {"max_input_tokens": 1}},
+            {"model_name": "vast", "model_info": {"max_input_tokens": 1e13}},
             {"model_name": "g", "model_info": {"max_input_tokens": 8192}},
             {"model_name": "g", "model_info": {"max_input_tokens": 4096}},
             {"model_name": "h", "model_info": {"max_input_tokens": "16384"}},

@@ -338,7 +338,8 @@ impl ModelInfo {
             .get("max_input_tokens")
             .and_then(lenient_u64)
             .or_else(|| value.pointer("/meta/n_ctx").and_then(lenient_u64))
-            .or_else(|| value.get("context_length").and_then(lenient_u64));
+            .or_else(|| value.get("context_length").and_then(lenient_u64))
+            .filter(|&t| crate::model_info::plausible_window(t));
         Some(Self {
             id,
             max_input_tokens,
@@ -736,6 +737,10 @@ mod tests {
         assert_eq!(m.max_input_tokens, Some(32768));
         let m = ModelInfo::from_json(&json!({"id":"a","max_input_tokens":8192})).unwrap();
         assert_eq!(m.max_input_tokens, Some(8192));
+        for absurd in [json!(0), json!(1), json!(1e13)] {
+            let m = ModelInfo::from_json(&json!({"id":"a","max_input_tokens":absurd})).unwrap();
+            assert_eq!(m.max_input_tokens, None, "{absurd}");
+        }
         let m = ModelInfo::from_json(&json!({"id":"a","meta":{"n_ctx":4096}})).unwrap();
         assert_eq!(m.max_input_tokens, Some(4096));
         let m = ModelInfo::from_json(&json!({"id":"a","max_input_tokens":null})).unwrap();
