@@ -262,7 +262,16 @@ async fn drive(
             "{text}Command timed out after {timeout_ms} ms and was killed."
         ));
     }
-    let Some(exit) = exit.or(output.exit) else {
+    // A wait answered without code or signal (the schema allows both to
+    // be null) leaves the output's exit status to say how it ended.
+    let exit = match exit {
+        Some(TerminalExit {
+            exit_code: None,
+            signal: None,
+        }) => output.exit.or(exit),
+        exit => exit.or(output.exit),
+    };
+    let Some(exit) = exit else {
         return ToolOutput::error(format!("{text}Exit code: unknown"));
     };
     match (exit.exit_code, exit.signal) {
