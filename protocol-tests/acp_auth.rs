@@ -41,11 +41,30 @@ async fn terminal_login_is_offered_only_to_clients_that_can_run_it() {
         "{agent}"
     );
 
+    // Only an offered method may be used: `login` was not offered here.
+    let id = maia
+        .request("authenticate", json!({"methodId": "login"}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["error"]["code"], -32602, "{resp}");
+    assert!(
+        resp["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("offered: `agent`"),
+        "{resp}"
+    );
+
     let mut maia = Maia::start().await;
     let init = maia
         .initialize_with(json!({"auth": {"terminal": true}}))
         .await;
     assert_eq!(method_ids(&init), ["login", "agent"], "{init}");
+    let id = maia
+        .request("authenticate", json!({"methodId": "login"}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"], json!({}), "{resp}");
     let login = &init["result"]["authMethods"][0];
     assert_eq!(login["type"], "terminal");
     assert_eq!(login["args"], json!(["login"]));
