@@ -168,7 +168,9 @@ impl Journal {
         let dir = sessions_dir(cwd);
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let path = session_path(cwd, name);
-        let tmp = dir.join(format!(".{name}.tmp"));
+        // Its own temporary file: two writers racing for one name never
+        // link each other's text.
+        let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
         let mut text = line(header);
         for r in records {
             text.push_str(&line(r));
