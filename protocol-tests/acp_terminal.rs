@@ -441,6 +441,95 @@ async fn lax_answers_still_give_the_exit_code_and_success() {
     assert_eq!(last["status"], "completed");
 }
 
+/// Two sessions run Bash in terminals at the same time: each terminal is
+/// created, used and released under its own session, ids never cross, and
+/// each session's model gets its own command's output.
+#[tokio::test]
+async fn two_sessions_run_terminals_at_once_without_crossing() {
+    let (mut maia, s1) = terminal_client().await;
+    let s2 = maia.new_session().await;
+    let wait = "while [ ! -e go ]; do sleep 0.02; done";
+    for word in ["alpha", "beta"] {
+        let args = json!({"command": format!("{wait}; echo {word}")});
+        maia.mock
+            .push(mock::tool_calls_reply(&[("call_1", "Bash", args)]));
+    }
+    maia.mock.push(mock::text_reply("done"));
+    maia.mock.push(mock::text_reply("done"));
+    let p1 = maia.prompt(&s1, "run").await;
+    let p2 = maia.prompt(&s2, "run").await;
+    let go = maia.path("go");
+    let mut editor = Editor::default();
+    let mut waits: FuturesUnordered<Waiter> = FuturesUnordered::new();
+    let mut done = Vec::new();
+    // terminal id -> session that created it; tool call id -> session.
+    let mut owner: HashMap<String, String> = HashMap::new();
+    let mut embedded_in: Vec<(String, String)> = Vec::new();
+    while done.len() < 2 {
+        tokio::select! {
+            m = maia.next() => {
+                if m.get("method").is_none() && (m["id"] == json!(p1) || m["id"] == json!(p2)) {
+                    assert_eq!(m["result"]["stopReason"], "end_turn", "{m}");
+                    done.push(m);
+                    continue;
+                }
+                if let Some(tid) = embedded(&m) {
+                    embedded_in.push((tid, m["params"]["sessionId"].as_str().unwrap().to_owned()));
+                }
+                if m.get("method").is_some() && m.get("id").is_some() {
+                    let method = m["method"].as_str().unwrap().to_owned();
+                    let sid = m["params"]["sessionId"].as_str().unwrap_or("").to_owned();
+                    if method.starts_with("terminal/") && method != "terminal/create" {
+                        let tid = m["params"]["terminalId"].as_str().unwrap();
+                        assert_eq!(owner.get(tid), Some(&sid), "{m}");
+                    }
+                    match editor.serve(&m) {
+                        Ok(Ok(result)) => {
+                            if method == "terminal/create" {
+                                let tid = result["terminalId"].as_str().unwrap().to_owned();
+                                owner.insert(tid, sid);
+                                if owner.len() == 2 {
+                                    std::fs::write(&go, "").unwrap();
+                                }
+                            }
+                            maia.respond(&m["id"], result).await;
+                        }
+                        Ok(Err(message)) => panic!("{message}"),
+                        Err(waiter) => waits.push(waiter),
+                    }
+                }
+            }
+            Some((rid, result)) = waits.next(), if !waits.is_empty() => {
+                maia.respond(&rid, result).await;
+            }
+        }
+    }
+    assert_eq!(owner.len(), 2);
+    let sessions: std::collections::HashSet<&String> = owner.values().collect();
+    assert_eq!(sessions.len(), 2, "one terminal per session: {owner:?}");
+    for (tid, sid) in &embedded_in {
+        assert_eq!(owner.get(tid), Some(sid), "embedded in another session");
+    }
+    for (tid, term) in &editor.terms {
+        assert!(term.released, "{tid} not released");
+    }
+    let mut outputs: Vec<String> = maia
+        .mock
+        .requests()
+        .iter()
+        .filter_map(|r| {
+            r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["role"] == "tool")
+                .map(|m| m["content"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    outputs.sort();
+    assert_eq!(outputs, ["alpha\nExit code: 0", "beta\nExit code: 0"]);
+}
+
 /// What a later `session/load` replays is the text the model saw: the
 /// terminal is long gone by then.
 #[tokio::test]
