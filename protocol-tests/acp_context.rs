@@ -631,3 +631,39 @@ async fn a_rejected_summary_request_is_retried_smaller_in_parts_that_fit() {
     eprintln!("rejected {} then parts {:?}", summaries[0], &summaries[1..]);
     assert_eq!(*parts.lock().unwrap(), summaries.len() - 1);
 }
+
+#[tokio::test]
+async fn absurd_usage_numbers_from_the_proxy_are_not_believed() {
+    let (mut maia, sid) = ready(json!({"contextWindows": {"mock-model": 100_000}})).await;
+    // Numbers past u64 (no total): no crash, and the meter stays sane.
+    maia.mock.push(reply_with_usage(
+        "first",
+        json!({"prompt_tokens": 1e30, "completion_tokens": 18446744073709551615u64}),
+    ));
+    let (resp, before) = turn(&mut maia, &sid, "one").await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let used = updates_of(&before, "usage_update").last().unwrap()["used"].clone();
+    assert!(used.as_u64().is_some_and(|u| u < 100_000), "{used}");
+    // A prompt of a trillion tokens in a 100,000 window: not a reason to
+    // compact every turn.
+    maia.mock.push(reply_with_usage(
+        "second",
+        json!({"prompt_tokens": 1_000_000_000_000u64, "completion_tokens": 5}),
+    ));
+    let (_, before) = turn(&mut maia, &sid, "two").await;
+    let used = updates_of(&before, "usage_update").last().unwrap()["used"].clone();
+    assert!(used.as_u64().is_some_and(|u| u < 100_000), "{used}");
+    // No prompt tokens (null): the answer's 5 tokens are not the context.
+    maia.mock.push(reply_with_usage(
+        "third",
+        json!({"prompt_tokens": null, "completion_tokens": 5}),
+    ));
+    let (_, before) = turn(&mut maia, &sid, "three").await;
+    let used = updates_of(&before, "usage_update").last().unwrap()["used"].clone();
+    assert!(used.as_u64().is_some_and(|u| u > 100), "{used}");
+    maia.mock.push(mock::text_reply("fourth"));
+    let (_, before) = turn(&mut maia, &sid, "four").await;
+    assert!(updates_of(&before, "compaction").is_empty(), "{before:?}");
+    assert_eq!(maia.mock.requests().len(), 4, "no summary request");
+    assert!(agent_text(&before).contains("fourth"));
+}

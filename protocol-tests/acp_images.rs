@@ -522,3 +522,28 @@ async fn images_count_in_the_context_estimate_and_survive_a_compaction() {
     assert_eq!(maia.mock.requests().len(), 4);
     assert!(image_urls(&maia.mock.requests()[3]).is_empty());
 }
+
+#[tokio::test]
+async fn a_turn_of_many_screenshots_sends_at_most_twenty_per_request() {
+    let (mut maia, sid) = Maia::ready().await;
+    vision(&maia, true);
+    let bytes = png();
+    for step in 0..25 {
+        let file = format!("shot{step}.png");
+        std::fs::write(maia.path(&file), &bytes).unwrap();
+        maia.mock.push(mock::tool_calls_reply(&[(
+            &format!("call_{step}"),
+            "Read",
+            json!({"file_path": file}),
+        )]));
+    }
+    maia.mock.push(mock::text_reply("seen them all"));
+    let id = maia.prompt(&sid, "look at each screenshot").await;
+    let (resp, _) = maia.response_with(id, choose("allow_once")).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let requests = maia.mock.requests();
+    assert_eq!(requests.len(), 26);
+    let counts: Vec<usize> = requests.iter().map(|r| image_urls(r).len()).collect();
+    assert!(counts.iter().all(|&n| n <= 20), "{counts:?}");
+    assert_eq!(counts.last(), Some(&20), "{counts:?}");
+}

@@ -538,6 +538,28 @@ async fn read_goes_through_the_editor_when_advertised() {
 }
 
 #[tokio::test]
+async fn read_of_a_fifo_through_the_editor_fails_instead_of_hanging() {
+    let (mut maia, sid) = fs_client().await;
+    let fifo = maia.path("pipe.txt");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (resp, before) = maia
+        .tool_turn(
+            &sid,
+            &[("call_r", "Read", json!({"file_path": "pipe.txt"}))],
+            choose("allow_once"),
+        )
+        .await;
+    assert_end_turn(&maia, &resp);
+    assert!(requests_of(&before, "fs/read_text_file").is_empty());
+    let result = result_for(&maia, "call_r");
+    assert!(result.contains("not a regular file"), "{result}");
+}
+
+#[tokio::test]
 async fn an_editor_error_on_read_fails_the_call_and_the_turn_goes_on() {
     let (mut maia, sid) = fs_client().await;
     std::fs::write(maia.path("r.txt"), "from disk\n").unwrap();

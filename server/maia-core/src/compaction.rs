@@ -113,6 +113,16 @@ pub(crate) fn estimate(chars: usize) -> u64 {
     chars.div_ceil(CHARS_PER_TOKEN) as u64
 }
 
+/// Whether a response's `usage` can be of a request and answer of `chars`
+/// characters (plus `image_tokens` of images): within the ratio the
+/// calibration accepts (under 10 times the estimate), with prompt tokens
+/// (a missing or null `prompt_tokens` reads as 0: no request has none).
+pub(crate) fn believable_usage(usage: &maia_llm::Usage, image_tokens: u64, chars: usize) -> bool {
+    let estimated = estimate(chars) as f64;
+    let kept = usage.kept().saturating_sub(image_tokens) as f64;
+    usage.prompt_tokens > 0 && estimated > 0.0 && kept < estimated * 10.0
+}
+
 pub(crate) fn message_chars(messages: &[ChatMessage]) -> usize {
     messages
         .iter()
@@ -349,7 +359,9 @@ fn plan(
 }
 
 /// A window size read from a provider's "too long" message, e.g. "maximum
-/// context length is 8192 tokens" or "context size (4096 tokens)".
+/// context length is 8192 tokens" or "context size (4096 tokens)"; a number
+/// no model window has (under 256 or over [`maia_llm::MAX_TOKEN_COUNT`]) is
+/// not one.
 pub(crate) fn window_from_error(message: &str) -> Option<u64> {
     let lower = message.to_lowercase();
     for marker in [
@@ -365,7 +377,7 @@ pub(crate) fn window_from_error(message: &str) -> Option<u64> {
                 .filter(char::is_ascii_digit)
                 .collect();
             if let Ok(n) = digits.parse::<u64>()
-                && n >= 256
+                && (256..=maia_llm::MAX_TOKEN_COUNT).contains(&n)
             {
                 return Some(n);
             }
@@ -398,7 +410,8 @@ impl Session {
     /// plus the current turn's images at their token cost (measured sizes
     /// exclude them).
     pub(crate) fn context_tokens(&self) -> u64 {
-        crate::images::overlay_tokens(&self.turn_images) + self.text_tokens()
+        crate::images::overlay_tokens(&crate::images::within_request_limits(&self.turn_images))
+            + self.text_tokens()
     }
 
     fn text_tokens(&self) -> u64 {
@@ -808,6 +821,15 @@ mod tests {
             Some(4096)
         );
         assert_eq!(window_from_error("too long"), None);
+    }
+
+    #[test]
+    fn absurd_windows_in_errors_are_not_adopted() {
+        let says = |n: &str| format!("This model's maximum context length is {n} tokens. However");
+        assert_eq!(window_from_error(&says("1")), None);
+        assert_eq!(window_from_error(&says("1000000000000")), None);
+        assert_eq!(window_from_error(&says("99999999999999999999999")), None);
+        assert_eq!(window_from_error(&says("100000000")), Some(100_000_000));
     }
 
     fn history(results: usize, size: usize) -> Vec<ChatMessage> {

@@ -75,11 +75,24 @@ pub fn store(cwd: &Path, image: &ImageData) -> std::io::Result<ImageRef> {
     let Some(path) = blob_path(cwd, &sha256, image.mime_type) else {
         return Err(std::io::Error::other("bad image hash"));
     };
-    if path.is_file() {
+    // Already stored: made fresh again, so a cleanup that read the journals
+    // before this one records the image keeps it (see [`remove_unreferenced`]).
+    if path.is_file()
+        && std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(std::time::SystemTime::now()))
+            .is_ok()
+    {
         return Ok(reference);
     }
     let dir = images_dir(cwd);
     std::fs::create_dir_all(&dir)?;
+    if std::fs::symlink_metadata(&dir)?.file_type().is_symlink() {
+        return Err(std::io::Error::other(
+            "the image folder is a symbolic link; nothing is written through it",
+        ));
+    }
     // A temporary name of its own: two sessions may store the same image at
     // once; the second rename replaces the first with the same bytes.
     let tmp = dir.join(format!(".{sha256}.{}.tmp", uuid::Uuid::new_v4().simple()));
@@ -92,17 +105,42 @@ pub fn store(cwd: &Path, image: &ImageData) -> std::io::Result<ImageRef> {
 }
 
 /// The bytes of a stored image, if the file is there and still has them.
+/// Only a regular file (not a link, FIFO or device: the folder is inside
+/// the project, where a command may have put anything) within the image
+/// size limit, holding an image of the recorded type, is read.
 pub fn load(cwd: &Path, reference: &ImageRef) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = blob_path(cwd, &reference.sha256, &reference.mime_type)?;
-    let bytes = std::fs::read(path).ok()?;
-    (hex(&Sha256::digest(&bytes)) == reference.sha256).then_some(bytes)
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let limit = maia_tools::image::MAX_IMAGE_BYTES as u64;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > limit {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= limit
+        && maia_tools::image::sniff(&bytes) == Some(reference.mime_type.as_str())
+        && hex(&Sha256::digest(&bytes)) == reference.sha256)
+        .then_some(bytes)
 }
 
 /// Removes the stored images no journal of `cwd` names any more (after a
 /// session was deleted). An image stored in the last minute is kept: its
 /// record may be on its way. Returns how many files were removed.
 pub fn remove_unreferenced(cwd: &Path) -> usize {
-    let Ok(blobs) = std::fs::read_dir(images_dir(cwd)) else {
+    // The folder is inside the project: a link there may lead anywhere, and
+    // nothing is removed through it.
+    let dir = images_dir(cwd);
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return 0;
+    }
+    let Ok(blobs) = std::fs::read_dir(&dir) else {
         return 0;
     };
     let mut named = std::collections::HashSet::new();
@@ -135,6 +173,8 @@ pub fn remove_unreferenced(cwd: &Path) -> usize {
             .and_then(|m| m.modified())
             .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < recent));
         if hash.len() == 64
+            && hash.bytes().all(|b| b.is_ascii_hexdigit())
+            && blob.file_type().is_ok_and(|t| t.is_file())
             && !named.contains(hash)
             && !fresh
             && std::fs::remove_file(&path).is_ok()
@@ -356,6 +396,36 @@ pub(crate) fn with_images(
     out
 }
 
+/// The images of `overlay` one request can carry: the newest, at most
+/// [`MAX_IMAGES_PER_MESSAGE`](maia_tools::image::MAX_IMAGES_PER_MESSAGE)
+/// and [`MAX_MESSAGE_IMAGE_BYTES`](maia_tools::image::MAX_MESSAGE_IMAGE_BYTES)
+/// together. A turn that shows images step after step (screenshots) would
+/// otherwise send all of them with every request, past the providers'
+/// limits; older ones keep their stand-in text.
+pub(crate) fn within_request_limits(overlay: &Overlay) -> Overlay {
+    use maia_tools::image::{MAX_IMAGES_PER_MESSAGE, MAX_MESSAGE_IMAGE_BYTES};
+    let (mut count, mut bytes) = (0usize, 0usize);
+    let mut kept: Overlay = Vec::with_capacity(overlay.len());
+    for (anchor, images) in overlay.iter().rev() {
+        let mut newest = Vec::new();
+        for image in images.iter().rev() {
+            if count < MAX_IMAGES_PER_MESSAGE
+                && bytes + image.bytes.len() <= MAX_MESSAGE_IMAGE_BYTES
+            {
+                count += 1;
+                bytes += image.bytes.len();
+                newest.push(image.clone());
+            }
+        }
+        if !newest.is_empty() {
+            newest.reverse();
+            kept.push((anchor.clone(), newest));
+        }
+    }
+    kept.reverse();
+    kept
+}
+
 /// Tokens of the images in `overlay` ([`maia_tools::image::token_cost`]).
 pub(crate) fn overlay_tokens(overlay: &Overlay) -> u64 {
     overlay
@@ -462,5 +532,128 @@ mod tests {
         assert!(!blob.exists());
         store(dir.path(), &image).unwrap();
         assert!(stand_in(&image, 3).contains("a.png (image/png, 4×3, 45 bytes), shown in turn 3"));
+    }
+
+    #[test]
+    fn only_a_stored_image_file_is_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let image =
+            maia_tools::image::image("a.png", maia_tools::image::test_png(4, 3), None).unwrap();
+        let r = store(dir.path(), &image).unwrap();
+        let path = images_dir(dir.path()).join(format!("{}.png", r.sha256));
+        // A FIFO in its place (a command could make one): no hang.
+        std::fs::remove_file(&path).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (cwd, reference) = (dir.path().to_owned(), r.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(load(&cwd, &reference));
+        });
+        let loaded = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(loaded, Ok(None), "a FIFO must not be waited on");
+        // A link to the right bytes elsewhere: not followed.
+        std::fs::remove_file(&path).unwrap();
+        let outside = dir.path().join("outside.png");
+        std::fs::write(&outside, &image.bytes).unwrap();
+        std::os::unix::fs::symlink(&outside, &path).unwrap();
+        assert_eq!(load(dir.path(), &r), None);
+        // The right bytes under a record that lies about their type: refused.
+        std::fs::remove_file(&path).unwrap();
+        let lying = ImageRef {
+            mime_type: "text/html".into(),
+            ..r.clone()
+        };
+        let bin = images_dir(dir.path()).join(format!("{}.bin", r.sha256));
+        std::fs::write(&bin, &image.bytes).unwrap();
+        assert_eq!(load(dir.path(), &lying), None);
+    }
+
+    #[test]
+    fn storing_an_image_again_keeps_it_from_a_concurrent_cleanup() {
+        let dir = tempfile::tempdir().unwrap();
+        let image =
+            maia_tools::image::image("a.png", maia_tools::image::test_png(4, 3), None).unwrap();
+        let r = store(dir.path(), &image).unwrap();
+        let blob = images_dir(dir.path()).join(format!("{}.png", r.sha256));
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        std::fs::File::options()
+            .write(true)
+            .open(&blob)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        // Another session stores the same image; its record is not written
+        // yet when a deleted session's cleanup runs.
+        store(dir.path(), &image).unwrap();
+        assert_eq!(remove_unreferenced(dir.path()), 0);
+        assert!(blob.is_file());
+    }
+
+    #[test]
+    fn a_request_carries_the_newest_images_within_the_limits() {
+        let image = |i: u32| {
+            maia_tools::image::image(
+                &format!("s{i}.png"),
+                maia_tools::image::test_png(i + 1, 1),
+                None,
+            )
+            .unwrap()
+        };
+        // 25 tool steps of one turn, a screenshot each.
+        let overlay: Overlay = (0..25)
+            .map(|i| (Anchor::Tool(format!("c{i}")), vec![image(i)]))
+            .collect();
+        let kept = within_request_limits(&overlay);
+        let names: Vec<String> = kept
+            .iter()
+            .flat_map(|(_, images)| images.iter().map(|i| i.name.clone()))
+            .collect();
+        assert_eq!(names.len(), maia_tools::image::MAX_IMAGES_PER_MESSAGE);
+        assert_eq!(names.first().map(String::as_str), Some("s5.png"));
+        assert_eq!(names.last().map(String::as_str), Some("s24.png"));
+        // After a compaction they all sit on the kept prompt: the same cap.
+        let all = vec![(
+            Anchor::User("p".into()),
+            overlay.into_iter().flat_map(|(_, i)| i).collect::<Vec<_>>(),
+        )];
+        let kept = within_request_limits(&all);
+        assert_eq!(kept[0].1.len(), maia_tools::image::MAX_IMAGES_PER_MESSAGE);
+        assert_eq!(kept[0].1[0].name, "s5.png");
+        let few = vec![(Anchor::User("p".into()), vec![image(1), image(2)])];
+        assert_eq!(within_request_limits(&few), few);
+    }
+
+    #[test]
+    fn cleanup_removes_nothing_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let victim = elsewhere.path().join(format!("{}.png", "a".repeat(64)));
+        std::fs::write(&victim, b"not ours").unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        std::fs::File::options()
+            .write(true)
+            .open(&victim)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        std::fs::create_dir_all(crate::store::sessions_dir(dir.path())).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), images_dir(dir.path())).unwrap();
+        assert_eq!(remove_unreferenced(dir.path()), 0);
+        assert!(victim.is_file());
+        let image =
+            maia_tools::image::image("a.png", maia_tools::image::test_png(4, 3), None).unwrap();
+        assert!(store(dir.path(), &image).is_err());
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 1);
+        // Nor a link inside the real folder.
+        std::fs::remove_file(images_dir(dir.path())).unwrap();
+        std::fs::create_dir_all(images_dir(dir.path())).unwrap();
+        let link = images_dir(dir.path()).join(format!("{}.png", "b".repeat(64)));
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert_eq!(remove_unreferenced(dir.path()), 0);
+        assert!(victim.is_file());
     }
 }

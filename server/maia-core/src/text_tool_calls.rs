@@ -18,7 +18,9 @@ const MAX_OBJECTS: usize = 64;
 /// `<tool_call>`, `default_api:NAME`, or the name of a known tool given in a
 /// JSON object with its arguments.
 pub fn detect(text: &str, known: &[String]) -> Option<String> {
-    let lower = text.to_lowercase();
+    // ASCII lowering keeps every byte where it is, so positions found in
+    // `lower` are positions in `text` (the markers are ASCII).
+    let lower = text.to_ascii_lowercase();
     if lower.contains("<tool_call>") || lower.contains("<function_call>") {
         return Some("<tool_call>".to_owned());
     }
@@ -111,5 +113,18 @@ mod tests {
         ] {
             assert_eq!(detect(text, &known()), None, "{text}");
         }
+    }
+
+    #[test]
+    fn text_whose_lowercase_is_longer_does_not_panic() {
+        // `İ` is 2 bytes and lowercases to 3: positions found in a
+        // lowercased copy are not positions in the text.
+        let text = "İstanbul: default_api:Read(é)";
+        assert_eq!(detect(text, &known()).as_deref(), Some("default_api:Read"));
+        assert_eq!(detect("İdefault_api:é", &known()), None);
+        assert_eq!(
+            detect("İİİ DEFAULT_API.Bash", &known()).as_deref(),
+            Some("default_api:Bash")
+        );
     }
 }

@@ -729,9 +729,10 @@ impl Session {
             let request_chars = serde_json::to_string(&request.body())
                 .map(|b| b.len())
                 .unwrap_or(0);
-            let image_tokens = images::overlay_tokens(&self.turn_images);
+            let shown = images::within_request_limits(&self.turn_images);
+            let image_tokens = images::overlay_tokens(&shown);
             let request = ChatRequest {
-                messages: images::with_images(request.messages, &self.turn_images),
+                messages: images::with_images(request.messages, &shown),
                 ..request
             };
             let (result, partial, thought) = self.stream(&request, cancel).await;
@@ -806,6 +807,23 @@ impl Session {
                 usage,
                 ..
             } = completion;
+            // Numbers no request of this size has (a proxy's bug) are not
+            // believed: the estimate stands in for them.
+            let answer_chars = crate::compaction::message_chars(&[ChatMessage::Assistant {
+                content: Some(text.clone()),
+                tool_calls: tool_calls.clone(),
+            }]);
+            let usage = usage.filter(|u| {
+                let believable = crate::compaction::believable_usage(
+                    u,
+                    image_tokens,
+                    request_chars + answer_chars,
+                );
+                if !believable {
+                    tracing::warn!(model, usage = ?u, "usage numbers out of all proportion to the request; ignored");
+                }
+                believable
+            });
             if let (Some(usage), Some(size)) = (&usage, self.window) {
                 // What stays in the conversation: the prompt and the answer
                 // (reasoning is not kept).
@@ -815,7 +833,7 @@ impl Session {
                 });
             }
             if let Some(usage) = &usage {
-                self.cached_total += usage.cached_tokens;
+                self.cached_total = self.cached_total.saturating_add(usage.cached_tokens);
                 self.last_usage = Some(usage.clone());
             }
             if tool_calls.is_empty()
@@ -849,6 +867,8 @@ impl Session {
                     usage.kept().saturating_sub(image_tokens),
                     self.conversation.len(),
                 ));
+            } else {
+                self.report_estimate();
             }
             if tool_calls.is_empty() {
                 return match finish_reason {

@@ -106,6 +106,9 @@ struct DiskFile {
     windows: Vec<DiskEntry>,
 }
 
+/// Largest windows cache file read (a few hundred bytes per model).
+const MAX_DISK_BYTES: u64 = 1024 * 1024;
+
 /// The file `~/.maia/cache/windows.json`:
 /// `{"version": 1, "windows": [{"server", "model", "tokens", "source", "date"}]}`. Read at
 /// each lookup (it is small), written whole to a temporary file then renamed. An unreadable
@@ -127,19 +130,42 @@ impl DiskCache {
         &self.path
     }
 
+    /// The file's entries; nothing when it is not a regular file of at most
+    /// [`MAX_DISK_BYTES`] (a FIFO or `/dev/zero` in its place must not hang
+    /// or fill memory) or not the expected JSON.
     fn read(&self) -> DiskFile {
-        std::fs::read_to_string(&self.path)
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or_default()
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let Ok(file) = std::fs::File::options()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&self.path)
+        else {
+            return DiskFile::default();
+        };
+        if !file
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.len() <= MAX_DISK_BYTES)
+        {
+            return DiskFile::default();
+        }
+        let mut text = String::new();
+        if file.take(MAX_DISK_BYTES).read_to_string(&mut text).is_err() {
+            return DiskFile::default();
+        }
+        serde_json::from_str(&text).unwrap_or_default()
     }
 
-    /// The kept answer for `model` on `server`.
+    /// The kept answer for `model` on `server` (a number no model could have
+    /// is not one: the file may have been edited).
     pub fn get(&self, server: &str, model: &str) -> Option<DiskEntry> {
-        self.read()
-            .windows
-            .into_iter()
-            .find(|e| e.server == server && e.model == model)
+        self.read().windows.into_iter().find(|e| {
+            e.server == server
+                && e.model == model
+                && e.tokens.is_none_or(|t| {
+                    (maia_llm::MIN_TOKEN_COUNT..=maia_llm::MAX_TOKEN_COUNT).contains(&t)
+                })
+        })
     }
 
     /// Keeps `tokens` as the answer for `model` on `server` (replacing an older one).
@@ -156,15 +182,32 @@ impl DiskCache {
             date: crate::store::iso8601(crate::store::now_secs()),
         });
         let write = || -> std::io::Result<()> {
+            use std::io::Write;
             if let Some(dir) = self.path.parent() {
                 std::fs::create_dir_all(dir)?;
+                // Not into a folder a link leads to (it may be anywhere).
+                if std::fs::symlink_metadata(dir)?.file_type().is_symlink() {
+                    return Err(std::io::Error::other("its folder is a symbolic link"));
+                }
             }
-            let tmp = self
-                .path
-                .with_extension(format!("json.{}.tmp", std::process::id()));
+            // A name of its own, created new: writers in this process or
+            // another never share it, and a link planted there is not followed.
+            let tmp = self.path.with_extension(format!(
+                "json.{}.{}.tmp",
+                std::process::id(),
+                uuid::Uuid::new_v4().simple()
+            ));
             let text = serde_json::to_string_pretty(&file).unwrap_or_default();
-            std::fs::write(&tmp, text)?;
-            std::fs::rename(&tmp, &self.path)
+            let written = std::fs::File::options()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .and_then(|()| std::fs::rename(&tmp, &self.path));
+            if written.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            written
         };
         if let Err(e) = write() {
             tracing::warn!(path = %self.path.display(), "cannot write the context window cache: {e}");
@@ -912,5 +955,94 @@ mod tests {
         fn check<T: Send + Sync + Default>() {}
         check::<WindowCache>();
         assert_eq!(WindowSource::AskedModel.as_str(), "askedModel");
+    }
+
+    #[test]
+    fn a_broken_cache_file_is_survived() {
+        let home = tempfile::tempdir().unwrap();
+        let disk = DiskCache::in_home(home.path());
+        disk.put("http://s", "m", Some(32_768));
+        let good = std::fs::read_to_string(disk.path()).unwrap();
+        // Cut at any byte: never a panic, the entry is there or not.
+        for cut in 0..good.len() {
+            std::fs::write(disk.path(), &good.as_bytes()[..cut]).unwrap();
+            let _ = disk.get("http://s", "m");
+        }
+        // Numbers no model has (an edited file): asked again.
+        for tokens in ["0", "1", "1000000000000"] {
+            std::fs::write(disk.path(), good.replace("32768", tokens)).unwrap();
+            assert_eq!(disk.get("http://s", "m"), None, "{tokens}");
+        }
+        // A FIFO in its place: no hang; a directory: no write, no panic.
+        std::fs::remove_file(disk.path()).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(disk.path())
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = disk.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(reader.get("http://s", "m"));
+        });
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(5)),
+            Ok(None),
+            "a FIFO must not be waited on"
+        );
+        std::fs::remove_file(disk.path()).unwrap();
+        std::fs::create_dir(disk.path()).unwrap();
+        disk.put("http://s", "m", Some(32_768));
+        assert_eq!(disk.get("http://s", "m"), None);
+    }
+
+    #[test]
+    fn the_cache_is_not_written_through_links() {
+        let home = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let disk = DiskCache::in_home(home.path());
+        let dir = disk.path().parent().unwrap().to_owned();
+        std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        // The cache folder a link to elsewhere: nothing written there.
+        std::os::unix::fs::symlink(elsewhere.path(), &dir).unwrap();
+        disk.put("http://s", "m", Some(32_768));
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+        std::fs::remove_file(&dir).unwrap();
+        // The file a link to elsewhere: the link is replaced, its target kept.
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = elsewhere.path().join("target");
+        std::fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, disk.path()).unwrap();
+        disk.put("http://s", "m", Some(32_768));
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        assert_eq!(disk.get("http://s", "m").unwrap().tokens, Some(32_768));
+    }
+
+    #[test]
+    fn concurrent_writers_never_corrupt_the_cache() {
+        let home = tempfile::tempdir().unwrap();
+        let disk = DiskCache::in_home(home.path());
+        disk.put("http://s", "seed", Some(8_192));
+        let writers: Vec<_> = (0..8)
+            .map(|i| {
+                let disk = disk.clone();
+                std::thread::spawn(move || {
+                    for j in 0..40 {
+                        disk.put("http://s", &format!("model-{i}-{j}"), Some(8_192 + j));
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let text = std::fs::read_to_string(disk.path()).unwrap();
+        assert!(serde_json::from_str::<DiskFile>(&text).is_ok(), "{text}");
+        let dir = disk.path().parent().unwrap();
+        assert_eq!(
+            std::fs::read_dir(dir).unwrap().count(),
+            1,
+            "temporary files left"
+        );
     }
 }

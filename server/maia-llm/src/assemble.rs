@@ -231,7 +231,8 @@ fn parse_usage(usage: &Value) -> Usage {
     Usage {
         prompt_tokens,
         completion_tokens,
-        total_tokens: get("total_tokens").unwrap_or(prompt_tokens + completion_tokens),
+        total_tokens: get("total_tokens")
+            .unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
         reasoning_tokens: at("/completion_tokens_details/reasoning_tokens")
             .unwrap_or(0)
             .min(completion_tokens),

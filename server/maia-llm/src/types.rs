@@ -284,7 +284,8 @@ pub struct Usage {
 impl Usage {
     /// What stays in the conversation: the prompt and the answer, without reasoning.
     pub fn kept(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens.saturating_sub(self.reasoning_tokens)
+        self.prompt_tokens
+            .saturating_add(self.completion_tokens.saturating_sub(self.reasoning_tokens))
     }
 }
 

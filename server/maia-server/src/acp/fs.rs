@@ -62,6 +62,11 @@ impl FileSystem for ClientFs {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(FsError::NotFound(path.to_path_buf()));
             }
+            // A FIFO would block the open below, a device never ends: the
+            // editor is not asked for them (as on disk, see `LocalFs`).
+            Ok(meta) if !meta.is_file() => {
+                return LocalFs.read_to_string(path).await;
+            }
             Ok(meta) if meta.len() > maia_tools::fs::MAX_FILE_BYTES => {
                 return Err(FsError::TooLarge {
                     path: path.to_path_buf(),
