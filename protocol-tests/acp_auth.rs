@@ -41,11 +41,30 @@ async fn terminal_login_is_offered_only_to_clients_that_can_run_it() {
         "{agent}"
     );
 
+    // Only an offered method may be used: `login` was not offered here.
+    let id = maia
+        .request("authenticate", json!({"methodId": "login"}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["error"]["code"], -32602, "{resp}");
+    assert!(
+        resp["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("offered: `agent`"),
+        "{resp}"
+    );
+
     let mut maia = Maia::start().await;
     let init = maia
         .initialize_with(json!({"auth": {"terminal": true}}))
         .await;
     assert_eq!(method_ids(&init), ["login", "agent"], "{init}");
+    let id = maia
+        .request("authenticate", json!({"methodId": "login"}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"], json!({}), "{resp}");
     let login = &init["result"]["authMethods"][0];
     assert_eq!(login["type"], "terminal");
     assert_eq!(login["args"], json!(["login"]));
@@ -275,4 +294,50 @@ async fn providers_route_new_sessions_through_the_client_gateway() {
     let log = maia.stderr.lock().unwrap().clone();
     assert!(!log.contains("sk-gateway-secret"), "{log}");
     assert!(!log.contains("t-77"), "{log}");
+}
+
+#[tokio::test]
+async fn credentials_in_a_gateway_url_are_never_shown_or_logged() {
+    let mut maia = Maia::start_capturing_stderr(Options::default(), "debug").await;
+    maia.initialize().await;
+    let port = dead_port().await;
+    let secret = "pw-in-the-url-61";
+    for (params, ok) in [
+        // Refused: the URL is echoed in the error, its password is not.
+        (
+            json!({"providerId": "main", "apiType": "openai", "baseUrl": format!("ftp://me:{secret}@h/"), "headers": {}}),
+            false,
+        ),
+        (
+            json!({"providerId": "main", "apiType": "openai", "baseUrl": format!("http://me:{secret}@127.0.0.1:{port}/"), "headers": {}}),
+            true,
+        ),
+    ] {
+        let id = maia.request("providers/set", params).await;
+        let (resp, _) = maia.response(id).await;
+        assert_eq!(resp["result"].is_object(), ok, "{resp}");
+    }
+    let id = maia.request("providers/list", json!({})).await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(
+        resp["result"]["providers"][0]["current"]["baseUrl"],
+        format!("http://***@127.0.0.1:{port}"),
+        "{resp}"
+    );
+    // Nothing answers there: auth_required names the URL without the password.
+    let err = new_session_error(&mut maia).await;
+    assert_eq!(err["error"]["code"], -32000, "{err}");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("http://***@127.0.0.1:{port}")),
+        "{message}"
+    );
+    for m in &maia.seen {
+        assert!(!m.to_string().contains(secret), "{m}");
+    }
+    maia.close_stdin();
+    maia.wait_exit(crate::harness::WAIT).await;
+    let log = maia.stderr.lock().unwrap().clone();
+    assert!(log.contains("model route set by the client"), "{log}");
+    assert!(!log.contains(secret), "{log}");
 }

@@ -219,7 +219,7 @@ impl Conversation {
         );
         // The old file's lock is released before the new file is locked.
         drop(journal);
-        match Journal::create(&self.cwd, &name, &loaded.header, &records) {
+        match Journal::create_new(&self.cwd, &name, &loaded.header, &records) {
             Ok(new) => {
                 self.journal = Some(new);
                 if let Err(e) = std::fs::remove_file(&from) {
@@ -289,5 +289,28 @@ mod tests {
         .unwrap();
         assert!(c.is_empty());
         assert_eq!(store::find(dir.path(), "t1").unwrap().name, "second__1");
+    }
+
+    #[test]
+    fn rename_never_replaces_another_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _rx) = fresh(dir.path());
+        c.push(ChatMessage::user("mine"));
+        // Another thread saved as `other` after the name was checked.
+        let (tx, _rx2) = mpsc::unbounded_channel();
+        let mut other = Conversation::create("t2", dir.path(), None, "other".into(), tx);
+        other.push(ChatMessage::user("theirs"));
+        let err = c.rename("other".into()).unwrap_err();
+        assert!(matches!(err, StoreError::Exists { .. }), "{err}");
+        let path = store::session_path(dir.path(), "other");
+        assert_eq!(store::load(&path).unwrap().history(), other.history());
+        // This conversation goes on in its own journal.
+        assert_eq!(c.name(), "first");
+        c.push(ChatMessage::user("more"));
+        let path = store::session_path(dir.path(), "first");
+        assert_eq!(store::load(&path).unwrap().history(), c.history());
+        other.push(ChatMessage::user("still theirs"));
+        let path = store::session_path(dir.path(), "other");
+        assert_eq!(store::load(&path).unwrap().history(), other.history());
     }
 }

@@ -16,14 +16,21 @@
 //! A command is text the user chose to send: it runs no program and its
 //! `@` references and `` !`…` `` lines are not expanded (a cloned
 //! repository's command file must not read `~/.ssh` into the context or
-//! run anything unasked).
+//! run anything unasked). For the same reason a command file of the
+//! working folder must lie inside it once symlinks are followed (a link to
+//! `~/.ssh/id_ed25519` named `review.md` is skipped), and no command file
+//! is read beyond [`MAX_COMMAND_BYTES`].
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::skills::{self, ARGUMENTS_PLACEHOLDER};
 
 /// Characters of a description taken from the body's first line.
 const DESCRIPTION_CHARS: usize = 120;
+
+/// The largest command file read (bigger ones are skipped with a warning).
+pub const MAX_COMMAND_BYTES: u64 = 256 * 1024;
 
 /// One Markdown command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +43,9 @@ pub struct MarkdownCommand {
     pub path: PathBuf,
     /// The body uses `$ARGUMENTS`.
     pub takes_arguments: bool,
+    /// The folder the file must resolve inside (the working folder, for
+    /// its own commands); `None` for the user's.
+    pub inside: Option<PathBuf>,
 }
 
 /// The result of [`load`].
@@ -74,7 +84,8 @@ pub fn load(home: Option<&Path>, cwd: &Path) -> LoadedCommands {
     let mut commands: Vec<MarkdownCommand> = Vec::new();
     let mut warnings = Vec::new();
     for root in roots(home, cwd) {
-        for command in load_root(&root, &mut warnings) {
+        let inside = root.starts_with(cwd).then(|| cwd.to_path_buf());
+        for command in load_root(&root, inside.as_deref(), &mut warnings) {
             commands.retain(|c| c.name != command.name);
             commands.push(command);
         }
@@ -94,7 +105,11 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
 
-fn load_root(root: &Path, warnings: &mut Vec<String>) -> Vec<MarkdownCommand> {
+fn load_root(
+    root: &Path,
+    inside: Option<&Path>,
+    warnings: &mut Vec<String>,
+) -> Vec<MarkdownCommand> {
     let entries = match std::fs::read_dir(root) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
@@ -111,11 +126,41 @@ fn load_root(root: &Path, warnings: &mut Vec<String>) -> Vec<MarkdownCommand> {
     files.sort();
     files
         .iter()
-        .filter_map(|path| load_command(path, warnings))
+        .filter_map(|path| load_command(path, inside, warnings))
         .collect()
 }
 
-fn load_command(path: &Path, warnings: &mut Vec<String>) -> Option<MarkdownCommand> {
+/// Reads a command file: inside `inside` (symlinks followed) when given,
+/// at most [`MAX_COMMAND_BYTES`].
+fn read_command(path: &Path, inside: Option<&Path>) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind};
+    if let Some(folder) = inside {
+        let real = std::fs::canonicalize(path)?;
+        let folder = std::fs::canonicalize(folder)?;
+        if !real.starts_with(&folder) {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!("it leads to {}, outside the working folder", real.display()),
+            ));
+        }
+    }
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_COMMAND_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_COMMAND_BYTES {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("it is larger than {MAX_COMMAND_BYTES} bytes"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::InvalidData, "it is not UTF-8"))
+}
+
+fn load_command(
+    path: &Path,
+    inside: Option<&Path>,
+    warnings: &mut Vec<String>,
+) -> Option<MarkdownCommand> {
     let name = path.file_stem().and_then(|n| n.to_str()).unwrap_or("");
     if !valid_name(name) {
         warnings.push(format!(
@@ -124,7 +169,7 @@ fn load_command(path: &Path, warnings: &mut Vec<String>) -> Option<MarkdownComma
         ));
         return None;
     }
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_command(path, inside) {
         Ok(text) => text,
         Err(e) => {
             warnings.push(format!(
@@ -157,6 +202,7 @@ fn load_command(path: &Path, warnings: &mut Vec<String>) -> Option<MarkdownComma
         hint: header.argument_hint.filter(|h| !h.trim().is_empty()),
         path: path.to_path_buf(),
         takes_arguments: body.contains(ARGUMENTS_PLACEHOLDER),
+        inside: inside.map(Path::to_path_buf),
     })
 }
 
@@ -177,7 +223,7 @@ fn first_line(body: &str) -> Option<String> {
 /// The message a command sends: its body with `$ARGUMENTS` replaced by
 /// `arguments`, or the arguments appended when the body does not use them.
 pub fn message(command: &MarkdownCommand, arguments: &str) -> std::io::Result<String> {
-    let text = std::fs::read_to_string(&command.path)?;
+    let text = read_command(&command.path, command.inside.as_deref())?;
     let mut out = skills::body_of(&text, arguments);
     if !arguments.is_empty() && !text.contains(ARGUMENTS_PLACEHOLDER) {
         out.push_str(&format!("\n\nArguments: {arguments}"));
@@ -245,5 +291,56 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         assert_eq!(load(None, tmp.path()), LoadedCommands::default());
         assert_eq!(roots(Some(tmp.path()), tmp.path()).len(), 2);
+    }
+
+    #[test]
+    fn project_commands_stay_in_the_project_and_are_bounded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (home, cwd) = (tmp.path().join("home"), tmp.path().join("proj"));
+        // A secret outside the project, linked from a cloned repository.
+        write(
+            &home.join(".ssh/id_ed25519"),
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret",
+        );
+        write(&cwd.join("docs/review.md"), "Review the diff");
+        let commands = cwd.join(".claude/commands");
+        std::fs::create_dir_all(&commands).unwrap();
+        std::os::unix::fs::symlink(home.join(".ssh/id_ed25519"), commands.join("key.md")).unwrap();
+        std::os::unix::fs::symlink(cwd.join("docs/review.md"), commands.join("review.md")).unwrap();
+        write(
+            &cwd.join(".maia/commands/huge.md"),
+            &"x".repeat(MAX_COMMAND_BYTES as usize + 1),
+        );
+        // The user's own folder may link where it likes.
+        std::fs::create_dir_all(home.join(".maia/commands")).unwrap();
+        std::os::unix::fs::symlink(
+            home.join(".ssh/id_ed25519"),
+            home.join(".maia/commands/mine.md"),
+        )
+        .unwrap();
+        let loaded = load(Some(&home), &cwd);
+        let names: Vec<&str> = loaded.commands.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["mine", "review"], "{:?}", loaded.warnings);
+        assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.contains("key.md") && w.contains("outside the working folder"))
+        );
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.contains("huge.md") && w.contains("larger than"))
+        );
+        assert!(!loaded.warnings.iter().any(|w| w.contains("secret")));
+        // A link re-pointed after loading is refused when the command runs.
+        let review = loaded.get("review").unwrap().clone();
+        assert_eq!(message(&review, "").unwrap(), "Review the diff");
+        std::fs::remove_file(commands.join("review.md")).unwrap();
+        std::os::unix::fs::symlink(home.join(".ssh/id_ed25519"), commands.join("review.md"))
+            .unwrap();
+        assert!(message(&review, "").is_err());
     }
 }

@@ -82,6 +82,9 @@ pub enum StoreError {
         "this conversation is open in another MAIA session or window ({path} is locked); close it there first"
     )]
     Locked { path: PathBuf },
+    /// [`Journal::create_new`]: the name is taken.
+    #[error("a saved session named `{name}` already exists")]
+    Exists { name: String },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -148,6 +151,42 @@ impl Journal {
         }
         std::fs::write(&tmp, text).map_err(io(&tmp))?;
         std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        set_current(cwd, &header.id, name)?;
+        Self::open(&path)
+    }
+
+    /// Creates the journal `name`, with `records`, failing with
+    /// [`StoreError::Exists`] when a journal of that name exists: written
+    /// aside, then linked into place (a link never replaces a file, so
+    /// another thread's journal is never overwritten, even by a race).
+    pub fn create_new(
+        cwd: &Path,
+        name: &str,
+        header: &Header,
+        records: &[Record],
+    ) -> Result<Journal, StoreError> {
+        let dir = sessions_dir(cwd);
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let path = session_path(cwd, name);
+        // Its own temporary file: two writers racing for one name never
+        // link each other's text.
+        let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
+        let mut text = line(header);
+        for r in records {
+            text.push_str(&line(r));
+        }
+        std::fs::write(&tmp, text).map_err(io(&tmp))?;
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(StoreError::Exists {
+                    name: name.to_owned(),
+                });
+            }
+            Err(e) => return Err(io(&path)(e)),
+        }
         set_current(cwd, &header.id, name)?;
         Self::open(&path)
     }

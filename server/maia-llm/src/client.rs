@@ -57,10 +57,15 @@ impl LlmClient {
         let chat_url = config.join(&config.chat_endpoint);
         let models_url = config.join(&config.models_endpoint);
         let parsed = reqwest::Url::parse(&chat_url).map_err(|err| LlmError::Connection {
-            message: format!("invalid base URL {:?}: {err}", config.base_url),
+            message: crate::config::redact_userinfo(&format!(
+                "invalid base URL {:?}: {err}",
+                config.base_url
+            )),
         })?;
         reqwest::Url::parse(&models_url).map_err(|err| LlmError::Connection {
-            message: format!("invalid models URL {models_url:?}: {err}"),
+            message: crate::config::redact_userinfo(&format!(
+                "invalid models URL {models_url:?}: {err}"
+            )),
         })?;
 
         if !maia_http::tls_available() && parsed.scheme() == "https" {

@@ -85,9 +85,50 @@ impl LlmConfig {
     }
 }
 
+/// `text` with the user information of every URL in it (`user:password@`
+/// after `scheme://`) replaced by `***`: a base URL may carry credentials,
+/// and URLs end up in messages and logs.
+pub fn redact_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | ')' | '"' | '\'' | '`') || c.is_whitespace()
+            })
+            .unwrap_or(tail.len());
+        match tail[..end].rfind('@') {
+            Some(at) => {
+                out.push_str("***");
+                rest = &tail[at..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn userinfo_is_redacted_everywhere_in_a_text() {
+        assert_eq!(
+            redact_userinfo("http://u:pw@h:4000/v1/models"),
+            "http://***@h:4000/v1/models"
+        );
+        assert_eq!(
+            redact_userinfo("error sending request for url (https://tok@h/x) and ftp://a:b@c"),
+            "error sending request for url (https://***@h/x) and ftp://***@c"
+        );
+        assert_eq!(redact_userinfo("http://h/a@b"), "http://h/a@b");
+        assert_eq!(redact_userinfo("no url: a@b"), "no url: a@b");
+        assert_eq!(redact_userinfo("x://"), "x://");
+    }
 
     #[test]
     fn api_key_is_never_shown() {

@@ -77,7 +77,7 @@ impl LlmError {
 
     /// Converts a transport error from reqwest; `context` says what was being done.
     pub(crate) fn from_reqwest(err: &reqwest::Error, context: &str) -> Self {
-        let message = format!("{context}: {}", error_chain(err));
+        let message = crate::config::redact_userinfo(&format!("{context}: {}", error_chain(err)));
         if err.is_decode() || err.is_body() {
             Self::StreamInterrupted { message }
         } else {

@@ -182,7 +182,10 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
         Ok(found) => {
             checks.push(Check::ok(
                 "proxy",
-                format!("proxy answers at {}", llm.base_url),
+                format!(
+                    "proxy answers at {}",
+                    maia_llm::redact_userinfo(&llm.base_url)
+                ),
             ));
             checks.push(Check::ok(
                 "key",
@@ -202,7 +205,10 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
             if reached && id != "proxy" {
                 checks.push(Check::ok(
                     "proxy",
-                    format!("proxy answers at {}", llm.base_url),
+                    format!(
+                        "proxy answers at {}",
+                        maia_llm::redact_userinfo(&llm.base_url)
+                    ),
                 ));
             }
             if id == "models" {

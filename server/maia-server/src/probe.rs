@@ -193,8 +193,8 @@ impl Problem {
                 .any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
         Problem::classify(
             error,
-            &llm.join(&llm.models_endpoint),
-            &llm.base_url,
+            &maia_llm::redact_userinfo(&llm.join(&llm.models_endpoint)),
+            &maia_llm::redact_userinfo(&llm.base_url),
             has_key,
         )
     }

@@ -208,7 +208,17 @@ async fn drive(
             return ToolOutput::cancelled();
         }
         Waited::TimedOut => {
-            if let Err(e) = terminals.kill(id).await {
+            let killed = tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => return ToolOutput::cancelled(),
+                killed = tokio::time::timeout(RELEASE_WAIT, terminals.kill(id)) => killed,
+            };
+            let failed = match killed {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some("terminal/kill was not answered".to_owned()),
+            };
+            if let Some(e) = failed {
                 return ToolOutput::error(format!(
                     "Command timed out after {timeout_ms} ms; killing it in the editor's terminal failed: {e}"
                 ));
@@ -218,13 +228,19 @@ async fn drive(
         Waited::Exited(Ok(exit)) => Some(exit),
         Waited::Exited(Err(e)) => {
             // Stop what may still run before reporting.
-            let _ = terminals.kill(id).await;
+            let _ = tokio::time::timeout(RELEASE_WAIT, terminals.kill(id)).await;
             return ToolOutput::error(format!(
                 "Waiting for the command in the editor's terminal failed: {e}"
             ));
         }
     };
-    let output = match terminals.output(id).await {
+    // A cancel is seen while the editor is asked for the output too.
+    let output = tokio::select! {
+        biased;
+        () = ctx.cancel.cancelled() => return ToolOutput::cancelled(),
+        output = terminals.output(id) => output,
+    };
+    let output = match output {
         Ok(output) => output,
         Err(e) => {
             return ToolOutput::error(format!(
@@ -246,7 +262,16 @@ async fn drive(
             "{text}Command timed out after {timeout_ms} ms and was killed."
         ));
     }
-    let Some(exit) = exit.or(output.exit) else {
+    // A wait answered without code or signal (the schema allows both to
+    // be null) leaves the output's exit status to say how it ended.
+    let exit = match exit {
+        Some(TerminalExit {
+            exit_code: None,
+            signal: None,
+        }) => output.exit.or(exit),
+        exit => exit.or(output.exit),
+    };
+    let Some(exit) = exit else {
         return ToolOutput::error(format!("{text}Exit code: unknown"));
     };
     match (exit.exit_code, exit.signal) {
@@ -288,6 +313,9 @@ mod tests {
         output_exit: Option<TerminalExit>,
         /// Cancelled while `create` is answered (the user cancels then).
         cancel_in_create: Option<tokio_util::sync::CancellationToken>,
+        /// `kill` and `output` are never answered.
+        hang_kill: bool,
+        hang_output: bool,
     }
 
     impl Fake {
@@ -322,6 +350,9 @@ mod tests {
         }
         async fn output(&self, _: &str) -> Result<TerminalOutput, TerminalError> {
             self.log("output");
+            if self.hang_output {
+                std::future::pending::<()>().await;
+            }
             if self.fail_output {
                 return Err(TerminalError("gone".into()));
             }
@@ -333,6 +364,9 @@ mod tests {
         }
         async fn kill(&self, _: &str) -> Result<(), TerminalError> {
             self.log("kill");
+            if self.hang_kill {
+                std::future::pending::<()>().await;
+            }
             Ok(())
         }
         async fn release(&self, _: &str) -> Result<(), TerminalError> {
@@ -405,6 +439,51 @@ mod tests {
             out.content
         );
         assert_eq!(fake.calls()[1..], ["wait", "kill", "output", "release"]);
+    }
+
+    #[tokio::test]
+    async fn a_cancel_ends_the_call_while_kill_or_output_is_unanswered() {
+        let dir = tempfile::tempdir().unwrap();
+        for (fake, input, before_release) in [
+            // Timed out, and the editor never answers the kill.
+            (
+                Fake {
+                    hang_kill: true,
+                    ..Fake::default()
+                },
+                json!({"command": "sleep 30", "timeout_ms": 20}),
+                "kill",
+            ),
+            // Exited, and the editor never answers the output.
+            (
+                Fake {
+                    exit: Some(TerminalExit {
+                        exit_code: Some(0),
+                        signal: None,
+                    }),
+                    hang_output: true,
+                    ..Fake::default()
+                },
+                json!({"command": "true"}),
+                "output",
+            ),
+        ] {
+            let fake = Arc::new(fake);
+            let (ctx, _) = ctx_with(&fake, dir.path());
+            let cancel = ctx.cancel.clone();
+            let watched = fake.clone();
+            tokio::spawn(async move {
+                while !watched.calls().iter().any(|c| c == before_release) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                cancel.cancel();
+            });
+            let out = tokio::time::timeout(Duration::from_secs(3), run(&ctx, "Bash", input))
+                .await
+                .expect("the cancel ends the call");
+            assert_eq!(out, ToolOutput::cancelled());
+            assert_eq!(fake.calls().last().map(String::as_str), Some("release"));
+        }
     }
 
     #[tokio::test]

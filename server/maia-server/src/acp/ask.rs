@@ -18,6 +18,9 @@ use maia_rpc::Connection;
 pub const CHOICE_FIELD: &str = "choice";
 /// The form's optional free-text field.
 pub const NOTE_FIELD: &str = "note";
+/// The note's `maxLength`; an answer's text is cut there whatever the
+/// client let through (it goes to the model).
+pub const NOTE_MAX_CHARS: usize = 2_000;
 
 #[derive(Clone)]
 pub struct ClientAsker {
@@ -53,7 +56,7 @@ pub fn request(session_id: &str, question: &Question) -> CreateElicitationReques
             NOTE_FIELD,
             StringPropertySchema::new()
                 .title("Anything to add (optional)".to_owned())
-                .max_length(2_000),
+                .max_length(NOTE_MAX_CHARS as u32),
             false,
         );
     let scope = ElicitationSessionScope::new(session_id.to_owned())
@@ -64,10 +67,18 @@ pub fn request(session_id: &str, question: &Question) -> CreateElicitationReques
     )
 }
 
+/// A field's text, trimmed and cut to [`NOTE_MAX_CHARS`].
 fn text(value: Option<&ElicitationContentValue>) -> Option<String> {
     match value? {
-        ElicitationContentValue::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+        ElicitationContentValue::String(s) if !s.trim().is_empty() => Some(cut(s.trim())),
         _ => None,
+    }
+}
+
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(NOTE_MAX_CHARS) {
+        Some((end, _)) => format!("{}… (cut at {NOTE_MAX_CHARS} characters)", &text[..end]),
+        None => text.to_owned(),
     }
 }
 
@@ -83,7 +94,7 @@ pub fn answer(question: &Question, response: CreateElicitationResponse) -> Resul
                 Some(p) if question.choices.contains(&p) => Some(p),
                 Some(other) => {
                     note = Some(match note {
-                        Some(n) => format!("{other}; {n}"),
+                        Some(n) => cut(&format!("{other}; {n}")),
                         None => other,
                     });
                     None
@@ -165,5 +176,39 @@ mod tests {
         );
         assert_eq!(read(json!({"action": "decline"})), Ok(Answer::Declined));
         assert_eq!(read(json!({"action": "cancel"})), Ok(Answer::Cancelled));
+    }
+
+    #[test]
+    fn huge_answers_are_cut_to_the_note_length() {
+        let read = |v: serde_json::Value| answer(&question(), serde_json::from_value(v).unwrap());
+        let huge = "é".repeat(1_000_000);
+        let noted = |a: Result<Answer, String>| match a {
+            Ok(Answer::Chosen { note: Some(n), .. }) => n,
+            other => panic!("{other:?}"),
+        };
+        for content in [
+            json!({"choice": "sqlite", "note": huge}),
+            json!({"choice": huge}),
+            json!({"choice": huge, "note": huge}),
+        ] {
+            let note = noted(read(json!({"action": "accept", "content": content})));
+            assert!(note.chars().count() < NOTE_MAX_CHARS + 40, "{}", note.len());
+            assert!(note.ends_with("(cut at 2000 characters)"));
+        }
+        // Wrong shapes are unreadable answers, not panics.
+        for bad in [
+            json!({"action": "accept", "content": "sqlite"}),
+            json!({"action": "accept", "content": ["sqlite"]}),
+            json!({"action": 3}),
+        ] {
+            assert!(serde_json::from_value::<CreateElicitationResponse>(bad).is_err());
+        }
+        assert_eq!(
+            read(json!({"action": "accept", "content": {"choice": 7, "note": true}})),
+            Ok(Answer::Chosen {
+                choice: None,
+                note: None
+            })
+        );
     }
 }

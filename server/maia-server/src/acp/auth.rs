@@ -76,9 +76,10 @@ fn legacy_terminal(caps: &ClientCapabilities) -> bool {
         == Some(true)
 }
 
-/// Whether `id` is one of the methods [`methods`] may offer.
-pub fn known(id: &str) -> bool {
-    id == AGENT_METHOD || id == LOGIN_METHOD
+/// Whether `id` is one of the methods [`methods`] offered to a client
+/// with `caps` (a method that was not offered is an unknown one).
+pub fn known(id: &str, caps: &ClientCapabilities) -> bool {
+    methods(caps).iter().any(|m| m.id().0.as_ref() == id)
 }
 
 /// The `auth_required` error for `problem`.

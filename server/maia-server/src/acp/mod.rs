@@ -359,10 +359,15 @@ impl Agent {
             ClientRequest::DisableProviderRequest(req) => Err(providers::disable(&req)),
             ClientRequest::AuthenticateRequest(req) => {
                 let method = req.method_id.0.to_string();
-                if !auth::known(&method) {
+                let caps = self.client_caps().unwrap_or_default();
+                if !auth::known(&method, &caps) {
+                    let offered: Vec<String> = auth::methods(&caps)
+                        .iter()
+                        .map(|m| format!("`{}`", m.id().0))
+                        .collect();
                     Err(invalid_params(format!(
-                        "unknown authentication method `{method}` (offered: `{}`)",
-                        auth::AGENT_METHOD
+                        "unknown authentication method `{method}` (offered: {})",
+                        offered.join(", ")
                     )))
                 } else {
                     let agent = self.clone();

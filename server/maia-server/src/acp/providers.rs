@@ -51,7 +51,8 @@ pub fn list(engine: &Engine) -> ListProvidersResponse {
         MAIN,
         vec![LlmProtocol::OpenAi],
         true,
-        ProviderCurrentConfig::new(LlmProtocol::OpenAi, base_url),
+        // Credentials in the URL are a secret like the headers.
+        ProviderCurrentConfig::new(LlmProtocol::OpenAi, maia_llm::redact_userinfo(&base_url)),
     )])
 }
 
@@ -70,7 +71,8 @@ pub fn set(engine: &Engine, req: SetProviderRequest) -> Result<SetProviderRespon
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
         _ => {
             return Err(invalid(format!(
-                "baseUrl must be an http:// or https:// URL, got `{base_url}`"
+                "baseUrl must be an http:// or https:// URL, got `{}`",
+                maia_llm::redact_userinfo(&base_url)
             )));
         }
     }
@@ -87,7 +89,11 @@ pub fn set(engine: &Engine, req: SetProviderRequest) -> Result<SetProviderRespon
         }
         headers.push((name, ApiKey::new(value)));
     }
-    tracing::info!(%base_url, headers = headers.len(), "model route set by the client");
+    tracing::info!(
+        base_url = %maia_llm::redact_userinfo(&base_url),
+        headers = headers.len(),
+        "model route set by the client"
+    );
     engine.set_route(Some(LlmRoute { base_url, headers }));
     Ok(SetProviderResponse::new())
 }
