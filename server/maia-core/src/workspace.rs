@@ -15,6 +15,24 @@
 
 use std::path::{Path, PathBuf};
 
+/// Folders of the home folder that hold the user's settings, keys or credentials. None of
+/// them (nor anything inside) may become a root: sandboxed commands may write in roots,
+/// and a root's files are read without a question.
+const PRIVATE_HOME_FOLDERS: &[&str] = &[
+    ".maia",
+    ".claude",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".password-store",
+    ".config/gcloud",
+    ".config/gh",
+    ".local/share/keyrings",
+];
+
 /// Most additional roots a session takes.
 pub const MAX_ROOTS: usize = 32;
 
@@ -30,16 +48,17 @@ pub enum RootError {
     )]
     TooBroad(PathBuf),
     #[error(
-        "additional directory `{0}` is refused: it is MAIA's own settings folder (~/.maia) or inside it, which commands must not be allowed to write"
+        "additional directory `{0}` is refused: it is (or is inside) `~/{1}`, a folder of the user's settings or credentials, which commands must not be allowed to write"
     )]
-    Settings(PathBuf),
+    Settings(PathBuf, &'static str),
     #[error("at most {MAX_ROOTS} additional directories are supported, got {0}")]
     TooMany(usize),
 }
 
 /// Checks the additional roots a client sent for a session in `cwd`:
 /// each must be absolute and an existing folder, neither `/` nor the home
-/// folder nor one of its parents, and not inside `~/.maia` (the sandbox
+/// folder nor one of its parents, and not inside `~/.maia`, `~/.ssh` or another
+/// private folder of [`PRIVATE_HOME_FOLDERS`] (the sandbox
 /// lets commands write in the roots). Returns them resolved (`..` folded,
 /// symlinks followed), in order, without duplicates and without the cwd.
 pub fn additional_roots(
@@ -68,11 +87,12 @@ pub fn additional_roots(
         if broad {
             return Err(RootError::TooBroad(given.clone()));
         }
-        if real_home
-            .as_deref()
-            .is_some_and(|home| real.starts_with(home.join(".maia")))
-        {
-            return Err(RootError::Settings(given.clone()));
+        if let Some(folder) = real_home.as_deref().and_then(|home| {
+            PRIVATE_HOME_FOLDERS
+                .iter()
+                .find(|folder| real.starts_with(home.join(folder)))
+        }) {
+            return Err(RootError::Settings(given.clone(), folder));
         }
         if real != real_cwd && !out.contains(&real) {
             out.push(real);
@@ -153,10 +173,27 @@ mod tests {
         std::os::unix::fs::symlink(&home, base.join("h")).unwrap();
         assert!(matches!(err(&[base.join("h")]), RootError::TooBroad(_)));
         std::fs::create_dir_all(home.join(".maia/skills")).unwrap();
-        assert!(matches!(err(&[home.join(".maia")]), RootError::Settings(_)));
+        assert!(matches!(
+            err(&[home.join(".maia")]),
+            RootError::Settings(_, ".maia")
+        ));
+        for private in [".ssh", ".gnupg", ".aws", ".config/gcloud", ".claude/skills"] {
+            let dir = home.join(private);
+            std::fs::create_dir_all(&dir).unwrap();
+            assert!(
+                matches!(err(std::slice::from_ref(&dir)), RootError::Settings(..)),
+                "{private}"
+            );
+        }
+        // A project kept among the user's configuration is a root like any other.
+        std::fs::create_dir_all(home.join(".config/nvim")).unwrap();
+        assert_eq!(
+            additional_roots(&cwd, &[home.join(".config/nvim")], Some(&home)).unwrap(),
+            vec![home.join(".config/nvim")]
+        );
         assert!(matches!(
             err(&[home.join(".maia/skills")]),
-            RootError::Settings(_)
+            RootError::Settings(..)
         ));
         // Inside the home folder is fine.
         std::fs::create_dir_all(home.join("code")).unwrap();
