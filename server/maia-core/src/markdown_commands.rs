@@ -130,9 +130,9 @@ fn load_root(
         .collect()
 }
 
-/// Reads a command file: inside `inside` (symlinks followed) when given,
-/// at most [`MAX_COMMAND_BYTES`].
-fn read_command(path: &Path, inside: Option<&Path>) -> std::io::Result<String> {
+/// Reads a command or skill file: inside `inside` (symlinks followed) when
+/// given, at most [`MAX_COMMAND_BYTES`].
+pub(crate) fn read_bounded(path: &Path, inside: Option<&Path>) -> std::io::Result<String> {
     use std::io::{Error, ErrorKind};
     if let Some(folder) = inside {
         let real = std::fs::canonicalize(path)?;
@@ -140,7 +140,11 @@ fn read_command(path: &Path, inside: Option<&Path>) -> std::io::Result<String> {
         if !real.starts_with(&folder) {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
-                format!("it leads to {}, outside the working folder", real.display()),
+                format!(
+                    "it leads to {}, outside the project folder {}",
+                    real.display(),
+                    folder.display()
+                ),
             ));
         }
     }
@@ -169,7 +173,7 @@ fn load_command(
         ));
         return None;
     }
-    let text = match read_command(path, inside) {
+    let text = match read_bounded(path, inside) {
         Ok(text) => text,
         Err(e) => {
             warnings.push(format!(
@@ -223,7 +227,7 @@ fn first_line(body: &str) -> Option<String> {
 /// The message a command sends: its body with `$ARGUMENTS` replaced by
 /// `arguments`, or the arguments appended when the body does not use them.
 pub fn message(command: &MarkdownCommand, arguments: &str) -> std::io::Result<String> {
-    let text = read_command(&command.path, command.inside.as_deref())?;
+    let text = read_bounded(&command.path, command.inside.as_deref())?;
     let mut out = skills::body_of(&text, arguments);
     if !arguments.is_empty() && !text.contains(ARGUMENTS_PLACEHOLDER) {
         out.push_str(&format!("\n\nArguments: {arguments}"));
@@ -326,7 +330,7 @@ mod tests {
             loaded
                 .warnings
                 .iter()
-                .any(|w| w.contains("key.md") && w.contains("outside the working folder"))
+                .any(|w| w.contains("key.md") && w.contains("outside the project folder"))
         );
         assert!(
             loaded

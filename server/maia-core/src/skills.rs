@@ -39,6 +39,9 @@ pub struct Skill {
     pub dir: PathBuf,
     /// The front matter's `argument-hint`.
     pub hint: Option<String>,
+    /// For a project's skill, the folder its file must resolve inside (symlinks followed):
+    /// a cloned repository's `SKILL.md` must not be a link to the user's keys.
+    pub inside: Option<PathBuf>,
 }
 
 /// The result of [`load`].
@@ -86,8 +89,20 @@ pub fn roots(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
 pub fn load(home: Option<&Path>, cwd: &Path) -> LoadedSkills {
     let mut skills: Vec<Skill> = Vec::new();
     let mut warnings = Vec::new();
+    let personal: Vec<PathBuf> = home
+        .map(|home| {
+            [".claude", ".maia"]
+                .iter()
+                .map(|dot| home.join(dot).join("skills"))
+                .collect()
+        })
+        .unwrap_or_default();
     for root in roots(home, cwd) {
-        for skill in load_root(&root, &mut warnings) {
+        // `<project>/.maia/skills` → `<project>`; the user's own folders may link anywhere.
+        let inside = (!personal.contains(&root))
+            .then(|| root.parent().and_then(Path::parent).map(Path::to_path_buf))
+            .flatten();
+        for skill in load_root(&root, inside.as_deref(), &mut warnings) {
             // A more specific place replaces a skill of the same name.
             skills.retain(|s| s.name != skill.name);
             skills.push(skill);
@@ -105,7 +120,7 @@ pub fn find<'a>(skills: &'a [Skill], name: &str) -> Option<&'a Skill> {
     skills.iter().find(|s| s.name == name)
 }
 
-fn load_root(root: &Path, warnings: &mut Vec<String>) -> Vec<Skill> {
+fn load_root(root: &Path, inside: Option<&Path>, warnings: &mut Vec<String>) -> Vec<Skill> {
     let entries = match std::fs::read_dir(root) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
@@ -121,11 +136,11 @@ fn load_root(root: &Path, warnings: &mut Vec<String>) -> Vec<Skill> {
         .collect();
     dirs.sort();
     dirs.iter()
-        .filter_map(|dir| load_skill(dir, warnings))
+        .filter_map(|dir| load_skill(dir, inside, warnings))
         .collect()
 }
 
-fn load_skill(dir: &Path, warnings: &mut Vec<String>) -> Option<Skill> {
+fn load_skill(dir: &Path, inside: Option<&Path>, warnings: &mut Vec<String>) -> Option<Skill> {
     let Some(folder) = dir.file_name().and_then(|n| n.to_str()) else {
         warnings.push(format!(
             "skill folder {} has a name that is not valid UTF-8; skipped",
@@ -140,7 +155,7 @@ fn load_skill(dir: &Path, warnings: &mut Vec<String>) -> Option<Skill> {
         ));
         return None;
     };
-    let text = match std::fs::read_to_string(&path) {
+    let text = match crate::markdown_commands::read_bounded(&path, inside) {
         Ok(text) => text,
         Err(e) => {
             warnings.push(format!(
@@ -184,6 +199,7 @@ fn load_skill(dir: &Path, warnings: &mut Vec<String>) -> Option<Skill> {
         path,
         dir: dir.to_path_buf(),
         hint: header.argument_hint.filter(|h| !h.trim().is_empty()),
+        inside: inside.map(Path::to_path_buf),
     })
 }
 
@@ -300,7 +316,7 @@ pub fn prompt_section(skills: &[Skill]) -> Option<String> {
 /// The skill's instructions: its file without the front matter, with
 /// `$ARGUMENTS` replaced by `arguments`.
 pub fn body(skill: &Skill, arguments: &str) -> std::io::Result<String> {
-    let text = std::fs::read_to_string(&skill.path)?;
+    let text = crate::markdown_commands::read_bounded(&skill.path, skill.inside.as_deref())?;
     Ok(body_of(&text, arguments))
 }
 
@@ -468,6 +484,52 @@ mod tests {
         // Without a home folder the home skills are simply absent.
         let loaded = load(None, &p.cwd);
         assert_eq!(names(&loaded), ["hp", "parent_only", "shared"]);
+    }
+
+    #[test]
+    fn project_skills_stay_in_the_project_and_are_bounded() {
+        let p = places();
+        let secret = p.home.join("id_ed25519");
+        std::fs::write(&secret, "---\ndescription: key\n---\nPRIVATE KEY").unwrap();
+        // A cloned repository's skill that links to the user's key is skipped …
+        let linked = p.cwd.join(".claude/skills/review");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(&secret, linked.join("SKILL.md")).unwrap();
+        let folder = p.cwd.join(".maia/skills/leak");
+        std::fs::create_dir_all(p.cwd.join(".maia/skills")).unwrap();
+        std::os::unix::fs::symlink(p.home.join("keys"), &folder).unwrap();
+        std::fs::create_dir_all(p.home.join("keys")).unwrap();
+        std::fs::copy(&secret, p.home.join("keys/SKILL.md")).unwrap();
+        // … as is a huge one; a link inside the project is fine.
+        let huge = p.cwd.join(".maia/skills/huge");
+        std::fs::create_dir_all(&huge).unwrap();
+        let mut text = String::from("---\ndescription: big\n---\n");
+        text.push_str(&"x".repeat(300 * 1024));
+        std::fs::write(huge.join("SKILL.md"), text).unwrap();
+        let ok = p.cwd.join(".maia/skills/ok");
+        std::fs::create_dir_all(&ok).unwrap();
+        std::fs::write(p.cwd.join("ok.md"), "---\ndescription: fine\n---\nOK").unwrap();
+        std::os::unix::fs::symlink(p.cwd.join("ok.md"), ok.join("SKILL.md")).unwrap();
+        // The user's own folders may link anywhere.
+        let mine = p.home.join(".maia/skills/mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        std::os::unix::fs::symlink(&secret, mine.join("SKILL.md")).unwrap();
+
+        let loaded = load(Some(&p.home), &p.cwd);
+        let names: Vec<&str> = loaded.skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["mine", "ok"], "{:?}", loaded.warnings);
+        for skipped in ["review", "leak", "huge"] {
+            assert!(
+                loaded.warnings.iter().any(|w| w.contains(skipped)),
+                "{skipped}: {:?}",
+                loaded.warnings
+            );
+        }
+        // A skill re-pointed after loading is refused when it runs.
+        std::fs::remove_file(p.cwd.join("ok.md")).unwrap();
+        std::os::unix::fs::symlink(&secret, p.cwd.join("ok.md")).unwrap();
+        let skill = loaded.get("ok").unwrap();
+        assert!(body(skill, "").is_err());
     }
 
     #[test]
