@@ -531,10 +531,15 @@ impl Session {
         if to_summarise.is_empty() {
             return Err(CompactError::Empty);
         }
-        let name = next_name(self.conversation.name(), |n| {
-            store::session_path(&self.cwd, n).exists()
-        })
-        .ok_or_else(|| CompactError::NoFreeName(self.conversation.name().to_owned()))?;
+        // Checked before the summary is asked (no request when every name is taken); the
+        // name is chosen again when the new journal is written, as one may be taken meanwhile.
+        let free = |s: &Session| {
+            next_name(s.conversation.name(), |n| {
+                store::session_path(&s.cwd, n).exists()
+            })
+            .ok_or_else(|| CompactError::NoFreeName(s.conversation.name().to_owned()))
+        };
+        free(self)?;
         let id = format!("compaction-{}", uuid::Uuid::new_v4().simple());
         let report = |s: &Session, state: CompactionState| {
             s.emit(Event::Compaction {
@@ -581,8 +586,24 @@ impl Session {
                 message: message.clone(),
             });
         }
-        if let Err(e) = self.conversation.continue_as(name, &records) {
-            let e = CompactError::Failed(format!("cannot save the compacted session: {e}"));
+        let mut attempts = 0;
+        let saved = loop {
+            let name = match free(self) {
+                Ok(name) => name,
+                Err(e) => break Err(e),
+            };
+            match self.conversation.continue_as(name, &records) {
+                Ok(()) => break Ok(()),
+                // Taken between the check and the write: the next free name.
+                Err(store::StoreError::Exists { .. }) if attempts < MAX_SUFFIX => attempts += 1,
+                Err(e) => {
+                    break Err(CompactError::Failed(format!(
+                        "cannot save the compacted session: {e}"
+                    )));
+                }
+            }
+        };
+        if let Err(e) = saved {
             report(self, CompactionState::Failed(e.to_string()));
             return Err(e);
         }

@@ -160,10 +160,12 @@ impl Conversation {
     }
 
     /// After a compaction: the thread continues in a new journal `name`
-    /// that starts with `records`; the history restarts empty.
+    /// that starts with `records`; the history restarts empty. Fails with
+    /// [`StoreError::Exists`] (changing nothing) when a journal `name` exists:
+    /// another thread's file is never replaced, even by one created meanwhile.
     pub fn continue_as(&mut self, name: String, records: &[Record]) -> Result<(), StoreError> {
         let header = store::new_header(&self.id, &self.cwd);
-        let journal = Journal::create(&self.cwd, &name, &header, records)?;
+        let journal = Journal::create_new(&self.cwd, &name, &header, records)?;
         self.journal = Some(journal);
         self.unsaved = false;
         self.name = name;
@@ -289,6 +291,30 @@ mod tests {
         .unwrap();
         assert!(c.is_empty());
         assert_eq!(store::find(dir.path(), "t1").unwrap().name, "second__1");
+    }
+
+    #[test]
+    fn a_compaction_never_replaces_a_journal_created_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _rx) = fresh(dir.path());
+        c.push(ChatMessage::user("mine"));
+        // Another thread took `first__1` while this one was being summarised.
+        let (tx, _rx2) = mpsc::unbounded_channel();
+        let mut other = Conversation::create("t2", dir.path(), None, "first__1".into(), tx);
+        other.push(ChatMessage::user("theirs"));
+        let summary = [Record::Compaction {
+            summary: "s".into(),
+        }];
+        let err = c.continue_as("first__1".into(), &summary).unwrap_err();
+        assert!(matches!(err, StoreError::Exists { .. }), "{err}");
+        let path = store::session_path(dir.path(), "first__1");
+        assert_eq!(store::load(&path).unwrap().history(), other.history());
+        // Nothing changed here; the next name works.
+        assert_eq!(c.name(), "first");
+        assert_eq!(c.history(), &[ChatMessage::user("mine")]);
+        c.continue_as("first__2".into(), &summary).unwrap();
+        assert_eq!(store::find(dir.path(), "t1").unwrap().name, "first__2");
+        assert_eq!(store::find(dir.path(), "t2").unwrap().name, "first__1");
     }
 
     #[test]
