@@ -121,6 +121,25 @@ pub fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// Writes `header` and `records` whole to the temporary file `tmp_name` in
+/// the sessions folder (created if missing) and returns its path.
+fn write_aside(
+    cwd: &Path,
+    tmp_name: &str,
+    header: &Header,
+    records: &[Record],
+) -> Result<PathBuf, StoreError> {
+    let dir = sessions_dir(cwd);
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let tmp = dir.join(tmp_name);
+    let mut text = line(header);
+    for r in records {
+        text.push_str(&line(r));
+    }
+    std::fs::write(&tmp, text).map_err(io(&tmp))?;
+    Ok(tmp)
+}
+
 /// How many times [`Journal::open`] tries the lock, 10 ms apart.
 const LOCK_ATTEMPTS: u32 = 20;
 
@@ -139,17 +158,10 @@ impl Journal {
         header: &Header,
         records: &[Record],
     ) -> Result<Journal, StoreError> {
-        let dir = sessions_dir(cwd);
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let path = session_path(cwd, name);
         // Written whole to a temporary file, then renamed: a reader never
         // sees a half-written new journal.
-        let tmp = dir.join(format!(".{name}.tmp"));
-        let mut text = line(header);
-        for r in records {
-            text.push_str(&line(r));
-        }
-        std::fs::write(&tmp, text).map_err(io(&tmp))?;
+        let tmp = write_aside(cwd, &format!(".{name}.tmp"), header, records)?;
         std::fs::rename(&tmp, &path).map_err(io(&path))?;
         set_current(cwd, &header.id, name)?;
         Self::open(&path)
@@ -165,17 +177,15 @@ impl Journal {
         header: &Header,
         records: &[Record],
     ) -> Result<Journal, StoreError> {
-        let dir = sessions_dir(cwd);
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let path = session_path(cwd, name);
         // Its own temporary file: two writers racing for one name never
         // link each other's text.
-        let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
-        let mut text = line(header);
-        for r in records {
-            text.push_str(&line(r));
-        }
-        std::fs::write(&tmp, text).map_err(io(&tmp))?;
+        let tmp = write_aside(
+            cwd,
+            &format!(".{name}.{}.tmp", uuid::Uuid::new_v4()),
+            header,
+            records,
+        )?;
         let linked = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);
         match linked {
