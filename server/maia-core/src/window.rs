@@ -318,6 +318,14 @@ where
 /// Why a discovery result is not cached.
 struct NotCached(Option<Window>);
 
+/// `model`'s window from the `contextWindows` setting (zero is ignored).
+fn manual_window(manual: &HashMap<String, u64>, model: &str) -> Option<Window> {
+    manual.get(model).filter(|&&t| t > 0).map(|&tokens| Window {
+        tokens,
+        source: WindowSource::Manual,
+    })
+}
+
 /// `model`'s context window: manual setting > `/model/info` > models list > asking the model
 /// > unknown (`None`). See the module documentation for what is cached.
 ///
@@ -331,11 +339,8 @@ pub async fn resolve(
     manual: &HashMap<String, u64>,
     cancel: &CancellationToken,
 ) -> Option<Window> {
-    if let Some(&tokens) = manual.get(model).filter(|&&t| t > 0) {
-        return Some(Window {
-            tokens,
-            source: WindowSource::Manual,
-        });
+    if let Some(window) = manual_window(manual, model) {
+        return Some(window);
     }
     let resolved = cell(&cache.resolved, (base_key(client), model.to_owned()));
     // Waiting for another task's discovery also stops when `cancel` fires.
@@ -454,11 +459,8 @@ pub async fn resolve_quick(
     manual: &HashMap<String, u64>,
     cancel: &CancellationToken,
 ) -> Option<Window> {
-    if let Some(&tokens) = manual.get(model).filter(|&&t| t > 0) {
-        return Some(Window {
-            tokens,
-            source: WindowSource::Manual,
-        });
+    if let Some(window) = manual_window(manual, model) {
+        return Some(window);
     }
     let key = (base_key(client), model.to_owned());
     if let Some(Some(window)) = lock(&cache.resolved)
