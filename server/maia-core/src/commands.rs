@@ -288,15 +288,7 @@ impl Session {
 
     fn context_command(&self) {
         let system = self.system_prompt();
-        let tools = serde_json::to_string(
-            &self
-                .tool_specs()
-                .iter()
-                .map(|t| (&t.name, &t.description, &t.parameters))
-                .collect::<Vec<_>>(),
-        )
-        .map(|s| s.len())
-        .unwrap_or(0);
+        let tools = self.tool_chars();
         let messages: usize = crate::compaction::message_chars(self.conversation.history());
         let context_file = match &self.context_file {
             Some(f) => format!(

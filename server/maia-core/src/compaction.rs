@@ -434,7 +434,12 @@ impl Session {
 
     /// Characters every request carries: the system prompt and the tools.
     pub(crate) fn fixed_chars(&self) -> usize {
-        let tools = serde_json::to_string(
+        self.system_prompt().len() + self.tool_chars()
+    }
+
+    /// Characters of the tool definitions every request carries.
+    pub(crate) fn tool_chars(&self) -> usize {
+        serde_json::to_string(
             &self
                 .tool_specs()
                 .iter()
@@ -442,8 +447,7 @@ impl Session {
                 .collect::<Vec<_>>(),
         )
         .map(|s| s.len())
-        .unwrap_or(0);
-        self.system_prompt().len() + tools
+        .unwrap_or(0)
     }
 
     /// Tokens of `chars` characters: the estimate, calibrated by the last
