@@ -274,20 +274,13 @@ async fn drive(
     let Some(exit) = exit else {
         return ToolOutput::error(format!("{text}Exit code: unknown"));
     };
-    match (exit.exit_code, exit.signal) {
-        (Some(0), _) => ToolOutput::ok(format!("{text}Exit code: 0")),
-        (Some(code), _) => match &ctx.sandbox {
-            Some(sandbox) if crate::sandbox::looks_denied(&text) => ToolOutput::error(format!(
-                "{text}Exit code: {code}\n{}",
-                crate::sandbox::denial_note(sandbox.policy())
-            )),
-            _ => ToolOutput::error(format!("{text}Exit code: {code}")),
-        },
-        (None, Some(signal)) => ToolOutput::error(format!(
-            "{text}Exit code: unknown (killed by signal {signal})"
-        )),
-        (None, None) => ToolOutput::error(format!("{text}Exit code: unknown")),
-    }
+    crate::tools::bash::exit_output(
+        ctx,
+        &text,
+        exit.exit_code.map(i64::from),
+        exit.signal
+            .map(|signal| format!("unknown (killed by signal {signal})")),
+    )
 }
 
 #[cfg(test)]
