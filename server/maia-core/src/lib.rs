@@ -20,6 +20,7 @@ mod event;
 pub mod images;
 pub mod markdown_commands;
 mod mcp;
+mod md_files;
 pub mod mode;
 mod oversize;
 pub mod permission;

@@ -21,16 +21,16 @@
 //! `~/.ssh/id_ed25519` named `review.md` is skipped), and no command file
 //! is read beyond [`MAX_COMMAND_BYTES`].
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::md_files::{self, read_bounded};
 use crate::skills::{self, ARGUMENTS_PLACEHOLDER};
 
 /// Characters of a description taken from the body's first line.
 const DESCRIPTION_CHARS: usize = 120;
 
 /// The largest command file read (bigger ones are skipped with a warning).
-pub const MAX_COMMAND_BYTES: u64 = 256 * 1024;
+pub const MAX_COMMAND_BYTES: u64 = md_files::MAX_FILE_BYTES;
 
 /// One Markdown command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,34 +66,22 @@ impl LoadedCommands {
 
 /// The folders read, lowest precedence first (duplicates removed).
 pub fn roots(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for family in [".claude", ".maia"] {
-        for base in [home, Some(cwd)].into_iter().flatten() {
-            let root = base.join(family).join("commands");
-            if !out.contains(&root) {
-                out.push(root);
-            }
-        }
-    }
-    out
+    md_files::unique([".claude", ".maia"].into_iter().flat_map(|family| {
+        [home, Some(cwd)]
+            .into_iter()
+            .flatten()
+            .map(move |base| base.join(family).join("commands"))
+    }))
 }
 
 /// Loads the Markdown commands for a session in `cwd`. Problems are
 /// returned as warnings (and logged), never errors.
 pub fn load(home: Option<&Path>, cwd: &Path) -> LoadedCommands {
-    let mut commands: Vec<MarkdownCommand> = Vec::new();
-    let mut warnings = Vec::new();
-    for root in roots(home, cwd) {
+    let roots = roots(home, cwd).into_iter().map(|root| {
         let inside = root.starts_with(cwd).then(|| cwd.to_path_buf());
-        for command in load_root(&root, inside.as_deref(), &mut warnings) {
-            commands.retain(|c| c.name != command.name);
-            commands.push(command);
-        }
-    }
-    commands.sort_by(|a, b| a.name.cmp(&b.name));
-    for w in &warnings {
-        tracing::warn!("{w}");
-    }
+        (root, inside)
+    });
+    let (commands, warnings) = md_files::load_layered(roots, load_root, |c| &c.name);
     LoadedCommands { commands, warnings }
 }
 
@@ -110,54 +98,13 @@ fn load_root(
     inside: Option<&Path>,
     warnings: &mut Vec<String>,
 ) -> Vec<MarkdownCommand> {
-    let entries = match std::fs::read_dir(root) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) => {
-            warnings.push(format!("cannot read {}: {e}", root.display()));
-            return Vec::new();
-        }
-    };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md") && p.is_file())
-        .collect();
-    files.sort();
+    let files = md_files::list(root, warnings, |p| {
+        p.extension().is_some_and(|e| e == "md") && p.is_file()
+    });
     files
         .iter()
         .filter_map(|path| load_command(path, inside, warnings))
         .collect()
-}
-
-/// Reads a command or skill file: inside `inside` (symlinks followed) when
-/// given, at most [`MAX_COMMAND_BYTES`].
-pub(crate) fn read_bounded(path: &Path, inside: Option<&Path>) -> std::io::Result<String> {
-    use std::io::{Error, ErrorKind};
-    if let Some(folder) = inside {
-        let real = std::fs::canonicalize(path)?;
-        let folder = std::fs::canonicalize(folder)?;
-        if !real.starts_with(&folder) {
-            return Err(Error::new(
-                ErrorKind::PermissionDenied,
-                format!(
-                    "it leads to {}, outside the project folder {}",
-                    real.display(),
-                    folder.display()
-                ),
-            ));
-        }
-    }
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_COMMAND_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_COMMAND_BYTES {
-        return Err(Error::new(
-            ErrorKind::InvalidData,
-            format!("it is larger than {MAX_COMMAND_BYTES} bytes"),
-        ));
-    }
-    String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::InvalidData, "it is not UTF-8"))
 }
 
 fn load_command(

@@ -67,7 +67,6 @@ impl LoadedSkills {
 /// the working folder. A later folder wins a name: MAIA's places always
 /// win over `.claude` ones, and within each the most specific wins.
 pub fn roots(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
     let claude = [home, Some(cwd)]
         .into_iter()
         .flatten()
@@ -76,19 +75,12 @@ pub fn roots(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
         .into_iter()
         .flatten()
         .map(|base| base.join(".maia").join("skills"));
-    for root in claude.chain(maia) {
-        if !out.contains(&root) {
-            out.push(root);
-        }
-    }
-    out
+    crate::md_files::unique(claude.chain(maia))
 }
 
 /// Loads the skills for a session in `cwd`; `home` is the user's home
 /// folder. Problems are returned as warnings (and logged), never errors.
 pub fn load(home: Option<&Path>, cwd: &Path) -> LoadedSkills {
-    let mut skills: Vec<Skill> = Vec::new();
-    let mut warnings = Vec::new();
     let personal: Vec<PathBuf> = home
         .map(|home| {
             [".claude", ".maia"]
@@ -97,21 +89,15 @@ pub fn load(home: Option<&Path>, cwd: &Path) -> LoadedSkills {
                 .collect()
         })
         .unwrap_or_default();
-    for root in roots(home, cwd) {
+    let roots = roots(home, cwd).into_iter().map(|root| {
         // `<project>/.maia/skills` → `<project>`; the user's own folders may link anywhere.
         let inside = (!personal.contains(&root))
             .then(|| root.parent().and_then(Path::parent).map(Path::to_path_buf))
             .flatten();
-        for skill in load_root(&root, inside.as_deref(), &mut warnings) {
-            // A more specific place replaces a skill of the same name.
-            skills.retain(|s| s.name != skill.name);
-            skills.push(skill);
-        }
-    }
-    skills.sort_by(|a, b| a.name.cmp(&b.name));
-    for w in &warnings {
-        tracing::warn!("{w}");
-    }
+        (root, inside)
+    });
+    // A more specific place replaces a skill of the same name.
+    let (skills, warnings) = crate::md_files::load_layered(roots, load_root, |s| &s.name);
     LoadedSkills { skills, warnings }
 }
 
@@ -121,20 +107,7 @@ pub fn find<'a>(skills: &'a [Skill], name: &str) -> Option<&'a Skill> {
 }
 
 fn load_root(root: &Path, inside: Option<&Path>, warnings: &mut Vec<String>) -> Vec<Skill> {
-    let entries = match std::fs::read_dir(root) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) => {
-            warnings.push(format!("cannot read {}: {e}", root.display()));
-            return Vec::new();
-        }
-    };
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
+    let dirs = crate::md_files::list(root, warnings, Path::is_dir);
     dirs.iter()
         .filter_map(|dir| load_skill(dir, inside, warnings))
         .collect()
@@ -155,7 +128,7 @@ fn load_skill(dir: &Path, inside: Option<&Path>, warnings: &mut Vec<String>) -> 
         ));
         return None;
     };
-    let text = match crate::markdown_commands::read_bounded(&path, inside) {
+    let text = match crate::md_files::read_bounded(&path, inside) {
         Ok(text) => text,
         Err(e) => {
             warnings.push(format!(
@@ -316,7 +289,7 @@ pub fn prompt_section(skills: &[Skill]) -> Option<String> {
 /// The skill's instructions: its file without the front matter, with
 /// `$ARGUMENTS` replaced by `arguments`.
 pub fn body(skill: &Skill, arguments: &str) -> std::io::Result<String> {
-    let text = crate::markdown_commands::read_bounded(&skill.path, skill.inside.as_deref())?;
+    let text = crate::md_files::read_bounded(&skill.path, skill.inside.as_deref())?;
     Ok(body_of(&text, arguments))
 }
 
