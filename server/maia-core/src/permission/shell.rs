@@ -55,6 +55,22 @@ pub(crate) struct Part {
     pub candidates: Vec<String>,
 }
 
+impl Part {
+    /// Script text that could not be read as commands, kept whole as one
+    /// hidden, dynamic part: deny and ask rules still see it, no allow rule
+    /// covers it.
+    fn unreadable(text: &str) -> Part {
+        Part {
+            raw: text.to_owned(),
+            plain: text.to_owned(),
+            stripped: text.to_owned(),
+            hidden: true,
+            dynamic: true,
+            ..Default::default()
+        }
+    }
+}
+
 /// The analysis of a whole command line.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Analysis {
@@ -489,15 +505,7 @@ impl Walker<'_> {
         let before = self.out.parts.len();
         if !self.script(text) {
             self.out.parts.truncate(before);
-            let t = text.trim().to_owned();
-            self.out.parts.push(Part {
-                raw: t.clone(),
-                plain: t.clone(),
-                stripped: t,
-                hidden: true,
-                dynamic: true,
-                ..Default::default()
-            });
+            self.out.parts.push(Part::unreadable(text.trim()));
             self.out.risky = true;
         }
         self.depth -= 1;
@@ -1146,15 +1154,7 @@ impl Walker<'_> {
     fn unreadable_word(&mut self, text: &str) {
         self.out.risky = true;
         if text.contains("$(") || text.contains('`') {
-            let t = text.to_owned();
-            self.out.parts.push(Part {
-                raw: t.clone(),
-                plain: t.clone(),
-                stripped: t,
-                hidden: true,
-                dynamic: true,
-                ..Default::default()
-            });
+            self.out.parts.push(Part::unreadable(text));
         }
     }
 
