@@ -98,15 +98,13 @@ pub enum CompactError {
     Failed(String),
 }
 
-/// What the last compaction sent, for logs, `/context` and tests.
+/// What a compaction sent, for the log.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SummaryStats {
     /// Estimated tokens of each summary request, in order.
     pub requests: Vec<u64>,
     /// Tool results cut to head and tail.
     pub shrunk: usize,
-    /// Parts the conversation was summarised in.
-    pub parts: usize,
 }
 
 pub(crate) fn estimate(chars: usize) -> u64 {
@@ -704,10 +702,9 @@ impl Session {
                         requests = ?stats.requests,
                         rejected,
                         shrunk = stats.shrunk,
-                        parts = stats.parts,
+                        parts = stats.requests.len(),
                         "summary written"
                     );
-                    self.last_summary = Some(stats);
                     return Ok(summary);
                 }
                 Err(Attempt::Rejected(tokens)) if !retried => {
@@ -754,7 +751,6 @@ impl Session {
         } = plan(messages, earlier.as_deref(), limit_chars, kept).map_err(Attempt::Other)?;
         let mut stats = SummaryStats {
             shrunk,
-            parts: parts.len(),
             ..SummaryStats::default()
         };
         let mut running = earlier;

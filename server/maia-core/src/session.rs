@@ -253,8 +253,6 @@ pub(crate) struct Session {
     pub(crate) turn_images: crate::images::Overlay,
     /// The running turn's prompt (kept verbatim by a compaction).
     pub prompt: Option<TurnPrompt>,
-    /// What the last compaction sent.
-    pub last_summary: Option<crate::compaction::SummaryStats>,
     /// The last response's usage and what the meter showed for it.
     pub last_usage: Option<maia_llm::Usage>,
     /// Cached prompt tokens over the session.
@@ -563,7 +561,6 @@ pub(crate) fn spawn(
         vision: crate::images::VisionCache::default(),
         turn_images: Vec::new(),
         prompt: None,
-        last_summary: None,
         last_usage: None,
         cached_total: 0,
         text_tool_calls: TextToolCalls::default(),
