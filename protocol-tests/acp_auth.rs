@@ -182,14 +182,7 @@ async fn a_saved_session_still_opens_without_a_proxy() {
     maia.mock.require_key(Some("sk-other"));
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request(
-            "session/load",
-            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.load(&sid).await;
     assert!(resp.get("result").is_some(), "{resp}");
     assert!(agent_text(&before).contains("kept"));
 }

@@ -169,14 +169,7 @@ async fn reactive_compaction_keeps_the_prompt_verbatim_in_the_request_and_the_jo
     // After a restart, session/load shows the question before the answer.
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request(
-            "session/load",
-            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.load(&sid).await;
     assert!(resp.get("error").is_none(), "{resp}");
     let users: Vec<String> = updates_of(&before, "user_message_chunk")
         .iter()

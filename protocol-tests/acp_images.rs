@@ -236,14 +236,7 @@ async fn load_replays_the_image_from_beside_the_journal() {
 
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request(
-            "session/load",
-            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.load(&sid).await;
     assert!(resp["result"].is_object(), "{resp}");
     let chunks = updates_of(&before, "user_message_chunk");
     let text = chunks

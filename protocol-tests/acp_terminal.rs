@@ -542,14 +542,7 @@ async fn a_load_replays_the_output_not_the_released_terminal() {
     assert!(seen.iter().any(|m| embedded(m).is_some()));
     let mut maia = maia.restart().await;
     maia.initialize_with(json!({"terminal": true})).await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request(
-            "session/load",
-            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.load(&sid).await;
     assert!(resp.get("error").is_none(), "{resp}");
     let calls: Vec<Value> = updates(&before)
         .into_iter()

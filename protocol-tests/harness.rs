@@ -308,6 +308,25 @@ impl Maia {
         (maia, sid)
     }
 
+    /// Sends `method` (`session/load` or `session/resume`) for `sid` in the
+    /// session's cwd with no MCP servers; returns the response and the
+    /// messages before it.
+    pub async fn reopen(&mut self, method: &str, sid: &str) -> (Value, Vec<Value>) {
+        let cwd = self.cwd();
+        let id = self
+            .request(
+                method,
+                json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+            )
+            .await;
+        self.response(id).await
+    }
+
+    /// `session/load` of `sid`; returns the response and the replay before it.
+    pub async fn load(&mut self, sid: &str) -> (Value, Vec<Value>) {
+        self.reopen("session/load", sid).await
+    }
+
     pub async fn prompt(&mut self, sid: &str, text: &str) -> u64 {
         self.prompt_blocks(sid, json!([{"type": "text", "text": text}]))
             .await
