@@ -8,7 +8,7 @@ use std::time::Duration;
 use maia_test_support::{self as mock, WindowError, estimate_tokens};
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, Options, agent_text, choose, updates_of};
+use crate::harness::{Maia, Options, agent_text, choose, content_text, updates_of};
 
 async fn ready(settings: Value) -> (Maia, String) {
     let mut maia = Maia::start_with(Options {
@@ -44,19 +44,6 @@ fn session_files(maia: &Maia) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// The text of a message whatever its content's shape (string or parts).
-fn content_text(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
 }
 
 fn is_summary_request(request: &Value) -> bool {

@@ -8,7 +8,7 @@ use base64::Engine;
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, Options, agent_text, choose, read, updates_of};
+use crate::harness::{Maia, Options, agent_text, choose, content_text, read, updates_of};
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -41,19 +41,6 @@ fn image_urls(request: &Value) -> Vec<(String, String)> {
         }
     }
     out
-}
-
-/// The text of a message (a string, or its text parts).
-fn text_of(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
 }
 
 fn image_block(bytes: &[u8]) -> Value {
@@ -89,8 +76,8 @@ async fn an_image_reaches_a_vision_model_for_its_turn_only() {
         )]
     );
     let user = first["messages"].as_array().unwrap().last().unwrap();
-    assert!(text_of(user).starts_with("what is this?"), "{user}");
-    assert!(text_of(user).contains("640×480"), "{user}");
+    assert!(content_text(user).starts_with("what is this?"), "{user}");
+    assert!(content_text(user).contains("640×480"), "{user}");
 
     // The next turn sees the stand-in, not the image.
     maia.mock.push(mock::text_reply("still a form"));
@@ -98,7 +85,7 @@ async fn an_image_reaches_a_vision_model_for_its_turn_only() {
     maia.response(id).await;
     let second = &maia.mock.requests()[1];
     assert!(image_urls(second).is_empty(), "resent: {second}");
-    let earlier = text_of(&second["messages"][1]);
+    let earlier = content_text(&second["messages"][1]);
     assert!(
         earlier.contains("shown in turn 1") && earlier.contains("image/png, 640×480"),
         "{earlier}"
@@ -128,7 +115,7 @@ async fn a_model_without_vision_gets_a_note_and_the_user_is_told() {
     assert!(image_urls(request).is_empty());
     let user = request["messages"].as_array().unwrap().last().unwrap();
     assert!(
-        text_of(user).contains("not shown: the model mock-model does not accept images"),
+        content_text(user).contains("not shown: the model mock-model does not accept images"),
         "{user}"
     );
 }
@@ -277,10 +264,10 @@ async fn read_of_an_image_shows_it_to_a_vision_model_for_the_turn() {
     let messages = after_read["messages"].as_array().unwrap();
     let tool = messages.iter().find(|m| m["role"] == "tool").unwrap();
     assert!(
-        text_of(tool).contains("is an image (image/png, 640×480"),
+        content_text(tool).contains("is an image (image/png, 640×480"),
         "{tool}"
     );
-    assert!(!text_of(tool).contains("binary"));
+    assert!(!content_text(tool).contains("binary"));
     // The image follows the tool results as a user message.
     assert_eq!(
         image_urls(after_read),
@@ -317,7 +304,7 @@ async fn read_of_an_image_by_a_model_without_vision_says_so() {
         .find(|m| m["role"] == "tool")
         .unwrap();
     assert!(
-        text_of(tool).contains("not shown: the model mock-model does not accept images"),
+        content_text(tool).contains("not shown: the model mock-model does not accept images"),
         "{tool}"
     );
 }
@@ -341,7 +328,7 @@ async fn edit_after(maia: &mut Maia, sid: &str, blocks: Value) -> String {
         .find(|m| m["role"] == "tool")
         .cloned()
         .unwrap();
-    text_of(&tool)
+    content_text(&tool)
 }
 
 #[tokio::test]

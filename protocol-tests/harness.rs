@@ -376,6 +376,20 @@ pub fn agent_text(messages: &[Value]) -> String {
         .collect()
 }
 
+/// The text of an LLM request message whatever its content's shape
+/// (a string or text parts).
+pub fn content_text(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
 /// The updates of one kind.
 pub fn updates_of(messages: &[Value], kind: &str) -> Vec<Value> {
     updates(messages)
