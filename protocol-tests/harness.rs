@@ -308,6 +308,23 @@ impl Maia {
         (maia, sid)
     }
 
+    /// Prompts `sid` with `text`; returns the response and the messages
+    /// before it.
+    pub async fn turn(&mut self, sid: &str, text: &str) -> (Value, Vec<Value>) {
+        let id = self.prompt(sid, text).await;
+        self.response(id).await
+    }
+
+    /// One answered turn, `/rename` to `name`, then `/compact` (answered
+    /// "summary"); returns the messages before the compaction's response.
+    pub async fn compact_renamed(&mut self, sid: &str, name: &str) -> Vec<Value> {
+        self.mock.push(maia_test_support::text_reply("answer"));
+        self.turn(sid, "hello").await;
+        self.turn(sid, &format!("/rename {name}")).await;
+        self.mock.push(maia_test_support::text_reply("summary"));
+        self.turn(sid, "/compact").await.1
+    }
+
     /// Sends `method` (`session/load` or `session/resume`) for `sid` in the
     /// session's cwd with no MCP servers; returns the response and the
     /// messages before it.
@@ -374,6 +391,18 @@ pub fn agent_text(messages: &[Value]) -> String {
         .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
         .filter_map(|u| u["content"]["text"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// The journal file names in the session's `.maia/.sessions`, sorted.
+pub fn session_files(maia: &Maia) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(maia.path(".maia/.sessions"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".jsonl"))
+        .collect();
+    names.sort();
+    names
 }
 
 /// The text of an LLM request message whatever its content's shape
