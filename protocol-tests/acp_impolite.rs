@@ -134,9 +134,7 @@ async fn never_prompted_sessions_load_resume_and_list() {
     let (resp, _) = maia.load(&sid).await;
     assert!(resp["result"].is_object(), "{resp}");
     // And it still works.
-    maia.mock.push(mock::text_reply("late"));
-    let id = maia.prompt(&sid, "finally").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia.answered_turn(&sid, "finally", "late").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
 }
 
@@ -199,9 +197,9 @@ async fn load_of_a_live_session_mid_turn_then_prompt_then_restart() {
     );
     let (resp, _) = maia.response(id).await;
     assert!(resp["result"].is_object(), "{resp}");
-    maia.mock.push(mock::text_reply("second answer"));
-    let id = maia.prompt(&sid, "second question").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia
+        .answered_turn(&sid, "second question", "second answer")
+        .await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
 
     let mut maia = maia.restart().await;
@@ -601,9 +599,7 @@ async fn a_thread_open_in_another_process_is_refused_clearly() {
         "{answer}"
     );
     // The first process goes on writing its thread.
-    maia.mock.push(mock::text_reply("two"));
-    let id = maia.prompt(&sid, "second").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia.answered_turn(&sid, "second", "two").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     drop(stdin);
     let _ = other.wait().await;

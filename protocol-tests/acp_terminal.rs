@@ -590,9 +590,7 @@ async fn cancel_kills_the_terminal_then_releases_it() {
         .expect("the killed command ended")
         .unwrap();
     // The history stays valid for the next turn.
-    maia.mock.push(mock::text_reply("ok"));
-    let id = maia.prompt(&sid, "next").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia.answered_turn(&sid, "next", "ok").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
 }
 

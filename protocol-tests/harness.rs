@@ -315,11 +315,22 @@ impl Maia {
         self.response(id).await
     }
 
+    /// Scripts the text answer `reply` and prompts `sid` with `text`;
+    /// returns the prompt response and the messages before it.
+    pub async fn answered_turn(
+        &mut self,
+        sid: &str,
+        text: &str,
+        reply: &str,
+    ) -> (Value, Vec<Value>) {
+        self.mock.push(maia_test_support::text_reply(reply));
+        self.turn(sid, text).await
+    }
+
     /// One answered turn, `/rename` to `name`, then `/compact` (answered
     /// "summary"); returns the messages before the compaction's response.
     pub async fn compact_renamed(&mut self, sid: &str, name: &str) -> Vec<Value> {
-        self.mock.push(maia_test_support::text_reply("answer"));
-        self.turn(sid, "hello").await;
+        self.answered_turn(sid, "hello", "answer").await;
         self.turn(sid, &format!("/rename {name}")).await;
         self.mock.push(maia_test_support::text_reply("summary"));
         self.turn(sid, "/compact").await.1
