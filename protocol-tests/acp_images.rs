@@ -47,6 +47,19 @@ fn image_block(bytes: &[u8]) -> Value {
     json!({"type": "image", "data": b64(bytes), "mimeType": "image/png"})
 }
 
+/// Prompts `sid` with `text` followed by the PNG `bytes`; returns the
+/// prompt response and the messages before it.
+async fn prompt_with_image(
+    maia: &mut Maia,
+    sid: &str,
+    text: &str,
+    bytes: &[u8],
+) -> (Value, Vec<Value>) {
+    let blocks = json!([{"type": "text", "text": text}, image_block(bytes)]);
+    let id = maia.prompt_blocks(sid, blocks).await;
+    maia.response(id).await
+}
+
 #[tokio::test]
 async fn an_image_reaches_a_vision_model_for_its_turn_only() {
     let mut maia = Maia::start().await;
@@ -59,13 +72,7 @@ async fn an_image_reaches_a_vision_model_for_its_turn_only() {
     vision(&maia, true);
     let bytes = png();
     maia.mock.push(mock::text_reply("a login form"));
-    let id = maia
-        .prompt_blocks(
-            &sid,
-            json!([{"type": "text", "text": "what is this?"}, image_block(&bytes)]),
-        )
-        .await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = prompt_with_image(&mut maia, &sid, "what is this?", &bytes).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     let first = &maia.mock.requests()[0];
     assert_eq!(
@@ -98,13 +105,7 @@ async fn a_model_without_vision_gets_a_note_and_the_user_is_told() {
     let (mut maia, sid) = Maia::ready().await;
     vision(&maia, false);
     maia.mock.push(mock::text_reply("I cannot see images"));
-    let id = maia
-        .prompt_blocks(
-            &sid,
-            json!([{"type": "text", "text": "look"}, image_block(&png())]),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = prompt_with_image(&mut maia, &sid, "look", &png()).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     let said = agent_text(&before);
     assert!(
@@ -197,13 +198,7 @@ async fn load_replays_the_image_from_beside_the_journal() {
     vision(&maia, true);
     let bytes = png();
     maia.mock.push(mock::text_reply("seen"));
-    let id = maia
-        .prompt_blocks(
-            &sid,
-            json!([{"type": "text", "text": "look"}, image_block(&bytes)]),
-        )
-        .await;
-    maia.response(id).await;
+    prompt_with_image(&mut maia, &sid, "look", &bytes).await;
     // The journal names the image; its bytes are stored apart.
     let sessions = maia.cwd().join(".maia/.sessions");
     let journal: String = std::fs::read_dir(&sessions)
