@@ -5,7 +5,7 @@
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, agent_text, updates_of};
+use crate::harness::{Maia, agent_text, tool_results, updates_of};
 
 fn ask_call(maia: &Maia) {
     maia.mock.push(mock::tool_calls_reply(&[(
@@ -21,17 +21,6 @@ async fn form_client() -> (Maia, String) {
         .await;
     let sid = maia.new_session().await;
     (maia, sid)
-}
-
-/// The tool messages of model request `index`.
-fn tool_results(maia: &Maia, index: usize) -> Vec<String> {
-    maia.mock.requests()[index]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// Asks once through the form, answering `elicitation/create` with

@@ -4,7 +4,7 @@
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, choose, updates_of};
+use crate::harness::{Maia, choose, tool_results, updates_of};
 
 async fn open(maia: &mut Maia) -> (String, Value) {
     maia.initialize().await;
@@ -139,13 +139,7 @@ async fn read_only_refuses_changes_and_commands() {
         .filter(|u| u["status"] == "failed")
         .count();
     assert_eq!(failed, 2);
-    let tool_messages: Vec<String> = maia.mock.requests()[1]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect();
+    let tool_messages = tool_results(&maia, 1);
     assert!(
         tool_messages.iter().all(|t| t.contains("read-only")),
         "{tool_messages:?}"
@@ -192,13 +186,7 @@ async fn bypass_still_refuses_catastrophic_commands_and_keeps_the_sandbox() {
     ]));
     let (_, before) = maia.answered_turn(&sid, "run", "ok").await;
     assert!(no_permission_asked(&before));
-    let tool_messages: Vec<String> = maia.mock.requests()[1]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect();
+    let tool_messages = tool_results(&maia, 1);
     assert!(
         tool_messages[0].contains("catastrophic"),
         "{tool_messages:?}"

@@ -416,6 +416,26 @@ pub fn session_files(maia: &Maia) -> Vec<String> {
     names
 }
 
+/// The `tool` message contents of model request `index`.
+pub fn tool_results(maia: &Maia, index: usize) -> Vec<String> {
+    tool_messages(&maia.mock.requests()[index])
+}
+
+/// The `tool` message contents of the model's last request.
+pub fn last_tool_results(maia: &Maia) -> Vec<String> {
+    tool_messages(maia.mock.requests().last().unwrap())
+}
+
+fn tool_messages(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// The text of an LLM request message whatever its content's shape
 /// (a string or text parts).
 pub fn content_text(message: &Value) -> String {
