@@ -326,14 +326,21 @@ async fn edit_after(maia: &mut Maia, sid: &str, blocks: Value) -> String {
     content_text(&tool)
 }
 
+/// A ready session whose cwd holds `f.txt` with `text`; returns the
+/// session, the file's path and its `file://` URI.
+async fn ready_with_file(text: &str) -> (Maia, String, std::path::PathBuf, String) {
+    let (maia, sid) = Maia::ready().await;
+    let path = maia.path("f.txt");
+    std::fs::write(&path, text).unwrap();
+    let uri = format!("file://{}", path.display());
+    (maia, sid, path, uri)
+}
+
 #[tokio::test]
 async fn attached_files_count_as_read_for_edit() {
     let text = "alpha\nbeta\n";
     // A resource link.
-    let (mut maia, sid) = Maia::ready().await;
-    let path = maia.path("f.txt");
-    std::fs::write(&path, text).unwrap();
-    let uri = format!("file://{}", path.display());
+    let (mut maia, sid, path, uri) = ready_with_file(text).await;
     let result = edit_after(
         &mut maia,
         &sid,
@@ -344,10 +351,7 @@ async fn attached_files_count_as_read_for_edit() {
     assert_eq!(read(&path), "alpha\nBETA\n");
 
     // An embedded resource with what is on disk.
-    let (mut maia, sid) = Maia::ready().await;
-    let path = maia.path("f.txt");
-    std::fs::write(&path, text).unwrap();
-    let uri = format!("file://{}", path.display());
+    let (mut maia, sid, _, uri) = ready_with_file(text).await;
     let result = edit_after(
         &mut maia,
         &sid,
@@ -357,9 +361,7 @@ async fn attached_files_count_as_read_for_edit() {
     assert!(result.starts_with("Edited"), "{result}");
 
     // A typed @path.
-    let (mut maia, sid) = Maia::ready().await;
-    let path = maia.path("f.txt");
-    std::fs::write(&path, text).unwrap();
+    let (mut maia, sid, path, _) = ready_with_file(text).await;
     let result = edit_after(
         &mut maia,
         &sid,
@@ -372,10 +374,7 @@ async fn attached_files_count_as_read_for_edit() {
 
 #[tokio::test]
 async fn an_attachment_that_differs_from_the_file_fails_the_edit() {
-    let (mut maia, sid) = Maia::ready().await;
-    let path = maia.path("f.txt");
-    std::fs::write(&path, "alpha\nbeta\nchanged on disk\n").unwrap();
-    let uri = format!("file://{}", path.display());
+    let (mut maia, sid, path, uri) = ready_with_file("alpha\nbeta\nchanged on disk\n").await;
     let result = edit_after(
         &mut maia,
         &sid,
