@@ -337,3 +337,56 @@ async fn credentials_in_a_gateway_url_are_never_shown_or_logged() {
     assert!(log.contains("model route set by the client"), "{log}");
     assert!(!log.contains(secret), "{log}");
 }
+
+/// An impolite client: everything in one write, nothing awaited. Each request is answered
+/// exactly once, the gated ones with `auth_required`, the others as usual.
+#[tokio::test]
+async fn pipelined_requests_without_a_proxy_each_get_one_answer() {
+    let dead = format!("http://127.0.0.1:{}", dead_port().await);
+    let mut maia = Maia::start_with(with(json!({"LiteLLM_URL": dead}))).await;
+    let cwd = maia.cwd();
+    let cwd = cwd.to_str().unwrap();
+    let burst = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": true}}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+               "params": {"cwd": cwd, "mcpServers": []}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "authenticate",
+               "params": {"methodId": "agent"}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "session/new",
+               "params": {"cwd": cwd, "mcpServers": []}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "session/list", "params": {"cwd": cwd}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "authenticate",
+               "params": {"methodId": "login"}}),
+    ];
+    let text: String = burst.iter().map(|m| format!("{m}\n")).collect();
+    maia.send_raw(&text).await;
+    let mut answers: std::collections::BTreeMap<u64, Value> = Default::default();
+    while answers.len() < burst.len() {
+        let m = maia.next().await;
+        if m.get("method").is_none() {
+            let id = m["id"].as_u64().unwrap();
+            assert!(
+                answers.insert(id, m.clone()).is_none(),
+                "answered twice: {m}"
+            );
+        }
+    }
+    assert_eq!(method_ids(&answers[&1]), ["login", "agent"]);
+    // Both methods re-check the proxy, which still does not answer.
+    for id in [2, 3, 4, 6] {
+        assert_eq!(answers[&id]["error"]["code"], -32000, "{}", answers[&id]);
+    }
+    assert_eq!(
+        answers[&5]["result"]["sessions"],
+        json!([]),
+        "{}",
+        answers[&5]
+    );
+    // Nothing more comes: no session was made behind the errors.
+    assert!(
+        maia.next_within(std::time::Duration::from_millis(300))
+            .await
+            .is_none()
+    );
+}

@@ -521,3 +521,34 @@ async fn a_turn_of_many_screenshots_sends_at_most_twenty_per_request() {
     assert!(counts.iter().all(|&n| n <= 20), "{counts:?}");
     assert_eq!(counts.last(), Some(&20), "{counts:?}");
 }
+
+/// `/model/info` is read once per process: the vision decision uses the copy the window
+/// discovery already has (a text turn first makes sure it has it).
+#[tokio::test]
+async fn vision_comes_from_the_model_info_already_read() {
+    let mut maia = Maia::start().await;
+    maia.initialize().await;
+    vision(&maia, true);
+    let sid = maia.new_session().await;
+    maia.mock.push(mock::text_reply("hello"));
+    let id = maia.prompt(&sid, "hi").await;
+    maia.response(id).await;
+    let asked = maia.mock.model_info_requests();
+    assert!(asked >= 1, "the window discovery read /model/info");
+    let bytes = png();
+    maia.mock.push(mock::text_reply("a login form"));
+    let id = maia
+        .prompt_blocks(
+            &sid,
+            json!([{"type": "text", "text": "what is this?"}, image_block(&bytes)]),
+        )
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    assert_eq!(image_urls(&maia.mock.requests()[1]).len(), 1);
+    assert_eq!(
+        maia.mock.model_info_requests(),
+        asked,
+        "asked again for vision"
+    );
+}

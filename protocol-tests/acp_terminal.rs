@@ -696,3 +696,36 @@ async fn without_the_capability_bash_runs_here() {
     assert_eq!(editor.methods(), ["session/request_permission"]);
     assert_eq!(last_tool_results(&maia), ["here\nExit code: 0"]);
 }
+
+#[tokio::test]
+async fn sigterm_while_the_editor_runs_a_command_kills_and_releases_it() {
+    let (mut maia, sid) = terminal_client().await;
+    bash(&maia, json!({"command": "echo started; sleep 30"}));
+    let id = maia.prompt(&sid, "run").await;
+    let mut editor = Editor::default();
+    let pid = nix::unistd::Pid::from_raw(maia.child.id().unwrap() as i32);
+    let mut signalled = false;
+    // The signal arrives the instant the terminal is shown, while MAIA waits for its exit.
+    let (resp, _) = serve_turn(&mut maia, &mut editor, id, |_, _, m| {
+        if !signalled && embedded(m).is_some() {
+            signalled = true;
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        }
+        None
+    })
+    .await;
+    assert_eq!(resp["result"]["stopReason"], "cancelled", "{resp}");
+    let methods = editor.methods();
+    assert_eq!(
+        methods[methods.len() - 2..],
+        ["terminal/kill", "terminal/release"],
+        "{methods:?}"
+    );
+    let term = editor
+        .terms
+        .values()
+        .next()
+        .expect("a terminal was created");
+    assert!(term.released);
+    maia.wait_exit(Duration::from_secs(10)).await;
+}

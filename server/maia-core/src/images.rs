@@ -244,12 +244,14 @@ pub(crate) struct VisionCache {
 }
 
 /// Whether `model` is shown images: the `visionModels` setting, else
-/// `/model/info`, else the model list, else unknown.
+/// `/model/info` (`prefetched`: what the window discovery's copy of it says
+/// for `model`, else asked here), else the model list, else unknown.
 pub(crate) async fn sees_images(
     cache: &VisionCache,
     llm: &LlmClient,
     model: &str,
     manual: &HashMap<String, bool>,
+    prefetched: Option<bool>,
     cancel: &CancellationToken,
 ) -> Vision {
     if let Some(&vision) = manual.get(model) {
@@ -259,13 +261,26 @@ pub(crate) async fn sees_images(
             Vision::No("visionModels says so")
         };
     }
+    // `/model/info` as the window discovery already read it: no second request.
+    if let Some(vision) = prefetched {
+        return if vision {
+            Vision::Yes("/model/info")
+        } else {
+            Vision::No("`/model/info` says `supports_vision: false`")
+        };
+    }
     // A cancelled question is not remembered: the next image asks again.
     let Ok(info) = cache
         .model_info
         .get_or_try_init(|| async {
             tokio::select! {
                 () = cancel.cancelled() => Err(()),
-                info = llm.model_info_vision() => Ok(info.unwrap_or_else(|e| {
+                info = llm.model_info() => Ok(info.map(|entries| {
+                    entries
+                        .into_iter()
+                        .filter_map(|(name, entry)| Some((name, entry.supports_vision?)))
+                        .collect()
+                }).unwrap_or_else(|e| {
                     tracing::debug!(error = %e, "no vision information from /model/info");
                     HashMap::new()
                 })),

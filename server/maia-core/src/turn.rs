@@ -524,11 +524,16 @@ impl Session {
     async fn vision(&mut self, cancel: &CancellationToken) -> Option<(String, images::Vision)> {
         let model = self.resolve_model(cancel).await.ok()?;
         let llm = self.llm.as_ref().ok()?;
+        let prefetched = self
+            .windows
+            .model_info(llm, &model)
+            .and_then(|entry| entry.supports_vision);
         let vision = images::sees_images(
             &self.vision,
             llm,
             &model,
             &self.settings.vision_models,
+            prefetched,
             cancel,
         )
         .await;

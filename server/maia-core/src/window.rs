@@ -1023,6 +1023,22 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let disk = DiskCache::in_home(home.path());
         disk.put("http://s", "seed", Some(8_192));
+        // A reader (another process starting, say) never sees a half-written file.
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (path, done) = (disk.path().to_path_buf(), done.clone());
+            std::thread::spawn(move || {
+                let mut torn = Vec::new();
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(text) = std::fs::read_to_string(&path)
+                        && serde_json::from_str::<DiskFile>(&text).is_err()
+                    {
+                        torn.push(text.len());
+                    }
+                }
+                torn
+            })
+        };
         let writers: Vec<_> = (0..8)
             .map(|i| {
                 let disk = disk.clone();
@@ -1036,6 +1052,14 @@ mod tests {
         for writer in writers {
             writer.join().unwrap();
         }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let torn = reader.join().unwrap();
+        assert!(
+            torn.is_empty(),
+            "a reader saw {} torn files (sizes {:?}…)",
+            torn.len(),
+            &torn[..torn.len().min(5)]
+        );
         let text = std::fs::read_to_string(disk.path()).unwrap();
         assert!(serde_json::from_str::<DiskFile>(&text).is_ok(), "{text}");
         let dir = disk.path().parent().unwrap();

@@ -70,32 +70,6 @@ impl LlmClient {
         }
     }
 
-    /// Reads `/model/info` as for [`Self::model_info_windows`] and maps each `model_name` to
-    /// whether it accepts images (`model_info.supports_vision`; entries without the field are
-    /// left out; when deployments of one name disagree, `false` wins).
-    pub async fn model_info_vision(&self) -> Result<HashMap<String, bool>, LlmError> {
-        let Some(value) = self.model_info_body().await? else {
-            return Ok(HashMap::new());
-        };
-        let data = value.get("data").and_then(Value::as_array).ok_or_else(|| {
-            LlmError::InvalidResponse {
-                message: "model info has no \"data\" array".to_owned(),
-            }
-        })?;
-        let mut out: HashMap<String, bool> = HashMap::new();
-        for entry in data {
-            if let (Some(name), Some(vision)) = (
-                entry.get("model_name").and_then(Value::as_str),
-                crate::types::entry_supports_vision(entry),
-            ) {
-                out.entry(name.to_owned())
-                    .and_modify(|known| *known &= vision)
-                    .or_insert(vision);
-            }
-        }
-        Ok(out)
-    }
-
     /// The `/model/info` body; `None` when the server has no such route.
     async fn model_info_body(&self) -> Result<Option<Value>, LlmError> {
         let url = self.config().join(MODEL_INFO_PATH);
@@ -183,6 +157,9 @@ pub struct ModelInfoEntry {
     pub provider: Option<String>,
     /// `litellm_params.model`, the upstream model.
     pub upstream: Option<String>,
+    /// Whether it accepts images (`model_info.supports_vision`); `None` when no deployment
+    /// says, `false` when deployments of one name disagree.
+    pub supports_vision: Option<bool>,
 }
 
 impl ModelInfoEntry {
@@ -224,6 +201,9 @@ fn entries_from_model_info(value: &Value) -> Option<HashMap<String, ModelInfoEnt
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if let Some(vision) = crate::types::entry_supports_vision(entry) {
+            known.supports_vision = Some(known.supports_vision.unwrap_or(true) && vision);
+        }
         if known.provider.is_none() {
             known.provider = provider;
         }
@@ -597,6 +577,23 @@ mod tests {
 
     use crate::config::LlmConfig;
     use maia_test_support::{MockLlm, Reply, error_reply, text_reply};
+
+    #[test]
+    fn vision_is_read_with_the_other_fields_and_false_wins() {
+        let body = serde_json::json!({"data": [
+            {"model_name": "eye", "model_info": {"supports_vision": true}},
+            {"model_name": "mixed", "model_info": {"supports_vision": true}},
+            {"model_name": "mixed", "model_info": {"supports_vision": false}},
+            {"model_name": "blind", "model_info": {"supports_vision": false}},
+            {"model_name": "silent", "model_info": {"max_input_tokens": 8192}},
+        ]});
+        let entries = entries_from_model_info(&body).unwrap();
+        let vision = |name: &str| entries[name].supports_vision;
+        assert_eq!(vision("eye"), Some(true));
+        assert_eq!(vision("mixed"), Some(false));
+        assert_eq!(vision("blind"), Some(false));
+        assert_eq!(vision("silent"), None);
+    }
 
     fn client_at(url: &str) -> LlmClient {
         LlmClient::new(LlmConfig {

@@ -4,7 +4,6 @@
 //! (accept, decline or cancel) goes back to the model.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
 
 use agent_client_protocol_schema::v1::{
     CreateElicitationRequest, CreateElicitationResponse, ElicitationAction,
@@ -12,7 +11,8 @@ use agent_client_protocol_schema::v1::{
     StringPropertySchema, ToolCallId,
 };
 use maia_core::{Answer, Asker, Question};
-use maia_rpc::Connection;
+
+use super::peer::Peer;
 
 /// The form's field holding the choice.
 pub const CHOICE_FIELD: &str = "choice";
@@ -24,21 +24,12 @@ pub const NOTE_MAX_CHARS: usize = 2_000;
 
 #[derive(Clone)]
 pub struct ClientAsker {
-    conn: Connection,
-    session_id: Arc<OnceLock<String>>,
+    peer: Peer,
 }
 
 impl ClientAsker {
-    pub fn new(conn: Connection) -> Self {
-        ClientAsker {
-            conn,
-            session_id: Arc::new(OnceLock::new()),
-        }
-    }
-
-    /// Names the session the questions belong to.
-    pub fn bind(&self, session_id: &str) {
-        let _ = self.session_id.set(session_id.to_owned());
+    pub fn new(peer: Peer) -> Self {
+        ClientAsker { peer }
     }
 }
 
@@ -112,16 +103,11 @@ pub fn answer(question: &Question, response: CreateElicitationResponse) -> Resul
 #[async_trait::async_trait]
 impl Asker for ClientAsker {
     async fn ask(&self, question: &Question) -> Result<Answer, String> {
-        let session = self.session_id.get().cloned().unwrap_or_default();
-        let params =
-            serde_json::to_value(request(&session, question)).map_err(|e| e.to_string())?;
-        let value = self
-            .conn
-            .request("elicitation/create", params)
-            .await
-            .map_err(|e| format!("the editor could not show it: {e}"))?;
-        let response: CreateElicitationResponse = serde_json::from_value(value)
-            .map_err(|e| format!("unreadable elicitation/create answer: {e}"))?;
+        let params = request(&self.peer.session(), question);
+        let response: CreateElicitationResponse = self
+            .peer
+            .call("elicitation/create", params, "the editor could not show it")
+            .await?;
         answer(question, response)
     }
 }

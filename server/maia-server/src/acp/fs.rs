@@ -3,7 +3,6 @@
 //! it, so unsaved buffers are seen and edits are tracked; else the disk.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
 
 use agent_client_protocol_schema::v1::{
     ClientCapabilities, ReadTextFileRequest, ReadTextFileResponse, WriteTextFileRequest,
@@ -11,10 +10,11 @@ use agent_client_protocol_schema::v1::{
 use maia_rpc::Connection;
 use maia_tools::{FileSystem, FsError, LocalFs};
 
+use super::peer::Peer;
+
 #[derive(Clone)]
 pub struct ClientFs {
-    conn: Connection,
-    session_id: Arc<OnceLock<String>>,
+    peer: Peer,
     read: bool,
     write: bool,
 }
@@ -22,8 +22,7 @@ pub struct ClientFs {
 impl ClientFs {
     pub fn new(conn: Connection, caps: &ClientCapabilities) -> Self {
         ClientFs {
-            conn,
-            session_id: Arc::new(OnceLock::new()),
+            peer: Peer::new(conn),
             read: caps.fs.read_text_file,
             write: caps.fs.write_text_file,
         }
@@ -31,11 +30,11 @@ impl ClientFs {
 
     /// Names the session the requests belong to (known once it started).
     pub fn bind(&self, session_id: &str) {
-        let _ = self.session_id.set(session_id.to_owned());
+        self.peer.bind(session_id);
     }
 
     fn session(&self) -> String {
-        self.session_id.get().cloned().unwrap_or_default()
+        self.peer.session()
     }
 }
 
@@ -80,15 +79,15 @@ impl FileSystem for ClientFs {
             return Err(FsError::Binary(path.to_path_buf()));
         }
         let request = ReadTextFileRequest::new(self.session(), path.to_path_buf());
-        let params = serde_json::to_value(request).map_err(|e| FsError::Client(e.to_string()))?;
-        let value = self
-            .conn
-            .request("fs/read_text_file", params)
+        self.peer
+            .call::<ReadTextFileResponse>(
+                "fs/read_text_file",
+                request,
+                "the editor could not read the file",
+            )
             .await
-            .map_err(|e| FsError::Client(format!("the editor could not read the file: {e}")))?;
-        serde_json::from_value::<ReadTextFileResponse>(value)
             .map(|r| r.content)
-            .map_err(|e| FsError::Client(format!("unreadable fs/read_text_file answer: {e}")))
+            .map_err(FsError::Client)
     }
 
     async fn write(&self, path: &Path, content: &str) -> Result<(), FsError> {
@@ -104,12 +103,16 @@ impl FileSystem for ClientFs {
                 })?;
         }
         let request = WriteTextFileRequest::new(self.session(), path.to_path_buf(), content);
-        let params = serde_json::to_value(request).map_err(|e| FsError::Client(e.to_string()))?;
-        // Clients answer `{}` or `null`; both mean success.
-        self.conn
-            .request("fs/write_text_file", params)
+        // Clients answer `{}` or `null`; both mean success, and nothing in
+        // the answer is used.
+        self.peer
+            .call::<serde::de::IgnoredAny>(
+                "fs/write_text_file",
+                request,
+                "the editor could not write the file",
+            )
             .await
             .map(|_| ())
-            .map_err(|e| FsError::Client(format!("the editor could not write the file: {e}")))
+            .map_err(FsError::Client)
     }
 }

@@ -13,6 +13,7 @@ mod ask;
 mod auth;
 mod convert;
 mod fs;
+mod peer;
 #[cfg(feature = "llm-providers")]
 mod providers;
 mod terminal;
@@ -160,19 +161,17 @@ fn client_tools(
     caps: &ClientCapabilities,
     session_id: &str,
 ) -> maia_core::ClientTools {
+    let peer = peer::Peer::new(conn.clone());
+    peer.bind(session_id);
     // Commands reach the editor's terminal as `maia __terminal`: without a
     // path to this binary, Bash runs here as for a client without terminals.
     let terminals = (caps.terminal && maia_tools::process::maia_exe().is_some()).then(|| {
-        let terminals = terminal::ClientTerminals::new(conn.clone());
-        terminals.bind(session_id);
+        let terminals = terminal::ClientTerminals::new(peer.clone());
         Arc::new(terminals) as Arc<dyn maia_tools::Terminals>
     });
     let form = caps.elicitation.as_ref().is_some_and(|e| e.supports_form());
-    let asker = form.then(|| {
-        let asker = ask::ClientAsker::new(conn.clone());
-        asker.bind(session_id);
-        Arc::new(asker) as Arc<dyn maia_core::Asker>
-    });
+    let asker =
+        form.then(|| Arc::new(ask::ClientAsker::new(peer.clone())) as Arc<dyn maia_core::Asker>);
     maia_core::ClientTools { terminals, asker }
 }
 
@@ -281,10 +280,8 @@ impl Agent {
                 );
             }
             ClientRequest::LoadSessionRequest(req) => {
-                let (how, prompt) = (
-                    Open::Load(req.session_id.0.to_string()),
-                    req.system_prompt.is_some(),
-                );
+                let how = Open::Load(req.session_id.0.to_string());
+                let prompt = req.system_prompt.is_some();
                 return self.spawn_open(
                     id,
                     (req.cwd, req.additional_directories),
@@ -294,10 +291,8 @@ impl Agent {
                 );
             }
             ClientRequest::ResumeSessionRequest(req) => {
-                let (how, prompt) = (
-                    Open::Resume(req.session_id.0.to_string()),
-                    req.system_prompt.is_some(),
-                );
+                let how = Open::Resume(req.session_id.0.to_string());
+                let prompt = req.system_prompt.is_some();
                 return self.spawn_open(
                     id,
                     (req.cwd, req.additional_directories),

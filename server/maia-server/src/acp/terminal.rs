@@ -2,39 +2,29 @@
 //! whose client advertised `clientCapabilities.terminal`. The engine
 //! decides the sequence (`maia_tools::terminal`); this only speaks it.
 
-use std::sync::{Arc, OnceLock};
-
 use agent_client_protocol_schema::v1::{
     CreateTerminalRequest, CreateTerminalResponse, EnvVariable, KillTerminalRequest,
     ReleaseTerminalRequest, TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse,
     WaitForTerminalExitRequest, WaitForTerminalExitResponse,
 };
-use maia_rpc::Connection;
 use maia_tools::{TerminalError, TerminalExit, TerminalOutput, TerminalRequest, Terminals};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::peer::Peer;
+
 #[derive(Clone)]
 pub struct ClientTerminals {
-    conn: Connection,
-    session_id: Arc<OnceLock<String>>,
+    peer: Peer,
 }
 
 impl ClientTerminals {
-    pub fn new(conn: Connection) -> Self {
-        ClientTerminals {
-            conn,
-            session_id: Arc::new(OnceLock::new()),
-        }
-    }
-
-    /// Names the session the requests belong to.
-    pub fn bind(&self, session_id: &str) {
-        let _ = self.session_id.set(session_id.to_owned());
+    pub fn new(peer: Peer) -> Self {
+        ClientTerminals { peer }
     }
 
     fn session(&self) -> String {
-        self.session_id.get().cloned().unwrap_or_default()
+        self.peer.session()
     }
 
     async fn call<T: DeserializeOwned>(
@@ -42,20 +32,10 @@ impl ClientTerminals {
         method: &str,
         params: impl Serialize,
     ) -> Result<T, TerminalError> {
-        let params = serde_json::to_value(params).map_err(|e| TerminalError(e.to_string()))?;
-        let value = self
-            .conn
-            .request(method, params)
+        self.peer
+            .call(method, params, &format!("{method} failed"))
             .await
-            .map_err(|e| TerminalError(format!("{method} failed: {e}")))?;
-        // `{}` and `null` both answer the methods without a result.
-        let value = if value.is_null() {
-            serde_json::json!({})
-        } else {
-            value
-        };
-        serde_json::from_value(value)
-            .map_err(|e| TerminalError(format!("unreadable {method} answer: {e}")))
+            .map_err(TerminalError)
     }
 }
 
