@@ -5,7 +5,7 @@
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, agent_text, updates_of};
+use crate::harness::{Maia, agent_text, tool_results, updates_of};
 
 fn ask_call(maia: &Maia) {
     maia.mock.push(mock::tool_calls_reply(&[(
@@ -21,17 +21,6 @@ async fn form_client() -> (Maia, String) {
         .await;
     let sid = maia.new_session().await;
     (maia, sid)
-}
-
-/// The tool messages of model request `index`.
-fn tool_results(maia: &Maia, index: usize) -> Vec<String> {
-    maia.mock.requests()[index]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// Asks once through the form, answering `elicitation/create` with
@@ -146,9 +135,7 @@ async fn without_forms_the_question_is_text_and_the_turn_ends() {
         let done = updates_of(&before, "tool_call_update");
         assert_eq!(done.last().unwrap()["status"], "completed");
         // The answer is the next prompt; the model sees the whole exchange.
-        maia.mock.push(mock::text_reply("postgres it is"));
-        let id = maia.prompt(&sid, "2").await;
-        let (resp, _) = maia.response(id).await;
+        let (resp, _) = maia.answered_turn(&sid, "2", "postgres it is").await;
         assert_eq!(resp["result"]["stopReason"], "end_turn");
         let messages = maia.mock.requests()[1]["messages"]
             .as_array()
@@ -181,9 +168,7 @@ async fn cancel_while_the_form_is_open_ends_the_turn() {
     // A late answer is harmless.
     maia.respond(&asked["id"], json!({"action": "cancel"}))
         .await;
-    maia.mock.push(mock::text_reply("ok"));
-    let id = maia.prompt(&sid, "next").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia.answered_turn(&sid, "next", "ok").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
 }
 
@@ -195,9 +180,7 @@ async fn a_bad_question_is_an_error_for_the_model() {
         "AskUser",
         json!({"question": "Which?", "choices": ["only one"]}),
     )]));
-    maia.mock.push(mock::text_reply("sorry"));
-    let id = maia.prompt(&sid, "go").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia.answered_turn(&sid, "go", "sorry").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     let result = tool_results(&maia, 1).remove(0);
     assert!(result.contains("2 to 6 choices"), "{result}");

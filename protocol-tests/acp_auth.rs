@@ -26,6 +26,15 @@ fn method_ids(init: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Opens a session and prompts it with `text`, the model answering
+/// `reply`; returns the prompt response and the messages before it.
+async fn turn_in_a_new_session(maia: &mut Maia, text: &str, reply: &str) -> (Value, Vec<Value>) {
+    let sid = maia.new_session().await;
+    maia.mock.push(mock::text_reply(reply));
+    let id = maia.prompt(&sid, text).await;
+    maia.response(id).await
+}
+
 #[tokio::test]
 async fn terminal_login_is_offered_only_to_clients_that_can_run_it() {
     let mut maia = Maia::start().await;
@@ -131,10 +140,7 @@ async fn no_proxy_means_auth_required_until_login_and_authenticate() {
         .await;
     let (resp, _) = maia.response(id).await;
     assert_eq!(resp["result"], json!({}), "{resp}");
-    let sid = maia.new_session().await;
-    maia.mock.push(mock::text_reply("first answer"));
-    let id = maia.prompt(&sid, "hello").await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = turn_in_a_new_session(&mut maia, "hello", "first answer").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     assert_eq!(agent_text(&before), "first answer");
 }
@@ -165,10 +171,7 @@ async fn a_refused_key_means_auth_required_and_a_restart_after_login_works() {
     let mut maia = maia.restart().await;
     maia.initialize_with(json!({"auth": {"terminal": true}}))
         .await;
-    let sid = maia.new_session().await;
-    maia.mock.push(mock::text_reply("with the new key"));
-    let id = maia.prompt(&sid, "hi").await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = turn_in_a_new_session(&mut maia, "hi", "with the new key").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     assert_eq!(agent_text(&before), "with the new key");
 }
@@ -182,14 +185,7 @@ async fn a_saved_session_still_opens_without_a_proxy() {
     maia.mock.require_key(Some("sk-other"));
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request(
-            "session/load",
-            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.load(&sid).await;
     assert!(resp.get("result").is_some(), "{resp}");
     assert!(agent_text(&before).contains("kept"));
 }

@@ -321,9 +321,7 @@ async fn cancel_storm_gets_one_response_and_stray_cancels_none() {
         .await;
 
     // An idle-session cancel does not poison the next turn.
-    maia.mock.push(mock::text_reply("still fine"));
-    let id = maia.prompt(&sid, "hi").await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.answered_turn(&sid, "hi", "still fine").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     assert_eq!(agent_text(&before), "still fine");
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, Options, agent_text, updates_of};
+use crate::harness::{Maia, Options, agent_text, session_files, updates_of};
 
 async fn ready(settings: Value, client_capabilities: Value) -> (Maia, String) {
     let mut maia = Maia::start_with(Options {
@@ -19,33 +19,17 @@ async fn ready(settings: Value, client_capabilities: Value) -> (Maia, String) {
     (maia, sid)
 }
 
-async fn turn(maia: &mut Maia, sid: &str, text: &str) -> (Value, Vec<Value>) {
-    let id = maia.prompt(sid, text).await;
-    maia.response(id).await
-}
-
-fn session_files(maia: &Maia) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(maia.path(".maia/.sessions"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".jsonl"))
-        .collect();
-    names.sort();
-    names
-}
-
 #[tokio::test]
 async fn manual_compaction_with_the_compaction_capability() {
     let (mut maia, sid) = ready(json!({}), json!({"session": {"compaction": {}}})).await;
     maia.mock.push(mock::text_reply("first answer"));
-    turn(&mut maia, &sid, "remember the word banana").await;
+    maia.turn(&sid, "remember the word banana").await;
     let id = maia.prompt(&sid, "/rename work").await;
     maia.response(id).await;
 
     maia.mock
         .push(mock::text_reply("## Project context\nThe word is banana."));
-    let (resp, before) = turn(&mut maia, &sid, "/compact").await;
+    let (resp, before) = maia.turn(&sid, "/compact").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     let updates = updates_of(&before, "compaction_update");
     let statuses: Vec<_> = updates.iter().map(|u| u["status"].clone()).collect();
@@ -71,7 +55,7 @@ async fn manual_compaction_with_the_compaction_capability() {
     assert!(old.contains("remember the word banana"));
 
     maia.mock.push(mock::text_reply("it was banana"));
-    turn(&mut maia, &sid, "what was the word?").await;
+    maia.turn(&sid, "what was the word?").await;
     let messages = maia.mock.requests().last().unwrap()["messages"].clone();
     let messages = messages.as_array().unwrap();
     assert_eq!(
@@ -90,7 +74,7 @@ async fn manual_compaction_with_the_compaction_capability() {
     let id = maia.prompt(&sid, "/load work__1").await;
     maia.response(id).await;
     maia.mock.push(mock::text_reply("ok"));
-    turn(&mut maia, &sid, "again").await;
+    maia.turn(&sid, "again").await;
     let messages = maia.mock.requests().last().unwrap()["messages"].clone();
     assert!(
         messages[0]["content"]
@@ -104,9 +88,9 @@ async fn manual_compaction_with_the_compaction_capability() {
 async fn without_the_capability_a_think_tool_call_shows_it() {
     let (mut maia, sid) = ready(json!({}), json!({})).await;
     maia.mock.push(mock::text_reply("first answer"));
-    turn(&mut maia, &sid, "hello").await;
+    maia.turn(&sid, "hello").await;
     maia.mock.push(mock::text_reply("the summary"));
-    let (_, before) = turn(&mut maia, &sid, "/compact").await;
+    let (_, before) = maia.turn(&sid, "/compact").await;
     assert!(updates_of(&before, "compaction_update").is_empty());
     let calls = updates_of(&before, "tool_call");
     assert_eq!(calls.len(), 1);
@@ -129,7 +113,7 @@ async fn automatic_compaction_before_a_request() {
     maia.mock
         .enforce_context_window(1_000_000, mock::WindowError::LiteLlm);
     maia.mock.push(mock::text_reply("measure"));
-    turn(&mut maia, &sid, "hi").await;
+    maia.turn(&sid, "hi").await;
     let base = mock::estimate_tokens(&maia.mock.requests()[0]);
     // A window leaving 1,000 tokens above the 4,000 + 500 reserve.
     let window = base + 4_500 + 1_000;
@@ -142,13 +126,13 @@ async fn automatic_compaction_before_a_request() {
     let sid = maia.new_session().await;
     maia.mock.push(mock::text_reply("first answer"));
     let first = format!("first: {}", "long words ".repeat(220));
-    let (_, before) = turn(&mut maia, &sid, &first).await;
+    let (_, before) = maia.turn(&sid, &first).await;
     assert!(updates_of(&before, "compaction_update").is_empty());
     // 600 + 500 tokens: over the threshold before the request.
     let prompt = format!("{} What now?", "more words ".repeat(180));
     maia.mock.push(mock::text_reply("auto summary"));
     maia.mock.push(mock::text_reply("answer"));
-    let (resp, before) = turn(&mut maia, &sid, &prompt).await;
+    let (resp, before) = maia.turn(&sid, &prompt).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     assert_eq!(agent_text(&before), "answer");
     let statuses: Vec<_> = updates_of(&before, "compaction_update")
@@ -189,7 +173,7 @@ async fn automatic_compaction_before_a_request() {
     );
     // The measured size is under the threshold again: no compaction now.
     maia.mock.push(mock::text_reply("calm"));
-    let (_, before) = turn(&mut maia, &sid, "next").await;
+    let (_, before) = maia.turn(&sid, "next").await;
     assert!(updates_of(&before, "compaction_update").is_empty());
 }
 
@@ -197,7 +181,7 @@ async fn automatic_compaction_before_a_request() {
 async fn cancelling_a_compaction_changes_nothing() {
     let (mut maia, sid) = ready(json!({}), json!({"session": {"compaction": {}}})).await;
     maia.mock.push(mock::text_reply("first answer"));
-    turn(&mut maia, &sid, "keep me").await;
+    maia.turn(&sid, "keep me").await;
     maia.mock.push(mock::Reply::Hang);
     let id = maia.prompt(&sid, "/compact").await;
     maia.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "compaction_update")
@@ -213,7 +197,7 @@ async fn cancelling_a_compaction_changes_nothing() {
         .await;
     assert_eq!(session_files(&maia).len(), 1, "no __1 file");
     maia.mock.push(mock::text_reply("still here"));
-    turn(&mut maia, &sid, "next").await;
+    maia.turn(&sid, "next").await;
     let messages = maia.mock.requests().last().unwrap()["messages"].clone();
     let text = messages.to_string();
     assert!(text.contains("keep me"), "history unchanged: {text}");
@@ -222,12 +206,7 @@ async fn cancelling_a_compaction_changes_nothing() {
 #[tokio::test]
 async fn suffix_wraps_after_1000() {
     let (mut maia, sid) = ready(json!({}), json!({})).await;
-    maia.mock.push(mock::text_reply("answer"));
-    turn(&mut maia, &sid, "hello").await;
-    let id = maia.prompt(&sid, "/rename x__1000").await;
-    maia.response(id).await;
-    maia.mock.push(mock::text_reply("summary"));
-    let (_, before) = turn(&mut maia, &sid, "/compact").await;
+    let before = maia.compact_renamed(&sid, "x__1000").await;
     assert!(
         agent_text(&before).contains("`x__1`"),
         "{}",

@@ -855,14 +855,7 @@ async fn todo_write_is_a_plan_current_model_asks_nothing_and_load_replays() {
 
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request(
-            "session/load",
-            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.load(&sid).await;
     assert!(resp.get("error").is_none(), "{resp}");
     let plans = updates_of(&before, "plan");
     assert_eq!(plans.len(), 1, "plan not replayed: {before:?}");

@@ -8,7 +8,7 @@ use std::time::Duration;
 use maia_test_support::{self as mock, WindowError, estimate_tokens};
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, Options, agent_text, choose, updates_of};
+use crate::harness::{Maia, Options, agent_text, choose, content_text, session_files, updates_of};
 
 async fn ready(settings: Value) -> (Maia, String) {
     let mut maia = Maia::start_with(Options {
@@ -22,41 +22,12 @@ async fn ready(settings: Value) -> (Maia, String) {
     (maia, sid)
 }
 
-async fn turn(maia: &mut Maia, sid: &str, text: &str) -> (Value, Vec<Value>) {
-    let id = maia.prompt(sid, text).await;
-    maia.response(id).await
-}
-
 fn journal(maia: &Maia, name: &str) -> Vec<Value> {
     std::fs::read_to_string(maia.path(&format!(".maia/.sessions/{name}.jsonl")))
         .unwrap_or_else(|e| panic!("no journal {name}: {e}"))
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-fn session_files(maia: &Maia) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(maia.path(".maia/.sessions"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".jsonl"))
-        .collect();
-    names.sort();
-    names
-}
-
-/// The text of a message whatever its content's shape (string or parts).
-fn content_text(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
 }
 
 fn is_summary_request(request: &Value) -> bool {
@@ -82,7 +53,7 @@ fn long_prompt(tag: &str, tokens: usize) -> String {
 async fn reactive_compaction_keeps_the_prompt_verbatim_in_the_request_and_the_journal() {
     let (mut maia, sid) = ready(json!({})).await;
     maia.mock.push(mock::text_reply("first answer"));
-    turn(&mut maia, &sid, "remember the word banana").await;
+    maia.turn(&sid, "remember the word banana").await;
     let id = maia.prompt(&sid, "/rename work").await;
     maia.response(id).await;
     let base = estimate_tokens(&maia.mock.requests()[0]);
@@ -91,7 +62,7 @@ async fn reactive_compaction_keeps_the_prompt_verbatim_in_the_request_and_the_jo
         .enforce_context_window(base + 12_000, WindowError::LiteLlm);
     maia.mock.push(mock::text_reply("second answer"));
     let second = long_prompt("two", 6_500);
-    turn(&mut maia, &sid, &second).await;
+    maia.turn(&sid, &second).await;
     assert!(maia.mock.rejected().is_empty());
 
     let third = long_prompt("three", 6_500);
@@ -99,7 +70,7 @@ async fn reactive_compaction_keeps_the_prompt_verbatim_in_the_request_and_the_jo
         "## Project context\nThe word is banana.\n## Current goal\n-\n## Relevant files\n-\n## Decisions and conclusions\n-\n## Next steps\n-",
     ));
     maia.mock.push(mock::text_reply("third answer"));
-    let (resp, before) = turn(&mut maia, &sid, &third).await;
+    let (resp, before) = maia.turn(&sid, &third).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     assert_eq!(agent_text(&before), "third answer");
     let requests = maia.mock.requests();
@@ -169,14 +140,7 @@ async fn reactive_compaction_keeps_the_prompt_verbatim_in_the_request_and_the_jo
     // After a restart, session/load shows the question before the answer.
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request(
-            "session/load",
-            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.load(&sid).await;
     assert!(resp.get("error").is_none(), "{resp}");
     let users: Vec<String> = updates_of(&before, "user_message_chunk")
         .iter()
@@ -225,7 +189,7 @@ async fn read_turn(
 async fn a_huge_tool_result_is_cut_and_the_summary_request_is_never_over_the_window() {
     let (mut maia, sid) = ready(json!({})).await;
     maia.mock.push(mock::text_reply("hello"));
-    turn(&mut maia, &sid, "hi").await;
+    maia.turn(&sid, "hi").await;
     let base = estimate_tokens(&maia.mock.requests()[0]);
     let limit = base + 12_000;
     std::fs::write(
@@ -318,9 +282,9 @@ async fn a_huge_tool_result_is_cut_and_the_summary_request_is_never_over_the_win
 async fn a_latest_message_alone_over_the_window_is_refused_with_its_size() {
     let (mut maia, sid) = ready(json!({"contextWindows": {"mock-model": 20_000}})).await;
     maia.mock.push(mock::text_reply("first answer"));
-    turn(&mut maia, &sid, "hello").await;
+    maia.turn(&sid, "hello").await;
     let huge = "word ".repeat(20_000 * 4 / 5 + 100);
-    let (resp, before) = turn(&mut maia, &sid, &huge).await;
+    let (resp, before) = maia.turn(&sid, &huge).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     let text = agent_text(&before);
     assert!(
@@ -331,7 +295,7 @@ async fn a_latest_message_alone_over_the_window_is_refused_with_its_size() {
     assert!(updates_of(&before, "compaction_update").is_empty());
     // The conversation goes on without the refused message.
     maia.mock.push(mock::text_reply("still here"));
-    turn(&mut maia, &sid, "shorter then").await;
+    maia.turn(&sid, "shorter then").await;
     let last = maia.mock.requests().last().unwrap().to_string();
     assert!(last.contains("hello") && last.contains("shorter then"));
     assert!(!last.contains("word word word"));
@@ -342,13 +306,13 @@ async fn a_rejected_summary_request_is_retried_smaller_once_then_the_conversatio
     let (mut maia, sid) = ready(json!({})).await;
     for i in 0..3 {
         maia.mock.push(mock::text_reply(&format!("answer {i}")));
-        turn(&mut maia, &sid, &long_prompt(&format!("p{i}"), 2_000)).await;
+        maia.turn(&sid, &long_prompt(&format!("p{i}"), 2_000)).await;
     }
     // The provider now takes only small requests: the summary of 6,000
     // tokens is rejected, then its retry at 60 %, then the model is told.
     maia.mock
         .enforce_context_window(1_500, WindowError::LiteLlm);
-    let (resp, before) = turn(&mut maia, &sid, "/compact").await;
+    let (resp, before) = maia.turn(&sid, "/compact").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     let requests = maia.mock.requests();
     let summaries: Vec<u64> = requests[3..].iter().map(estimate_tokens).collect();
@@ -367,7 +331,7 @@ async fn a_rejected_summary_request_is_retried_smaller_once_then_the_conversatio
     maia.mock
         .enforce_context_window(1_000_000, WindowError::LiteLlm);
     maia.mock.push(mock::text_reply("fine"));
-    turn(&mut maia, &sid, "next").await;
+    maia.turn(&sid, "next").await;
     let last = maia.mock.requests().last().unwrap().to_string();
     assert!(
         last.contains("QUESTION p0") && last.contains("QUESTION p2"),
@@ -381,12 +345,7 @@ async fn the_name_wrap_never_overwrites_an_existing_file() {
     std::fs::create_dir_all(maia.path(".maia/.sessions")).unwrap();
     let existing = "{\"type\":\"header\"}\n";
     std::fs::write(maia.path(".maia/.sessions/x__1.jsonl"), existing).unwrap();
-    maia.mock.push(mock::text_reply("answer"));
-    turn(&mut maia, &sid, "hello").await;
-    let id = maia.prompt(&sid, "/rename x__1000").await;
-    maia.response(id).await;
-    maia.mock.push(mock::text_reply("summary"));
-    let (_, before) = turn(&mut maia, &sid, "/compact").await;
+    let before = maia.compact_renamed(&sid, "x__1000").await;
     assert!(
         agent_text(&before).contains("`x__2`"),
         "{}",
@@ -408,12 +367,12 @@ async fn usage_excludes_reasoning_tokens() {
                "completion_tokens_details": {"reasoning_tokens": 100},
                "prompt_tokens_details": {"cached_tokens": 3000}}),
     ));
-    let (_, before) = turn(&mut maia, &sid, "think hard").await;
+    let (_, before) = maia.turn(&sid, "think hard").await;
     let usage = updates_of(&before, "usage_update");
     assert_eq!(usage.last().unwrap()["used"], 3575, "{usage:?}");
     assert_eq!(usage.last().unwrap()["size"], 100_000);
     // /context shows the same number, its source, and the cached tokens.
-    let (_, before) = turn(&mut maia, &sid, "/context").await;
+    let (_, before) = maia.turn(&sid, "/context").await;
     let text = agent_text(&before);
     assert!(text.contains("3575 of 100000 tokens"), "{text}");
     assert!(
@@ -459,9 +418,9 @@ async fn prompt_caching_marks_for_anthropic_models_only() {
     maia.initialize().await;
     let sid = maia.new_session().await;
     maia.mock.push(mock::text_reply("one"));
-    turn(&mut maia, &sid, "first").await;
+    maia.turn(&sid, "first").await;
     maia.mock.push(mock::text_reply("two"));
-    turn(&mut maia, &sid, "second").await;
+    maia.turn(&sid, "second").await;
     let requests = maia.mock.requests();
     let last = requests.last().unwrap();
     assert_eq!(last["messages"].as_array().unwrap().len(), 4);
@@ -474,7 +433,7 @@ async fn prompt_caching_marks_for_anthropic_models_only() {
     let id = maia.prompt(&sid, "/model gpt").await;
     maia.response(id).await;
     maia.mock.push(mock::text_reply("three"));
-    turn(&mut maia, &sid, "third").await;
+    maia.turn(&sid, "third").await;
     let last = maia.mock.requests().last().unwrap().clone();
     assert_eq!(last["model"], "gpt");
     assert!(marked(&last).is_empty(), "{last}");
@@ -487,16 +446,16 @@ async fn small_model_writes_the_summary() {
     maia.mock
         .set_models(vec![json!({"id": "mock-model"}), json!({"id": "mini"})]);
     maia.mock.push(mock::text_reply("first answer"));
-    turn(&mut maia, &sid, "hello").await;
+    maia.turn(&sid, "hello").await;
     maia.mock
         .push(mock::text_reply("## Project context\nsmall"));
-    turn(&mut maia, &sid, "/compact").await;
+    maia.turn(&sid, "/compact").await;
     let requests = maia.mock.requests();
     assert_eq!(requests[0]["model"], "mock-model");
     assert!(is_summary_request(&requests[1]));
     assert_eq!(requests[1]["model"], "mini");
     maia.mock.push(mock::text_reply("ok"));
-    turn(&mut maia, &sid, "go on").await;
+    maia.turn(&sid, "go on").await;
     assert_eq!(maia.mock.requests()[2]["model"], "mock-model");
 }
 
@@ -531,12 +490,12 @@ async fn a_tool_call_written_as_text_is_retried_once_then_shown() {
     let again = "default_api:Read(file_path=\"a.txt\")";
     maia.mock.push(mock::text_reply(again));
     maia.mock.push(mock::text_reply(again));
-    let (resp, before) = turn(&mut maia, &sid, "again").await;
+    let (resp, before) = maia.turn(&sid, "again").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     assert_eq!(maia.mock.requests().len(), 5);
     assert!(agent_text(&before).contains(again));
     assert_eq!(maia.mock.pending_replies(), 0);
-    let (_, before) = turn(&mut maia, &sid, "/context").await;
+    let (_, before) = maia.turn(&sid, "/context").await;
     assert!(
         agent_text(&before).contains("tool calls written as text: 2 retried, 1 shown as text"),
         "{}",
@@ -556,7 +515,7 @@ async fn a_window_known_only_by_asking_is_asked_once_and_cached_on_disk() {
     maia.initialize().await;
     let sid = maia.new_session().await;
     maia.mock.push(mock::text_reply("answer"));
-    let (resp, _) = turn(&mut maia, &sid, "hi").await;
+    let (resp, _) = maia.turn(&sid, "hi").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     let cache = maia.home.path().join(".maia/cache/windows.json");
     assert!(
@@ -577,7 +536,7 @@ async fn a_window_known_only_by_asking_is_asked_once_and_cached_on_disk() {
     maia.initialize().await;
     let sid = maia.new_session().await;
     maia.mock.push(mock::text_reply("again"));
-    let (_, before) = turn(&mut maia, &sid, "hi").await;
+    let (_, before) = maia.turn(&sid, "hi").await;
     let usage = updates_of(&before, "usage_update");
     assert_eq!(usage.last().unwrap()["size"], 65536, "{usage:?}");
     assert_eq!(maia.mock.window_questions(), 1, "asked once, ever");
@@ -588,7 +547,7 @@ async fn a_rejected_summary_request_is_retried_smaller_in_parts_that_fit() {
     let (mut maia, sid) = ready(json!({})).await;
     for i in 0..3 {
         maia.mock.push(mock::text_reply(&format!("answer {i}")));
-        turn(&mut maia, &sid, &long_prompt(&format!("p{i}"), 2_000)).await;
+        maia.turn(&sid, &long_prompt(&format!("p{i}"), 2_000)).await;
     }
     // MAIA believes 32,768 tokens; the provider takes 4,000.
     maia.mock.enforce_context_window(4_000, WindowError::OpenAi);
@@ -601,7 +560,7 @@ async fn a_rejected_summary_request_is_retried_smaller_in_parts_that_fit() {
             mock::text_reply(&format!("## Project context\nsummary {n}"))
         })
     });
-    let (_, before) = turn(&mut maia, &sid, "/compact").await;
+    let (_, before) = maia.turn(&sid, "/compact").await;
     let text = agent_text(&before);
     assert!(text.contains("continues as"), "{text}");
     let requests = maia.mock.requests();
@@ -640,7 +599,7 @@ async fn absurd_usage_numbers_from_the_proxy_are_not_believed() {
         "first",
         json!({"prompt_tokens": 1e30, "completion_tokens": 18446744073709551615u64}),
     ));
-    let (resp, before) = turn(&mut maia, &sid, "one").await;
+    let (resp, before) = maia.turn(&sid, "one").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     let used = updates_of(&before, "usage_update").last().unwrap()["used"].clone();
     assert!(used.as_u64().is_some_and(|u| u < 100_000), "{used}");
@@ -650,7 +609,7 @@ async fn absurd_usage_numbers_from_the_proxy_are_not_believed() {
         "second",
         json!({"prompt_tokens": 1_000_000_000_000u64, "completion_tokens": 5}),
     ));
-    let (_, before) = turn(&mut maia, &sid, "two").await;
+    let (_, before) = maia.turn(&sid, "two").await;
     let used = updates_of(&before, "usage_update").last().unwrap()["used"].clone();
     assert!(used.as_u64().is_some_and(|u| u < 100_000), "{used}");
     // No prompt tokens (null): the answer's 5 tokens are not the context.
@@ -658,11 +617,11 @@ async fn absurd_usage_numbers_from_the_proxy_are_not_believed() {
         "third",
         json!({"prompt_tokens": null, "completion_tokens": 5}),
     ));
-    let (_, before) = turn(&mut maia, &sid, "three").await;
+    let (_, before) = maia.turn(&sid, "three").await;
     let used = updates_of(&before, "usage_update").last().unwrap()["used"].clone();
     assert!(used.as_u64().is_some_and(|u| u > 100), "{used}");
     maia.mock.push(mock::text_reply("fourth"));
-    let (_, before) = turn(&mut maia, &sid, "four").await;
+    let (_, before) = maia.turn(&sid, "four").await;
     assert!(updates_of(&before, "compaction").is_empty(), "{before:?}");
     assert_eq!(maia.mock.requests().len(), 4, "no summary request");
     assert!(agent_text(&before).contains("fourth"));

@@ -8,7 +8,7 @@ use base64::Engine;
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, Options, agent_text, choose, read, updates_of};
+use crate::harness::{Maia, Options, agent_text, choose, content_text, read, updates_of};
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -43,21 +43,21 @@ fn image_urls(request: &Value) -> Vec<(String, String)> {
     out
 }
 
-/// The text of a message (a string, or its text parts).
-fn text_of(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
-}
-
 fn image_block(bytes: &[u8]) -> Value {
     json!({"type": "image", "data": b64(bytes), "mimeType": "image/png"})
+}
+
+/// Prompts `sid` with `text` followed by the PNG `bytes`; returns the
+/// prompt response and the messages before it.
+async fn prompt_with_image(
+    maia: &mut Maia,
+    sid: &str,
+    text: &str,
+    bytes: &[u8],
+) -> (Value, Vec<Value>) {
+    let blocks = json!([{"type": "text", "text": text}, image_block(bytes)]);
+    let id = maia.prompt_blocks(sid, blocks).await;
+    maia.response(id).await
 }
 
 #[tokio::test]
@@ -72,13 +72,7 @@ async fn an_image_reaches_a_vision_model_for_its_turn_only() {
     vision(&maia, true);
     let bytes = png();
     maia.mock.push(mock::text_reply("a login form"));
-    let id = maia
-        .prompt_blocks(
-            &sid,
-            json!([{"type": "text", "text": "what is this?"}, image_block(&bytes)]),
-        )
-        .await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = prompt_with_image(&mut maia, &sid, "what is this?", &bytes).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     let first = &maia.mock.requests()[0];
     assert_eq!(
@@ -89,8 +83,8 @@ async fn an_image_reaches_a_vision_model_for_its_turn_only() {
         )]
     );
     let user = first["messages"].as_array().unwrap().last().unwrap();
-    assert!(text_of(user).starts_with("what is this?"), "{user}");
-    assert!(text_of(user).contains("640×480"), "{user}");
+    assert!(content_text(user).starts_with("what is this?"), "{user}");
+    assert!(content_text(user).contains("640×480"), "{user}");
 
     // The next turn sees the stand-in, not the image.
     maia.mock.push(mock::text_reply("still a form"));
@@ -98,7 +92,7 @@ async fn an_image_reaches_a_vision_model_for_its_turn_only() {
     maia.response(id).await;
     let second = &maia.mock.requests()[1];
     assert!(image_urls(second).is_empty(), "resent: {second}");
-    let earlier = text_of(&second["messages"][1]);
+    let earlier = content_text(&second["messages"][1]);
     assert!(
         earlier.contains("shown in turn 1") && earlier.contains("image/png, 640×480"),
         "{earlier}"
@@ -111,13 +105,7 @@ async fn a_model_without_vision_gets_a_note_and_the_user_is_told() {
     let (mut maia, sid) = Maia::ready().await;
     vision(&maia, false);
     maia.mock.push(mock::text_reply("I cannot see images"));
-    let id = maia
-        .prompt_blocks(
-            &sid,
-            json!([{"type": "text", "text": "look"}, image_block(&png())]),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = prompt_with_image(&mut maia, &sid, "look", &png()).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     let said = agent_text(&before);
     assert!(
@@ -128,7 +116,7 @@ async fn a_model_without_vision_gets_a_note_and_the_user_is_told() {
     assert!(image_urls(request).is_empty());
     let user = request["messages"].as_array().unwrap().last().unwrap();
     assert!(
-        text_of(user).contains("not shown: the model mock-model does not accept images"),
+        content_text(user).contains("not shown: the model mock-model does not accept images"),
         "{user}"
     );
 }
@@ -210,13 +198,7 @@ async fn load_replays_the_image_from_beside_the_journal() {
     vision(&maia, true);
     let bytes = png();
     maia.mock.push(mock::text_reply("seen"));
-    let id = maia
-        .prompt_blocks(
-            &sid,
-            json!([{"type": "text", "text": "look"}, image_block(&bytes)]),
-        )
-        .await;
-    maia.response(id).await;
+    prompt_with_image(&mut maia, &sid, "look", &bytes).await;
     // The journal names the image; its bytes are stored apart.
     let sessions = maia.cwd().join(".maia/.sessions");
     let journal: String = std::fs::read_dir(&sessions)
@@ -236,14 +218,7 @@ async fn load_replays_the_image_from_beside_the_journal() {
 
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request(
-            "session/load",
-            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.load(&sid).await;
     assert!(resp["result"].is_object(), "{resp}");
     let chunks = updates_of(&before, "user_message_chunk");
     let text = chunks
@@ -284,10 +259,10 @@ async fn read_of_an_image_shows_it_to_a_vision_model_for_the_turn() {
     let messages = after_read["messages"].as_array().unwrap();
     let tool = messages.iter().find(|m| m["role"] == "tool").unwrap();
     assert!(
-        text_of(tool).contains("is an image (image/png, 640×480"),
+        content_text(tool).contains("is an image (image/png, 640×480"),
         "{tool}"
     );
-    assert!(!text_of(tool).contains("binary"));
+    assert!(!content_text(tool).contains("binary"));
     // The image follows the tool results as a user message.
     assert_eq!(
         image_urls(after_read),
@@ -324,7 +299,7 @@ async fn read_of_an_image_by_a_model_without_vision_says_so() {
         .find(|m| m["role"] == "tool")
         .unwrap();
     assert!(
-        text_of(tool).contains("not shown: the model mock-model does not accept images"),
+        content_text(tool).contains("not shown: the model mock-model does not accept images"),
         "{tool}"
     );
 }
@@ -348,17 +323,24 @@ async fn edit_after(maia: &mut Maia, sid: &str, blocks: Value) -> String {
         .find(|m| m["role"] == "tool")
         .cloned()
         .unwrap();
-    text_of(&tool)
+    content_text(&tool)
+}
+
+/// A ready session whose cwd holds `f.txt` with `text`; returns the
+/// session, the file's path and its `file://` URI.
+async fn ready_with_file(text: &str) -> (Maia, String, std::path::PathBuf, String) {
+    let (maia, sid) = Maia::ready().await;
+    let path = maia.path("f.txt");
+    std::fs::write(&path, text).unwrap();
+    let uri = format!("file://{}", path.display());
+    (maia, sid, path, uri)
 }
 
 #[tokio::test]
 async fn attached_files_count_as_read_for_edit() {
     let text = "alpha\nbeta\n";
     // A resource link.
-    let (mut maia, sid) = Maia::ready().await;
-    let path = maia.path("f.txt");
-    std::fs::write(&path, text).unwrap();
-    let uri = format!("file://{}", path.display());
+    let (mut maia, sid, path, uri) = ready_with_file(text).await;
     let result = edit_after(
         &mut maia,
         &sid,
@@ -369,10 +351,7 @@ async fn attached_files_count_as_read_for_edit() {
     assert_eq!(read(&path), "alpha\nBETA\n");
 
     // An embedded resource with what is on disk.
-    let (mut maia, sid) = Maia::ready().await;
-    let path = maia.path("f.txt");
-    std::fs::write(&path, text).unwrap();
-    let uri = format!("file://{}", path.display());
+    let (mut maia, sid, _, uri) = ready_with_file(text).await;
     let result = edit_after(
         &mut maia,
         &sid,
@@ -382,9 +361,7 @@ async fn attached_files_count_as_read_for_edit() {
     assert!(result.starts_with("Edited"), "{result}");
 
     // A typed @path.
-    let (mut maia, sid) = Maia::ready().await;
-    let path = maia.path("f.txt");
-    std::fs::write(&path, text).unwrap();
+    let (mut maia, sid, path, _) = ready_with_file(text).await;
     let result = edit_after(
         &mut maia,
         &sid,
@@ -397,10 +374,7 @@ async fn attached_files_count_as_read_for_edit() {
 
 #[tokio::test]
 async fn an_attachment_that_differs_from_the_file_fails_the_edit() {
-    let (mut maia, sid) = Maia::ready().await;
-    let path = maia.path("f.txt");
-    std::fs::write(&path, "alpha\nbeta\nchanged on disk\n").unwrap();
-    let uri = format!("file://{}", path.display());
+    let (mut maia, sid, path, uri) = ready_with_file("alpha\nbeta\nchanged on disk\n").await;
     let result = edit_after(
         &mut maia,
         &sid,

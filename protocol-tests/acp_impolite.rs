@@ -26,19 +26,6 @@ fn user_texts(messages: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// Sends `method` (`session/load` or `session/resume`) for `sid` in the
-/// test's folder; returns the response and what came before it.
-async fn reopen(maia: &mut Maia, method: &str, sid: &str) -> (Value, Vec<Value>) {
-    let cwd = maia.cwd();
-    let id = maia
-        .request(
-            method,
-            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    maia.response(id).await
-}
-
 /// Opens a session with `session/new` and sends a prompt the instant the
 /// response is read, 20 times in a row, each in a fresh session.
 #[tokio::test]
@@ -82,13 +69,7 @@ async fn prompt_the_instant_load_or_resume_answers_and_pipelined() {
             "session/resume"
         };
         maia.mock.push(mock::text_reply(&format!("r{round}")));
-        let id = maia
-            .request(
-                method,
-                json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-            )
-            .await;
-        let (resp, _) = maia.response(id).await;
+        let (resp, _) = maia.reopen(method, &sid).await;
         assert!(resp.get("result").is_some(), "{method}: {resp}");
         let pid = maia.prompt(&sid, "again").await;
         let (resp, _) = maia.response(pid).await;
@@ -123,7 +104,7 @@ async fn never_prompted_sessions_load_resume_and_list() {
     let (mut maia, sid) = Maia::ready().await;
     let cwd = maia.cwd();
     // Same process: load, then resume without mcpServers (ACP-RESUME-001).
-    let (resp, _) = reopen(&mut maia, "session/load", &sid).await;
+    let (resp, _) = maia.load(&sid).await;
     assert!(resp["result"].is_object(), "{resp}");
     let id = maia
         .request("session/resume", json!({"sessionId": sid, "cwd": cwd}))
@@ -150,12 +131,10 @@ async fn never_prompted_sessions_load_resume_and_list() {
     assert!(resp["result"].is_object(), "{resp}");
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    let (resp, _) = reopen(&mut maia, "session/load", &sid).await;
+    let (resp, _) = maia.load(&sid).await;
     assert!(resp["result"].is_object(), "{resp}");
     // And it still works.
-    maia.mock.push(mock::text_reply("late"));
-    let id = maia.prompt(&sid, "finally").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia.answered_turn(&sid, "finally", "late").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
 }
 
@@ -168,18 +147,11 @@ async fn load_and_resume_send_nothing_after_their_response() {
     maia.mock.push(mock::text_reply("saved answer"));
     let id = maia.prompt(&sid, "question").await;
     maia.response(id).await;
-    let cwd = maia.cwd();
     let mut maia = maia.restart().await;
     maia.initialize_with(json!({"session": {"notices": {}}}))
         .await;
     for method in ["session/load", "session/resume"] {
-        let id = maia
-            .request(
-                method,
-                json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-            )
-            .await;
-        let (resp, before) = maia.response(id).await;
+        let (resp, before) = maia.reopen(method, &sid).await;
         assert!(resp["result"].is_object(), "{method}: {resp}");
         let kinds: Vec<Value> = updates(&before)
             .iter()
@@ -225,14 +197,14 @@ async fn load_of_a_live_session_mid_turn_then_prompt_then_restart() {
     );
     let (resp, _) = maia.response(id).await;
     assert!(resp["result"].is_object(), "{resp}");
-    maia.mock.push(mock::text_reply("second answer"));
-    let id = maia.prompt(&sid, "second question").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia
+        .answered_turn(&sid, "second question", "second answer")
+        .await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
 
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    let (_, before) = reopen(&mut maia, "session/load", &sid).await;
+    let (_, before) = maia.load(&sid).await;
     let users = user_texts(&before);
     assert_eq!(
         users
@@ -297,13 +269,13 @@ async fn a_torn_journal_tail_does_not_swallow_the_next_turn() {
         .unwrap();
     drop(f);
     maia.initialize().await;
-    reopen(&mut maia, "session/load", &sid).await;
+    maia.load(&sid).await;
     maia.mock.push(mock::text_reply("answer two"));
     let id = maia.prompt(&sid, "question two").await;
     maia.response(id).await;
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    let (_, before) = reopen(&mut maia, "session/load", &sid).await;
+    let (_, before) = maia.load(&sid).await;
     let users = user_texts(&before);
     assert!(
         users.iter().any(|t| t.contains("question two")),
@@ -627,9 +599,7 @@ async fn a_thread_open_in_another_process_is_refused_clearly() {
         "{answer}"
     );
     // The first process goes on writing its thread.
-    maia.mock.push(mock::text_reply("two"));
-    let id = maia.prompt(&sid, "second").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia.answered_turn(&sid, "second", "two").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     drop(stdin);
     let _ = other.wait().await;

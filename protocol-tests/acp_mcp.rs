@@ -229,9 +229,7 @@ async fn settings_server_with_disabled_tools_and_the_mcp_command() {
         "mcp__conf__fail",
         json!({"text": "boom"}),
     )]));
-    maia.mock.push(mock::text_reply("done"));
-    let id = maia.prompt(&sid, "fail").await;
-    let (_, before) = maia.response(id).await;
+    let (_, before) = maia.answered_turn(&sid, "fail", "done").await;
     let requests = maia.mock.requests();
     let last = requests.len() - 1;
     assert_eq!(tool_results(&maia, last), ["failed: boom"]);
@@ -308,9 +306,7 @@ async fn failing_servers_are_reported() {
         "mcp__bad__echo",
         json!({"text": "x"}),
     )]));
-    maia.mock.push(mock::text_reply("done"));
-    let id = maia.prompt(&sid, "go").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia.answered_turn(&sid, "go", "done").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     let results = tool_results(&maia, 1);
     assert!(results[0].contains("not available"), "{results:?}");

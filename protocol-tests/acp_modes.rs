@@ -4,7 +4,7 @@
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, choose, updates_of};
+use crate::harness::{Maia, choose, tool_results, updates_of};
 
 async fn open(maia: &mut Maia) -> (String, Value) {
     maia.initialize().await;
@@ -103,9 +103,7 @@ async fn accept_edits_writes_inside_the_project_without_asking() {
     let (sid, _) = open(&mut maia).await;
     set_mode(&mut maia, &sid, "accept-edits").await;
     maia.mock.push(write_call("src/a.txt"));
-    maia.mock.push(mock::text_reply("done"));
-    let id = maia.prompt(&sid, "write").await;
-    let (_, before) = maia.response(id).await;
+    let (_, before) = maia.answered_turn(&sid, "write", "done").await;
     assert!(no_permission_asked(&before));
     assert_eq!(
         std::fs::read_to_string(maia.path("src/a.txt")).unwrap(),
@@ -132,9 +130,7 @@ async fn read_only_refuses_changes_and_commands() {
         ("w1", "Write", json!({"file_path": "a.txt", "content": "x"})),
         ("b1", "Bash", json!({"command": "touch marker"})),
     ]));
-    maia.mock.push(mock::text_reply("ok"));
-    let id = maia.prompt(&sid, "try").await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.answered_turn(&sid, "try", "ok").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     assert!(no_permission_asked(&before));
     assert!(!maia.path("a.txt").exists() && !maia.path("marker").exists());
@@ -143,13 +139,7 @@ async fn read_only_refuses_changes_and_commands() {
         .filter(|u| u["status"] == "failed")
         .count();
     assert_eq!(failed, 2);
-    let tool_messages: Vec<String> = maia.mock.requests()[1]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect();
+    let tool_messages = tool_results(&maia, 1);
     assert!(
         tool_messages.iter().all(|t| t.contains("read-only")),
         "{tool_messages:?}"
@@ -166,9 +156,7 @@ async fn bypass_runs_without_asking() {
         "Bash",
         json!({"command": "echo bypassed > out.txt"}),
     )]));
-    maia.mock.push(mock::text_reply("ok"));
-    let id = maia.prompt(&sid, "run").await;
-    let (_, before) = maia.response(id).await;
+    let (_, before) = maia.answered_turn(&sid, "run", "ok").await;
     assert!(no_permission_asked(&before));
     assert_eq!(
         std::fs::read_to_string(maia.path("out.txt")).unwrap(),
@@ -196,17 +184,9 @@ async fn bypass_still_refuses_catastrophic_commands_and_keeps_the_sandbox() {
         ),
         ("b3", "Bash", json!({"command": "echo inside > inside.txt"})),
     ]));
-    maia.mock.push(mock::text_reply("ok"));
-    let id = maia.prompt(&sid, "run").await;
-    let (_, before) = maia.response(id).await;
+    let (_, before) = maia.answered_turn(&sid, "run", "ok").await;
     assert!(no_permission_asked(&before));
-    let tool_messages: Vec<String> = maia.mock.requests()[1]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect();
+    let tool_messages = tool_results(&maia, 1);
     assert!(
         tool_messages[0].contains("catastrophic"),
         "{tool_messages:?}"

@@ -57,9 +57,7 @@ async fn streams_text_before_the_response() {
     );
 
     // A second turn carries the history.
-    maia.mock.push(mock::text_reply("again"));
-    let id = maia.prompt(&sid, "more").await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.answered_turn(&sid, "more", "again").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     assert_eq!(agent_text(&before), "again");
     let messages = maia.mock.requests()[1]["messages"]
@@ -181,9 +179,7 @@ async fn concurrent_prompt_on_one_session_is_rejected() {
     let (resp, _) = maia.response(first).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     // Nothing for this turn after its response.
-    maia.mock.push(mock::text_reply("next"));
-    let id = maia.prompt(&sid, "next").await;
-    let (_, before) = maia.response(id).await;
+    let (_, before) = maia.answered_turn(&sid, "next", "next").await;
     assert_eq!(crate::harness::agent_text(&before), "next");
     assert!(updates(&before).iter().all(
         |u| u["sessionUpdate"] == "agent_message_chunk" || u["sessionUpdate"] == "usage_update"

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use std::io::Read;
 use tokio::sync::watch;
 
-use crate::harness::{Maia, updates};
+use crate::harness::{Maia, last_tool_results, updates};
 
 /// How a fake terminal's process ended: (exit code, signal).
 type Exit = (Option<i32>, Option<String>);
@@ -291,18 +291,6 @@ async fn terminal_client() -> (Maia, String) {
     (maia, sid)
 }
 
-/// The content of the tool messages of the model's last request.
-fn tool_results(maia: &Maia) -> Vec<String> {
-    let requests = maia.mock.requests();
-    requests.last().unwrap()["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 fn bash(maia: &Maia, args: Value) {
     maia.mock
         .push(mock::tool_calls_reply(&[("call_1", "Bash", args)]));
@@ -392,7 +380,7 @@ async fn live_and_released(zed: bool) {
     for (_, params) in &editor.log[2..] {
         assert_eq!(params["terminalId"], tid);
     }
-    assert_eq!(tool_results(&maia), ["first\nsecond\nExit code: 0"]);
+    assert_eq!(last_tool_results(&maia), ["first\nsecond\nExit code: 0"]);
     // The last update keeps the terminal and completes the call.
     let last = updates(&seen)
         .into_iter()
@@ -413,7 +401,7 @@ async fn a_failing_command_reports_its_exit_code_and_is_released() {
     let mut editor = Editor::default();
     let (_, seen) = serve_turn(&mut maia, &mut editor, id, |_, _, _| None).await;
     assert_eq!(editor.methods().last(), Some(&"terminal/release"));
-    assert_eq!(tool_results(&maia), ["oops\nExit code: 3"]);
+    assert_eq!(last_tool_results(&maia), ["oops\nExit code: 3"]);
     let last = updates(&seen)
         .into_iter()
         .rfind(|u| u["sessionUpdate"] == "tool_call_update")
@@ -433,7 +421,7 @@ async fn lax_answers_still_give_the_exit_code_and_success() {
     let (resp, seen) = serve_turn(&mut maia, &mut editor, id, |_, _, _| None).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     assert_eq!(editor.methods().last(), Some(&"terminal/release"));
-    assert_eq!(tool_results(&maia), ["fine\nExit code: 0"]);
+    assert_eq!(last_tool_results(&maia), ["fine\nExit code: 0"]);
     let last = updates(&seen)
         .into_iter()
         .rfind(|u| u["sessionUpdate"] == "tool_call_update")
@@ -542,14 +530,7 @@ async fn a_load_replays_the_output_not_the_released_terminal() {
     assert!(seen.iter().any(|m| embedded(m).is_some()));
     let mut maia = maia.restart().await;
     maia.initialize_with(json!({"terminal": true})).await;
-    let cwd = maia.cwd();
-    let id = maia
-        .request(
-            "session/load",
-            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.load(&sid).await;
     assert!(resp.get("error").is_none(), "{resp}");
     let calls: Vec<Value> = updates(&before)
         .into_iter()
@@ -597,9 +578,7 @@ async fn cancel_kills_the_terminal_then_releases_it() {
         .expect("the killed command ended")
         .unwrap();
     // The history stays valid for the next turn.
-    maia.mock.push(mock::text_reply("ok"));
-    let id = maia.prompt(&sid, "next").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia.answered_turn(&sid, "next", "ok").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
 }
 
@@ -625,7 +604,7 @@ async fn the_timeout_kills_reads_and_releases() {
             "terminal/release"
         ]
     );
-    let result = &tool_results(&maia)[0];
+    let result = &last_tool_results(&maia)[0];
     assert!(
         result.starts_with("started\n") && result.contains("timed out after 500 ms"),
         "{result}"
@@ -647,7 +626,7 @@ async fn a_refused_create_fails_the_call_and_nothing_runs_here() {
         editor.methods(),
         ["session/request_permission", "terminal/create"]
     );
-    let result = &tool_results(&maia)[0];
+    let result = &last_tool_results(&maia)[0];
     assert!(
         result.contains("could not start a terminal")
             && result.contains("no terminals in this window"),
@@ -664,7 +643,7 @@ async fn the_editor_truncation_and_the_model_cap_are_both_said() {
     let id = maia.prompt(&sid, "run").await;
     let mut editor = Editor::default();
     serve_turn(&mut maia, &mut editor, id, |_, _, _| None).await;
-    let result = &tool_results(&maia)[0];
+    let result = &last_tool_results(&maia)[0];
     assert!(
         result.contains("dropped by the editor's terminal"),
         "{}",
@@ -703,7 +682,7 @@ async fn the_sandbox_holds_in_the_editor_terminal() {
         env.iter().any(|v| v["name"] == "MAIA_SANDBOX_POLICY"),
         "{env:?}"
     );
-    let result = &tool_results(&maia)[0];
+    let result = &last_tool_results(&maia)[0];
     assert!(result.contains("MAIA sandbox"), "{result}");
 }
 
@@ -715,7 +694,7 @@ async fn without_the_capability_bash_runs_here() {
     let mut editor = Editor::default();
     serve_turn(&mut maia, &mut editor, id, |_, _, _| None).await;
     assert_eq!(editor.methods(), ["session/request_permission"]);
-    assert_eq!(tool_results(&maia), ["here\nExit code: 0"]);
+    assert_eq!(last_tool_results(&maia), ["here\nExit code: 0"]);
 }
 
 #[tokio::test]

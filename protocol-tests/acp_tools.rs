@@ -724,9 +724,7 @@ async fn bad_arguments_and_unknown_tools_fail_and_the_turn_goes_on() {
         ("call_bad", "Read", json!({})),
         ("call_nope", "Nope", json!({"x": 1})),
     ]));
-    maia.mock.push(mock::text_reply("sorry"));
-    let id = maia.prompt(&sid, "go").await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.answered_turn(&sid, "go", "sorry").await;
     assert_end_turn(&maia, &resp);
     let calls = announced(&before);
     assert_eq!(calls.len(), 2);

@@ -78,6 +78,16 @@ fn last_tool_result(maia: &Maia) -> String {
         .to_owned()
 }
 
+/// One tool turn with `calls`, rejecting every permission request; returns
+/// the prompt response and the messages before it.
+async fn turn_rejecting(
+    maia: &mut Maia,
+    sid: &str,
+    calls: &[(&str, &str, Value)],
+) -> (Value, Vec<Value>) {
+    maia.tool_turn(sid, calls, choose("reject_once")).await
+}
+
 fn read(path: &Path) -> (&'static str, &'static str, Value) {
     ("r1", "Read", json!({ "file_path": path }))
 }
@@ -95,48 +105,32 @@ async fn an_additional_root_is_part_of_the_project() {
     let sid = open(&mut maia, &l.proj, &[&l.lib]).await;
 
     // `Read(src/**)` applies in the additional root: no question.
-    let (resp, before) = maia
-        .tool_turn(
-            &sid,
-            &[read(&l.lib.join("src/a.txt"))],
-            choose("reject_once"),
-        )
-        .await;
+    let (resp, before) = turn_rejecting(&mut maia, &sid, &[read(&l.lib.join("src/a.txt"))]).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     assert!(permission_requests(&before).is_empty(), "{before:?}");
     assert!(last_tool_result(&maia).contains("content of src/a.txt"));
 
     // Outside every root the same rule does not apply: asked.
-    let (_, before) = maia
-        .tool_turn(&sid, &[read(&l.out.join("b.txt"))], choose("reject_once"))
-        .await;
+    let (_, before) = turn_rejecting(&mut maia, &sid, &[read(&l.out.join("b.txt"))]).await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
     // `..` out of the root is outside too.
     let sneaky = l.lib.join("src/../../out/b.txt");
-    let (_, before) = maia
-        .tool_turn(&sid, &[read(&sneaky)], choose("reject_once"))
-        .await;
+    let (_, before) = turn_rejecting(&mut maia, &sid, &[read(&sneaky)]).await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
 
     // A symlink inside the root that leads out of it is outside.
     std::os::unix::fs::symlink(&l.out, l.lib.join("src/escape")).unwrap();
-    let (_, before) = maia
-        .tool_turn(
-            &sid,
-            &[read(&l.lib.join("src/escape/b.txt"))],
-            choose("reject_once"),
-        )
-        .await;
+    let (_, before) =
+        turn_rejecting(&mut maia, &sid, &[read(&l.lib.join("src/escape/b.txt"))]).await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
 
     // Glob searches a root named by its absolute path.
-    let (_, before) = maia
-        .tool_turn(
-            &sid,
-            &[("g1", "Glob", json!({"pattern": "**/*.txt", "path": l.lib}))],
-            choose("reject_once"),
-        )
-        .await;
+    let (_, before) = turn_rejecting(
+        &mut maia,
+        &sid,
+        &[("g1", "Glob", json!({"pattern": "**/*.txt", "path": l.lib}))],
+    )
+    .await;
     assert!(permission_requests(&before).is_empty(), "{before:?}");
     assert!(
         last_tool_result(&maia).contains(&l.lib.join("src/a.txt").display().to_string()),
@@ -160,35 +154,17 @@ async fn an_additional_root_is_part_of_the_project() {
             json!({"file_path": path, "content": "new\n"}),
         )
     };
-    let (_, before) = maia
-        .tool_turn(
-            &sid,
-            &[write(&l.lib.join("new.txt"))],
-            choose("reject_once"),
-        )
-        .await;
+    let (_, before) = turn_rejecting(&mut maia, &sid, &[write(&l.lib.join("new.txt"))]).await;
     assert!(permission_requests(&before).is_empty(), "{before:?}");
     assert_eq!(
         std::fs::read_to_string(l.lib.join("new.txt")).unwrap(),
         "new\n"
     );
-    let (_, before) = maia
-        .tool_turn(
-            &sid,
-            &[write(&l.out.join("new.txt"))],
-            choose("reject_once"),
-        )
-        .await;
+    let (_, before) = turn_rejecting(&mut maia, &sid, &[write(&l.out.join("new.txt"))]).await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
     assert!(!l.out.join("new.txt").exists());
     // A protected path inside the root is still asked.
-    let (_, before) = maia
-        .tool_turn(
-            &sid,
-            &[write(&l.lib.join(".git/config"))],
-            choose("reject_once"),
-        )
-        .await;
+    let (_, before) = turn_rejecting(&mut maia, &sid, &[write(&l.lib.join(".git/config"))]).await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
 
     // The model is told about the root; /context shows it.
@@ -288,13 +264,7 @@ async fn roots_are_saved_listed_and_the_load_request_decides() {
     )
     .await;
     assert!(resp["error"].is_null(), "{resp}");
-    let (_, before) = maia
-        .tool_turn(
-            &sid,
-            &[read(&l.lib.join("src/a.txt"))],
-            choose("reject_once"),
-        )
-        .await;
+    let (_, before) = turn_rejecting(&mut maia, &sid, &[read(&l.lib.join("src/a.txt"))]).await;
     assert!(permission_requests(&before).is_empty(), "{before:?}");
 
     // Resuming without them: no additional root (ACP: the request's list is
@@ -312,13 +282,7 @@ async fn roots_are_saved_listed_and_the_load_request_decides() {
             .is_some_and(|t| t.contains(&l.lib.display().to_string()) && t.contains("not part"))
     });
     assert!(told, "{before:?}");
-    let (_, before) = maia
-        .tool_turn(
-            &sid,
-            &[read(&l.lib.join("src/a.txt"))],
-            choose("reject_once"),
-        )
-        .await;
+    let (_, before) = turn_rejecting(&mut maia, &sid, &[read(&l.lib.join("src/a.txt"))]).await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
     let (resp, _) = call(&mut maia, "session/list", json!({"cwd": l.proj})).await;
     assert!(
@@ -347,16 +311,15 @@ async fn sandboxed_commands_may_write_in_an_additional_root_only() {
             json!({"command": format!("echo x > {}", path.display())}),
         )
     };
-    let (_, before) = maia
-        .tool_turn(
-            &sid,
-            &[
-                echo("b1", l.lib.join("in-root.txt")),
-                echo("b2", l.out.join("outside.txt")),
-            ],
-            choose("reject_once"),
-        )
-        .await;
+    let (_, before) = turn_rejecting(
+        &mut maia,
+        &sid,
+        &[
+            echo("b1", l.lib.join("in-root.txt")),
+            echo("b2", l.out.join("outside.txt")),
+        ],
+    )
+    .await;
     assert!(permission_requests(&before).is_empty(), "{before:?}");
     assert_eq!(
         std::fs::read_to_string(l.lib.join("in-root.txt")).unwrap(),
@@ -380,24 +343,12 @@ async fn a_root_given_by_a_symlink_stays_where_it_was() {
     let link = maia.path("link");
     std::os::unix::fs::symlink(&l.lib, &link).unwrap();
     let sid = open(&mut maia, &l.proj, &[&link]).await;
-    let (_, before) = maia
-        .tool_turn(
-            &sid,
-            &[read(&link.join("src/a.txt"))],
-            choose("reject_once"),
-        )
-        .await;
+    let (_, before) = turn_rejecting(&mut maia, &sid, &[read(&link.join("src/a.txt"))]).await;
     assert!(permission_requests(&before).is_empty(), "{before:?}");
     // What a command could do: point the link elsewhere.
     std::fs::remove_file(&link).unwrap();
     std::os::unix::fs::symlink(&l.out, &link).unwrap();
-    let (_, before) = maia
-        .tool_turn(
-            &sid,
-            &[read(&link.join("src/secret.txt"))],
-            choose("reject_once"),
-        )
-        .await;
+    let (_, before) = turn_rejecting(&mut maia, &sid, &[read(&link.join("src/secret.txt"))]).await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
     // The session reports the real folder.
     let (resp, _) = call(&mut maia, "session/list", json!({"cwd": l.proj})).await;

@@ -308,6 +308,53 @@ impl Maia {
         (maia, sid)
     }
 
+    /// Prompts `sid` with `text`; returns the response and the messages
+    /// before it.
+    pub async fn turn(&mut self, sid: &str, text: &str) -> (Value, Vec<Value>) {
+        let id = self.prompt(sid, text).await;
+        self.response(id).await
+    }
+
+    /// Scripts the text answer `reply` and prompts `sid` with `text`;
+    /// returns the prompt response and the messages before it.
+    pub async fn answered_turn(
+        &mut self,
+        sid: &str,
+        text: &str,
+        reply: &str,
+    ) -> (Value, Vec<Value>) {
+        self.mock.push(maia_test_support::text_reply(reply));
+        self.turn(sid, text).await
+    }
+
+    /// One answered turn, `/rename` to `name`, then `/compact` (answered
+    /// "summary"); returns the messages before the compaction's response.
+    pub async fn compact_renamed(&mut self, sid: &str, name: &str) -> Vec<Value> {
+        self.answered_turn(sid, "hello", "answer").await;
+        self.turn(sid, &format!("/rename {name}")).await;
+        self.mock.push(maia_test_support::text_reply("summary"));
+        self.turn(sid, "/compact").await.1
+    }
+
+    /// Sends `method` (`session/load` or `session/resume`) for `sid` in the
+    /// session's cwd with no MCP servers; returns the response and the
+    /// messages before it.
+    pub async fn reopen(&mut self, method: &str, sid: &str) -> (Value, Vec<Value>) {
+        let cwd = self.cwd();
+        let id = self
+            .request(
+                method,
+                json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+            )
+            .await;
+        self.response(id).await
+    }
+
+    /// `session/load` of `sid`; returns the response and the replay before it.
+    pub async fn load(&mut self, sid: &str) -> (Value, Vec<Value>) {
+        self.reopen("session/load", sid).await
+    }
+
     pub async fn prompt(&mut self, sid: &str, text: &str) -> u64 {
         self.prompt_blocks(sid, json!([{"type": "text", "text": text}]))
             .await
@@ -355,6 +402,52 @@ pub fn agent_text(messages: &[Value]) -> String {
         .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
         .filter_map(|u| u["content"]["text"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// The journal file names in the session's `.maia/.sessions`, sorted.
+pub fn session_files(maia: &Maia) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(maia.path(".maia/.sessions"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".jsonl"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The `tool` message contents of model request `index`.
+pub fn tool_results(maia: &Maia, index: usize) -> Vec<String> {
+    tool_messages(&maia.mock.requests()[index])
+}
+
+/// The `tool` message contents of the model's last request.
+pub fn last_tool_results(maia: &Maia) -> Vec<String> {
+    tool_messages(maia.mock.requests().last().unwrap())
+}
+
+fn tool_messages(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The text of an LLM request message whatever its content's shape
+/// (a string or text parts).
+pub fn content_text(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
 }
 
 /// The updates of one kind.

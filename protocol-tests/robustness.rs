@@ -15,9 +15,7 @@ use crate::harness::{Maia, Options, alive, choose, eventually, updates};
 /// A session still opens and a turn still runs.
 async fn still_works(maia: &mut Maia) {
     let sid = maia.new_session().await;
-    maia.mock.push(mock::text_reply("still here"));
-    let id = maia.prompt(&sid, "ping").await;
-    let (resp, before) = maia.response(id).await;
+    let (resp, before) = maia.answered_turn(&sid, "ping", "still here").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     assert_eq!(crate::harness::agent_text(&before), "still here");
 }
@@ -166,9 +164,9 @@ async fn duplicate_initialize_is_answered_and_sessions_keep_working() {
     assert_eq!(again["result"]["protocolVersion"], 1);
     let third = maia.initialize().await;
     assert_eq!(third["result"], again["result"]);
-    maia.mock.push(mock::text_reply("same session"));
-    let id = maia.prompt(&sid, "still there?").await;
-    let (resp, _) = maia.response(id).await;
+    let (resp, _) = maia
+        .answered_turn(&sid, "still there?", "same session")
+        .await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     still_works(&mut maia).await;
 }
