@@ -186,6 +186,10 @@ async fn cancelling_a_compaction_changes_nothing() {
     let id = maia.prompt(&sid, "/compact").await;
     maia.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "compaction_update")
         .await;
+    // The cancel comes while the summary streams (the update is sent before the request).
+    maia.mock
+        .wait_for_requests(2, Duration::from_secs(10))
+        .await;
     maia.notify("session/cancel", json!({"sessionId": sid}))
         .await;
     let (resp, before) = maia.response(id).await;
