@@ -77,13 +77,6 @@ pub fn parse(text: &str) -> Option<(&'static CommandInfo, &str)> {
 }
 
 impl Session {
-    fn reply(&self, text: String) {
-        self.emit(Event::AgentText {
-            message_id: uuid::Uuid::new_v4().to_string(),
-            text,
-        });
-    }
-
     /// Runs a command; the turn then ends.
     pub(crate) async fn run_command(
         &mut self,
@@ -94,7 +87,7 @@ impl Session {
         match command.name {
             "mcp" => {
                 let report = self.mcp_report();
-                self.reply(report);
+                self.say(report);
             }
             "help" => {
                 let mut text = String::from("Commands:\n\n");
@@ -103,14 +96,14 @@ impl Session {
                     let arg = c.hint.map(|h| format!(" <{h}>")).unwrap_or_default();
                     text.push_str(&format!("- `/{}{arg}` — {}\n", c.name, c.description));
                 }
-                self.reply(text);
+                self.say(text);
             }
             "new" => {
                 let saved =
                     (!self.conversation.is_empty()).then(|| self.conversation.name().to_owned());
                 let name = self.unused_name();
                 self.reset(name);
-                self.reply(match saved {
+                self.say(match saved {
                     Some(name) => format!(
                         "Started a new conversation. The previous one is saved as `{name}` (`/load {name}` brings it back)."
                     ),
@@ -120,28 +113,26 @@ impl Session {
             }
             "clear" => {
                 let dropped = self.conversation.len();
-                self.conversation.clear();
-                self.reload();
-                self.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
-                self.reply(format!(
+                self.clear();
+                self.say(format!(
                     "Context cleared ({dropped} messages dropped); settings, context file and rules reloaded."
                 ));
                 self.report_estimate();
             }
             "rename" => {
                 if !store::valid_name(args) {
-                    self.reply(
+                    self.say(
                         "Usage: `/rename NAME` (letters, digits, spaces, `-`, `_`, `.`)."
                             .to_owned(),
                     );
                 } else if store::session_path(&self.cwd, args).exists() {
-                    self.reply(format!("A saved session named `{args}` already exists."));
+                    self.say(format!("A saved session named `{args}` already exists."));
                 } else {
                     let old = self.conversation.name().to_owned();
                     // The journal is copied into its new file: off the runtime.
                     match crate::blocking::off_runtime(|| self.rename(args.to_owned())) {
-                        Ok(()) => self.reply(format!("Renamed `{old}` to `{args}`.")),
-                        Err(e) => self.reply(format!("Cannot rename: {e}")),
+                        Ok(()) => self.say(format!("Renamed `{old}` to `{args}`.")),
+                        Err(e) => self.say(format!("Cannot rename: {e}")),
                     }
                 }
             }
@@ -150,12 +141,12 @@ impl Session {
                 .compact(crate::compaction::Trigger::Between, cancel)
                 .await
             {
-                Ok(()) => self.reply(format!(
+                Ok(()) => self.say(format!(
                     "Conversation compacted; it continues as `{}`.",
                     self.conversation.name()
                 )),
                 Err(crate::compaction::CompactError::Cancelled) => return StopReason::Cancelled,
-                Err(e) => self.reply(format!("Not compacted: {e}.")),
+                Err(e) => self.say(format!("Not compacted: {e}.")),
             },
             "model" => self.model_command(args, cancel).await,
             "context" => self.context_command(),
@@ -165,9 +156,9 @@ impl Session {
                     .lock()
                     .map(|b| b.render())
                     .unwrap_or_else(|_| "The rules cannot be read.".to_owned());
-                self.reply(text);
+                self.say(text);
             }
-            _ => self.reply(format!("`/{}` is not available.", command.name)),
+            _ => self.say(format!("`/{}` is not available.", command.name)),
         }
         StopReason::EndTurn
     }
@@ -195,7 +186,7 @@ impl Session {
                 .into_iter()
                 .map(|s| format!("`{}`", s.name))
                 .collect();
-            self.reply(format!(
+            self.say(format!(
                 "Usage: `/load NAME`. Saved sessions here: {}",
                 if saved.is_empty() {
                     "none".to_owned()
@@ -209,7 +200,7 @@ impl Session {
         let loaded = match store::load(&path) {
             Ok(loaded) => loaded,
             Err(e) => {
-                self.reply(format!("Cannot load `{name}`: {e}"));
+                self.say(format!("Cannot load `{name}`: {e}"));
                 return;
             }
         };
@@ -223,10 +214,10 @@ impl Session {
             (copy, intro)
         };
         if let Err(e) = self.adopt(target, &loaded) {
-            self.reply(format!("Cannot load `{name}`: {e}"));
+            self.say(format!("Cannot load `{name}`: {e}"));
             return;
         }
-        self.reply(intro);
+        self.say(intro);
         for event in replay(&loaded, &self.cwd) {
             self.emit(event);
         }
@@ -268,7 +259,7 @@ impl Session {
                     format!("Model in use: `{current}`\n\nThe model list could not be read: {e}")
                 }
             };
-            self.reply(text);
+            self.say(text);
             return;
         }
         let known = listed
@@ -276,14 +267,14 @@ impl Session {
             .map(|models| models.iter().any(|m| m.id == args))
             .unwrap_or(true);
         if !known {
-            self.reply(format!(
+            self.say(format!(
                 "`{args}` is not among the endpoint's models; see `/model`."
             ));
             return;
         }
         self.model.set(Some(args.to_owned()));
         self.emit(Event::ModelChanged(args.to_owned()));
-        self.reply(format!("Now using `{args}`."));
+        self.say(format!("Now using `{args}`."));
     }
 
     fn context_command(&self) {
@@ -373,7 +364,7 @@ impl Session {
             shown = self.text_tool_calls.shown,
         );
         let text = format!("{text}{}", self.workspace_report());
-        self.reply(text);
+        self.say(text);
     }
 
     /// The `/context` lines about the workspace folders.

@@ -572,9 +572,9 @@ impl Session {
         let mut records = vec![Record::Compaction {
             summary: summary.clone(),
         }];
-        if let Some(title) = &self.title {
+        if let Some(title) = self.conversation.title() {
             records.push(Record::Title {
-                title: title.clone(),
+                title: title.to_owned(),
             });
         }
         let kept = keep
@@ -623,7 +623,6 @@ impl Session {
         self.emit(Event::Commands(self.command_entries()));
         self.context_file = context_file.or(self.context_file.take());
         self.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
-        self.summary = Some(summary.clone());
         self.measured = None;
         let after = self.context_tokens();
         tracing::info!(before, after, name = %self.conversation.name(), "compacted");
@@ -743,7 +742,7 @@ impl Session {
         // Tokens to characters, with the calibration of the last response.
         let limit_chars = limit_tokens
             .map(|t| ((t as f64) * CHARS_PER_TOKEN as f64 / self.calibration.max(0.1)) as usize);
-        let earlier = self.summary.clone();
+        let earlier = self.conversation.summary().map(str::to_owned);
         let Plan {
             parts,
             shrunk,

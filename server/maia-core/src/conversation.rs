@@ -2,6 +2,11 @@
 //! in, owned together. This is the only code that writes a session's
 //! journal; every change to the history goes through it, so what a restart
 //! reloads is what the model saw.
+//!
+//! State derived from the journal lives here too and is derived the way a
+//! reload derives it ([`Loaded::summary`], [`Loaded::title`]): every record
+//! written passes [`Conversation::absorb`], so the live thread and the
+//! reloaded one cannot disagree about the summary or the title.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +24,11 @@ pub(crate) struct Conversation {
     /// The journal's name (its file name without `.jsonl`).
     name: String,
     history: Vec<ChatMessage>,
+    /// The compaction summary the history continues from (`None` after a
+    /// `/clear`, or before any compaction).
+    summary: Option<String>,
+    /// The conversation's title.
+    title: Option<String>,
     journal: Option<Journal>,
     /// Creating the journal failed (told once; the conversation goes on
     /// unsaved).
@@ -42,6 +52,8 @@ impl Conversation {
             home: home.map(Path::to_path_buf),
             name,
             history: Vec::new(),
+            summary: None,
+            title: None,
             journal: None,
             unsaved: false,
             events,
@@ -64,6 +76,8 @@ impl Conversation {
             home: home.map(Path::to_path_buf),
             name,
             history: loaded.history(),
+            summary: loaded.summary().map(str::to_owned),
+            title: loaded.title().map(str::to_owned),
             journal: Some(journal),
             unsaved: false,
             events,
@@ -76,6 +90,15 @@ impl Conversation {
 
     pub fn history(&self) -> &[ChatMessage] {
         &self.history
+    }
+
+    /// The compaction summary the history continues from.
+    pub fn summary(&self) -> Option<&str> {
+        self.summary.as_deref()
+    }
+
+    pub fn title(&self) -> Option<&str> {
+        self.title.as_deref()
     }
 
     pub fn len(&self) -> usize {
@@ -107,8 +130,20 @@ impl Conversation {
         }
     }
 
+    /// Keeps the derived state in step with a record written to the
+    /// journal, exactly as [`Loaded`] derives it on reload.
+    fn absorb(&mut self, record: &Record) {
+        match record {
+            Record::Clear => self.summary = None,
+            Record::Compaction { summary } => self.summary = Some(summary.clone()),
+            Record::Title { title } => self.title = Some(title.clone()),
+            _ => {}
+        }
+    }
+
     /// Saves a record that is not a history message (what the user saw).
     pub fn record(&mut self, record: &Record) {
+        self.absorb(record);
         self.open_journal();
         if let Some(journal) = &mut self.journal
             && let Err(e) = journal.append(record)
@@ -132,22 +167,23 @@ impl Conversation {
     }
 
     /// Forgets everything after the first `len` messages (a refused
-    /// exchange), in the journal too: a `clear` followed by what is kept.
+    /// exchange), in the journal too: the history restarts (after the
+    /// summary it continues from, if any) with what is kept.
     pub fn truncate(&mut self, len: usize) {
         if len >= self.history.len() {
             return;
         }
         self.history.truncate(len);
-        self.record(&Record::Clear);
+        let restart = match &self.summary {
+            Some(summary) => Record::Compaction {
+                summary: summary.clone(),
+            },
+            None => Record::Clear,
+        };
+        self.record(&restart);
         for message in self.history.clone() {
             self.record(&Record::Message { message });
         }
-    }
-
-    /// Fixes the history in place before a request (unanswered tool calls,
-    /// orphan results): a view for the model, not a change to save.
-    pub fn repair(&mut self, fix: impl FnOnce(&mut Vec<ChatMessage>)) {
-        fix(&mut self.history);
     }
 
     /// `/new`: an empty conversation in a fresh journal `name`.
@@ -155,6 +191,8 @@ impl Conversation {
         self.journal = None;
         self.unsaved = false;
         self.history.clear();
+        self.summary = None;
+        self.title = None;
         self.name = name;
         self.open_journal();
     }
@@ -170,6 +208,9 @@ impl Conversation {
         self.unsaved = false;
         self.name = name;
         self.history.clear();
+        for record in records {
+            self.absorb(record);
+        }
         Ok(())
     }
 
@@ -188,6 +229,8 @@ impl Conversation {
         self.unsaved = false;
         self.name = name;
         self.history = loaded.history();
+        self.summary = loaded.summary().map(str::to_owned);
+        self.title = loaded.title().map(str::to_owned);
         Ok(())
     }
 
@@ -224,6 +267,7 @@ impl Conversation {
         match Journal::create_new(&self.cwd, &name, &loaded.header, &records) {
             Ok(new) => {
                 self.journal = Some(new);
+                self.title = Some(name.clone());
                 if let Err(e) = std::fs::remove_file(&from) {
                     tracing::warn!(path = %from.display(), "cannot remove the renamed journal: {e}");
                 }

@@ -229,9 +229,6 @@ pub(crate) struct Session {
     pub pending: Vec<String>,
     pub events: mpsc::UnboundedSender<Event>,
     pub context_file: Option<ContextFile>,
-    /// A compaction summary that replaces the context file as starting
-    /// context.
-    pub summary: Option<String>,
     /// The last measured context size and the history length it covered.
     pub measured: Option<(u64, usize)>,
     /// Real/estimated token ratio from the last response (1.0 until known).
@@ -241,7 +238,6 @@ pub(crate) struct Session {
     pub window: Option<u64>,
     /// Where [`Session::window`] came from (`manual`, `modelInfo`, …).
     pub window_source: Option<&'static str>,
-    pub title: Option<String>,
     /// The editor's services for the tools.
     pub(crate) client: crate::client::SharedClient,
     /// An `AskUser` question was shown as text: the turn ends after the
@@ -283,6 +279,14 @@ impl Session {
         let _ = self.events.send(event);
     }
 
+    /// Tells the user `text` as a message of its own (not the model's).
+    pub(crate) fn say(&self, text: String) {
+        self.emit(Event::AgentText {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            text,
+        });
+    }
+
     /// Saves a record of what the user saw (see [`Conversation::record`]).
     pub fn record(&mut self, record: &Record) {
         self.conversation.record(record);
@@ -297,11 +301,19 @@ impl Session {
     /// permissions reloaded; `name` is the new file's name.
     pub fn reset(&mut self, name: String) {
         self.reload();
-        self.summary = None;
         self.measured = None;
         self.reads = Arc::new(ReadTracker::default());
-        self.title = None;
         self.conversation.restart(name);
+    }
+
+    /// `/clear`: the history restarts in the same journal, with nothing of
+    /// the cleared conversation left (its summary, what was measured of it,
+    /// the files read); settings, context file and rules are reloaded.
+    pub fn clear(&mut self) {
+        self.conversation.clear();
+        self.measured = None;
+        self.reads = Arc::new(ReadTracker::default());
+        self.reload();
     }
 
     /// Reloads settings, the context file and the rules, and tells the user
@@ -344,9 +356,7 @@ impl Session {
     /// Replaces this thread's conversation with a saved one.
     pub fn adopt(&mut self, name: String, loaded: &Loaded) -> Result<(), store::StoreError> {
         self.conversation.adopt(name, loaded)?;
-        self.summary = loaded.summary().map(str::to_owned);
         self.measured = None;
-        self.title = loaded.title().map(str::to_owned);
         self.reads = Arc::new(ReadTracker::default());
         Ok(())
     }
@@ -355,7 +365,6 @@ impl Session {
     /// the editor lists and shows).
     pub fn rename(&mut self, name: String) -> Result<(), store::StoreError> {
         self.conversation.rename(name.clone())?;
-        self.title = Some(name.clone());
         self.emit(Event::Title(name));
         Ok(())
     }
@@ -549,13 +558,11 @@ pub(crate) fn spawn(
         pending: Vec::new(),
         events: events_tx,
         context_file,
-        summary: None,
         measured: None,
         calibration: 1.0,
         windows: windows.clone(),
         window: None,
         window_source: None,
-        title: None,
         client,
         asked_as_text: Arc::default(),
         vision: crate::images::VisionCache::default(),
@@ -565,16 +572,14 @@ pub(crate) fn spawn(
         cached_total: 0,
         text_tool_calls: TextToolCalls::default(),
     };
-    if let Some(loaded) = &restored {
-        session.summary = loaded.summary().map(str::to_owned);
-        if let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
+    if let Some(loaded) = &restored
+        && let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
             Record::Plan { todos } => Some(todos.clone()),
             _ => None,
-        }) && let Ok(mut list) = session.todos.lock()
-        {
-            *list = todos;
-        }
-        session.title = loaded.title().map(str::to_owned);
+        })
+        && let Ok(mut list) = session.todos.lock()
+    {
+        *list = todos;
     }
     session.announce_start();
     if restored.is_some() {

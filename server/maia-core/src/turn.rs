@@ -148,13 +148,6 @@ impl Session {
 }
 
 impl Session {
-    fn say(&self, text: String) {
-        self.emit(Event::AgentText {
-            message_id: new_message_id(),
-            text,
-        });
-    }
-
     /// The model to use: forced, configured, else the first listed.
     pub(crate) async fn resolve_model(
         &mut self,
@@ -192,7 +185,7 @@ impl Session {
         let mut prompt = system_prompt::build(
             &self.cwd,
             self.context_file.as_ref(),
-            self.summary.as_deref(),
+            self.conversation.summary(),
             crate::skills::prompt_section(&self.skills.skills).as_deref(),
         );
         if let Some(roots) = crate::workspace::prompt_section(&self.roots) {
@@ -436,10 +429,9 @@ impl Session {
         });
         // Titled from the first message, early in the file (listing reads
         // only the start of each file).
-        if self.title.is_none()
+        if self.conversation.title().is_none()
             && let Some(title) = title_from(&display)
         {
-            self.title = Some(title.clone());
             self.record(&Record::Title {
                 title: title.clone(),
             });
@@ -713,12 +705,14 @@ impl Session {
                     Err(e) => tracing::warn!("automatic compaction: {e}"),
                 }
             }
-            self.conversation.repair(repair_history);
+            // The history is repaired in the copy sent, never in place: the
+            // turn's prompt index and the journal stay true.
             let mut messages = Vec::with_capacity(self.conversation.len() + 3);
             messages.push(ChatMessage::System {
                 content: self.system_prompt(),
             });
             messages.extend(self.conversation.history().iter().cloned());
+            repair_history(&mut messages);
             if let Some(text) = correction.take() {
                 messages.push(ChatMessage::assistant(text));
                 messages.push(ChatMessage::user(crate::text_tool_calls::CORRECTION));
