@@ -18,22 +18,13 @@ use std::path::{Path, PathBuf};
 
 use maia_llm::LlmClient;
 use maia_tools::ImageData;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-/// A stored image, as journal records name it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ImageRef {
-    /// Hex SHA-256 of the bytes (the file name).
-    pub sha256: String,
-    pub mime_type: String,
-    pub name: String,
-    pub bytes: u64,
-    pub width: u32,
-    pub height: u32,
-}
+/// A stored image, as journal records name it (part of the journal format,
+/// so it lives with [`crate::store`]).
+pub use crate::store::ImageRef;
 
 /// The folder of a working folder's stored images.
 pub fn images_dir(cwd: &Path) -> PathBuf {

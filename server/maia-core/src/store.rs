@@ -46,8 +46,8 @@ pub enum Record {
     /// What the user typed, as shown in the editor.
     UserDisplay { text: String },
     /// An image the user sent with the message recorded just before; its
-    /// bytes are stored beside the journal ([`crate::images`]).
-    UserImage { image: crate::images::ImageRef },
+    /// bytes are stored beside the journal (`images.rs`).
+    UserImage { image: ImageRef },
     /// Reasoning shown to the user.
     Thought { text: String },
     /// A tool call in its final state.
@@ -63,6 +63,19 @@ pub enum Record {
     /// A compaction: the history starts again after this point, with this
     /// summary as starting context (first record of a `name__n` file).
     Compaction { summary: String },
+}
+
+/// A stored image, as journal records name it; its bytes are stored beside
+/// the journal (`images.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageRef {
+    /// Hex SHA-256 of the bytes (the file name).
+    pub sha256: String,
+    pub mime_type: String,
+    pub name: String,
+    pub bytes: u64,
+    pub width: u32,
+    pub height: u32,
 }
 
 /// Why a journal could not be used.
