@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use maia_core::{Engine, EngineOptions, Event, PromptPart, SessionHandle, StopReason};
+use maia_core::{
+    ChoiceKind, Engine, EngineOptions, Event, PermissionReply, PromptPart, SessionHandle,
+    StopReason,
+};
 use maia_test_support::MockLlm;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -69,14 +72,53 @@ impl Harness {
         self.until_turn_ended().await
     }
 
+    /// Sends `text` and answers each permission question with the option
+    /// of kind `choice`; returns the turn's events.
+    pub async fn prompt_answering(&mut self, text: &str, choice: ChoiceKind) -> Vec<Event> {
+        self.session()
+            .prompt(vec![PromptPart::Text(text.to_owned())])
+            .expect("session not busy");
+        let mut seen = Vec::new();
+        loop {
+            let event = self.next_event(&seen).await;
+            let event = match event {
+                Event::Permission(request) => {
+                    let option = request
+                        .options
+                        .iter()
+                        .find(|o| o.kind == choice)
+                        .unwrap_or_else(|| panic!("no {choice:?} option: {:?}", request.options))
+                        .id
+                        .clone();
+                    let shown = request.tool_call.clone();
+                    let _ = request.reply.send(PermissionReply::Selected {
+                        option,
+                        reason: None,
+                    });
+                    Event::ToolCall(shown)
+                }
+                other => other,
+            };
+            let ended = matches!(event, Event::TurnEnded(_));
+            seen.push(event);
+            if ended {
+                return seen;
+            }
+        }
+    }
+
+    async fn next_event(&mut self, seen: &[Event]) -> Event {
+        tokio::time::timeout(WAIT, self.events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no TurnEnded within {WAIT:?}; saw {seen:#?}"))
+            .expect("the session's events ended before its turn")
+    }
+
     /// Collects events until the turn's last one.
     pub async fn until_turn_ended(&mut self) -> Vec<Event> {
         let mut seen = Vec::new();
         loop {
-            let event = tokio::time::timeout(WAIT, self.events.recv())
-                .await
-                .unwrap_or_else(|_| panic!("no TurnEnded within {WAIT:?}; saw {seen:#?}"))
-                .expect("the session's events ended before its turn");
+            let event = self.next_event(&seen).await;
             let ended = matches!(event, Event::TurnEnded(_));
             seen.push(event);
             if ended {

@@ -5,3 +5,4 @@
 
 mod harness;
 mod journal_state;
+mod turns;
