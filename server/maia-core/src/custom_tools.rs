@@ -111,6 +111,9 @@ pub struct CustomTool {
     /// `command.run` split into words, each a sequence of text and
     /// parameters; the first word (the program) has no parameter.
     run_words: Vec<Vec<Segment>>,
+    /// What the tool was when loaded ([`fingerprint`]): what the user
+    /// confirms.
+    pub fingerprint: String,
 }
 
 /// The result of [`load`].
@@ -137,7 +140,7 @@ pub fn root(cwd: &Path) -> PathBuf {
 /// Loads the custom tools of a session in `cwd`. `reserved` are the names
 /// already taken (built-in tools); they are compared case-insensitively.
 /// Invalid definitions are skipped with a warning (also logged).
-pub fn load(cwd: &Path, reserved: &[&str]) -> LoadedTools {
+pub fn load<S: AsRef<str>>(cwd: &Path, reserved: &[S]) -> LoadedTools {
     let mut out = LoadedTools::default();
     let root = root(cwd);
     let entries = match std::fs::read_dir(&root) {
@@ -193,11 +196,11 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 /// Parses one definition. `taken` are the custom tools already loaded.
-fn parse(
+fn parse<S: AsRef<str>>(
     dir: &Path,
     path: &Path,
     text: &str,
-    reserved: &[&str],
+    reserved: &[S],
     taken: &[CustomTool],
 ) -> Result<CustomTool, String> {
     let value = parse_definition_json(text).map_err(|e| format!("invalid JSON ({e})"))?;
@@ -233,7 +236,11 @@ fn parse(
         }
         Some(_) => return Err("`name` must be a string".into()),
     };
-    if let Some(builtin) = reserved.iter().find(|r| r.eq_ignore_ascii_case(&name)) {
+    if let Some(builtin) = reserved
+        .iter()
+        .map(AsRef::as_ref)
+        .find(|r| r.eq_ignore_ascii_case(&name))
+    {
         return Err(format!(
             "the name `{name}` is taken by the built-in tool `{builtin}`"
         ));
@@ -277,6 +284,7 @@ fn parse(
         path: path.to_path_buf(),
         parameters,
         run_words,
+        fingerprint: fingerprint(dir),
     })
 }
 
@@ -576,42 +584,6 @@ impl CustomTool {
             .collect())
     }
 
-    /// What the tool is: every file of its folder (definition, scripts),
-    /// names and contents, as a 64-bit FNV-1a digest in hex (bounded to
-    /// 500 files). A rewritten definition or script gets a new fingerprint.
-    pub fn fingerprint(&self) -> String {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut feed = |bytes: &[u8]| {
-            for b in bytes {
-                hash ^= u64::from(*b);
-                hash = hash.wrapping_mul(0x0100_0000_01b3);
-            }
-        };
-        let mut files = Vec::new();
-        let mut stack = vec![self.dir.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                match entry.file_type() {
-                    Ok(t) if t.is_dir() => stack.push(path),
-                    Ok(_) if files.len() < 500 => files.push(path),
-                    _ => {}
-                }
-            }
-        }
-        files.sort();
-        for file in files {
-            feed(file.to_string_lossy().as_bytes());
-            feed(&[0]);
-            feed(&std::fs::read(&file).unwrap_or_default());
-            feed(&[0]);
-        }
-        format!("{hash:016x}")
-    }
-
     /// The program to start for `argv[0]`: a relative path with a `/`
     /// (`./x.sh`, `bin/x`) is in the tool's folder; a bare name is looked
     /// up in `PATH`.
@@ -719,6 +691,42 @@ impl CustomTool {
             }
         }
     }
+}
+
+/// What the tool in `dir` is: every file of its folder (definition, scripts),
+/// names and contents, as a 64-bit FNV-1a digest in hex (bounded to
+/// 500 files). A rewritten definition or script gets a new fingerprint.
+pub fn fingerprint(dir: &Path) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |bytes: &[u8]| {
+        for b in bytes {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.push(path),
+                Ok(_) if files.len() < 500 => files.push(path),
+                _ => {}
+            }
+        }
+    }
+    files.sort();
+    for file in files {
+        feed(file.to_string_lossy().as_bytes());
+        feed(&[0]);
+        feed(&std::fs::read(&file).unwrap_or_default());
+        feed(&[0]);
+    }
+    format!("{hash:016x}")
 }
 
 /// An error message: the headline, then stderr, then stdout, within
