@@ -334,7 +334,10 @@ impl Session {
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
         self.markdown_commands =
             Arc::new(crate::markdown_commands::load(home.as_deref(), &self.cwd));
-        self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &crate::tools::reserved_tool_names()));
+        self.custom_tools = Arc::new(custom_tools::load(
+            &self.cwd,
+            &crate::tools::reserved_tool_names(),
+        ));
         if let Ok(mut pending) = self.pending_tools.lock() {
             *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);
         }

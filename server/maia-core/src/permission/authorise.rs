@@ -110,10 +110,7 @@ pub struct Question {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// Run it, once or always; `unsandboxed`: once outside the sandbox.
-    Allow {
-        kind: ChoiceKind,
-        unsandboxed: bool,
-    },
+    Allow { kind: ChoiceKind, unsandboxed: bool },
     /// Do not run it; the text for the model.
     Reject { kind: ChoiceKind, to_model: String },
     /// No answer: the turn is cancelled.

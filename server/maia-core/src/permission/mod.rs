@@ -284,7 +284,13 @@ impl Broker {
         self.decide_rules(tool, input, cwd, false)
     }
 
-    fn decide_rules(&self, tool: &str, input: &Value, cwd: &Path, unmatched_allow: bool) -> Decision {
+    fn decide_rules(
+        &self,
+        tool: &str,
+        input: &Value,
+        cwd: &Path,
+        unmatched_allow: bool,
+    ) -> Decision {
         let subject = rule::Subject::in_roots(tool, input, cwd, &self.roots);
         let family = |f: Family| {
             self.all()

@@ -596,13 +596,19 @@ fn other_tools_table() {
         side_effect_free: true,
         ..GateFacts::default()
     };
-    assert_eq!(broker.decide_call(&quiet("TodoWrite"), cwd), Decision::Allow);
+    assert_eq!(
+        broker.decide_call(&quiet("TodoWrite"), cwd),
+        Decision::Allow
+    );
     let broker = rules(&[], &["CurrentModel"], &["TodoWrite"]);
     assert!(matches!(
         broker.decide_call(&quiet("TodoWrite"), cwd),
         Decision::Deny(_)
     ));
-    assert_eq!(broker.decide_call(&quiet("CurrentModel"), cwd), Decision::Ask);
+    assert_eq!(
+        broker.decide_call(&quiet("CurrentModel"), cwd),
+        Decision::Ask
+    );
     assert_eq!(broker.decide_call(&quiet("AskUser"), cwd), Decision::Allow);
 }
 

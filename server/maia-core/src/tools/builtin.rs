@@ -98,10 +98,7 @@ impl Tool for Builtin {
             let path = maia_tools::path::resolve(&ctx.cwd, path);
             plan.gate.edit_reviewed = ctx.fs.reviews_writes(&path);
         }
-        let diff = prepared
-            .diff
-            .clone()
-            .map(|diff| ToolContent::Diff { diff });
+        let diff = prepared.diff.clone().map(|diff| ToolContent::Diff { diff });
         plan.input = Box::new(State::Prepared(prepared));
         Ok(diff)
     }

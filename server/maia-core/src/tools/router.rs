@@ -171,12 +171,7 @@ pub(crate) async fn run_batch(
     for (_, view) in &planned {
         let _ = batch.events.send(Event::ToolCall(view.clone()));
     }
-    let views: Views = Arc::new(
-        planned
-            .iter()
-            .map(|(_, v)| Mutex::new(v.clone()))
-            .collect(),
-    );
+    let views: Views = Arc::new(planned.iter().map(|(_, v)| Mutex::new(v.clone())).collect());
     let keys: Vec<Vec<PathBuf>> = planned
         .iter()
         .map(|(p, _)| p.as_ref().map(|(_, p)| p.keys.clone()).unwrap_or_default())
@@ -241,7 +236,11 @@ pub(crate) async fn run_batch(
         .collect();
     let views = views
         .iter()
-        .map(|v| v.lock().map(|v| v.clone()).unwrap_or_else(|e| e.into_inner().clone()))
+        .map(|v| {
+            v.lock()
+                .map(|v| v.clone())
+                .unwrap_or_else(|e| e.into_inner().clone())
+        })
         .collect();
     (messages, views, images)
 }
@@ -308,11 +307,7 @@ async fn run_one(plan: Result<(Arc<dyn Tool>, CallPlan), String>, call: &Call) -
     // The terminal a Bash call runs in, shown live as soon as it exists.
     let terminal: Arc<Mutex<Option<String>>> = Arc::default();
     if ctx.terminals.is_some() {
-        let (slot, events, id) = (
-            terminal.clone(),
-            call.batch.events.clone(),
-            call.id.clone(),
-        );
+        let (slot, events, id) = (terminal.clone(), call.batch.events.clone(), call.id.clone());
         ctx.on_terminal = Some(Arc::new(move |terminal_id: &str| {
             if let Ok(mut slot) = slot.lock() {
                 *slot = Some(terminal_id.to_owned());
@@ -511,5 +506,147 @@ async fn record(tool: &Arc<dyn Tool>, question: Question, kind: ChoiceKind, call
             });
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use maia_llm::ToolSpec;
+    use maia_tools::ToolOutput;
+    use serde_json::json;
+
+    use super::*;
+    use crate::mode::Mode;
+    use crate::permission::{Broker, GateFacts};
+
+    /// A tool whose run blocks its thread until `Release` runs (or 5 s
+    /// pass), as a synchronous step in a tool would.
+    struct Blocker(Mutex<mpsc::Receiver<()>>);
+    /// A tool that releases the blocker.
+    struct Release(mpsc::Sender<()>);
+
+    fn facts(name: &str) -> GateFacts {
+        GateFacts {
+            rule_name: name.to_owned(),
+            side_effect_free: true,
+            ..GateFacts::default()
+        }
+    }
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.to_owned(),
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Tool for Blocker {
+        fn spec(&self) -> ToolSpec {
+            spec("Blocker")
+        }
+        fn plan(&self, call: &ToolCall, _: &Value, _: &Path) -> Result<CallPlan, String> {
+            Ok(CallPlan::new(call.name.clone(), facts(&call.name), ()))
+        }
+        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+            let Ok(rx) = self.0.lock() else {
+                return ToolOutput::error("poisoned");
+            };
+            match rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(()) => ToolOutput::ok("released"),
+                Err(_) => ToolOutput::error("stalled: the other call never ran"),
+            }
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Tool for Release {
+        fn spec(&self) -> ToolSpec {
+            spec("Release")
+        }
+        fn plan(&self, call: &ToolCall, _: &Value, _: &Path) -> Result<CallPlan, String> {
+            Ok(CallPlan::new(call.name.clone(), facts(&call.name), ()))
+        }
+        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+            let _ = self.0.send(());
+            ToolOutput::ok("sent")
+        }
+    }
+
+    fn batch(cwd: &Path) -> (Batch, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+        let (events, rx) = tokio::sync::mpsc::unbounded_channel();
+        let batch = Batch {
+            events,
+            ctx: ToolContext::local(cwd),
+            broker: Arc::new(Mutex::new(Broker::default())),
+            mode: Mode::Default,
+            home: None,
+            sandbox_failures: Arc::default(),
+            ask: tokio::sync::Mutex::new(()),
+        };
+        (batch, rx)
+    }
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: "{}".to_owned(),
+        }
+    }
+
+    fn texts(messages: &[ChatMessage]) -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| match m {
+                ChatMessage::Tool { content, .. } => content.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_blocking_call_does_not_stall_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let mut registry = ToolRegistry::default();
+        registry.register(Arc::new(Blocker(Mutex::new(rx))));
+        registry.register(Arc::new(Release(tx)));
+        let (batch, _events) = batch(dir.path());
+        let calls = [call("a", "Blocker"), call("b", "Release")];
+        let (messages, views, _) =
+            tokio::time::timeout(Duration::from_secs(20), run_batch(&registry, &calls, batch))
+                .await
+                .expect("the batch ends");
+        assert_eq!(texts(&messages), ["released", "sent"]);
+        assert!(views.iter().all(|v| v.status == ToolStatus::Completed));
+    }
+
+    #[tokio::test]
+    async fn unknown_tools_answer_the_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut registry = ToolRegistry::default();
+        let (tx, _rx) = mpsc::channel();
+        registry.register(Arc::new(Release(tx)));
+        let (batch, _events) = batch(dir.path());
+        let (messages, views, _) = run_batch(&registry, &[call("a", "Nope")], batch).await;
+        let text = &texts(&messages)[0];
+        assert!(text.contains("Unknown tool `Nope`"), "{text}");
+        assert!(text.contains("Available tools: Release."), "{text}");
+        assert_eq!(views[0].status, ToolStatus::Failed);
+    }
+
+    #[test]
+    fn name_clashes_keep_the_first_tool() {
+        let mut registry = ToolRegistry::default();
+        let (tx, _rx) = mpsc::channel();
+        assert!(registry.register(Arc::new(Release(tx.clone()))));
+        assert!(!registry.register(Arc::new(Release(tx))));
+        assert_eq!(registry.specs().len(), 1);
     }
 }
