@@ -700,7 +700,21 @@ async fn edit_turn(
     caps: Value,
     review: impl Fn(&Value, &str) -> (Option<String>, bool),
 ) -> (String, Value, Lsp) {
-    let mut lsp = Lsp::start(json!({"permissions": {"allow": ["Read", "Edit"]}})).await;
+    edit_turn_with(
+        json!({"permissions": {"allow": ["Read", "Edit"]}}),
+        caps,
+        review,
+    )
+    .await
+}
+
+/// [`edit_turn`] under `settings`.
+async fn edit_turn_with(
+    settings: Value,
+    caps: Value,
+    review: impl Fn(&Value, &str) -> (Option<String>, bool),
+) -> (String, Value, Lsp) {
+    let mut lsp = Lsp::start(settings).await;
     lsp.initialize(caps).await;
     let old = "one\ntwo\nthree\nfour\nfive\n";
     lsp.open("a.txt", old).await;
@@ -780,6 +794,68 @@ async fn proposed_edit_applied_in_full() {
     );
     // The disk is left to the editor (the buffer is unsaved).
     assert_eq!(read(&lsp.path("a.txt")), "one\ntwo\nthree\nfour\nfive\n");
+}
+
+/// An edit of an open document is approved once, hunk by hunk: no rule
+/// allows Edit, yet no permission question comes first (the harness fails
+/// on an unexpected `showMessageRequest`).
+#[tokio::test]
+async fn an_edit_of_an_open_document_is_approved_once() {
+    let (message, _, _lsp) = edit_turn_with(
+        json!({"permissions": {"allow": ["Read"]}}),
+        vscode_caps(),
+        |m, old| (Some(apply_edits(old, &edits_of(m))), true),
+    )
+    .await;
+    assert!(
+        message.contains("applied all 2 hunk(s)"),
+        "tool message: {message}"
+    );
+}
+
+/// A write to a file that is not open is asked first, as any call; so is
+/// one to a protected path even when it is open.
+#[tokio::test]
+async fn writes_not_reviewed_hunk_by_hunk_are_asked_first() {
+    let mut lsp = Lsp::start(json!({"permissions": {"allow": ["Read"]}})).await;
+    lsp.initialize(vscode_caps()).await;
+    lsp.open("a.txt", "one\n").await;
+    lsp.open("package.json", "{}\n").await;
+    let closed = lsp.path("b.txt").display().to_string();
+    let protected = lsp.path("package.json").display().to_string();
+    lsp.mock.push(mock::tool_calls_reply(&[(
+        "r1",
+        "Read",
+        json!({"file_path": protected}),
+    )]));
+    lsp.mock.push(mock::tool_calls_reply(&[(
+        "w1",
+        "Write",
+        json!({"file_path": closed, "content": "new\n"}),
+    )]));
+    lsp.mock.push(mock::tool_calls_reply(&[(
+        "w2",
+        "Write",
+        json!({"file_path": protected, "content": "{\"x\": 1}\n"}),
+    )]));
+    lsp.mock.push(mock::text_reply("Done."));
+    let mut asked = Vec::new();
+    lsp.ask_turn("a.txt", range(0, 0, 0, 3), "fix", &mut |m| {
+        if !is_request(m, "window/showMessageRequest") {
+            return None;
+        }
+        asked.push(m["params"]["message"].as_str().unwrap_or("").to_owned());
+        Some(vec![response(&m["id"], json!({"title": "Deny"}))])
+    })
+    .await;
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[0].contains("b.txt"), "{asked:?}");
+    assert!(asked[1].contains("package.json"), "{asked:?}");
+    for (n, id) in [(2, "w1"), (3, "w2")] {
+        let message = tool_message(&lsp.mock, n, id);
+        assert!(message.contains("refused"), "tool message: {message}");
+    }
+    assert!(!lsp.path("b.txt").exists());
 }
 
 #[tokio::test]

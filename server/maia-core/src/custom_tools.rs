@@ -30,18 +30,14 @@
 //! `MAIA_CWD` and `MAIA_TOOL_DIR`, no stdin, its own process group (killed
 //! on cancellation and after 2 minutes); its stdout is returned (30,000
 //! characters, middle dropped) and a non-zero exit is an error carrying the
-//! exit code and stderr.
+//! exit code and stderr. This module loads and reads tools; running one is
+//! in `tools/custom.rs`.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use maia_llm::ToolSpec;
-use maia_tools::runner::{self, Outcome};
-use maia_tools::{CappedOutput, ToolOutput, truncate_middle};
 use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
 
 /// Definition file names tried in a tool folder, in order.
 pub const FILE_NAMES: [&str; 2] = ["TOOL.json", "tool.json"];
@@ -51,8 +47,6 @@ pub const MAX_NAME_CHARS: usize = 64;
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 /// Most characters of output returned to the model.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
-/// Most characters of stderr kept in an error.
-const MAX_STDERR_CHARS: usize = 10_000;
 
 /// The type of a parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +105,9 @@ pub struct CustomTool {
     /// `command.run` split into words, each a sequence of text and
     /// parameters; the first word (the program) has no parameter.
     run_words: Vec<Vec<Segment>>,
+    /// What the tool was when loaded ([`fingerprint`]): what the user
+    /// confirms.
+    pub fingerprint: String,
 }
 
 /// The result of [`load`].
@@ -137,7 +134,7 @@ pub fn root(cwd: &Path) -> PathBuf {
 /// Loads the custom tools of a session in `cwd`. `reserved` are the names
 /// already taken (built-in tools); they are compared case-insensitively.
 /// Invalid definitions are skipped with a warning (also logged).
-pub fn load(cwd: &Path, reserved: &[&str]) -> LoadedTools {
+pub fn load<S: AsRef<str>>(cwd: &Path, reserved: &[S]) -> LoadedTools {
     let mut out = LoadedTools::default();
     let root = root(cwd);
     let entries = match std::fs::read_dir(&root) {
@@ -193,11 +190,11 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 /// Parses one definition. `taken` are the custom tools already loaded.
-fn parse(
+fn parse<S: AsRef<str>>(
     dir: &Path,
     path: &Path,
     text: &str,
-    reserved: &[&str],
+    reserved: &[S],
     taken: &[CustomTool],
 ) -> Result<CustomTool, String> {
     let value = parse_definition_json(text).map_err(|e| format!("invalid JSON ({e})"))?;
@@ -233,7 +230,11 @@ fn parse(
         }
         Some(_) => return Err("`name` must be a string".into()),
     };
-    if let Some(builtin) = reserved.iter().find(|r| r.eq_ignore_ascii_case(&name)) {
+    if let Some(builtin) = reserved
+        .iter()
+        .map(AsRef::as_ref)
+        .find(|r| r.eq_ignore_ascii_case(&name))
+    {
         return Err(format!(
             "the name `{name}` is taken by the built-in tool `{builtin}`"
         ));
@@ -277,6 +278,7 @@ fn parse(
         path: path.to_path_buf(),
         parameters,
         run_words,
+        fingerprint: fingerprint(dir),
     })
 }
 
@@ -575,213 +577,46 @@ impl CustomTool {
             })
             .collect())
     }
-
-    /// What the tool is: every file of its folder (definition, scripts),
-    /// names and contents, as a 64-bit FNV-1a digest in hex (bounded to
-    /// 500 files). A rewritten definition or script gets a new fingerprint.
-    pub fn fingerprint(&self) -> String {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut feed = |bytes: &[u8]| {
-            for b in bytes {
-                hash ^= u64::from(*b);
-                hash = hash.wrapping_mul(0x0100_0000_01b3);
-            }
-        };
-        let mut files = Vec::new();
-        let mut stack = vec![self.dir.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                match entry.file_type() {
-                    Ok(t) if t.is_dir() => stack.push(path),
-                    Ok(_) if files.len() < 500 => files.push(path),
-                    _ => {}
-                }
-            }
-        }
-        files.sort();
-        for file in files {
-            feed(file.to_string_lossy().as_bytes());
-            feed(&[0]);
-            feed(&std::fs::read(&file).unwrap_or_default());
-            feed(&[0]);
-        }
-        format!("{hash:016x}")
-    }
-
-    /// The program to start for `argv[0]`: a relative path with a `/`
-    /// (`./x.sh`, `bin/x`) is in the tool's folder; a bare name is looked
-    /// up in `PATH`.
-    fn program(&self, first: &str) -> PathBuf {
-        let path = Path::new(first);
-        if path.is_relative() && first.contains('/') {
-            self.dir.join(first.strip_prefix("./").unwrap_or(first))
-        } else {
-            path.to_path_buf()
-        }
-    }
-
-    /// Runs the tool for `input` with `cwd` as the session's working folder.
-    /// Never panics; problems are error outputs for the model.
-    pub async fn run(&self, input: &Value, cwd: &Path, cancel: &CancellationToken) -> ToolOutput {
-        self.run_with_timeout(input, cwd, cancel, RUN_TIMEOUT, None)
-            .await
-    }
-
-    /// [`CustomTool::run`] inside the session's sandbox.
-    pub async fn run_sandboxed(
-        &self,
-        input: &Value,
-        cwd: &Path,
-        cancel: &CancellationToken,
-        sandbox: Option<&maia_tools::sandbox::Sandbox>,
-    ) -> ToolOutput {
-        self.run_with_timeout(input, cwd, cancel, RUN_TIMEOUT, sandbox)
-            .await
-    }
-
-    async fn run_with_timeout(
-        &self,
-        input: &Value,
-        cwd: &Path,
-        cancel: &CancellationToken,
-        timeout: Duration,
-        sandbox: Option<&maia_tools::sandbox::Sandbox>,
-    ) -> ToolOutput {
-        let argv = match self.argv(input) {
-            Ok(argv) => argv,
-            Err(e) => return ToolOutput::error(e),
-        };
-        if cancel.is_cancelled() {
-            return ToolOutput::cancelled();
-        }
-        let Some((first, args)) = argv.split_first() else {
-            return ToolOutput::error(format!("{}: `command.run` is empty", self.name));
-        };
-        let program = self.program(first);
-        let mut child = match spawn(&program, args, &self.dir, cwd, sandbox).await {
-            Ok(child) => child,
-            Err(e) => {
-                return ToolOutput::error(format!(
-                    "Could not start `{first}` for the tool {}: {e}",
-                    self.name
-                ));
-            }
-        };
-        tracing::debug!(tool = %self.name, ?argv, pid = ?child.id(), "custom tool started");
-        let mut pipes: Vec<Box<dyn tokio::io::AsyncRead + Unpin + Send>> = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            pipes.push(Box::new(out));
-        }
-        if let Some(err) = child.stderr.take() {
-            pipes.push(Box::new(err));
-        }
-        let finished = runner::run(child, pipes, timeout, cancel).await;
-        let outcome = finished.outcome;
-        let mut outputs = finished.outputs.into_iter();
-        let stdout = outputs.next().unwrap_or_default();
-        let stderr = outputs.next().unwrap_or_default();
-
-        let out = stdout.finish(MAX_OUTPUT_CHARS);
-        match outcome {
-            Outcome::Cancelled => ToolOutput::cancelled(),
-            Outcome::Exited(status) if status.success() => {
-                if out.is_empty() {
-                    ToolOutput::ok("(no output)")
-                } else {
-                    ToolOutput::ok(out)
-                }
-            }
-            Outcome::Exited(status) => {
-                let code = match (status.code(), status.signal()) {
-                    (Some(code), _) => format!("Exit code: {code}"),
-                    (None, Some(signal)) => {
-                        format!("Exit code: {} (killed by signal {signal})", 128 + signal)
-                    }
-                    (None, None) => "Exit code: unknown".into(),
-                };
-                ToolOutput::error(failure(&code, stderr, &out))
-            }
-            Outcome::TimedOut => {
-                let what = format!(
-                    "The tool {} timed out after {} s and was killed.",
-                    self.name,
-                    timeout.as_secs_f64()
-                );
-                ToolOutput::error(failure(&what, stderr, &out))
-            }
-            Outcome::WaitFailed(err) => {
-                let what = format!("Waiting for the tool {} failed: {err}", self.name);
-                ToolOutput::error(failure(&what, stderr, &out))
-            }
-        }
-    }
 }
 
-/// An error message: the headline, then stderr, then stdout, within
-/// [`MAX_OUTPUT_CHARS`].
-fn failure(headline: &str, stderr: CappedOutput, stdout: &str) -> String {
-    let mut text = headline.to_string();
-    let stderr = stderr.finish(MAX_STDERR_CHARS);
-    if !stderr.trim().is_empty() {
-        text.push_str("\n\nstderr:\n");
-        text.push_str(stderr.trim_end());
-    }
-    if !stdout.trim().is_empty() {
-        text.push_str("\n\nstdout:\n");
-        let room = MAX_OUTPUT_CHARS.saturating_sub(text.chars().count() + 10);
-        text.push_str(truncate_middle(stdout, room).trim_end());
-    }
-    text
-}
-
-/// Starts the program, retrying briefly when the file is being written
-/// (`ETXTBSY`, e.g. a script saved just before).
-async fn spawn(
-    program: &Path,
-    args: &[String],
-    dir: &Path,
-    session_cwd: &Path,
-    sandbox: Option<&maia_tools::sandbox::Sandbox>,
-) -> std::io::Result<tokio::process::Child> {
-    maia_tools::process::ensure_runnable(program.as_os_str(), Some(dir))?;
-    let mut attempts = 0;
-    loop {
-        let mut command = maia_tools::process::command(program);
-        command
-            .args(args)
-            .current_dir(dir)
-            .env("MAIA_CWD", session_cwd)
-            .env("MAIA_TOOL_DIR", dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(sandbox) = sandbox {
-            sandbox
-                .attach(&mut command)
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
+/// What the tool in `dir` is: every file of its folder (definition, scripts),
+/// names and contents, as a 64-bit FNV-1a digest in hex (bounded to
+/// 500 files). A rewritten definition or script gets a new fingerprint.
+pub fn fingerprint(dir: &Path) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |bytes: &[u8]| {
+        for b in bytes {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
         }
-        let result = command.spawn();
-        match result {
-            Err(e)
-                if e.raw_os_error() == Some(nix::errno::Errno::ETXTBSY as i32) && attempts < 10 =>
-            {
-                attempts += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.push(path),
+                Ok(_) if files.len() < 500 => files.push(path),
+                _ => {}
             }
-            other => return other,
         }
     }
+    files.sort();
+    for file in files {
+        feed(file.to_string_lossy().as_bytes());
+        feed(&[0]);
+        feed(&std::fs::read(&file).unwrap_or_default());
+        feed(&[0]);
+    }
+    format!("{hash:016x}")
 }
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt;
-    use std::time::Instant;
 
     use super::*;
 
@@ -803,12 +638,6 @@ mod tests {
         let path = dir.join(file);
         std::fs::write(&path, text).unwrap();
         path
-    }
-
-    fn write_script(cwd: &Path, folder: &str, file: &str, text: &str) {
-        let path = root(cwd).join(folder).join(file);
-        std::fs::write(&path, text).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
     /// A single valid tool made from `run` and `parameters`.
@@ -1231,289 +1060,5 @@ mod tests {
         assert!(err.contains("must be a JSON object"), "{err}");
         let err = t.argv(&Value::Null).unwrap_err();
         assert!(err.contains("`a`") && err.contains("`s`"), "{err}");
-    }
-
-    #[tokio::test]
-    async fn injection_attempts_arrive_verbatim_as_one_argument() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        let t = tool(
-            cwd,
-            r#"./args.sh {{p}} "fixed two" pre-{{p}}-post"#,
-            json!({"p": {"type": "string"}}),
-        );
-        write_script(
-            cwd,
-            "t",
-            "args.sh",
-            "#!/bin/sh\necho \"$#\"\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\"; done\n",
-        );
-        let payload = "; rm -rf / $(touch pwned) `touch pwned2` && touch pwned3 | cat > pwned4 *";
-        let out = t
-            .run(&json!({"p": payload}), cwd, &CancellationToken::new())
-            .await;
-        assert!(!out.is_error, "{}", out.content);
-        assert_eq!(
-            out.content,
-            format!("3\n[{payload}]\n[fixed two]\n[pre-{payload}-post]\n")
-        );
-        for place in [
-            cwd.to_path_buf(),
-            t.dir.clone(),
-            std::env::current_dir().unwrap(),
-        ] {
-            for f in ["pwned", "pwned2", "pwned3", "pwned4"] {
-                assert!(
-                    !place.join(f).exists(),
-                    "{} created",
-                    place.join(f).display()
-                );
-            }
-        }
-        // A value that looks like an option or a newline-separated command
-        // is one argument too.
-        let out = t
-            .run(
-                &json!({"p": "--help\nrm -rf /"}),
-                cwd,
-                &CancellationToken::new(),
-            )
-            .await;
-        assert_eq!(
-            out.content,
-            "3\n[--help\nrm -rf /]\n[fixed two]\n[pre---help\nrm -rf /-post]\n"
-        );
-    }
-
-    #[tokio::test]
-    async fn program_on_path_with_script_argument() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        let t = tool(cwd, "sh ./count.sh {{p}}", json!({"p": {"type": "string"}}));
-        write_script(cwd, "t", "count.sh", "echo \"$# [$1]\"\n");
-        let out = t
-            .run(&json!({"p": "a b $(id)"}), cwd, &CancellationToken::new())
-            .await;
-        assert_eq!(out, ToolOutput::ok("1 [a b $(id)]\n"));
-    }
-
-    #[tokio::test]
-    async fn environment_and_working_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        let t = tool(cwd, "./env.sh", json!({}));
-        write_script(
-            cwd,
-            "t",
-            "env.sh",
-            "#!/bin/sh\necho \"cwd=$MAIA_CWD\"\necho \"dir=$MAIA_TOOL_DIR\"\necho \"pwd=$(pwd)\"\nread x && echo \"stdin=$x\" || echo no-stdin\n",
-        );
-        let out = t.run(&json!({}), cwd, &CancellationToken::new()).await;
-        assert!(!out.is_error, "{}", out.content);
-        let tool_dir = t.dir.display();
-        let pwd = t.dir.canonicalize().unwrap();
-        assert_eq!(
-            out.content,
-            format!(
-                "cwd={}\ndir={tool_dir}\npwd={}\nno-stdin\n",
-                cwd.display(),
-                pwd.display()
-            )
-        );
-    }
-
-    #[tokio::test]
-    async fn non_zero_exit_is_an_error_with_stderr() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        let t = tool(cwd, "./fail.sh", json!({}));
-        write_script(
-            cwd,
-            "t",
-            "fail.sh",
-            "#!/bin/sh\necho partial output\necho 'something broke' >&2\nexit 3\n",
-        );
-        let out = t.run(&json!({}), cwd, &CancellationToken::new()).await;
-        assert!(out.is_error);
-        assert_eq!(
-            out.content,
-            "Exit code: 3\n\nstderr:\nsomething broke\n\nstdout:\npartial output"
-        );
-        // Success: stdout only, stderr left out.
-        write_script(
-            cwd,
-            "t",
-            "fail.sh",
-            "#!/bin/sh\necho fine\necho noise >&2\n",
-        );
-        let out = t.run(&json!({}), cwd, &CancellationToken::new()).await;
-        assert_eq!(out, ToolOutput::ok("fine\n"));
-    }
-
-    #[tokio::test]
-    async fn empty_output_is_said() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        let t = tool(cwd, "true", json!({}));
-        let out = t.run(&json!({}), cwd, &CancellationToken::new()).await;
-        assert_eq!(out, ToolOutput::ok("(no output)"));
-        let t = tool(cwd, "false", json!({}));
-        let out = t.run(&json!({}), cwd, &CancellationToken::new()).await;
-        assert_eq!(out, ToolOutput::error("Exit code: 1"));
-    }
-
-    #[tokio::test]
-    async fn invalid_input_and_missing_program_are_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        let t = tool(cwd, "./missing.sh {{n}}", json!({"n": {"type": "number"}}));
-        let out = t
-            .run(&json!({"n": "x"}), cwd, &CancellationToken::new())
-            .await;
-        assert!(
-            out.is_error && out.content.contains("must be a number"),
-            "{}",
-            out.content
-        );
-        let out = t
-            .run(&json!({"n": 1}), cwd, &CancellationToken::new())
-            .await;
-        assert!(
-            out.is_error && out.content.contains("Could not start `./missing.sh`"),
-            "{}",
-            out.content
-        );
-    }
-
-    #[tokio::test]
-    async fn timeout_kills_the_process_group() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        let t = tool(cwd, "./slow.sh", json!({}));
-        write_script(
-            cwd,
-            "t",
-            "slow.sh",
-            "#!/bin/sh\nsleep 30 &\necho $! > child.pid\necho started\nsleep 30\n",
-        );
-        let start = Instant::now();
-        let out = t
-            .run_with_timeout(
-                &json!({}),
-                cwd,
-                &CancellationToken::new(),
-                Duration::from_millis(500),
-                None,
-            )
-            .await;
-        assert!(start.elapsed() < Duration::from_secs(5));
-        assert!(out.is_error);
-        assert!(
-            out.content
-                .starts_with("The tool t timed out after 0.5 s and was killed."),
-            "{}",
-            out.content
-        );
-        assert!(out.content.contains("stdout:\nstarted"), "{}", out.content);
-        let pid: i32 = std::fs::read_to_string(t.dir.join("child.pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(wait_dead(pid).await, "background child {pid} survived");
-    }
-
-    #[tokio::test]
-    async fn cancel_kills_promptly() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        let t = tool(cwd, "sleep 30", json!({}));
-        let cancel = CancellationToken::new();
-        let c = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            c.cancel();
-        });
-        let start = Instant::now();
-        let out = t.run(&json!({}), cwd, &cancel).await;
-        assert!(start.elapsed() < Duration::from_secs(3));
-        assert_eq!(out, ToolOutput::cancelled());
-        // Already cancelled: nothing starts.
-        let out = t.run(&json!({}), cwd, &cancel).await;
-        assert_eq!(out, ToolOutput::cancelled());
-    }
-
-    #[tokio::test]
-    async fn background_children_do_not_survive_success() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        let t = tool(cwd, "./bg.sh", json!({}));
-        write_script(
-            cwd,
-            "t",
-            "bg.sh",
-            "#!/bin/sh\nsleep 30 >/dev/null 2>&1 &\necho $!\n",
-        );
-        let start = Instant::now();
-        let out = t.run(&json!({}), cwd, &CancellationToken::new()).await;
-        assert!(start.elapsed() < Duration::from_secs(3));
-        assert!(!out.is_error, "{}", out.content);
-        let pid: i32 = out.content.trim().parse().unwrap();
-        assert!(wait_dead(pid).await, "background child {pid} survived");
-    }
-
-    #[tokio::test]
-    async fn huge_output_truncated_in_the_middle() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        let t = tool(cwd, "seq 1 {{n}}", json!({"n": {"type": "number"}}));
-        for n in [200_000, 20_000] {
-            let out = t
-                .run(&json!({"n": n}), cwd, &CancellationToken::new())
-                .await;
-            assert!(!out.is_error);
-            assert!(out.content.starts_with("1\n2\n3\n"));
-            assert!(out.content.ends_with(&format!("{}\n{n}\n", n - 1)));
-            assert!(out.content.contains("characters truncated"));
-            assert!(out.content.chars().count() <= MAX_OUTPUT_CHARS);
-        }
-    }
-
-    #[test]
-    fn capped_counts_dropped_characters() {
-        let mut out = CappedOutput::default();
-        for _ in 0..100 {
-            out.push(&[b'x'; 10_000]);
-        }
-        let text = out.finish(MAX_OUTPUT_CHARS);
-        assert!(text.chars().count() <= MAX_OUTPUT_CHARS);
-        let kept = text.chars().filter(|&c| c == 'x').count();
-        let note = text.split("[... ").nth(1).unwrap();
-        let dropped: usize = note.split(' ').next().unwrap().parse().unwrap();
-        assert_eq!(kept + dropped, 1_000_000);
-    }
-
-    fn is_dead(pid: i32) -> bool {
-        if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
-            return true;
-        }
-        // Not yet reaped by its new parent: a zombie is dead too.
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|stat| {
-                stat.rsplit(')')
-                    .next()
-                    .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true)
-    }
-
-    async fn wait_dead(pid: i32) -> bool {
-        for _ in 0..100 {
-            if is_dead(pid) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        false
     }
 }

@@ -97,6 +97,10 @@ pub enum PermissionReply {
         option: String,
         reason: Option<String>,
     },
+    /// Rejected without choosing an option (the client failed the request
+    /// or its answer could not be read); the tool does not run and the
+    /// turn goes on.
+    Rejected { reason: Option<String> },
     /// The request was cancelled (the turn is being cancelled).
     Cancelled,
 }

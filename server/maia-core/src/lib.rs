@@ -33,7 +33,7 @@ pub mod skills;
 pub mod store;
 mod system_prompt;
 mod text_tool_calls;
-mod tool_run;
+mod tools;
 mod turn;
 pub mod window;
 pub mod workspace;
@@ -47,4 +47,5 @@ pub use event::{
 };
 pub use mode::{Mode, SharedMode};
 pub use prompt::PromptPart;
-pub use session::{Busy, SessionHandle, SharedModel, reserved_tool_names};
+pub use session::{Busy, SessionHandle, SharedModel};
+pub use tools::reserved_tool_names;

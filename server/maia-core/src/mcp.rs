@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use maia_llm::ToolSpec;
 use maia_mcp::{McpManager, ServerState, ServerStatus};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -76,9 +75,9 @@ pub(crate) fn watch(manager: &Arc<McpManager>, events: mpsc::UnboundedSender<Eve
     });
 }
 
-/// The MCP tools as model tool definitions (names the APIs would refuse
-/// are left out).
-pub(crate) fn tool_specs(manager: &McpManager) -> Vec<ToolSpec> {
+/// The MCP tools offered to the model (names the APIs would refuse are
+/// left out).
+pub(crate) fn offered_tools(manager: &McpManager) -> Vec<maia_mcp::McpTool> {
     manager
         .tools()
         .into_iter()
@@ -88,15 +87,6 @@ pub(crate) fn tool_specs(manager: &McpManager) -> Vec<ToolSpec> {
                 tracing::warn!(tool = %t.full_name, "MCP tool name too long for the model; left out");
             }
             ok
-        })
-        .map(|t| ToolSpec {
-            name: t.full_name,
-            description: if t.description.is_empty() {
-                t.title
-            } else {
-                t.description
-            },
-            parameters: t.input_schema,
         })
         .collect()
 }

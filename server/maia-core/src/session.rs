@@ -23,7 +23,7 @@ use crate::mode::{Mode, SharedMode};
 use crate::permission;
 use crate::permission::Broker;
 use crate::prompt::PromptPart;
-use crate::session_tools::{ASK_USER, CURRENT_MODEL, TODO_WRITE, Todo};
+use crate::session_tools::Todo;
 use crate::settings::{self, Settings};
 use crate::skills::{self, LoadedSkills};
 use crate::store::{self, Journal, Loaded, Record};
@@ -346,7 +346,10 @@ impl Session {
         self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
         self.markdown_commands =
             Arc::new(crate::markdown_commands::load(home.as_deref(), &self.cwd));
-        self.custom_tools = Arc::new(custom_tools::load(&self.cwd, &reserved_tool_names()));
+        self.custom_tools = Arc::new(custom_tools::load(
+            &self.cwd,
+            &crate::tools::reserved_tool_names(),
+        ));
         if let Ok(mut pending) = self.pending_tools.lock() {
             *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);
         }
@@ -414,7 +417,7 @@ fn pending_tools(
     let prints: Vec<(String, String)> = tools
         .tools
         .iter()
-        .map(|t| (t.name.clone(), t.fingerprint()))
+        .map(|t| (t.name.clone(), t.fingerprint.clone()))
         .collect();
     permission::unconfirmed_tools(home, cwd, &prints)
         .into_iter()
@@ -500,7 +503,7 @@ pub(crate) fn spawn(
     }
     let loaded_skills = skills::load(options.home.as_deref(), &cwd);
     let markdown_commands = crate::markdown_commands::load(options.home.as_deref(), &cwd);
-    let loaded_tools = custom_tools::load(&cwd, &reserved_tool_names());
+    let loaded_tools = custom_tools::load(&cwd, &crate::tools::reserved_tool_names());
     let new_tools = pending_tools(options.home.as_deref(), &cwd, &loaded_tools);
     // Connects in the background; never delays the session.
     let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
@@ -641,14 +644,6 @@ fn prefetch_window(session: &Session) {
         let window = crate::window::resolve_quick(&windows, &llm, &model, &manual, &cancel).await;
         tracing::debug!(model, window = ?window, "context window prefetched");
     });
-}
-
-/// Names custom tools may not take.
-/// The names a custom tool may not take: the built-in tools'.
-pub fn reserved_tool_names() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = maia_tools::TOOL_NAMES.to_vec();
-    names.extend([skills::TOOL_NAME, TODO_WRITE, CURRENT_MODEL, ASK_USER]);
-    names
 }
 
 impl Session {

@@ -125,25 +125,59 @@ fn new_message_id() -> String {
 }
 
 impl Session {
-    /// Every tool offered to the model: built-in, session, skill, custom.
+    /// The tools of this turn (built-in, session, skill, custom, MCP).
+    pub(crate) fn tool_registry(&self) -> crate::tools::ToolRegistry {
+        crate::tools::registry(crate::tools::Sources {
+            skills: self.skills.clone(),
+            custom: self.custom_tools.clone(),
+            pending_tools: self.pending_tools.clone(),
+            mcp: self.mcp.clone(),
+            todos: self.todos.clone(),
+            model: self.model.get(),
+            asker: self.client.get().asker,
+            asked_as_text: self.asked_as_text.clone(),
+        })
+    }
+
+    /// Every tool offered to the model.
     pub(crate) fn tool_specs(&self) -> Vec<ToolSpec> {
-        let mut specs: Vec<ToolSpec> = maia_tools::definitions()
-            .into_iter()
-            .map(|d| ToolSpec {
-                name: d.name.to_owned(),
-                description: d.description,
-                parameters: d.parameters,
-            })
-            .collect();
-        specs.push(crate::session_tools::todo_definition());
-        specs.push(crate::session_tools::current_model_definition());
-        specs.push(crate::session_tools::ask_user_definition());
-        if !self.skills.skills.is_empty() {
-            specs.push(crate::skills::tool_definition());
-        }
-        specs.extend(self.custom_tools.tools.iter().map(|t| t.definition()));
-        specs.extend(crate::mcp::tool_specs(&self.mcp));
-        specs
+        self.tool_registry().specs()
+    }
+
+    /// Runs the calls of one model response
+    /// ([`crate::tools::router::run_batch`]).
+    pub(crate) async fn run_tool_calls(
+        &mut self,
+        calls: &[maia_llm::ToolCall],
+        cancel: &CancellationToken,
+    ) -> (
+        Vec<ChatMessage>,
+        Vec<crate::event::ToolCallView>,
+        Vec<Vec<maia_tools::ImageData>>,
+    ) {
+        let registry = self.tool_registry();
+        let batch = crate::tools::registry::Batch {
+            events: self.events.clone(),
+            ctx: maia_tools::ToolContext {
+                cwd: self.cwd.clone(),
+                fs: self.fs.clone(),
+                reads: self.reads.clone(),
+                cancel: cancel.clone(),
+                read_guard: Some(crate::permission::read_guard(
+                    self.broker.clone(),
+                    self.cwd.clone(),
+                )),
+                sandbox: self.sandbox.clone(),
+                terminals: self.client.get().terminals,
+                on_terminal: None,
+            },
+            broker: self.broker.clone(),
+            mode: self.mode.get(),
+            home: self.options.home.clone(),
+            sandbox_failures: self.sandbox_failures.clone(),
+            ask: tokio::sync::Mutex::new(()),
+        };
+        crate::tools::router::run_batch(&registry, calls, batch).await
     }
 }
 
@@ -882,16 +916,14 @@ impl Session {
                     _ => StopReason::EndTurn,
                 };
             }
+            let todos_before = self.todos.lock().map(|t| t.clone()).unwrap_or_default();
             let (mut results, views, found) = self.run_tool_calls(&tool_calls, cancel).await;
             self.attach_tool_images(&mut results, found, cancel).await;
-            let planned = views.iter().any(|v| {
-                v.name == crate::session_tools::TODO_WRITE && v.status == ToolStatus::Completed
-            });
             for call in views {
                 self.record(&Record::ToolCall { call });
             }
-            if planned {
-                let todos = self.todos.lock().map(|t| t.clone()).unwrap_or_default();
+            let todos = self.todos.lock().map(|t| t.clone()).unwrap_or_default();
+            if todos != todos_before {
                 self.record(&Record::Plan { todos });
             }
             let mut looping = false;

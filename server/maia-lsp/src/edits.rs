@@ -1,6 +1,9 @@
 //! Proposed edits: a tool's write to a file open in the editor becomes a
 //! `workspace/applyEdit` with one annotated edit per hunk, and the model
-//! is told which hunks the document holds afterwards. Clients without
+//! is told which hunks the document holds afterwards. This review is the
+//! edit's one approval: [`EditorFs`] tells the engine so
+//! (`FileSystem::reviews_writes`), which then asks no permission question
+//! first (deny rules, the read-only mode and protected paths still apply). Clients without
 //! change annotations review the hunks as diagnostics first (see
 //! [`crate::review`]); the accepted ones are then applied as plain edits.
 //!
@@ -518,6 +521,12 @@ impl FileSystem for EditorFs {
 
     async fn write(&self, path: &Path, content: &str) -> Result<(), FsError> {
         self.write_reviewed(path, content).await.map(|_| ())
+    }
+
+    /// A write to an open document is proposed hunk by hunk: the user
+    /// approves it there, so the engine does not ask first.
+    fn reviews_writes(&self, path: &Path) -> bool {
+        self.docs.by_path(path).is_some()
     }
 
     async fn write_reviewed(&self, path: &Path, content: &str) -> Result<WriteOutcome, FsError> {

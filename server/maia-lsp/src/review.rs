@@ -32,7 +32,7 @@ use tower_lsp_server::ls_types::{
 
 use crate::docs::{Doc, Documents, position_at};
 use crate::edits::{Hunk, describe, mini_diff};
-use crate::turn::{PERMISSION_WAIT, permission_reply};
+use crate::turn::permission_reply;
 
 /// The command of the Apply / Discard actions.
 pub const REVIEW_COMMAND: &str = "maia.review";
@@ -301,8 +301,8 @@ impl Reviews {
     }
 
     /// Asks the permission question as a diagnostic at the start of `uri`;
-    /// the answer (or no answer in [`PERMISSION_WAIT`] = deny) goes to the
-    /// engine, and the diagnostic is withdrawn.
+    /// the answer goes to the engine (none while the turn runs: the
+    /// question waits), and the diagnostic is withdrawn.
     pub async fn ask_permission(self: Arc<Self>, uri: Uri, request: PermissionRequest) {
         let choices: Vec<(String, String)> = request
             .options
@@ -324,10 +324,8 @@ impl Reviews {
         let (answer, answered) = oneshot::channel();
         let id = self.next_id();
         let message = format!(
-            "MAIA wants to run: {}\nApprove or deny it with a code action on this line \
-             (no answer in {} s = deny).",
+            "MAIA wants to run: {}\nApprove or deny it with a code action on this line.",
             request.tool_call.title,
-            PERMISSION_WAIT.as_secs()
         );
         if let Ok(mut state) = self.state.lock() {
             state.questions.insert(
@@ -346,11 +344,9 @@ impl Reviews {
         }
         self.publish(&uri).await;
         let mut reply = request.reply;
+        // No deadline: a user who never answers cancels the turn.
         let (chosen, reason) = tokio::select! {
-            answer = answered => (answer.ok(), None),
-            () = tokio::time::sleep(PERMISSION_WAIT) => {
-                (None, Some("no answer to the permission prompt in 120 s"))
-            }
+            answer = answered => (answer.ok(), None::<&str>),
             () = reply.closed() => (None, None),
         };
         if let Ok(mut state) = self.state.lock() {

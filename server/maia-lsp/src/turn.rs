@@ -24,7 +24,7 @@ use tower_lsp_server::ls_types::{
 use crate::docs::position_at;
 use crate::{Answer, Inner, MAX_ANSWERS, Session};
 
-/// A permission question unanswered after this long is denied.
+/// Hunks of a proposed edit left undecided this long count as rejected.
 pub const PERMISSION_WAIT: Duration = Duration::from_secs(120);
 /// Least time between two writes of the answer document.
 const FLUSH_EVERY: Duration = Duration::from_millis(150);
@@ -362,7 +362,8 @@ pub async fn run(inner: Arc<Inner>, session: Arc<Session>, turn: Turn) {
 }
 
 /// Asks the user with `window/showMessageRequest`: "Allow once", "Always
-/// allow <rule>", "Deny". An error, `null` or no answer in time is a deny.
+/// allow <rule>", "Deny". An error or `null` is a deny; the question waits
+/// until answered or the turn is cancelled.
 async fn ask_permission(client: Client, request: PermissionRequest) {
     let choices: Vec<(String, String)> = request
         .options
@@ -387,31 +388,31 @@ async fn ask_permission(client: Client, request: PermissionRequest) {
                 .collect(),
         ),
     };
-    let answer = tokio::time::timeout(
-        PERMISSION_WAIT,
-        client.send_request::<ShowMessageRequest>(params),
-    )
-    .await;
+    // No deadline: a user who never answers cancels the turn, and the
+    // engine then drops the question.
+    let mut reply = request.reply;
+    let answer = tokio::select! {
+        answer = client.send_request::<ShowMessageRequest>(params) => answer,
+        () = reply.closed() => return,
+    };
     let (chosen, reason) = match answer {
-        Ok(Ok(Some(item))) => (
+        Ok(Some(item)) => (
             choices
                 .iter()
                 .find(|(title, _)| *title == item.title)
                 .map(|(_, id)| id.clone()),
             None,
         ),
-        Ok(Ok(None)) => (None, Some("the user dismissed the permission prompt")),
-        Ok(Err(e)) => {
+        Ok(None) => (None, Some("the user dismissed the permission prompt")),
+        Err(e) => {
             tracing::debug!("showMessageRequest failed: {e}");
             (
                 None,
                 Some("the editor could not show the permission prompt"),
             )
         }
-        Err(_) => (None, Some("no answer to the permission prompt in 120 s")),
     };
-    let reply = permission_reply(&request.options, chosen, reason);
-    let _ = request.reply.send(reply);
+    let _ = reply.send(permission_reply(&request.options, chosen, reason));
 }
 
 /// The engine's answer: the chosen option, else the deny option with the

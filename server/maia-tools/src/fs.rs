@@ -45,6 +45,12 @@ pub trait FileSystem: Send + Sync {
             .await
             .map(|()| WriteOutcome::Written)
     }
+    /// Whether [`Self::write_reviewed`] of `path` (absolute) puts the
+    /// change before the user hunk by hunk, so that it needs no approval
+    /// beforehand. False by default.
+    fn reviews_writes(&self, _path: &Path) -> bool {
+        false
+    }
 }
 
 /// What became of a change passed to [`FileSystem::write_reviewed`].

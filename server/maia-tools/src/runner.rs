@@ -1,6 +1,7 @@
 //! Running a started command to its end: its output pipes read into capped
 //! buffers while it runs, a timeout, cancellation, and the whole process
-//! tree stopped afterwards. Shared by `Bash` and custom tools.
+//! tree stopped afterwards, and how an exit is told to the model
+//! ([`exit_output`]). Shared by `Bash` and custom tools.
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::ToolOutput;
 use crate::process::GroupGuard;
 use crate::truncate::CappedOutput;
 
@@ -124,5 +126,42 @@ pub async fn run(
     Finished {
         outcome,
         outputs: streams.into_iter().map(|s| s.output).collect(),
+    }
+}
+
+/// How an exit status is told: the exit code, else `128 + signal` with the
+/// signal, else unknown (see [`exit_output`]).
+pub fn exit_code(status: ExitStatus) -> (Option<i64>, Option<String>) {
+    use std::os::unix::process::ExitStatusExt;
+    (
+        status.code().map(i64::from),
+        status
+            .signal()
+            .map(|signal| format!("{} (killed by signal {signal})", 128 + signal)),
+    )
+}
+
+/// The result of a command that ended with `text` as its output: exit code
+/// `code` (with the sandbox's note when a failure looks like a denial, so
+/// the user is offered one run without it), else `killed` (how a signal is
+/// told), else an unknown exit. The one exit formatter of `Bash` (local or
+/// in the editor's terminal) and custom tools.
+pub fn exit_output(
+    sandbox: Option<&crate::sandbox::Sandbox>,
+    text: &str,
+    code: Option<i64>,
+    killed: Option<String>,
+) -> ToolOutput {
+    match (code, killed) {
+        (Some(0), _) => ToolOutput::ok(format!("{text}Exit code: 0")),
+        (Some(code), _) => match sandbox {
+            Some(sandbox) if crate::sandbox::looks_denied(text) => ToolOutput::error(format!(
+                "{text}Exit code: {code}\n{}",
+                crate::sandbox::denial_note(sandbox.policy())
+            )),
+            _ => ToolOutput::error(format!("{text}Exit code: {code}")),
+        },
+        (None, Some(killed)) => ToolOutput::error(format!("{text}Exit code: {killed}")),
+        (None, None) => ToolOutput::error(format!("{text}Exit code: unknown")),
     }
 }

@@ -274,8 +274,8 @@ async fn drive(
     let Some(exit) = exit else {
         return ToolOutput::error(format!("{text}Exit code: unknown"));
     };
-    crate::tools::bash::exit_output(
-        ctx,
+    crate::runner::exit_output(
+        ctx.sandbox.as_deref(),
         &text,
         exit.exit_code.map(i64::from),
         exit.signal

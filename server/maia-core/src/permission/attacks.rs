@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::gate::{self, CallFacts};
 use super::*;
 use crate::mode::Mode;
 
@@ -1182,36 +1181,33 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
 #[derive(Debug)]
 enum Outcome {
     /// The gate did not let it run.
-    Stopped(#[allow(dead_code)] Decision),
+    Stopped(#[allow(dead_code)] Option<Requirement>),
     /// It ran; `effect` is true when its trace shows it.
     Ran { effect: bool, trace: String },
     /// Catastrophic and not refused: not run.
-    NotRefused(#[allow(dead_code)] Decision),
+    NotRefused(#[allow(dead_code)] Requirement),
 }
 
 async fn run_case(case: &Case) -> Outcome {
     let dir = fixture();
     let cwd = dir.path().join("p");
     let broker = Arc::new(Mutex::new(broker(case.cfg)));
-    let rules = broker
-        .lock()
-        .unwrap()
-        .decide_value(case.tool, &case.input, &cwd);
-    let facts = CallFacts {
-        tool: case.tool,
-        input: &case.input,
-        mutating: matches!(case.tool, "Write" | "Edit" | "Bash"),
+    // The facts the production tool gives the gate, and the production
+    // decision; a call that does not parse never runs.
+    let Ok(parsed) = ToolInput::parse(case.tool, &case.input.to_string()) else {
+        return Outcome::Stopped(None);
     };
-    let decision = gate::apply_mode(case.mode, rules, facts, &cwd, &[]).decision;
+    let facts = crate::tools::builtin::gate_facts(&parsed, &cwd);
+    let requirement = authorise(&facts, case.mode, &broker.lock().unwrap(), &cwd);
     if case.expect == Expect::Refused {
-        return match decision {
-            Decision::Refuse(_) => Outcome::Stopped(decision),
+        return match requirement {
+            Requirement::Refuse { always: true, .. } => Outcome::Stopped(Some(requirement)),
             other => Outcome::NotRefused(other),
         };
     }
-    if decision != Decision::Allow {
+    if !matches!(requirement, Requirement::Allow { .. }) {
         // Every question is answered "reject".
-        return Outcome::Stopped(decision);
+        return Outcome::Stopped(Some(requirement));
     }
     let mut ctx = maia_tools::ToolContext::local(&cwd);
     ctx.read_guard = Some(read_guard(broker, cwd.clone()));

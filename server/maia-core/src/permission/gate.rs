@@ -1,5 +1,5 @@
 //! The gate: the broker's rule decision adjusted by the session's mode and
-//! by protected paths. One function, [`apply_mode`], used for every call.
+//! by protected paths: [`apply_mode`], one step of [`super::authorise()`].
 //!
 //! Order: a deny rule or a catastrophic command ends it (every mode); the
 //! `read-only` mode refuses anything that changes files or runs programs; a
@@ -11,8 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use serde_json::Value;
-
+use super::authorise::{Effect, GateFacts};
 use super::{Decision, Rule, rule, shell};
 use crate::mode::Mode;
 
@@ -42,40 +41,24 @@ static PROTECTED_RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         .collect()
 });
 
-/// What the gate needs to know about a call besides its rules decision.
-#[derive(Debug, Clone, Copy)]
-pub struct CallFacts<'a> {
-    /// The tool's name and its JSON arguments.
-    pub tool: &'a str,
-    pub input: &'a Value,
-    /// Changes files or runs programs (refused by `read-only`).
-    pub mutating: bool,
-}
-
 /// The gate's answer: the decision and, for a protected path let through
-/// by `bypass`, the note to show with the call.
+/// by `bypass`, the note to show with the call; `protected` when the call
+/// writes a protected path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     pub decision: Decision,
     pub note: Option<String>,
+    pub protected: bool,
 }
 
 /// The protected path a call writes, if any: the file of Write/Edit, the
 /// files a Bash command redirects into or writes with `tee`, `dd of=`….
 /// Protected names apply inside the cwd and each additional root (`roots`).
-pub fn protected_path(tool: &str, input: &Value, cwd: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
-    let targets: Vec<String> = match tool.to_ascii_lowercase().as_str() {
-        "write" | "edit" => input
-            .get("file_path")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .into_iter()
-            .collect(),
-        "bash" => {
-            let command = input.get("command").and_then(Value::as_str).unwrap_or("");
-            shell::analyse(command, cwd).writes
-        }
-        _ => Vec::new(),
+pub fn protected_path(effect: &Effect, cwd: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
+    let targets: Vec<String> = match effect {
+        Effect::EditsFile(path) => vec![path.clone()],
+        Effect::RunsCommand(command) => shell::analyse(command, cwd).writes,
+        Effect::Other => Vec::new(),
     };
     targets.into_iter().find_map(|t| {
         let value = serde_json::json!({ "file_path": super::expand_home(&t) });
@@ -100,13 +83,14 @@ pub fn in_workspace(path: &Path, cwd: &Path, roots: &[PathBuf]) -> bool {
 pub fn apply_mode(
     mode: Mode,
     rules: Decision,
-    call: CallFacts<'_>,
+    call: &GateFacts,
     cwd: &Path,
     roots: &[PathBuf],
 ) -> Verdict {
     let verdict = |decision| Verdict {
         decision,
         note: None,
+        protected: false,
     };
     if matches!(rules, Decision::Deny(_) | Decision::Refuse(_)) {
         return verdict(rules);
@@ -116,7 +100,7 @@ pub fn apply_mode(
             "the read-only mode (nothing may be changed or run)".to_owned(),
         ));
     }
-    if let Some(path) = protected_path(call.tool, call.input, cwd, roots) {
+    if let Some(path) = protected_path(&call.effect, cwd, roots) {
         return match mode {
             Mode::Bypass => Verdict {
                 decision: Decision::Allow,
@@ -124,20 +108,25 @@ pub fn apply_mode(
                     "Writes the protected path {} (allowed only because of the bypass mode).",
                     path.display()
                 )),
+                protected: true,
             },
-            _ => verdict(Decision::Ask),
+            _ => Verdict {
+                decision: Decision::Ask,
+                note: None,
+                protected: true,
+            },
         };
     }
     match mode {
         Mode::Default | Mode::ReadOnly => verdict(rules),
         Mode::AcceptEdits => {
-            let edit = matches!(call.tool, "Write" | "Edit");
-            let inside = call
-                .input
-                .get("file_path")
-                .and_then(Value::as_str)
-                .is_some_and(|p| in_workspace(&maia_tools::path::resolve(cwd, p), cwd, roots));
-            if edit && inside {
+            let inside = match &call.effect {
+                Effect::EditsFile(p) => {
+                    in_workspace(&maia_tools::path::resolve(cwd, p), cwd, roots)
+                }
+                _ => false,
+            };
+            if inside {
                 verdict(Decision::Allow)
             } else {
                 verdict(rules)

@@ -1,8 +1,9 @@
-//! The permission broker: the single gate every tool call passes. The
-//! broker decides by the rules ([`Broker::decide`]), [`gate`] adjusts that
-//! by the session's mode and protected paths, and [`Broker::answer`] records
-//! the user's answers (rules saved, project rules confirmed): the whole
-//! gate lives in this module; `tool_run` only asks the questions.
+//! The permission gate every tool call passes: [`authorise()`] decides
+//! from what the tool says about the call ([`GateFacts`]), the mode and
+//! the broker's rules ([`Broker::decide_call`]); [`gate`] is its mode and
+//! protected-path step, and [`record`] saves the user's answers (rules
+//! saved, project rules and custom tools confirmed). The tool router only
+//! asks the questions.
 //!
 //! Rules have MAIA's form `Tool` or `Tool(pattern)` and come from
 //! `permissions.allow` / `ask` / `deny` in `~/.maia/settings.json` and
@@ -13,7 +14,8 @@
 //! Evaluation: deny, then ask, then allow; the first family with a matching
 //! rule decides, whatever the precision of the rules. With no match the
 //! answer is ask, for every tool, except the tools without side effects
-//! outside the conversation ([`NO_SIDE_EFFECT_TOOLS`]), which are allowed.
+//! outside the conversation ([`GateFacts::side_effect_free`]), which are
+//! allowed.
 //! Tool names match case-insensitively. What each pattern means:
 //!
 //! - `Bash(...)`: the command; `*` is any sequence, `cmd *` covers `cmd`
@@ -42,6 +44,7 @@
 //! - Any other tool (custom, MCP, `TodoWrite`…): `*`-pattern against any
 //!   string or number value of the input (`Addition(5)` for `{"a": 5}`).
 
+mod authorise;
 mod catastrophe;
 pub mod gate;
 mod load;
@@ -65,6 +68,10 @@ use serde_json::Value;
 
 use crate::event::{ChoiceKind, PermissionChoice};
 
+pub use authorise::{
+    Answer, Confirm, Effect, GateFacts, Question, Recorded, Requirement, UNSANDBOXED, authorise,
+    record,
+};
 pub use load::{LoadedRules, load_rules};
 pub use persist::{PersistError, persist_rule};
 pub(crate) use rule::input_value;
@@ -74,10 +81,6 @@ pub use seen::{
     unseen_allow_rules,
 };
 pub use suggest::{suggest_rule, suggest_rule_value};
-
-/// Tools with no side effect outside the conversation: allowed when no
-/// rule matches (a deny or ask rule still applies).
-pub const NO_SIDE_EFFECT_TOOLS: &[&str] = &["TodoWrite", "CurrentModel", "AskUser"];
 
 /// The broker's verdict for one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,16 +261,36 @@ impl Broker {
             .chain(std::iter::once(&self.remembered))
     }
 
-    /// Deny, then ask, then allow; no match → ask (allow for
-    /// [`NO_SIDE_EFFECT_TOOLS`]).
+    /// Deny, then ask, then allow; no match → ask.
     pub fn decide(&self, input: &ToolInput, cwd: &Path) -> Decision {
         self.decide_value(input.name(), &rule::input_value(input), cwd)
+    }
+
+    /// The rules' decision for a call: [`Broker::decide_value`], except
+    /// that a call without side effects is allowed when no rule matches.
+    pub fn decide_call(&self, facts: &GateFacts, cwd: &Path) -> Decision {
+        self.decide_rules(
+            &facts.rule_name,
+            &facts.rule_input,
+            cwd,
+            facts.side_effect_free,
+        )
     }
 
     /// [`Broker::decide`] for any tool: `tool` is the tool's name, `input`
     /// its JSON arguments (`{"url": …}` for WebFetch, `{"skill": …}` for
     /// Skill, anything for custom and MCP tools).
     pub fn decide_value(&self, tool: &str, input: &Value, cwd: &Path) -> Decision {
+        self.decide_rules(tool, input, cwd, false)
+    }
+
+    fn decide_rules(
+        &self,
+        tool: &str,
+        input: &Value,
+        cwd: &Path,
+        unmatched_allow: bool,
+    ) -> Decision {
         let subject = rule::Subject::in_roots(tool, input, cwd, &self.roots);
         let family = |f: Family| {
             self.all()
@@ -308,11 +331,7 @@ impl Broker {
             }
             _ => allow().any(|r| r.hits(&subject, true)),
         };
-        if allowed
-            || NO_SIDE_EFFECT_TOOLS
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case(tool))
-        {
+        if allowed || unmatched_allow {
             return Decision::Allow;
         }
         Decision::Ask

@@ -584,27 +584,32 @@ fn other_tools_table() {
         ("Echo", json!({"text": "hello"}), '?'),
         ("Echo", json!({"text": "hello world"}), 'A'),
         ("Echo", json!({"text": "hellox"}), '?'),
-        ("TodoWrite", json!({"todos": []}), 'A'),
-        ("CurrentModel", json!({}), 'A'),
-        (
-            "AskUser",
-            json!({"question": "q", "choices": ["a", "b"]}),
-            'A',
-        ),
+        ("TodoWrite", json!({"todos": []}), '?'),
         ("Unknown", json!({}), '?'),
     ];
-    assert!(run_rows(&broker, cwd, &rows) >= 50);
-    // A deny on a side-effect-free tool still applies.
-    let broker = rules(&[], &[], &["TodoWrite"]);
+    assert!(run_rows(&broker, cwd, &rows) >= 48);
+    // A call without side effects is allowed when no rule matches; a deny
+    // or ask rule on it still applies.
+    let quiet = |name: &str| GateFacts {
+        rule_name: name.to_owned(),
+        rule_input: json!({}),
+        side_effect_free: true,
+        ..GateFacts::default()
+    };
+    assert_eq!(
+        broker.decide_call(&quiet("TodoWrite"), cwd),
+        Decision::Allow
+    );
+    let broker = rules(&[], &["CurrentModel"], &["TodoWrite"]);
     assert!(matches!(
-        broker.decide_value("TodoWrite", &json!({}), cwd),
+        broker.decide_call(&quiet("TodoWrite"), cwd),
         Decision::Deny(_)
     ));
-    let broker = rules(&[], &[], &["AskUser"]);
-    assert!(matches!(
-        broker.decide_value("AskUser", &json!({}), cwd),
-        Decision::Deny(_)
-    ));
+    assert_eq!(
+        broker.decide_call(&quiet("CurrentModel"), cwd),
+        Decision::Ask
+    );
+    assert_eq!(broker.decide_call(&quiet("AskUser"), cwd), Decision::Allow);
 }
 
 #[test]
@@ -1144,13 +1149,14 @@ fn modes_treat_additional_roots_as_the_project() {
     std::os::unix::fs::symlink(&outside, lib.join("escape")).unwrap();
     let roots = vec![lib.clone()];
     let verdict = |mode: Mode, path: &Path, roots: &[PathBuf]| {
-        let input = serde_json::json!({ "file_path": path });
-        let facts = gate::CallFacts {
-            tool: "Edit",
-            input: &input,
+        let facts = GateFacts {
+            rule_name: "Edit".to_owned(),
+            rule_input: serde_json::json!({ "file_path": path }),
+            effect: Effect::EditsFile(path.to_string_lossy().into_owned()),
             mutating: true,
+            ..GateFacts::default()
         };
-        gate::apply_mode(mode, Decision::Ask, facts, &cwd, roots).decision
+        gate::apply_mode(mode, Decision::Ask, &facts, &cwd, roots).decision
     };
     assert_eq!(
         verdict(Mode::AcceptEdits, &lib.join("a.rs"), &[]),

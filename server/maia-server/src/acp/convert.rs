@@ -353,10 +353,7 @@ pub fn permission_request(
 /// rejection (the tool does not run, the turn goes on); a closed connection
 /// as a cancellation.
 pub fn permission_reply(answer: Result<Value, RequestError>) -> PermissionReply {
-    let rejected = || PermissionReply::Selected {
-        option: "reject_once".to_owned(),
-        reason: None,
-    };
+    let rejected = || PermissionReply::Rejected { reason: None };
     match answer {
         Ok(value) => {
             // A rejection may carry the user's reason (`_meta.reason`), on the

@@ -7,7 +7,6 @@
 //! no background process outlives the call.
 
 use std::os::fd::OwnedFd;
-use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -141,40 +140,12 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
         Outcome::WaitFailed(err) => {
             ToolOutput::error(format!("{text}Waiting for the command failed: {err}"))
         }
-        Outcome::Exited(status) => exit_output(
-            ctx,
-            &text,
-            status.code().map(i64::from),
-            status
-                .signal()
-                .map(|signal| format!("{} (killed by signal {signal})", 128 + signal)),
-        ),
+        Outcome::Exited(status) => {
+            let (code, killed) = runner::exit_code(status);
+            runner::exit_output(ctx.sandbox.as_deref(), &text, code, killed)
+        }
     };
     Ok(result)
-}
-
-/// The result of a command that ended with `text` as its output: exit code
-/// `code` (with the sandbox's note when a failure looks like a denial), else
-/// `killed` (how a signal is told), else an unknown exit. Shared by the local
-/// Bash and Bash in the editor's terminal.
-pub(crate) fn exit_output(
-    ctx: &ToolContext,
-    text: &str,
-    code: Option<i64>,
-    killed: Option<String>,
-) -> ToolOutput {
-    match (code, killed) {
-        (Some(0), _) => ToolOutput::ok(format!("{text}Exit code: 0")),
-        (Some(code), _) => match &ctx.sandbox {
-            Some(sandbox) if crate::sandbox::looks_denied(text) => ToolOutput::error(format!(
-                "{text}Exit code: {code}\n{}",
-                crate::sandbox::denial_note(sandbox.policy())
-            )),
-            _ => ToolOutput::error(format!("{text}Exit code: {code}")),
-        },
-        (None, Some(killed)) => ToolOutput::error(format!("{text}Exit code: {killed}")),
-        (None, None) => ToolOutput::error(format!("{text}Exit code: unknown")),
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,112 @@
+//! The built-in tools (Read, Write, Edit, Glob, Grep, Bash, WebFetch) as
+//! [`Tool`]s: one adapter over `maia_tools::{ToolInput, prepare, execute}`.
+
+use std::path::Path;
+
+use maia_llm::{ToolCall, ToolSpec};
+use maia_tools::{Prepared, ToolContext, ToolDefinition, ToolInput, ToolKind, ToolOutput};
+use serde_json::Value;
+
+use super::registry::{CallEnv, CallPlan, Tool};
+use crate::event::ToolContent;
+use crate::permission::{Effect, GateFacts, input_value, suggest_rule};
+
+/// One built-in tool.
+pub(crate) struct Builtin {
+    definition: ToolDefinition,
+}
+
+/// Every built-in tool, in the order offered to the model.
+pub(crate) fn all() -> Vec<Builtin> {
+    maia_tools::definitions()
+        .into_iter()
+        .map(|definition| Builtin { definition })
+        .collect()
+}
+
+/// A built-in call: read, then prepared (the diff computed).
+enum State {
+    Read(ToolInput),
+    Prepared(Prepared),
+}
+
+/// What the gate needs to know about a built-in call.
+pub(crate) fn gate_facts(input: &ToolInput, cwd: &Path) -> GateFacts {
+    let effect = match input {
+        ToolInput::Write(i) => Effect::EditsFile(i.file_path.clone()),
+        ToolInput::Edit(i) => Effect::EditsFile(i.file_path.clone()),
+        ToolInput::Bash(i) => Effect::RunsCommand(i.command.clone()),
+        _ => Effect::Other,
+    };
+    GateFacts {
+        rule_name: input.name().to_owned(),
+        rule_input: input_value(input),
+        effect,
+        mutating: input.is_mutating(),
+        side_effect_free: false,
+        suggestion: suggest_rule(input, cwd),
+        confirm: None,
+        sandbox_retry: false,
+        edit_reviewed: false,
+        action: match input.kind() {
+            ToolKind::Execute => "run this command",
+            ToolKind::Edit => "make this change",
+            _ => "run this tool call",
+        },
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for Builtin {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.definition.name.to_owned(),
+            description: self.definition.description.clone(),
+            parameters: self.definition.parameters.clone(),
+        }
+    }
+
+    fn plan(&self, call: &ToolCall, _raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
+        let input = ToolInput::parse(&call.name, &call.arguments).map_err(|e| e.to_string())?;
+        let mut plan = CallPlan::new(input.title(cwd), gate_facts(&input, cwd), ());
+        plan.kind = Some(input.kind());
+        plan.locations = input.paths(cwd);
+        if matches!(
+            input,
+            ToolInput::Read(_) | ToolInput::Write(_) | ToolInput::Edit(_)
+        ) {
+            plan.keys = input.paths(cwd);
+        }
+        plan.sandbox_key = input.command().map(str::to_owned);
+        plan.input = Box::new(State::Read(input));
+        Ok(plan)
+    }
+
+    async fn prepare(
+        &self,
+        plan: &mut CallPlan,
+        ctx: &ToolContext,
+    ) -> Result<Option<ToolContent>, String> {
+        let Some(State::Read(input)) = plan.input.downcast_ref::<State>() else {
+            return Ok(None);
+        };
+        let prepared = maia_tools::prepare(input.clone(), ctx)
+            .await
+            .map_err(|e| e.to_string())?;
+        // An edit the front door shows hunk by hunk is approved there.
+        if let Effect::EditsFile(path) = &plan.gate.effect {
+            let path = maia_tools::path::resolve(&ctx.cwd, path);
+            plan.gate.edit_reviewed = ctx.fs.reviews_writes(&path);
+        }
+        let diff = prepared.diff.clone().map(|diff| ToolContent::Diff { diff });
+        plan.input = Box::new(State::Prepared(prepared));
+        Ok(diff)
+    }
+
+    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
+        match plan.take::<State>() {
+            Some(State::Prepared(prepared)) => maia_tools::execute(prepared, env.ctx).await,
+            _ => ToolOutput::error("internal error: the call was not prepared"),
+        }
+    }
+}

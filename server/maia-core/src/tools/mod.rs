@@ -1,0 +1,106 @@
+//! The tools of a session behind one registry. Each family is one file
+//! implementing [`registry::Tool`]: built-in ([`builtin`]), session
+//! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`]
+//! and [`mcp`]; [`registry`] builds the registry of one turn (one line per
+//! family) and [`router`] runs the calls of one model response.
+
+pub(crate) mod builtin;
+mod custom;
+mod mcp;
+pub(crate) mod registry;
+pub(crate) mod router;
+mod session;
+mod skill;
+
+use std::collections::HashSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use maia_mcp::McpManager;
+
+use crate::custom_tools::LoadedTools;
+use crate::session_tools::Todo;
+use crate::skills::LoadedSkills;
+pub(crate) use registry::ToolRegistry;
+
+/// What the registry of a turn is built from: the session's state.
+pub(crate) struct Sources {
+    pub skills: Arc<LoadedSkills>,
+    pub custom: Arc<LoadedTools>,
+    /// Custom tools not confirmed as they are now.
+    pub pending_tools: Arc<Mutex<HashSet<String>>>,
+    pub mcp: Arc<McpManager>,
+    pub todos: Arc<Mutex<Vec<Todo>>>,
+    pub model: Option<String>,
+    pub asker: Option<Arc<dyn crate::client::Asker>>,
+    /// Set when an `AskUser` question was shown as text.
+    pub asked_as_text: Arc<AtomicBool>,
+}
+
+/// The registry of one turn: built-in tools, then session tools, the
+/// Skill tool (when there are skills), custom tools and MCP tools. A name
+/// taken already is left out (custom tools are checked at load against
+/// [`reserved_tool_names`], so the clash is reported there once).
+pub(crate) fn registry(s: Sources) -> ToolRegistry {
+    let mut r = ToolRegistry::default();
+    for tool in fixed(&s) {
+        r.register(tool);
+    }
+    for tool in &s.custom.tools {
+        r.register(Arc::new(custom::Custom {
+            tool: tool.clone(),
+            pending: s.pending_tools.clone(),
+        }));
+    }
+    for tool in crate::mcp::offered_tools(&s.mcp) {
+        r.register(Arc::new(mcp::Mcp {
+            manager: s.mcp.clone(),
+            tool,
+        }));
+    }
+    r
+}
+
+/// The tools every session has (the Skill tool is offered only with
+/// skills, but its name is always reserved).
+fn fixed(s: &Sources) -> Vec<Arc<dyn registry::Tool>> {
+    let mut tools: Vec<Arc<dyn registry::Tool>> = builtin::all()
+        .into_iter()
+        .map(|b| Arc::new(b) as Arc<dyn registry::Tool>)
+        .collect();
+    tools.push(Arc::new(session::TodoWrite {
+        todos: s.todos.clone(),
+    }));
+    tools.push(Arc::new(session::CurrentModel {
+        model: s.model.clone(),
+    }));
+    tools.push(Arc::new(session::AskUser {
+        asker: s.asker.clone(),
+        asked_as_text: s.asked_as_text.clone(),
+    }));
+    if !s.skills.skills.is_empty() {
+        tools.push(Arc::new(skill::Skill {
+            skills: s.skills.clone(),
+        }));
+    }
+    tools
+}
+
+/// The names a custom tool may not take: those of the tools every
+/// session has (the same definitions their [`registry::Tool::spec`] give).
+pub fn reserved_tool_names() -> Vec<String> {
+    let mut names: Vec<String> = maia_tools::definitions()
+        .into_iter()
+        .map(|d| d.name.to_owned())
+        .collect();
+    names.extend(
+        [
+            crate::session_tools::todo_definition(),
+            crate::session_tools::current_model_definition(),
+            crate::session_tools::ask_user_definition(),
+            crate::skills::tool_definition(),
+        ]
+        .map(|spec| spec.name),
+    );
+    names
+}

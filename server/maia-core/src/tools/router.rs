@@ -1,0 +1,652 @@
+//! Running the tool calls of one model response.
+//!
+//! All calls are announced first, in order. Then each runs as its own task
+//! with a child cancellation token (at most [`MAX_PARALLEL`] at once); calls
+//! on the same file run one after the other in the order requested;
+//! permission questions are asked one at a time; one failure or refusal
+//! does not stop the others; results go back to the model in the order
+//! requested. Per call: look the tool up → plan → prepare →
+//! [`permission::authorise`] → ask when needed → run.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::join_all;
+use maia_llm::{ChatMessage, ToolCall};
+use maia_tools::{ImageData, ToolContext, truncate_middle};
+use serde_json::Value;
+use tokio::sync::{Semaphore, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::registry::{Batch, CallEnv, CallPlan, Tool, ToolRegistry};
+use crate::event::{
+    ChoiceKind, Event, NoticeLevel, PermissionReply, PermissionRequest, ToolCallPatch,
+    ToolCallView, ToolContent, ToolStatus,
+};
+use crate::permission::{self, Answer, Question, Recorded, Requirement};
+
+/// Tool calls running at once.
+pub const MAX_PARALLEL: usize = 8;
+/// Characters of tool output shown in the editor.
+const DISPLAY_CHARS: usize = 20_000;
+
+/// What a call ended with.
+enum Outcome {
+    /// The text for the model and the images the tool returned.
+    Done(String, Vec<ImageData>),
+    Cancelled,
+}
+
+/// The latest state of every call of a batch, as the editor sees it.
+type Views = Arc<Vec<Mutex<ToolCallView>>>;
+
+/// One call's handle on the batch.
+struct Call {
+    index: usize,
+    id: String,
+    batch: Arc<Batch>,
+    views: Views,
+    /// This call's token (a child of the batch's).
+    cancel: CancellationToken,
+    /// The batch's token: a cancelled permission question ends the turn.
+    turn: CancellationToken,
+}
+
+impl Call {
+    fn send_patch(&self, patch: ToolCallPatch) {
+        if let Some(Ok(mut view)) = self.views.get(self.index).map(|v| v.lock()) {
+            if let Some(status) = patch.status {
+                view.status = status;
+            }
+            if let Some(content) = &patch.content {
+                view.content = content.clone();
+            }
+        }
+        let _ = self.batch.events.send(Event::ToolCallUpdate(patch));
+    }
+
+    /// Changes what is kept of the call (its saved state) without telling
+    /// the editor.
+    fn keep_view(&self, content: Vec<ToolContent>) {
+        if let Some(Ok(mut view)) = self.views.get(self.index).map(|v| v.lock()) {
+            view.content = content;
+        }
+    }
+
+    fn update(&self, status: ToolStatus, content: Option<Vec<ToolContent>>) {
+        self.send_patch(ToolCallPatch {
+            id: self.id.clone(),
+            status: Some(status),
+            content,
+            raw_output: None,
+        });
+    }
+
+    fn fail(&self, message: &str) {
+        self.update(
+            ToolStatus::Failed,
+            Some(vec![ToolContent::Text {
+                text: message.to_owned(),
+            }]),
+        );
+    }
+
+    fn show_note(&self, note: &str) {
+        tracing::warn!(call = %self.id, %note, "protected path");
+        self.send_patch(ToolCallPatch {
+            id: self.id.clone(),
+            content: Some(vec![ToolContent::Text {
+                text: note.to_owned(),
+            }]),
+            ..ToolCallPatch::default()
+        });
+        let _ = self.batch.events.send(Event::Notice {
+            level: NoticeLevel::Warning,
+            text: note.to_owned(),
+        });
+    }
+
+    fn authorise(&self, plan: &CallPlan) -> Requirement {
+        match self.batch.broker.lock() {
+            Ok(broker) => {
+                permission::authorise(&plan.gate, self.batch.mode, &broker, &self.batch.ctx.cwd)
+            }
+            Err(_) => Requirement::Refuse {
+                to_model: "Permission denied: the permission rules are unavailable.".to_owned(),
+                shown: "Denied: the permission rules are unavailable".to_owned(),
+                always: false,
+            },
+        }
+    }
+}
+
+/// How a call may run.
+enum Grant {
+    Normal,
+    /// Once outside the sandbox, as the user chose.
+    Unsandboxed,
+}
+
+/// Runs the calls through `registry`; returns the tool messages for the
+/// model, the final state of each call and the images each returned, in
+/// the order requested.
+pub(crate) async fn run_batch(
+    registry: &ToolRegistry,
+    calls: &[ToolCall],
+    batch: Batch,
+) -> (Vec<ChatMessage>, Vec<ToolCallView>, Vec<Vec<ImageData>>) {
+    let batch = Arc::new(batch);
+    let cwd = batch.ctx.cwd.clone();
+    let planned: Vec<(Result<(Arc<dyn Tool>, CallPlan), String>, ToolCallView)> = calls
+        .iter()
+        .map(|call| {
+            // Unique within the session, also across restarts.
+            let id = format!("tool-{}", uuid::Uuid::new_v4().simple());
+            let raw_input = serde_json::from_str::<Value>(&call.arguments)
+                .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+            let plan = match registry.get(&call.name) {
+                Some(tool) => tool
+                    .plan(call, &raw_input, &cwd)
+                    .map(|plan| (tool.clone(), plan)),
+                None => Err(unknown_tool(&call.name, registry)),
+            };
+            let mut view = ToolCallView {
+                id,
+                name: call.name.clone(),
+                title: call.name.clone(),
+                kind: None,
+                locations: Vec::new(),
+                raw_input,
+                status: ToolStatus::Pending,
+                content: Vec::new(),
+            };
+            if let Ok((_, plan)) = &plan {
+                view.title.clone_from(&plan.title);
+                view.kind = plan.kind;
+                view.locations.clone_from(&plan.locations);
+            }
+            (plan, view)
+        })
+        .collect();
+    for (_, view) in &planned {
+        let _ = batch.events.send(Event::ToolCall(view.clone()));
+    }
+    let views: Views = Arc::new(planned.iter().map(|(_, v)| Mutex::new(v.clone())).collect());
+    let keys: Vec<Vec<PathBuf>> = planned
+        .iter()
+        .map(|(p, _)| p.as_ref().map(|(_, p)| p.keys.clone()).unwrap_or_default())
+        .collect();
+    let slots = Arc::new(Semaphore::new(MAX_PARALLEL));
+    let (done_tx, done_rx): (Vec<_>, Vec<_>) =
+        planned.iter().map(|_| watch::channel(false)).unzip();
+    let turn = batch.ctx.cancel.clone();
+    let mut tasks = Vec::with_capacity(planned.len());
+    for (index, ((plan, view), done)) in planned.into_iter().zip(done_tx).enumerate() {
+        let waits: Vec<watch::Receiver<bool>> = (0..index)
+            .filter(|&j| keys[j].iter().any(|k| keys[index].contains(k)))
+            .map(|j| done_rx[j].clone())
+            .collect();
+        let call = Call {
+            index,
+            id: view.id,
+            batch: batch.clone(),
+            views: views.clone(),
+            cancel: turn.child_token(),
+            turn: turn.clone(),
+        };
+        let slots = slots.clone();
+        tasks.push(tokio::spawn(async move {
+            for mut w in waits {
+                let _ = w.wait_for(|d| *d).await;
+            }
+            let outcome = match slots.acquire_owned().await {
+                Ok(_permit) => run_one(plan, &call).await,
+                Err(_) => Outcome::Cancelled,
+            };
+            let _ = done.send(true);
+            outcome
+        }));
+    }
+    let outcomes = join_all(tasks).await;
+    let mut images = Vec::with_capacity(calls.len());
+    let messages = calls
+        .iter()
+        .zip(outcomes)
+        .map(|(call, outcome)| {
+            let content = match outcome {
+                Ok(Outcome::Done(text, found)) => {
+                    images.push(found);
+                    text
+                }
+                Ok(Outcome::Cancelled) => {
+                    images.push(Vec::new());
+                    "Cancelled by the user; the tool did not complete.".into()
+                }
+                Err(e) => {
+                    tracing::error!(tool = %call.name, "tool call task failed: {e}");
+                    images.push(Vec::new());
+                    "Error: the tool call failed unexpectedly.".into()
+                }
+            };
+            ChatMessage::Tool {
+                tool_call_id: call.id.clone(),
+                content,
+            }
+        })
+        .collect();
+    let views = views
+        .iter()
+        .map(|v| {
+            v.lock()
+                .map(|v| v.clone())
+                .unwrap_or_else(|e| e.into_inner().clone())
+        })
+        .collect();
+    (messages, views, images)
+}
+
+/// The answer to a call of a tool the registry does not have.
+fn unknown_tool(name: &str, registry: &ToolRegistry) -> String {
+    let names: Vec<&str> = registry.names().collect();
+    format!(
+        "Unknown tool `{name}`: it is not available in this session (an MCP tool's server may not be connected, or the tool is disabled; /mcp shows the servers). Available tools: {}.",
+        names.join(", ")
+    )
+}
+
+async fn run_one(plan: Result<(Arc<dyn Tool>, CallPlan), String>, call: &Call) -> Outcome {
+    let (tool, mut plan) = match plan {
+        Ok(plan) => plan,
+        Err(message) => {
+            call.fail(&message);
+            return Outcome::Done(format!("Error: {message}"), Vec::new());
+        }
+    };
+    if call.cancel.is_cancelled() {
+        call.fail("Cancelled");
+        return Outcome::Cancelled;
+    }
+    let mut ctx: ToolContext = call.batch.ctx.clone();
+    ctx.cancel = call.cancel.clone();
+    // Prepared first: Write and Edit show their diff before the question.
+    let prepared = tokio::select! {
+        () = call.cancel.cancelled() => {
+            call.fail("Cancelled");
+            return Outcome::Cancelled;
+        }
+        prepared = tool.prepare(&mut plan, &ctx) => prepared,
+    };
+    let diff = match prepared {
+        Ok(diff) => diff,
+        Err(message) => {
+            call.fail(&message);
+            return Outcome::Done(format!("Error: {message}"), Vec::new());
+        }
+    };
+    if let Some(diff) = &diff {
+        call.send_patch(ToolCallPatch {
+            id: call.id.clone(),
+            content: Some(vec![diff.clone()]),
+            ..ToolCallPatch::default()
+        });
+    }
+    // A command that just failed in the sandbox is asked again, with the
+    // choice to run it once without the sandbox.
+    plan.gate.sandbox_retry = ctx.sandbox.is_some()
+        && plan.sandbox_key.as_ref().is_some_and(|key| {
+            call.batch
+                .sandbox_failures
+                .lock()
+                .is_ok_and(|f| f.contains(key))
+        });
+    let grant = match gate(&tool, &plan, diff.as_ref(), call).await {
+        Ok(grant) => grant,
+        Err(outcome) => return outcome,
+    };
+    call.update(ToolStatus::InProgress, None);
+    // The terminal a Bash call runs in, shown live as soon as it exists.
+    let terminal: Arc<Mutex<Option<String>>> = Arc::default();
+    if ctx.terminals.is_some() {
+        let (slot, events, id) = (terminal.clone(), call.batch.events.clone(), call.id.clone());
+        ctx.on_terminal = Some(Arc::new(move |terminal_id: &str| {
+            if let Ok(mut slot) = slot.lock() {
+                *slot = Some(terminal_id.to_owned());
+            }
+            let _ = events.send(Event::ToolCallUpdate(ToolCallPatch {
+                id: id.clone(),
+                content: Some(vec![ToolContent::Terminal {
+                    terminal_id: terminal_id.to_owned(),
+                }]),
+                ..ToolCallPatch::default()
+            }));
+        }));
+    }
+    if let Grant::Unsandboxed = grant {
+        tracing::warn!(call = %call.id, "running once without the sandbox, as the user chose");
+        ctx.sandbox = None;
+    }
+    let sandbox_key = plan.sandbox_key.clone();
+    let env = CallEnv {
+        id: &call.id,
+        ctx: &ctx,
+        batch: &call.batch,
+    };
+    let output = tool.run(plan, &env).await;
+    let terminal = terminal.lock().ok().and_then(|t| t.clone());
+    if let Some(key) = sandbox_key
+        && call.batch.ctx.sandbox.is_some()
+        && let Ok(mut failed) = call.batch.sandbox_failures.lock()
+    {
+        if output.content.contains(maia_tools::sandbox::DENIAL_MARK) {
+            failed.insert(key);
+        } else {
+            failed.remove(&key);
+        }
+    }
+    if call.cancel.is_cancelled() && output.is_error {
+        match &terminal {
+            Some(terminal_id) => {
+                let cancelled = ToolContent::Text {
+                    text: "Cancelled".to_owned(),
+                };
+                let terminal = ToolContent::Terminal {
+                    terminal_id: terminal_id.clone(),
+                };
+                call.update(ToolStatus::Failed, Some(vec![terminal, cancelled.clone()]));
+                call.keep_view(vec![cancelled]);
+            }
+            None => call.fail("Cancelled"),
+        }
+        return Outcome::Cancelled;
+    }
+    let mut content: Vec<ToolContent> = Vec::new();
+    if let Some(diff) = diff.filter(|_| !output.is_error) {
+        content.push(diff);
+    }
+    let text = ToolContent::Text {
+        text: truncate_middle(&output.content, DISPLAY_CHARS),
+    };
+    if let Some(terminal_id) = &terminal {
+        // The editor keeps showing the terminal after its release.
+        content.push(ToolContent::Terminal {
+            terminal_id: terminal_id.clone(),
+        });
+    } else if !output.content.is_empty() && (content.is_empty() || output.is_error) {
+        content.push(text.clone());
+    }
+    let status = if output.is_error {
+        ToolStatus::Failed
+    } else {
+        ToolStatus::Completed
+    };
+    call.update(status, Some(content));
+    if terminal.is_some() {
+        // What is saved (and replayed by a later load, when the terminal is
+        // long gone) is the text the model saw.
+        call.keep_view(vec![text]);
+    }
+    Outcome::Done(output.content, output.images)
+}
+
+/// The permission step: [`permission::authorise`]; on a question, one at a
+/// time, decided again once it is this call's turn (an earlier "always"
+/// answer may settle it), then asked and the answer recorded. `Err` is the
+/// call's outcome when it does not run.
+async fn gate(
+    tool: &Arc<dyn Tool>,
+    plan: &CallPlan,
+    diff: Option<&ToolContent>,
+    call: &Call,
+) -> Result<Grant, Outcome> {
+    let settled = |requirement: Requirement| match requirement {
+        Requirement::Allow { note } => {
+            if let Some(note) = note {
+                call.show_note(&note);
+            }
+            Some(Ok(Grant::Normal))
+        }
+        Requirement::Refuse {
+            to_model, shown, ..
+        } => {
+            call.fail(&shown);
+            Some(Err(Outcome::Done(to_model, Vec::new())))
+        }
+        Requirement::Ask(_) => None,
+    };
+    if let Some(done) = settled(call.authorise(plan)) {
+        return done;
+    }
+    let _turn = tokio::select! {
+        () = call.cancel.cancelled() => {
+            call.fail("Cancelled");
+            return Err(Outcome::Cancelled);
+        }
+        guard = call.batch.ask.lock() => guard,
+    };
+    let question = match call.authorise(plan) {
+        Requirement::Ask(question) => question,
+        other => return settled(other).unwrap_or(Ok(Grant::Normal)),
+    };
+    if let Some(note) = &question.note {
+        call.show_note(note);
+    }
+    let mut view = call
+        .views
+        .get(call.index)
+        .and_then(|v| v.lock().ok().map(|v| v.clone()))
+        .ok_or(Outcome::Cancelled)?;
+    view.content = diff.cloned().into_iter().collect();
+    let (reply_tx, reply_rx) = oneshot::channel();
+    let _ = call.batch.events.send(Event::Permission(PermissionRequest {
+        tool_call: view,
+        options: question.options.clone(),
+        reply: reply_tx,
+    }));
+    let reply = tokio::select! {
+        () = call.cancel.cancelled() => {
+            call.fail("Cancelled");
+            return Err(Outcome::Cancelled);
+        }
+        reply = reply_rx => reply.unwrap_or(PermissionReply::Cancelled),
+    };
+    let answer = question.answer(reply);
+    let kind = match &answer {
+        Answer::Allow { kind, .. } | Answer::Reject { kind, .. } => *kind,
+        Answer::Cancelled => {
+            // A cancelled permission ends the turn as cancelled.
+            call.turn.cancel();
+            call.fail("Cancelled");
+            return Err(Outcome::Cancelled);
+        }
+    };
+    if matches!(kind, ChoiceKind::AllowAlways | ChoiceKind::RejectAlways) {
+        record(tool, question, kind, call).await;
+    }
+    match answer {
+        Answer::Allow {
+            unsandboxed: true, ..
+        } => Ok(Grant::Unsandboxed),
+        Answer::Allow { .. } => Ok(Grant::Normal),
+        Answer::Reject { to_model, .. } => {
+            call.fail("Rejected by the user");
+            Err(Outcome::Done(to_model, Vec::new()))
+        }
+        Answer::Cancelled => Err(Outcome::Cancelled),
+    }
+}
+
+/// Records an "always" answer; the files are written on the blocking pool.
+async fn record(tool: &Arc<dyn Tool>, question: Question, kind: ChoiceKind, call: &Call) {
+    let confirms = question.confirm.is_some() && kind == ChoiceKind::AllowAlways;
+    let broker = call.batch.broker.clone();
+    let home = call.batch.home.clone();
+    let cwd = call.batch.ctx.cwd.clone();
+    let recorded = tokio::task::spawn_blocking(move || {
+        let mut broker = broker.lock().ok()?;
+        Some(permission::record(
+            &question,
+            kind,
+            &mut broker,
+            home.as_deref(),
+            &cwd,
+        ))
+    })
+    .await;
+    if confirms {
+        tool.confirmed();
+    }
+    match recorded {
+        Ok(Some(Recorded::Saved(rule, file))) => {
+            tracing::info!(rule = %rule, file = %file.display(), "permission rule saved");
+        }
+        Ok(Some(Recorded::NotSaved(rule, e))) => {
+            let _ = call.batch.events.send(Event::Notice {
+                level: NoticeLevel::Warning,
+                text: format!("The rule {rule} applies to this session but was not saved: {e}"),
+            });
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use maia_llm::ToolSpec;
+    use maia_tools::ToolOutput;
+    use serde_json::json;
+
+    use super::*;
+    use crate::mode::Mode;
+    use crate::permission::{Broker, GateFacts};
+
+    /// A tool whose run blocks its thread until `Release` runs (or 5 s
+    /// pass), as a synchronous step in a tool would.
+    struct Blocker(Mutex<mpsc::Receiver<()>>);
+    /// A tool that releases the blocker.
+    struct Release(mpsc::Sender<()>);
+
+    fn facts(name: &str) -> GateFacts {
+        GateFacts {
+            rule_name: name.to_owned(),
+            side_effect_free: true,
+            ..GateFacts::default()
+        }
+    }
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.to_owned(),
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Tool for Blocker {
+        fn spec(&self) -> ToolSpec {
+            spec("Blocker")
+        }
+        fn plan(&self, call: &ToolCall, _: &Value, _: &Path) -> Result<CallPlan, String> {
+            Ok(CallPlan::new(call.name.clone(), facts(&call.name), ()))
+        }
+        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+            let Ok(rx) = self.0.lock() else {
+                return ToolOutput::error("poisoned");
+            };
+            match rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(()) => ToolOutput::ok("released"),
+                Err(_) => ToolOutput::error("stalled: the other call never ran"),
+            }
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Tool for Release {
+        fn spec(&self) -> ToolSpec {
+            spec("Release")
+        }
+        fn plan(&self, call: &ToolCall, _: &Value, _: &Path) -> Result<CallPlan, String> {
+            Ok(CallPlan::new(call.name.clone(), facts(&call.name), ()))
+        }
+        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+            let _ = self.0.send(());
+            ToolOutput::ok("sent")
+        }
+    }
+
+    fn batch(cwd: &Path) -> (Batch, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+        let (events, rx) = tokio::sync::mpsc::unbounded_channel();
+        let batch = Batch {
+            events,
+            ctx: ToolContext::local(cwd),
+            broker: Arc::new(Mutex::new(Broker::default())),
+            mode: Mode::Default,
+            home: None,
+            sandbox_failures: Arc::default(),
+            ask: tokio::sync::Mutex::new(()),
+        };
+        (batch, rx)
+    }
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: "{}".to_owned(),
+        }
+    }
+
+    fn texts(messages: &[ChatMessage]) -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| match m {
+                ChatMessage::Tool { content, .. } => content.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_blocking_call_does_not_stall_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let mut registry = ToolRegistry::default();
+        registry.register(Arc::new(Blocker(Mutex::new(rx))));
+        registry.register(Arc::new(Release(tx)));
+        let (batch, _events) = batch(dir.path());
+        let calls = [call("a", "Blocker"), call("b", "Release")];
+        let (messages, views, _) =
+            tokio::time::timeout(Duration::from_secs(20), run_batch(&registry, &calls, batch))
+                .await
+                .expect("the batch ends");
+        assert_eq!(texts(&messages), ["released", "sent"]);
+        assert!(views.iter().all(|v| v.status == ToolStatus::Completed));
+    }
+
+    #[tokio::test]
+    async fn unknown_tools_answer_the_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut registry = ToolRegistry::default();
+        let (tx, _rx) = mpsc::channel();
+        registry.register(Arc::new(Release(tx)));
+        let (batch, _events) = batch(dir.path());
+        let (messages, views, _) = run_batch(&registry, &[call("a", "Nope")], batch).await;
+        let text = &texts(&messages)[0];
+        assert!(text.contains("Unknown tool `Nope`"), "{text}");
+        assert!(text.contains("Available tools: Release."), "{text}");
+        assert_eq!(views[0].status, ToolStatus::Failed);
+    }
+
+    #[test]
+    fn name_clashes_keep_the_first_tool() {
+        let mut registry = ToolRegistry::default();
+        let (tx, _rx) = mpsc::channel();
+        assert!(registry.register(Arc::new(Release(tx.clone()))));
+        assert!(!registry.register(Arc::new(Release(tx))));
+        assert_eq!(registry.specs().len(), 1);
+    }
+}
