@@ -65,7 +65,7 @@ use serde_json::Value;
 
 use crate::event::{ChoiceKind, PermissionChoice};
 
-pub use load::{LoadedRules, load_rules};
+pub use load::{LoadedRules, load_rules, rules_from};
 pub use persist::{PersistError, persist_rule};
 pub(crate) use rule::input_value;
 pub use rule::{Family, Rule, RuleError};
@@ -177,7 +177,14 @@ impl Broker {
     /// ([`seen::unconfirmed_allow_rules`]) are pending: they apply only
     /// once confirmed.
     pub fn load(home: Option<&Path>, cwd: &Path) -> Self {
-        let loaded = load_rules(home, cwd);
+        Self::from_files(&crate::settings::SettingsFiles::read(home, cwd), cwd)
+    }
+
+    /// Like [`Broker::load`], from settings files already read (their
+    /// home is the one confirmations are recorded in).
+    pub fn from_files(files: &crate::settings::SettingsFiles, cwd: &Path) -> Self {
+        let home = files.home();
+        let loaded = rules_from(files);
         let pending = seen::unconfirmed_allow_rules(home, cwd, &loaded);
         Broker {
             loaded,
