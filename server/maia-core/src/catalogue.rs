@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use maia_llm::{LlmClient, LlmConfig, LlmError, ModelInfo};
+use maia_llm::{LlmClient, LlmConfig, LlmError, ModelInfo, redact_userinfo};
 use tokio_util::sync::CancellationToken;
 
 /// How long a list is trusted before it is asked again.
@@ -131,7 +131,7 @@ impl ModelCatalogue {
                 Ok(models)
             }
             Err(error) => {
-                tracing::debug!(%error, url = %client.models_url(), "cannot list the models");
+                tracing::debug!(%error, url = %redact_userinfo(&client.models_url()), "cannot list the models");
                 let error = Arc::new(error);
                 state.listed = None;
                 state.failed = Some((error.clone(), count));
@@ -165,7 +165,7 @@ impl ModelCatalogue {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key);
         if removed.is_some() {
-            tracing::debug!(url = %key.0, "the model list is asked again after a refused key");
+            tracing::debug!(url = %redact_userinfo(&key.0), "the model list is asked again after a refused key");
         }
     }
 }
