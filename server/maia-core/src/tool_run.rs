@@ -7,7 +7,7 @@
 //! model in the order requested. Every call — built-in, session, skill or
 //! custom tool — passes the broker.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
@@ -164,7 +164,7 @@ impl Shared<'_> {
     /// The broker's decision, adjusted by the session's mode and protected
     /// paths ([`gate::apply_mode`]).
     fn decide(&self, p: &Planned, invocation: &Invocation) -> Verdict {
-        let (rules, roots) = match self.broker.lock() {
+        let (rules, roots, home) = match self.broker.lock() {
             Ok(broker) => {
                 let decision = match invocation {
                     Invocation::Builtin(input) => broker.decide(input, &self.ctx.cwd),
@@ -174,9 +174,10 @@ impl Shared<'_> {
                     Decision::Deny(rule) => Decision::Deny(format!("the rule {rule}")),
                     other => other,
                 };
-                (decision, broker.roots().to_vec())
+                let home = broker.home().map(Path::to_path_buf);
+                (decision, broker.roots().to_vec(), home)
             }
-            Err(_) => (Decision::Ask, Vec::new()),
+            Err(_) => (Decision::Ask, Vec::new(), None),
         };
         let input = match invocation {
             Invocation::Builtin(input) => crate::permission::input_value(input),
@@ -187,7 +188,13 @@ impl Shared<'_> {
             input: &input,
             mutating: invocation.mutating(),
         };
-        gate::apply_mode(self.mode, rules, facts, &self.ctx.cwd, &roots)
+        gate::apply_mode(
+            self.mode,
+            rules,
+            facts,
+            &self.ctx.cwd,
+            (&roots, home.as_deref()),
+        )
     }
 }
 

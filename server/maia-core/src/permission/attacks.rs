@@ -1202,7 +1202,7 @@ async fn run_case(case: &Case) -> Outcome {
         input: &case.input,
         mutating: matches!(case.tool, "Write" | "Edit" | "Bash"),
     };
-    let decision = gate::apply_mode(case.mode, rules, facts, &cwd, &[]).decision;
+    let decision = gate::apply_mode(case.mode, rules, facts, &cwd, (&[], None)).decision;
     if case.expect == Expect::Refused {
         return match decision {
             Decision::Refuse(_) => Outcome::Stopped(decision),
@@ -1314,7 +1314,7 @@ fn checker_and_bash_read_the_same_commands() {
         let cmd = text.replace('P', "touch m");
         let dir = fixture();
         let cwd = dir.path().join("p");
-        let analysis = shell::analyse(&cmd, &cwd);
+        let analysis = shell::analyse(&cmd, &cwd, None);
         let seen = analysis.parts.iter().any(|p| p.stripped == "touch m");
         let status = std::process::Command::new(&maia_tools::shell().path)
             .arg("-c")

@@ -62,8 +62,14 @@ pub struct Verdict {
 
 /// The protected path a call writes, if any: the file of Write/Edit, the
 /// files a Bash command redirects into or writes with `tee`, `dd of=`….
-/// Protected names apply inside the cwd and each additional root (`roots`).
-pub fn protected_path(tool: &str, input: &Value, cwd: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
+/// Protected names apply inside the cwd and each additional root (`roots`);
+/// `~` is `home`, the engine's home folder.
+pub fn protected_path(
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+    (roots, home): (&[PathBuf], Option<&Path>),
+) -> Option<PathBuf> {
     let targets: Vec<String> = match tool.to_ascii_lowercase().as_str() {
         "write" | "edit" => input
             .get("file_path")
@@ -73,13 +79,13 @@ pub fn protected_path(tool: &str, input: &Value, cwd: &Path, roots: &[PathBuf]) 
             .collect(),
         "bash" => {
             let command = input.get("command").and_then(Value::as_str).unwrap_or("");
-            shell::analyse(command, cwd).writes
+            shell::analyse(command, cwd, home).writes
         }
         _ => Vec::new(),
     };
     targets.into_iter().find_map(|t| {
-        let value = serde_json::json!({ "file_path": super::expand_home(&t) });
-        let subject = rule::Subject::in_roots("Write", &value, cwd, roots);
+        let value = serde_json::json!({ "file_path": super::expand_home(&t, home) });
+        let subject = rule::Subject::in_roots("Write", &value, (cwd, roots, home));
         PROTECTED_RULES
             .iter()
             .any(|r| r.hits(&subject, false))
@@ -102,7 +108,7 @@ pub fn apply_mode(
     rules: Decision,
     call: CallFacts<'_>,
     cwd: &Path,
-    roots: &[PathBuf],
+    (roots, home): (&[PathBuf], Option<&Path>),
 ) -> Verdict {
     let verdict = |decision| Verdict {
         decision,
@@ -116,7 +122,7 @@ pub fn apply_mode(
             "the read-only mode (nothing may be changed or run)".to_owned(),
         ));
     }
-    if let Some(path) = protected_path(call.tool, call.input, cwd, roots) {
+    if let Some(path) = protected_path(call.tool, call.input, cwd, (roots, home)) {
         return match mode {
             Mode::Bypass => Verdict {
                 decision: Decision::Allow,
