@@ -390,3 +390,42 @@ async fn pipelined_requests_without_a_proxy_each_get_one_answer() {
             .is_none()
     );
 }
+
+/// Once the proxy has answered in this process, a new thread opens
+/// without asking it again: one `GET /v1/models` for many `session/new`.
+#[tokio::test]
+async fn new_sessions_ask_the_proxy_for_its_models_once() {
+    let (mut maia, _) = Maia::ready().await;
+    for _ in 0..4 {
+        let (_, result) = maia.new_session_result().await;
+        // The model list still reaches the picker.
+        assert!(
+            result["configOptions"].to_string().contains("mock-model"),
+            "{result}"
+        );
+    }
+    assert_eq!(maia.mock.models_requests(), 1);
+}
+
+/// The kept answer does not hide a key refused later: the refused turn
+/// drops it, and the next `session/new` asks and answers `auth_required`.
+#[tokio::test]
+async fn a_key_refused_after_sessions_opened_means_auth_required_again() {
+    let (mut maia, sid) = Maia::ready().await;
+    maia.new_session().await;
+    assert_eq!(maia.mock.models_requests(), 1);
+    maia.mock.require_key(Some("sk-revoked-elsewhere"));
+    let id = maia.prompt(&sid, "hello").await;
+    let (resp, before) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    assert!(agent_text(&before).contains("API key"), "{before:?}");
+    let resp = new_session_error(&mut maia).await;
+    assert_eq!(resp["error"]["code"], -32000, "{resp}");
+    assert!(
+        resp["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("refused the API key"),
+        "{resp}"
+    );
+}

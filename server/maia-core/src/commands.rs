@@ -226,10 +226,13 @@ impl Session {
 
     async fn model_command(&mut self, args: &str, cancel: &tokio_util::sync::CancellationToken) {
         let listed = match &self.llm {
-            Ok(llm) => tokio::select! {
-                () = cancel.cancelled() => return,
-                listed = llm.list_models() => listed.map_err(|e| e.to_string()),
-            },
+            Ok(llm) => {
+                let listed = self.windows.catalogue().list(llm, cancel).await;
+                if cancel.is_cancelled() {
+                    return;
+                }
+                listed.map_err(|e| e.to_string())
+            }
             Err(e) => Err(e.to_string()),
         };
         if args.is_empty() {

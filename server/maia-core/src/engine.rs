@@ -161,21 +161,11 @@ impl Engine {
         )
     }
 
-    /// Restores thread `id` saved in `cwd`. Returns the session and the
-    /// replay of its conversation.
-    pub fn load_session(
-        &self,
-        cwd: PathBuf,
-        fs: Arc<dyn FileSystem>,
-        id: &str,
-    ) -> Result<(Started, Vec<Event>), LoadError> {
-        self.load_session_with_mcp(cwd, fs, id, Vec::new(), Vec::new())
-    }
-
-    /// Like [`Engine::load_session`], with the front door's MCP servers and
-    /// the additional workspace roots (the complete list: saved roots are
-    /// not restored behind the editor's back; a notice says when they
-    /// differ).
+    /// Restores thread `id` saved in `cwd`, with the front door's MCP
+    /// servers and the additional workspace roots (the complete list: saved
+    /// roots are not restored behind the editor's back; a notice says when
+    /// they differ). Returns the session and the replay of its
+    /// conversation.
     pub fn load_session_with_mcp(
         &self,
         cwd: PathBuf,
@@ -226,18 +216,32 @@ impl Engine {
             .collect()
     }
 
-    /// The models the endpoint configured for `cwd` lists.
-    pub async fn list_models(&self, cwd: &Path) -> Result<Vec<String>, String> {
-        self.probe_models(cwd).await.map_err(|e| e.to_string())
-    }
-
-    /// Like [`Engine::list_models`], with the typed error (a front door
-    /// tells "cannot connect" and "key refused" from other failures).
-    pub async fn probe_models(&self, cwd: &Path) -> Result<Vec<String>, maia_llm::LlmError> {
-        let settings = self.settings(cwd);
-        let client = maia_llm::LlmClient::new(settings.llm)?;
-        let models = client.list_models().await?;
-        Ok(models.into_iter().map(|m| m.id).collect())
+    /// The models the server of `llm` lists, from the process's model
+    /// catalogue: once a server has answered for these credentials, no
+    /// request is sent until the answer is [`catalogue::MAX_AGE`] old or
+    /// the key is refused ([`crate::catalogue`]). `fresh` asks the server
+    /// whatever is kept (an explicit check). The typed error lets a front
+    /// door tell "cannot connect" and "key refused" from other failures.
+    ///
+    /// [`catalogue::MAX_AGE`]: crate::catalogue::MAX_AGE
+    pub async fn probe_models(
+        &self,
+        llm: &maia_llm::LlmConfig,
+        fresh: bool,
+    ) -> Result<Vec<String>, Arc<maia_llm::LlmError>> {
+        let catalogue = self.windows.catalogue();
+        let ids = |models: &[maia_llm::ModelInfo]| models.iter().map(|m| m.id.clone()).collect();
+        if !fresh && let Some(models) = catalogue.known(llm) {
+            return Ok(ids(&models));
+        }
+        let client = maia_llm::LlmClient::new(llm.clone()).map_err(Arc::new)?;
+        let never = tokio_util::sync::CancellationToken::new();
+        let listed = if fresh {
+            catalogue.refresh(&client, &never).await
+        } else {
+            catalogue.list(&client, &never).await
+        };
+        listed.map(|models| ids(&models))
     }
 
     /// Deletes every saved file of thread `id` in `cwd`, and the stored

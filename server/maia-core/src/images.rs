@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use maia_llm::LlmClient;
 use maia_tools::ImageData;
@@ -228,10 +229,21 @@ impl Vision {
 
 /// What the endpoint said about vision, asked once per session and only
 /// when an image is about to be sent.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct VisionCache {
     model_info: OnceCell<HashMap<String, bool>>,
-    model_list: OnceCell<HashMap<String, bool>>,
+    /// The process's model lists (see [`crate::catalogue`]).
+    catalogue: Arc<crate::catalogue::ModelCatalogue>,
+}
+
+impl VisionCache {
+    /// A cache that reads the models list from `catalogue`.
+    pub(crate) fn new(catalogue: Arc<crate::catalogue::ModelCatalogue>) -> Self {
+        VisionCache {
+            model_info: OnceCell::new(),
+            catalogue,
+        }
+    }
 }
 
 /// Whether `model` is shown images: the `visionModels` setting, else
@@ -288,26 +300,15 @@ pub(crate) async fn sees_images(
             Vision::No("`/model/info` says `supports_vision: false`")
         };
     }
-    let Ok(list) = cache
-        .model_list
-        .get_or_try_init(|| async {
-            tokio::select! {
-                () = cancel.cancelled() => Err(()),
-                listed = llm.list_models() => Ok(listed
-                    .map(|models| {
-                        models
-                            .into_iter()
-                            .filter_map(|m| Some((m.id, m.supports_vision?)))
-                            .collect()
-                    })
-                    .unwrap_or_default()),
-            }
-        })
-        .await
-    else {
+    // A failed or cancelled list is not remembered: the next image asks again.
+    let Ok(list) = cache.catalogue.list(llm, cancel).await else {
         return Vision::Unknown;
     };
-    match list.get(model) {
+    match list
+        .iter()
+        .find(|m| m.id == model)
+        .and_then(|m| m.supports_vision)
+    {
         Some(true) => Vision::Yes("the model list"),
         Some(false) => Vision::No("the model list says so"),
         None => Vision::Unknown,

@@ -9,6 +9,7 @@
 //! updates around them.
 
 mod blocking;
+pub mod catalogue;
 pub mod client;
 pub mod commands;
 mod compaction;
@@ -24,6 +25,7 @@ mod md_files;
 pub mod mode;
 mod oversize;
 pub mod permission;
+mod project;
 pub mod prompt;
 pub mod prompt_syntax;
 mod session;

@@ -14,18 +14,19 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::commands;
-use crate::context_file::{self, ContextFile};
+use crate::context_file::ContextFile;
 use crate::conversation::Conversation;
-use crate::custom_tools::{self, LoadedTools};
+use crate::custom_tools::LoadedTools;
 use crate::engine::EngineOptions;
 use crate::event::{CommandEntry, Event, NoticeLevel, StopReason};
 use crate::mode::{Mode, SharedMode};
 use crate::permission;
 use crate::permission::Broker;
+use crate::project::Project;
 use crate::prompt::PromptPart;
 use crate::session_tools::Todo;
 use crate::settings::{self, Settings};
-use crate::skills::{self, LoadedSkills};
+use crate::skills::LoadedSkills;
 use crate::store::{self, Journal, Loaded, Record};
 use crate::window::WindowCache;
 
@@ -330,28 +331,39 @@ impl Session {
     }
 
     fn reload_files(&mut self) {
-        self.settings = settings::load_with(&self.options, &self.cwd);
-        self.llm = LlmClient::new(self.settings.llm.clone());
-        if self.options.model.is_none() && self.settings.model.is_some() {
-            self.model.set(self.settings.model.clone());
+        let project = Project::load(crate::project::Place {
+            options: &self.options,
+            cwd: &self.cwd,
+            roots: &self.roots,
+            id: &self.id,
+        });
+        if self.options.model.is_none() && project.settings.model.is_some() {
+            self.model.set(project.settings.model.clone());
         }
-        self.context_file = context_file::load(&self.cwd);
-        let home = self.options.home.clone();
-        if let Ok(mut broker) = self.broker.lock() {
-            *broker = Broker::load(home.as_deref(), &self.cwd);
-            broker.set_roots(self.roots.clone());
+        let Project {
+            settings,
+            llm,
+            context_file,
+            broker,
+            sandbox,
+            sandbox_notes,
+            skills,
+            markdown_commands,
+            custom_tools,
+            pending_tools,
+        } = project;
+        self.settings = settings;
+        self.llm = llm;
+        self.context_file = context_file;
+        if let Ok(mut shared) = self.broker.lock() {
+            *shared = broker;
         }
-        (self.sandbox, self.sandbox_notes) =
-            build_sandbox(home.as_deref(), &self.cwd, &self.roots, &self.id);
-        self.skills = Arc::new(skills::load(home.as_deref(), &self.cwd));
-        self.markdown_commands =
-            Arc::new(crate::markdown_commands::load(home.as_deref(), &self.cwd));
-        self.custom_tools = Arc::new(custom_tools::load(
-            &self.cwd,
-            &crate::tools::reserved_tool_names(),
-        ));
+        (self.sandbox, self.sandbox_notes) = (sandbox, sandbox_notes);
+        self.skills = Arc::new(skills);
+        self.markdown_commands = Arc::new(markdown_commands);
+        self.custom_tools = Arc::new(custom_tools);
         if let Ok(mut pending) = self.pending_tools.lock() {
-            *pending = pending_tools(home.as_deref(), &self.cwd, &self.custom_tools);
+            *pending = pending_tools;
         }
         self.pending.clear();
     }
@@ -408,54 +420,6 @@ fn list_paths(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
-/// The custom tools the user has not confirmed as they are now.
-fn pending_tools(
-    home: Option<&Path>,
-    cwd: &Path,
-    tools: &LoadedTools,
-) -> std::collections::HashSet<String> {
-    let prints: Vec<(String, String)> = tools
-        .tools
-        .iter()
-        .map(|t| (t.name.clone(), t.fingerprint.clone()))
-        .collect();
-    permission::unconfirmed_tools(home, cwd, &prints)
-        .into_iter()
-        .collect()
-}
-
-/// The session's sandbox from the settings ([`settings::sandbox_policy`]),
-/// with what to tell the user: why it is off, what it cannot enforce.
-fn build_sandbox(
-    home: Option<&Path>,
-    cwd: &Path,
-    roots: &[PathBuf],
-    id: &str,
-) -> (Option<Arc<maia_tools::sandbox::Sandbox>>, Vec<String>) {
-    use maia_tools::sandbox::{Sandbox, SandboxMode};
-    let (mut policy, mut notes) = settings::sandbox_policy(home, cwd, id);
-    // Commands may write in the additional roots as in the cwd.
-    policy.roots.extend(roots.iter().cloned());
-    if policy.mode == SandboxMode::Off {
-        return (None, notes);
-    }
-    match Sandbox::new(policy) {
-        Ok(sandbox) => {
-            for limit in sandbox.limits() {
-                notes.push(format!("Command sandbox: {limit}."));
-            }
-            tracing::info!(mode = sandbox.policy().mode.id(), limits = ?sandbox.limits(), "command sandbox");
-            (Some(Arc::new(sandbox)), notes)
-        }
-        Err(e) => {
-            notes.push(format!(
-                "Commands run without a sandbox: {e}. Bash, custom tools and !command can write anywhere you can."
-            ));
-            (None, notes)
-        }
-    }
-}
-
 pub(crate) fn spawn(
     options: &Arc<EngineOptions>,
     windows: &Arc<WindowCache>,
@@ -465,8 +429,24 @@ pub(crate) fn spawn(
     start: Start,
     mcp_servers: Vec<maia_mcp::McpServerConfig>,
 ) -> (SessionHandle, mpsc::UnboundedReceiver<Event>) {
-    let settings = settings::load_with(options, &cwd);
-    let llm = LlmClient::new(settings.llm.clone());
+    let project = Project::load(crate::project::Place {
+        options,
+        cwd: &cwd,
+        roots: &roots,
+        id: &id,
+    });
+    let Project {
+        settings,
+        llm,
+        context_file,
+        broker,
+        sandbox,
+        sandbox_notes,
+        skills: loaded_skills,
+        markdown_commands,
+        custom_tools: loaded_tools,
+        pending_tools: new_tools,
+    } = project;
     let mode = SharedMode::default();
     let model = SharedModel::default();
     model.set(options.model.clone().or_else(|| settings.model.clone()));
@@ -490,21 +470,13 @@ pub(crate) fn spawn(
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
         tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
     }
-    let context_file = context_file::load(&cwd);
     tracing::info!(session = %id, cwd = %cwd.display(), settings = ?settings.loaded, context_file = ?context_file.as_ref().map(|c| &c.path), "session started");
-    let mut broker = Broker::load(options.home.as_deref(), &cwd);
-    broker.set_roots(roots.clone());
-    let (sandbox, sandbox_notes) = build_sandbox(options.home.as_deref(), &cwd, &roots, &id);
     let previous_roots = store::saved_roots(&cwd, &id);
     if previous_roots != roots
         && let Err(e) = store::save_roots(&cwd, &id, &roots)
     {
         tracing::warn!("cannot record the workspace folders: {e}");
     }
-    let loaded_skills = skills::load(options.home.as_deref(), &cwd);
-    let markdown_commands = crate::markdown_commands::load(options.home.as_deref(), &cwd);
-    let loaded_tools = custom_tools::load(&cwd, &crate::tools::reserved_tool_names());
-    let new_tools = pending_tools(options.home.as_deref(), &cwd, &loaded_tools);
     // Connects in the background; never delays the session.
     let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
         mcp_servers,
@@ -568,7 +540,7 @@ pub(crate) fn spawn(
         window_source: None,
         client,
         asked_as_text: Arc::default(),
-        vision: crate::images::VisionCache::default(),
+        vision: crate::images::VisionCache::new(windows.catalogue().clone()),
         turn_images: Vec::new(),
         prompt: None,
         last_usage: None,
@@ -633,7 +605,7 @@ fn prefetch_window(session: &Session) {
         let cancel = CancellationToken::new();
         let model = match model.get() {
             Some(model) => model,
-            None => match llm.list_models().await {
+            None => match windows.catalogue().list(&llm, &cancel).await {
                 Ok(models) => match default_model(models.iter().map(|m| m.id.as_str())) {
                     Some(first) => first.to_owned(),
                     None => return,

@@ -71,13 +71,89 @@ pub fn files(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// What one settings file held when it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileContent {
+    /// Valid JSON (not necessarily an object).
+    Json(Value),
+    /// The file exists but could not be read (the error).
+    Unreadable(String),
+    /// The file is not valid JSON (the parser's error).
+    Invalid(String),
+}
+
+/// One settings file as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettingsFile {
+    pub path: PathBuf,
+    pub content: FileContent,
+}
+
+/// The settings files of a session ([`files`]), each read and parsed
+/// once: the settings ([`from_files`]), the sandbox ([`sandbox_policy`])
+/// and the permission rules ([`crate::permission::rules_from`]) all take
+/// their part from this one snapshot. A file that does not exist is left
+/// out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SettingsFiles {
+    home: Option<PathBuf>,
+    files: Vec<SettingsFile>,
+}
+
+impl SettingsFiles {
+    /// Reads the settings files of a session in `cwd`.
+    pub fn read(home: Option<&Path>, cwd: &Path) -> Self {
+        Self::read_with(home, cwd, &mut |path| std::fs::read_to_string(path))
+    }
+
+    /// Like [`SettingsFiles::read`], reading each file through `read`.
+    pub fn read_with(
+        home: Option<&Path>,
+        cwd: &Path,
+        read: &mut dyn FnMut(&Path) -> std::io::Result<String>,
+    ) -> Self {
+        let mut out = Vec::new();
+        for path in files(home, cwd) {
+            let content = match read(&path) {
+                Ok(text) => match serde_json::from_str::<Value>(&text) {
+                    Ok(value) => FileContent::Json(value),
+                    Err(e) => FileContent::Invalid(e.to_string()),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => FileContent::Unreadable(e.to_string()),
+            };
+            out.push(SettingsFile { path, content });
+        }
+        SettingsFiles {
+            home: home.map(Path::to_path_buf),
+            files: out,
+        }
+    }
+
+    /// The files that exist, most general first.
+    pub fn files(&self) -> &[SettingsFile] {
+        &self.files
+    }
+
+    /// The home folder the files were looked up in.
+    pub fn home(&self) -> Option<&Path> {
+        self.home.as_deref()
+    }
+
+    /// The user's own file (`~/.maia/settings.json`), if it exists.
+    pub fn user(&self) -> Option<&SettingsFile> {
+        let home = self.home.as_ref()?.join(".maia").join("settings.json");
+        self.files.iter().find(|f| f.path == home)
+    }
+}
+
 /// The sandbox of a session's commands, from `~/.maia/settings.json` only
 /// (a project cannot loosen its own sandbox): `"sandbox": "workspace-write"
 /// | "read-only" | "off"` or `{"mode": …, "network": bool, "writable":
 /// [paths]}`, also `"sandbox.network"` and `"sandbox.writable"`. Returns
 /// the policy (roots and temp folder filled in) and warnings.
 pub fn sandbox_policy(
-    home: Option<&Path>,
+    files: &SettingsFiles,
     cwd: &Path,
     session_id: &str,
 ) -> (maia_tools::sandbox::SandboxPolicy, Vec<String>) {
@@ -85,17 +161,14 @@ pub fn sandbox_policy(
     let mut warnings = Vec::new();
     let mut policy = SandboxPolicy {
         roots: vec![cwd.to_path_buf()],
-        temp_dir: Some(std::env::temp_dir().join(format!("maia-{session_id}"))),
+        temp_dir: Some(temp_root().join(format!("maia-{session_id}"))),
         ..Default::default()
     };
-    let Some(home) = home else {
+    let (Some(home), Some(user)) = (files.home(), files.user()) else {
         return (policy, warnings);
     };
-    let file = home.join(".maia").join("settings.json");
-    let Ok(text) = std::fs::read_to_string(&file) else {
-        return (policy, warnings);
-    };
-    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&text) else {
+    let file = &user.path;
+    let FileContent::Json(Value::Object(map)) = &user.content else {
         return (policy, warnings);
     };
     let (mode, mut network, mut writable) = match map.get("sandbox") {
@@ -144,6 +217,16 @@ pub fn sandbox_policy(
     (policy, warnings)
 }
 
+/// The system's folder for temporary files (sessions' private temp
+/// folders go below it).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the OS temp folder is not a user setting; TMPDIR is the system's to choose"
+)]
+fn temp_root() -> PathBuf {
+    std::env::temp_dir()
+}
+
 /// A route to the model server chosen by the front end for this process
 /// (a client-managed gateway). It replaces `LiteLLM_URL`; its headers go
 /// with every request, and the settings' API key is not sent (it belongs
@@ -158,7 +241,20 @@ pub struct LlmRoute {
 /// Loads the settings for a session in `cwd` with the process's options
 /// (home, `LITELLM_API_KEY`, and the front end's route when one is set).
 pub fn load_with(options: &crate::EngineOptions, cwd: &Path) -> Settings {
-    let mut settings = load(options.home.as_deref(), cwd, options.env_api_key.clone());
+    from_files_with(
+        options,
+        &SettingsFiles::read(options.home.as_deref(), cwd),
+        cwd,
+    )
+}
+
+/// Like [`load_with`], from files already read.
+pub fn from_files_with(
+    options: &crate::EngineOptions,
+    files: &SettingsFiles,
+    cwd: &Path,
+) -> Settings {
+    let mut settings = from_files(files, cwd, options.env_api_key.clone());
     if let Some(route) = &options.route {
         settings.llm.base_url = route.base_url.clone();
         settings.llm.headers = route.headers.clone();
@@ -169,21 +265,27 @@ pub fn load_with(options: &crate::EngineOptions, cwd: &Path) -> Settings {
 
 /// Loads the settings for a session in `cwd`.
 pub fn load(home: Option<&Path>, cwd: &Path, env_api_key: Option<String>) -> Settings {
+    from_files(&SettingsFiles::read(home, cwd), cwd, env_api_key)
+}
+
+/// The settings of files already read (the folder's file winning key by
+/// key; `mcpServers` merged server by server).
+pub fn from_files(files: &SettingsFiles, cwd: &Path, env_api_key: Option<String>) -> Settings {
     let mut merged = Map::new();
     let mut mcp = Map::new();
     let mut loaded = Vec::new();
     let mut warnings = Vec::new();
-    for file in files(home, cwd) {
-        let text = match std::fs::read_to_string(&file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => {
+    for SettingsFile {
+        path: file,
+        content,
+    } in files.files()
+    {
+        match content {
+            FileContent::Unreadable(e) => {
                 warnings.push(format!("cannot read {}: {e}", file.display()));
-                continue;
             }
-        };
-        match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Object(mut map)) => {
+            FileContent::Json(Value::Object(map)) => {
+                let mut map = map.clone();
                 // Servers merge one by one rather than as a whole object.
                 match map.remove("mcpServers") {
                     Some(Value::Object(servers)) => mcp.extend(servers),
@@ -194,10 +296,12 @@ pub fn load(home: Option<&Path>, cwd: &Path, env_api_key: Option<String>) -> Set
                     None => {}
                 }
                 merged.extend(map);
-                loaded.push(file);
+                loaded.push(file.clone());
             }
-            Ok(_) => warnings.push(format!("{} is not a JSON object; ignored", file.display())),
-            Err(e) => warnings.push(format!(
+            FileContent::Json(_) => {
+                warnings.push(format!("{} is not a JSON object; ignored", file.display()))
+            }
+            FileContent::Invalid(e) => warnings.push(format!(
                 "{} is not valid JSON ({e}); ignored",
                 file.display()
             )),

@@ -191,10 +191,10 @@ impl Session {
             return Ok(model);
         }
         let llm = self.llm.as_ref().map_err(|e| e.to_string())?;
-        let listed = tokio::select! {
-            () = cancel.cancelled() => return Err(String::new()),
-            listed = llm.list_models() => listed,
-        };
+        let listed = self.windows.catalogue().list(llm, cancel).await;
+        if cancel.is_cancelled() {
+            return Err(String::new());
+        }
         match listed {
             Ok(models) => match crate::session::default_model(models.iter().map(|m| m.id.as_str()))
             {
@@ -828,6 +828,9 @@ impl Session {
                         self.push_message(ChatMessage::assistant(partial));
                     }
                     tracing::warn!(error = %e, "model request failed");
+                    if let (LlmError::Authentication { .. }, Ok(llm)) = (&e, &self.llm) {
+                        self.windows.catalogue().refused(llm.config());
+                    }
                     let url = self.llm.as_ref().map(|c| c.chat_url()).unwrap_or_default();
                     self.say(describe_failure(&e, &url));
                     return StopReason::EndTurn;

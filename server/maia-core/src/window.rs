@@ -5,7 +5,8 @@
 //! llama-server's `meta.n_ctx`, as read by [`maia_llm::ModelInfo`]) > asking the model itself
 //! (60 s limit) > unknown, in which case only manual compaction works.
 //!
-//! [`WindowCache`] keeps, per server, what `/model/info` and the models list said, and per
+//! [`WindowCache`] keeps, per server, what `/model/info` said (the models list is the
+//! process's [`crate::catalogue::ModelCatalogue`], which it owns), and per
 //! (server, model) the final answer, including "unknown": each source is asked at most once
 //! per process, and concurrent resolutions of the same model share one discovery. The manual
 //! setting is read on every call and never cached, so a settings change applies at once.
@@ -64,7 +65,6 @@ pub struct Window {
 }
 
 type Cell<T> = Arc<OnceCell<T>>;
-type Windows = HashMap<String, u64>;
 type Infos = HashMap<String, ModelInfoEntry>;
 /// (base URL, model).
 type ModelKey = (String, String);
@@ -75,8 +75,8 @@ type ModelKey = (String, String);
 pub struct WindowCache {
     /// `/model/info` URL → what it says per `model_name`.
     model_info: Mutex<HashMap<String, Cell<Infos>>>,
-    /// Models list URL → its `id` → `max_input_tokens` map (entries without a size omitted).
-    model_list: Mutex<HashMap<String, Cell<Windows>>>,
+    /// What each server lists (shared with vision and the model picker).
+    catalogue: Arc<crate::catalogue::ModelCatalogue>,
     /// (base URL, model) → the discovered window, `None` for unknown.
     resolved: Mutex<HashMap<ModelKey, Cell<Option<Window>>>>,
     /// (base URL, model) → the model's own answer (`None`: it does not know).
@@ -241,6 +241,12 @@ impl WindowCache {
         }
     }
 
+    /// What each server lists: the one model catalogue of the process,
+    /// shared with vision, the default model and the model picker.
+    pub fn catalogue(&self) -> &Arc<crate::catalogue::ModelCatalogue> {
+        &self.catalogue
+    }
+
     /// What `/model/info` said of `model`, if it was read already.
     pub fn model_info(&self, client: &LlmClient, model: &str) -> Option<ModelInfoEntry> {
         let url = client.config().join(MODEL_INFO_PATH);
@@ -261,9 +267,9 @@ impl WindowCache {
     /// Forgets everything learned, so that the next resolutions ask the server again.
     pub fn clear(&self) {
         lock(&self.model_info).clear();
-        lock(&self.model_list).clear();
         lock(&self.resolved).clear();
         lock(&self.asked).clear();
+        self.catalogue.clear();
     }
 }
 
@@ -384,24 +390,20 @@ async fn fast_sources(
         }
     }
 
-    let list = cell(&cache.model_list, client.models_url());
-    let fetch_list = || async {
-        let models = client.list_models().await?;
-        Ok(models
-            .into_iter()
-            .filter_map(|m| Some((m.id, m.max_input_tokens.filter(|&t| t > 0)?)))
-            .collect())
-    };
-    match fetch_once(&list, "the model list", cancel, fetch_list).await {
-        Ok(windows) => {
-            if let Some(&tokens) = windows.get(model) {
+    match cache.catalogue.list(client, cancel).await {
+        Ok(models) => {
+            let listed = models.iter().find(|m| m.id == model);
+            if let Some(tokens) = listed.and_then(|m| m.max_input_tokens).filter(|&t| t > 0) {
                 return found(tokens, WindowSource::ModelList);
             }
         }
-        Err(LlmError::Cancelled) => return Err(()),
-        Err(err) => {
+        Err(err) if matches!(*err, LlmError::Cancelled) => return Err(()),
+        Err(err) if is_transient(&err) => {
             tracing::debug!(error = %err, "model list unavailable for now");
             transient = true;
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read the model list; context windows not taken from it");
         }
     }
     Ok((None, transient))

@@ -1310,7 +1310,7 @@ fn checker_and_bash_read_the_same_commands() {
         let cmd = text.replace('P', "touch m");
         let dir = fixture();
         let cwd = dir.path().join("p");
-        let analysis = shell::analyse(&cmd, &cwd);
+        let analysis = shell::analyse(&cmd, &cwd, None);
         let seen = analysis.parts.iter().any(|p| p.stripped == "touch m");
         let status = std::process::Command::new(&maia_tools::shell().path)
             .arg("-c")

@@ -123,7 +123,7 @@ pub fn authorise(facts: &GateFacts, mode: Mode, broker: &Broker, cwd: &Path) -> 
         Decision::Deny(rule) => Decision::Deny(format!("the rule {rule}")),
         other => other,
     };
-    let verdict = gate::apply_mode(mode, rules, facts, cwd, broker.roots());
+    let verdict = gate::apply_mode(mode, rules, facts, cwd, (broker.roots(), broker.home()));
     let must_ask = facts.sandbox_retry || facts.confirm.is_some();
     match verdict.decision {
         Decision::Deny(reason) => {

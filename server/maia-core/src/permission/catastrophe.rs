@@ -16,12 +16,14 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    pub(crate) fn new(cwd: &Path) -> Self {
+    /// A command run in `cwd` for a user whose home folder is `home` (the
+    /// engine's, never read from the environment).
+    pub(crate) fn new(cwd: &Path, home: Option<&Path>) -> Self {
         Place {
             cwd: maia_tools::path::normalize(cwd),
-            home: std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| maia_tools::path::normalize(Path::new(&h))),
+            home: home
+                .filter(|h| !h.as_os_str().is_empty())
+                .map(maia_tools::path::normalize),
         }
     }
 }

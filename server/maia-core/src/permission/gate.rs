@@ -53,16 +53,21 @@ pub struct Verdict {
 
 /// The protected path a call writes, if any: the file of Write/Edit, the
 /// files a Bash command redirects into or writes with `tee`, `dd of=`….
-/// Protected names apply inside the cwd and each additional root (`roots`).
-pub fn protected_path(effect: &Effect, cwd: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
+/// Protected names apply inside the cwd and each additional root (`roots`);
+/// `~` is `home`, the engine's home folder.
+pub fn protected_path(
+    effect: &Effect,
+    cwd: &Path,
+    (roots, home): (&[PathBuf], Option<&Path>),
+) -> Option<PathBuf> {
     let targets: Vec<String> = match effect {
         Effect::EditsFile(path) => vec![path.clone()],
-        Effect::RunsCommand(command) => shell::analyse(command, cwd).writes,
+        Effect::RunsCommand(command) => shell::analyse(command, cwd, home).writes,
         Effect::Other => Vec::new(),
     };
     targets.into_iter().find_map(|t| {
-        let value = serde_json::json!({ "file_path": super::expand_home(&t) });
-        let subject = rule::Subject::in_roots("Write", &value, cwd, roots);
+        let value = serde_json::json!({ "file_path": super::expand_home(&t, home) });
+        let subject = rule::Subject::in_roots("Write", &value, (cwd, roots, home));
         PROTECTED_RULES
             .iter()
             .any(|r| r.hits(&subject, false))
@@ -85,7 +90,7 @@ pub fn apply_mode(
     rules: Decision,
     call: &GateFacts,
     cwd: &Path,
-    roots: &[PathBuf],
+    (roots, home): (&[PathBuf], Option<&Path>),
 ) -> Verdict {
     let verdict = |decision| Verdict {
         decision,
@@ -100,7 +105,7 @@ pub fn apply_mode(
             "the read-only mode (nothing may be changed or run)".to_owned(),
         ));
     }
-    if let Some(path) = protected_path(&call.effect, cwd, roots) {
+    if let Some(path) = protected_path(&call.effect, cwd, (roots, home)) {
         return match mode {
             Mode::Bypass => Verdict {
                 decision: Decision::Allow,

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::{Family, Rule, RuleSet};
+use crate::settings::{FileContent, SettingsFile, SettingsFiles};
 
 /// The rules read from the settings files, file by file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,9 +21,14 @@ pub struct LoadedRules {
 
 /// Reads the permission rules for a session in `cwd`.
 pub fn load_rules(home: Option<&Path>, cwd: &Path) -> LoadedRules {
+    rules_from(&SettingsFiles::read(home, cwd))
+}
+
+/// The permission rules of settings files already read.
+pub fn rules_from(files: &SettingsFiles) -> LoadedRules {
     let mut out = LoadedRules::default();
-    for file in crate::settings::files(home, cwd) {
-        load_file(&file, &mut out);
+    for file in files.files() {
+        load_file(file, &mut out);
     }
     for w in &out.warnings {
         tracing::warn!("{w}");
@@ -30,21 +36,17 @@ pub fn load_rules(home: Option<&Path>, cwd: &Path) -> LoadedRules {
     out
 }
 
-fn load_file(file: &Path, out: &mut LoadedRules) {
-    let shown = file.display();
-    let text = match std::fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-        Err(e) => {
+fn load_file(file: &SettingsFile, out: &mut LoadedRules) {
+    let shown = file.path.display();
+    let value = match &file.content {
+        FileContent::Json(value) => value,
+        FileContent::Unreadable(e) => {
             out.warnings.push(format!(
                 "cannot read {shown} ({e}); its permission rules are ignored"
             ));
             return;
         }
-    };
-    let value: Value = match serde_json::from_str(&text) {
-        Ok(v) => v,
-        Err(e) => {
+        FileContent::Invalid(e) => {
             out.warnings.push(format!(
                 "{shown} is not valid JSON ({e}); its permission rules are ignored"
             ));
@@ -85,7 +87,7 @@ fn load_file(file: &Path, out: &mut LoadedRules) {
             }
         }
     }
-    out.sets.push((file.to_path_buf(), set));
+    out.sets.push((file.path.clone(), set));
 }
 
 impl LoadedRules {

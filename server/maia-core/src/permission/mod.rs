@@ -72,7 +72,7 @@ pub use authorise::{
     Answer, Confirm, Effect, GateFacts, Question, Recorded, Requirement, UNSANDBOXED, authorise,
     record,
 };
-pub use load::{LoadedRules, load_rules};
+pub use load::{LoadedRules, load_rules, rules_from};
 pub use persist::{PersistError, persist_rule};
 pub(crate) use rule::input_value;
 pub use rule::{Family, Rule, RuleError};
@@ -165,8 +165,9 @@ impl Broker {
         }
     }
 
-    /// A broker over the rules of the settings files.
-    pub fn from_loaded(loaded: LoadedRules) -> Self {
+    /// A broker over the rules of the settings files (tests).
+    #[cfg(test)]
+    pub(crate) fn from_loaded(loaded: LoadedRules) -> Self {
         Broker {
             loaded,
             ..Default::default()
@@ -180,7 +181,14 @@ impl Broker {
     /// ([`seen::unconfirmed_allow_rules`]) are pending: they apply only
     /// once confirmed.
     pub fn load(home: Option<&Path>, cwd: &Path) -> Self {
-        let loaded = load_rules(home, cwd);
+        Self::from_files(&crate::settings::SettingsFiles::read(home, cwd), cwd)
+    }
+
+    /// Like [`Broker::load`], from settings files already read (their
+    /// home is the one confirmations are recorded in).
+    pub fn from_files(files: &crate::settings::SettingsFiles, cwd: &Path) -> Self {
+        let home = files.home();
+        let loaded = rules_from(files);
         let pending = seen::unconfirmed_allow_rules(home, cwd, &loaded);
         Broker {
             loaded,
@@ -202,6 +210,11 @@ impl Broker {
         &self.roots
     }
 
+    /// The home folder: what `~` means in rules and commands.
+    pub fn home(&self) -> Option<&Path> {
+        self.home.as_deref()
+    }
+
     /// The pending rules (not yet confirmed by the user).
     pub fn pending(&self) -> &[Rule] {
         &self.pending
@@ -212,7 +225,7 @@ impl Broker {
     pub fn pending_cover(&self, tool: &str, input: &Value, cwd: &Path) -> Option<Rule> {
         self.pending
             .iter()
-            .find(|r| r.matches_in(tool, input, cwd, &self.roots, true))
+            .find(|r| r.matches_in(tool, input, (cwd, &self.roots, self.home()), true))
             .cloned()
     }
 
@@ -291,7 +304,7 @@ impl Broker {
         cwd: &Path,
         unmatched_allow: bool,
     ) -> Decision {
-        let subject = rule::Subject::in_roots(tool, input, cwd, &self.roots);
+        let subject = rule::Subject::in_roots(tool, input, (cwd, &self.roots, self.home()));
         let family = |f: Family| {
             self.all()
                 .flat_map(move |s| s.family(f))
@@ -371,10 +384,11 @@ impl Broker {
                 asked = true;
                 continue;
             }
-            let path = expand_home(target);
+            let path = expand_home(target, self.home());
             let value = serde_json::json!({ "file_path": path });
             for tool in ["Write", "Edit"] {
-                let subject = rule::Subject::in_roots(tool, &value, cwd, &self.roots);
+                let subject =
+                    rule::Subject::in_roots(tool, &value, (cwd, &self.roots, self.home()));
                 if let Some(rule) = deny
                     .iter()
                     .find(|r| r.names(tool) && r.hits(&subject, false))
@@ -393,7 +407,7 @@ impl Broker {
     /// read many files: [`read_guard`]).
     pub fn read_denied(&self, path: &Path, cwd: &Path) -> bool {
         let value = serde_json::json!({ "file_path": path });
-        let subject = rule::Subject::in_roots("Read", &value, cwd, &self.roots);
+        let subject = rule::Subject::in_roots("Read", &value, (cwd, &self.roots, self.home()));
         self.all()
             .flat_map(|s| s.family(Family::Deny))
             .any(|r| r.names("Read") && r.hits(&subject, false))
@@ -519,10 +533,11 @@ fn harmless_target(target: &str) -> bool {
     ) || target.starts_with("/dev/fd/")
 }
 
-/// `~/x` → `$HOME/x` (the shell does it before writing).
-pub(crate) fn expand_home(target: &str) -> String {
-    match (target.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => Path::new(&home).join(rest).to_string_lossy().into_owned(),
+/// `~/x` → `<home>/x` (the shell does it before writing), `home` being
+/// the engine's home folder.
+pub(crate) fn expand_home(target: &str, home: Option<&Path>) -> String {
+    match (target.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest).to_string_lossy().into_owned(),
         _ => target.to_owned(),
     }
 }

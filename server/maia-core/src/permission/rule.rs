@@ -105,7 +105,7 @@ impl Rule {
             }
         }
         if let (Kind::File | Kind::Dir, Some(p)) = (kind_of(tool), &pattern)
-            && build_glob(&path_pattern_text(p)).is_none()
+            && build_glob(&path_pattern_text(p, None)).is_none()
         {
             return Err(bad());
         }
@@ -137,23 +137,23 @@ impl Rule {
     /// (The broker lets several allow rules cover the parts of one command
     /// together.)
     pub fn matches_value(&self, tool: &str, input: &Value, cwd: &Path, for_allow: bool) -> bool {
-        self.matches_in(tool, input, cwd, &[], for_allow)
+        self.matches_in(tool, input, (cwd, &[], None), for_allow)
     }
 
     /// [`Rule::matches_value`] in a session with additional workspace
-    /// roots: relative patterns also apply inside each of `roots`.
+    /// roots (relative patterns also apply inside each of them) and a home
+    /// folder (what `~` is).
     pub(crate) fn matches_in(
         &self,
         tool: &str,
         input: &Value,
-        cwd: &Path,
-        roots: &[PathBuf],
+        (cwd, roots, home): (&Path, &[PathBuf], Option<&Path>),
         for_allow: bool,
     ) -> bool {
         if !self.names(tool) {
             return false;
         }
-        let subject = Subject::in_roots(tool, input, cwd, roots);
+        let subject = Subject::in_roots(tool, input, (cwd, roots, home));
         match (&subject, for_allow) {
             (Subject::Bash { analysis, .. }, true) => {
                 bash_allowable(analysis) && analysis.parts.iter().all(|p| self.covers_part(p))
@@ -226,13 +226,15 @@ pub(crate) enum Subject<'a> {
     Nothing,
 }
 
-/// A path (absolute, lexically normalised), the cwd of the session and
-/// its additional workspace roots (relative patterns apply inside each).
+/// A path (absolute, lexically normalised), the cwd of the session, its
+/// additional workspace roots (relative patterns apply inside each) and
+/// the home folder (what `~/` in a pattern is).
 #[derive(Debug)]
 pub(crate) struct PathAt<'a> {
     pub path: PathBuf,
     pub cwd: &'a Path,
     pub roots: &'a [PathBuf],
+    pub home: Option<&'a Path>,
 }
 
 /// Whether an allow may apply to this command at all.
@@ -242,8 +244,13 @@ pub(crate) fn bash_allowable(analysis: &shell::Analysis) -> bool {
 
 impl<'a> Subject<'a> {
     /// A call in a session rooted at `cwd` with additional workspace
-    /// `roots`. Relative paths still resolve against `cwd`.
-    pub(crate) fn in_roots(tool: &str, input: &Value, cwd: &'a Path, roots: &'a [PathBuf]) -> Self {
+    /// `roots`, for a user whose home folder is `home` (the engine's).
+    /// Relative paths still resolve against `cwd`.
+    pub(crate) fn in_roots(
+        tool: &str,
+        input: &Value,
+        (cwd, roots, home): (&'a Path, &'a [PathBuf], Option<&'a Path>),
+    ) -> Self {
         let kind = kind_of(tool);
         match kind {
             Kind::Bash => {
@@ -252,7 +259,7 @@ impl<'a> Subject<'a> {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_owned();
-                let analysis = shell::analyse(&command, cwd);
+                let analysis = shell::analyse(&command, cwd, home);
                 Subject::Bash { command, analysis }
             }
             Kind::File | Kind::Dir => {
@@ -275,6 +282,7 @@ impl<'a> Subject<'a> {
                                 path: maia_tools::path::resolve(cwd, raw),
                                 cwd,
                                 roots,
+                                home,
                             },
                             dir: kind == Kind::Dir,
                         }
@@ -359,13 +367,15 @@ pub(crate) fn wildcard(pattern: &str, text: &str, bash_style: bool) -> bool {
 
 /// Gitignore-style: `./x` and `x/y` are anchored at the cwd, a bare name
 /// (`.env`, `*.pem`) matches at any depth, a trailing `/` means the folder
-/// and everything below it, `/abs/**` and `~/x` are absolute.
-fn path_pattern_text(pattern: &str) -> String {
+/// and everything below it, `/abs/**` and `~/x` are absolute (`~` is
+/// `home`, the engine's home folder; without one, `~/x` matches nothing
+/// outside a folder literally named `~`).
+fn path_pattern_text(pattern: &str, home: Option<&Path>) -> String {
     let mut p = pattern.trim().to_owned();
     if let Some(rest) = p.strip_prefix("~/")
-        && let Some(home) = std::env::var_os("HOME")
+        && let Some(home) = home
     {
-        p = Path::new(&home).join(rest).to_string_lossy().into_owned();
+        p = home.join(rest).to_string_lossy().into_owned();
     }
     // gitignore: a slash at the start or in the middle anchors the pattern
     // at the base folder; a pattern with no slash, or only a trailing one,
@@ -448,7 +458,7 @@ fn real_pattern(pattern: &str) -> String {
 
 fn path_matches(pattern: &str, at: &PathAt<'_>, dir: bool, for_allow: bool) -> bool {
     let (path, cwd) = (at.path.as_path(), at.cwd);
-    let text = path_pattern_text(pattern);
+    let text = path_pattern_text(pattern, at.home);
     let absolute = Path::new(&text).is_absolute();
     let matcher = |p: &str| build_glob(p);
     let check = |m: &globset::GlobMatcher, candidate: &Path| {

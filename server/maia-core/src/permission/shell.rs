@@ -413,8 +413,13 @@ fn options() -> brush_parser::ParserOptions {
     }
 }
 
-/// Parses `command`, run in `cwd`, and lists its parts.
-pub(crate) fn analyse(command: &str, cwd: &std::path::Path) -> Analysis {
+/// Parses `command`, run in `cwd` for a user whose home folder is `home`,
+/// and lists its parts.
+pub(crate) fn analyse(
+    command: &str,
+    cwd: &std::path::Path,
+    home: Option<&std::path::Path>,
+) -> Analysis {
     let mut out = Analysis {
         parsed: true,
         ..Default::default()
@@ -423,7 +428,7 @@ pub(crate) fn analyse(command: &str, cwd: &std::path::Path) -> Analysis {
         out.parsed = false;
         return out;
     }
-    let place = Place::new(cwd);
+    let place = Place::new(cwd, home);
     let mut walker = Walker {
         out: &mut out,
         depth: 0,

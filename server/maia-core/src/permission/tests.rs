@@ -1156,7 +1156,7 @@ fn modes_treat_additional_roots_as_the_project() {
             mutating: true,
             ..GateFacts::default()
         };
-        gate::apply_mode(mode, Decision::Ask, &facts, &cwd, roots).decision
+        gate::apply_mode(mode, Decision::Ask, &facts, &cwd, (roots, None)).decision
     };
     assert_eq!(
         verdict(Mode::AcceptEdits, &lib.join("a.rs"), &[]),
@@ -1191,4 +1191,61 @@ fn modes_treat_additional_roots_as_the_project() {
         verdict(Mode::ReadOnly, &lib.join("a.rs"), &roots),
         Decision::Deny(_)
     ));
+}
+
+/// `~` in rules, in write targets and in the catastrophe check is the
+/// engine's home (the broker's), not `$HOME` of the process.
+#[test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the test compares with the process's own $HOME"
+)]
+fn home_is_the_configured_one_not_the_environment() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::create_dir_all(h.join(".maia")).unwrap();
+    std::fs::write(
+        h.join(".maia/settings.json"),
+        r#"{"permissions":{"deny":["Read(~/secret.txt)","Write(~/notes.txt)"]}}"#,
+    )
+    .unwrap();
+    let broker = Broker::load(Some(h), cwd.path());
+    let read = |path: &Path| {
+        broker.decide_value(
+            "Read",
+            &json!({ "file_path": path.to_string_lossy() }),
+            cwd.path(),
+        )
+    };
+    assert!(
+        matches!(read(&h.join("secret.txt")), Decision::Deny(_)),
+        "{:?}",
+        read(&h.join("secret.txt"))
+    );
+    if let Some(env_home) = std::env::var_os("HOME").filter(|e| Path::new(e) != h) {
+        let elsewhere = Path::new(&env_home).join("secret.txt");
+        assert!(
+            !matches!(read(&elsewhere), Decision::Deny(_)),
+            "{elsewhere:?}"
+        );
+    }
+    // A write target spelled out under the configured home.
+    let write = format!("echo hi > {}", h.join("notes.txt").display());
+    assert!(
+        matches!(
+            broker.decide_value("Bash", &json!({ "command": write }), cwd.path()),
+            Decision::Deny(_)
+        ),
+        "{write}"
+    );
+    // Removing the configured home is catastrophic.
+    let remove = format!("rm -rf {}", h.display());
+    assert!(
+        matches!(
+            broker.decide_value("Bash", &json!({ "command": remove }), cwd.path()),
+            Decision::Refuse(_)
+        ),
+        "{remove}"
+    );
 }

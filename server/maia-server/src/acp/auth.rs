@@ -3,7 +3,7 @@
 //! cannot be reached or refuses the key.
 //!
 //! - `agent` (always offered): `authenticate` re-reads the settings and
-//!   asks the proxy for its models; `{}` when it answers, else -32000 with
+//!   asks the proxy for its models (afresh, whatever the engine kept); `{}` when it answers, else -32000 with
 //!   what to put in which file or variable.
 //! - `login`, of type `terminal` with `args: ["login"]`, only when the
 //!   client sent `clientCapabilities.auth.terminal: true`: the client runs
@@ -96,14 +96,18 @@ pub fn required(problem: &Problem) -> RpcError {
 /// Asks the proxy a session in `cwd` would use for its models. `Ok` with
 /// the list, or `Err` with the problem when the proxy cannot be reached
 /// or refuses the key; other failures (a slow proxy, a 5xx) are not a
-/// login matter and give an empty list.
+/// login matter and give an empty list. Once the proxy has answered for
+/// these settings, its answer is reused without a request (the engine's
+/// model catalogue, dropped when the key is refused); `fresh` asks again
+/// whatever is kept (`authenticate`).
 pub async fn check(
     engine: &Engine,
     cwd: &Path,
     wait: std::time::Duration,
+    fresh: bool,
 ) -> Result<Vec<String>, Problem> {
     let llm = engine.settings(cwd).llm;
-    match tokio::time::timeout(wait, engine.probe_models(cwd)).await {
+    match tokio::time::timeout(wait, engine.probe_models(&llm, fresh)).await {
         Ok(Ok(models)) => Ok(models),
         Ok(Err(e)) => {
             let problem = Problem::from_error(&e, &llm);

@@ -518,7 +518,7 @@ impl Agent {
         // The proxy is asked first: a new session that could not answer a
         // prompt is refused with `auth_required`, so the editor offers its
         // login; a saved one opens anyway (its history is readable).
-        let listed = match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT).await {
+        let listed = match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT, false).await {
             Ok(models) => models,
             Err(problem) if matches!(how, Open::New) => {
                 if let Ok(mut last) = self.auth_cwd.lock() {
@@ -665,7 +665,7 @@ impl Agent {
             .and_then(|c| c.clone())
             .or_else(|| self.engine.home().map(Path::to_path_buf))
             .unwrap_or_else(std::env::temp_dir);
-        match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT).await {
+        match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT, true).await {
             Ok(_) => Ok(json!({})),
             Err(problem) => Err(auth::required(&problem)),
         }

@@ -1,0 +1,187 @@
+//! What a session reads from files, read in one go: [`Project::load`].
+//!
+//! A session loads its project when it starts and again on `/clear`,
+//! `/new` and after a compaction; both go through the one function here.
+//! The settings files are read and parsed once per load
+//! ([`SettingsFiles`]), and the settings, the sandbox policy and the
+//! permission rules are all taken from that one snapshot. The load is
+//! blocking file work: callers run it on the blocking pool.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use maia_llm::{LlmClient, LlmError};
+use maia_tools::sandbox::Sandbox;
+
+use crate::context_file::{self, ContextFile};
+use crate::custom_tools::{self, LoadedTools};
+use crate::engine::EngineOptions;
+use crate::markdown_commands::{self, LoadedCommands};
+use crate::permission::{self, Broker};
+use crate::settings::{self, Settings, SettingsFiles};
+use crate::skills::{self, LoadedSkills};
+
+/// Everything a session takes from files, as loaded at one moment.
+pub(crate) struct Project {
+    pub settings: Settings,
+    /// The model server's client, built from [`Project::settings`].
+    pub llm: Result<LlmClient, LlmError>,
+    pub context_file: Option<ContextFile>,
+    /// The permission rules (with the session's additional roots set).
+    pub broker: Broker,
+    /// The sandbox of the session's commands (`None`: off or unsupported).
+    pub sandbox: Option<Arc<Sandbox>>,
+    /// What to tell the user about the sandbox.
+    pub sandbox_notes: Vec<String>,
+    pub skills: LoadedSkills,
+    pub markdown_commands: LoadedCommands,
+    pub custom_tools: LoadedTools,
+    /// Custom tools not confirmed as they are now.
+    pub pending_tools: HashSet<String>,
+}
+
+/// Where a session's project is: its options, folder, additional roots and
+/// id (the sandbox's private temp folder is named after it).
+#[derive(Clone, Copy)]
+pub(crate) struct Place<'a> {
+    pub options: &'a EngineOptions,
+    pub cwd: &'a Path,
+    pub roots: &'a [PathBuf],
+    pub id: &'a str,
+}
+
+impl Project {
+    /// Loads the project of a session in `place`.
+    pub fn load(place: Place<'_>) -> Self {
+        Self::load_with(place, &mut |path| std::fs::read_to_string(path))
+    }
+
+    /// Like [`Project::load`], reading the settings files through `read`.
+    pub fn load_with(
+        place: Place<'_>,
+        read: &mut dyn FnMut(&Path) -> std::io::Result<String>,
+    ) -> Self {
+        let Place {
+            options,
+            cwd,
+            roots,
+            id,
+        } = place;
+        let home = options.home.as_deref();
+        let files = SettingsFiles::read_with(home, cwd, read);
+        let settings = settings::from_files_with(options, &files, cwd);
+        let llm = LlmClient::new(settings.llm.clone());
+        let mut broker = Broker::from_files(&files, cwd);
+        broker.set_roots(roots.to_vec());
+        let (sandbox, sandbox_notes) = build_sandbox(&files, cwd, roots, id);
+        let custom_tools = custom_tools::load(cwd, &crate::tools::reserved_tool_names());
+        let pending_tools = pending_tools(home, cwd, &custom_tools);
+        Project {
+            context_file: context_file::load(cwd),
+            skills: skills::load(home, cwd),
+            markdown_commands: markdown_commands::load(home, cwd),
+            settings,
+            llm,
+            broker,
+            sandbox,
+            sandbox_notes,
+            custom_tools,
+            pending_tools,
+        }
+    }
+}
+
+/// The custom tools the user has not confirmed as they are now.
+fn pending_tools(home: Option<&Path>, cwd: &Path, tools: &LoadedTools) -> HashSet<String> {
+    let prints: Vec<(String, String)> = tools
+        .tools
+        .iter()
+        .map(|t| (t.name.clone(), t.fingerprint.clone()))
+        .collect();
+    permission::unconfirmed_tools(home, cwd, &prints)
+        .into_iter()
+        .collect()
+}
+
+/// The session's sandbox from the settings ([`settings::sandbox_policy`]),
+/// with what to tell the user: why it is off, what it cannot enforce.
+fn build_sandbox(
+    files: &SettingsFiles,
+    cwd: &Path,
+    roots: &[PathBuf],
+    id: &str,
+) -> (Option<Arc<Sandbox>>, Vec<String>) {
+    use maia_tools::sandbox::SandboxMode;
+    let (mut policy, mut notes) = settings::sandbox_policy(files, cwd, id);
+    // Commands may write in the additional roots as in the cwd.
+    policy.roots.extend(roots.iter().cloned());
+    if policy.mode == SandboxMode::Off {
+        return (None, notes);
+    }
+    match Sandbox::new(policy) {
+        Ok(sandbox) => {
+            for limit in sandbox.limits() {
+                notes.push(format!("Command sandbox: {limit}."));
+            }
+            tracing::info!(mode = sandbox.policy().mode.id(), limits = ?sandbox.limits(), "command sandbox");
+            (Some(Arc::new(sandbox)), notes)
+        }
+        Err(e) => {
+            notes.push(format!(
+                "Commands run without a sandbox: {e}. Bash, custom tools and !command can write anywhere you can."
+            ));
+            (None, notes)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// One load reads each settings file once, and the settings, the
+    /// sandbox and the rules all come from that read.
+    #[test]
+    fn a_load_reads_each_settings_file_once() {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".maia")).unwrap();
+        std::fs::create_dir_all(cwd.path().join(".maia")).unwrap();
+        std::fs::write(
+            home.path().join(".maia/settings.json"),
+            r#"{"model":"from-home","sandbox":"off","permissions":{"deny":["Bash(rm *)"]}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            cwd.path().join(".maia/settings.json"),
+            r#"{"max_turn_requests":7,"permissions":{"ask":["Read(./x)"]}}"#,
+        )
+        .unwrap();
+        let options = EngineOptions {
+            home: Some(home.path().to_path_buf()),
+            ..Default::default()
+        };
+        let mut reads: HashMap<PathBuf, usize> = HashMap::new();
+        let project = Project::load_with(
+            Place {
+                options: &options,
+                cwd: cwd.path(),
+                roots: &[],
+                id: "0123",
+            },
+            &mut |path| {
+                *reads.entry(path.to_path_buf()).or_default() += 1;
+                std::fs::read_to_string(path)
+            },
+        );
+        assert_eq!(reads.len(), 2, "{reads:?}");
+        assert!(reads.values().all(|&n| n == 1), "{reads:?}");
+        // Everything came from that one read.
+        assert_eq!(project.settings.model.as_deref(), Some("from-home"));
+        assert_eq!(project.settings.max_turn_requests, 7);
+        assert!(project.sandbox.is_none(), "sandbox: off");
+        assert_eq!(project.broker.loaded().count(), 2);
+    }
+}
