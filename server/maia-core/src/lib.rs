@@ -45,6 +45,6 @@ pub use event::{
     PermissionReply, PermissionRequest, StopReason, ToolCallPatch, ToolCallView, ToolContent,
     ToolStatus,
 };
-pub use mode::{Mode, SharedMode};
+pub use mode::Mode;
 pub use prompt::PromptPart;
-pub use session::{Busy, SessionHandle, SharedModel, reserved_tool_names};
+pub use session::{Busy, SessionHandle, default_model, reserved_tool_names};

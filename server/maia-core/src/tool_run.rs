@@ -201,7 +201,7 @@ impl Session {
             mcp: self.mcp.clone(),
             sandbox_failures: self.sandbox_failures.clone(),
             pending_tools: self.pending_tools.clone(),
-            client: self.client.get(),
+            client: self.client.clone(),
             asked_as_text: self.asked_as_text.clone(),
         }
     }
@@ -218,6 +218,8 @@ impl Session {
         Vec<ToolCallView>,
         Vec<Vec<maia_tools::ImageData>>,
     ) {
+        // A checkpoint: mode and client changes sent meanwhile apply here.
+        self.apply_changes();
         let tools = self.session_tools();
         let planned: Vec<Planned> = calls.iter().map(|call| self.plan(call, &tools)).collect();
         for p in &planned {
@@ -243,8 +245,8 @@ impl Session {
             slots: Semaphore::new(MAX_PARALLEL),
             cancel,
             views: planned.iter().map(|p| Mutex::new(p.view.clone())).collect(),
-            mode: self.mode.get(),
-            model: self.model.get(),
+            mode: self.mode,
+            model: self.model.clone(),
             tools: &tools,
             home: self.options.home.clone(),
         };

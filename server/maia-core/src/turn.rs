@@ -160,7 +160,8 @@ impl Session {
         &mut self,
         cancel: &CancellationToken,
     ) -> Result<String, String> {
-        if let Some(model) = self.model.get() {
+        self.apply_changes();
+        if let Some(model) = self.model.clone() {
             return Ok(model);
         }
         let llm = self.llm.as_ref().map_err(|e| e.to_string())?;
@@ -173,7 +174,7 @@ impl Session {
             {
                 Some(first) => {
                     tracing::info!(model = %first, "using the first model listed");
-                    self.model.set(Some(first.to_owned()));
+                    self.use_model(Some(first.to_owned()));
                     Ok(first.to_owned())
                 }
                 None => Err(format!(

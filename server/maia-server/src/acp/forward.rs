@@ -11,7 +11,7 @@ use maia_core::Event;
 use maia_rpc::{Connection, Id};
 use tokio::sync::mpsc;
 
-use super::{Agent, Models, convert, to_value};
+use super::{Agent, SharedChoices, convert, to_value};
 
 /// The id of the `session/prompt` request being served, if any.
 pub(super) type Pending = Arc<Mutex<Option<Id>>>;
@@ -38,9 +38,7 @@ pub(super) struct Forwarder {
     pub(super) session_id: String,
     pub(super) pending: Pending,
     pub(super) caps: ClientCapabilities,
-    pub(super) model: maia_core::SharedModel,
-    pub(super) mode: maia_core::SharedMode,
-    pub(super) models: Models,
+    pub(super) choices: SharedChoices,
 }
 
 impl Forwarder {
@@ -99,16 +97,14 @@ impl Forwarder {
                 });
             }
             Event::ModelChanged(name) => {
-                let listed = match self.models.lock() {
-                    Ok(mut models) => {
-                        if !models.contains(&name) {
-                            models.push(name);
-                        }
-                        models.clone()
+                let options = {
+                    let mut choices = self.choices.lock();
+                    if !choices.models.contains(&name) {
+                        choices.models.push(name.clone());
                     }
-                    Err(_) => Vec::new(),
+                    choices.model = Some(name);
+                    choices.options()
                 };
-                let options = convert::config_options(self.model.get(), &listed, self.mode.get());
                 self.notify(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
                     options,
                 )));

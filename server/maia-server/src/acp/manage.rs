@@ -29,8 +29,11 @@ impl Agent {
             .ok_or_else(|| invalid_params(format!("unknown mode `{}`", req.mode_id.0)))?;
         entry.handle.set_mode(mode);
         // Keep the mode config option in sync.
-        let models = entry.models.lock().map(|m| m.clone()).unwrap_or_default();
-        let options = convert::config_options(entry.handle.model(), &models, mode);
+        let options = {
+            let mut choices = entry.choices.lock();
+            choices.mode = mode;
+            choices.options()
+        };
         self.send_update(
             &session_id,
             SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options)),
@@ -52,20 +55,22 @@ impl Agent {
             return Err(invalid_params("this option takes a value id"));
         };
         let value = value.0.to_string();
-        let models = entry.models.lock().map(|m| m.clone()).unwrap_or_default();
         match req.config_id.0.as_ref() {
             convert::MODEL_OPTION => {
-                if !models.contains(&value)
-                    && entry.handle.model().as_deref() != Some(value.as_str())
+                let mut choices = entry.choices.lock();
+                if !choices.models.contains(&value)
+                    && choices.model.as_deref() != Some(value.as_str())
                 {
                     return Err(invalid_params(format!("unknown model `{value}`")));
                 }
-                entry.handle.set_model(value);
+                entry.handle.set_model(value.clone());
+                choices.model = Some(value);
             }
             convert::MODE_OPTION => {
                 let mode = maia_core::Mode::from_id(&value)
                     .ok_or_else(|| invalid_params(format!("unknown mode `{value}`")))?;
                 entry.handle.set_mode(mode);
+                entry.choices.lock().mode = mode;
                 self.send_update(
                     &session_id,
                     SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),
@@ -73,7 +78,7 @@ impl Agent {
             }
             other => return Err(invalid_params(format!("unknown config option `{other}`"))),
         }
-        let options = convert::config_options(entry.handle.model(), &models, entry.handle.mode());
+        let options = entry.choices.lock().options();
         to_value(&SetSessionConfigOptionResponse::new(options))
     }
 

@@ -81,15 +81,47 @@ pub async fn serve_stdio(options: EngineOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The models offered for a session (shared with its pump).
-type Models = Arc<Mutex<Vec<String>>>;
+/// What a session offers and uses, as this front door knows it: the
+/// models listed, the model and the mode. The session owns the real
+/// values (changed through its handle); this copy follows the requests
+/// that change them and the session's `ModelChanged` events. Shared by
+/// the request handlers and the session's pump.
+#[derive(Debug, Clone, Default)]
+struct Choices {
+    models: Vec<String>,
+    model: Option<String>,
+    mode: maia_core::Mode,
+}
+
+impl Choices {
+    /// The session's config options as the client sees them.
+    fn options(&self) -> Vec<agent_client_protocol_schema::v1::SessionConfigOption> {
+        convert::config_options(self.model.clone(), &self.models, self.mode)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct SharedChoices(Arc<Mutex<Choices>>);
+
+impl SharedChoices {
+    fn new(choices: Choices) -> Self {
+        SharedChoices(Arc::new(Mutex::new(choices)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Choices> {
+        // Every change is one assignment: a panic cannot leave it half-made.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 use forward::Pending;
 
 struct SessionEntry {
     handle: SessionHandle,
     pending: Pending,
-    models: Models,
+    choices: SharedChoices,
     /// Cancelled when the session's pump has ended (the session stopped and
     /// its last prompt was answered).
     done: tokio_util::sync::CancellationToken,

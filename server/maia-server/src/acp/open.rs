@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{
     ClientCapabilities, ClientRequest, LoadSessionResponse, McpServer, NewSessionResponse,
@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use super::forward::{Forwarder, Pending};
 use super::{
-    Agent, CLOSE_WAIT, MODEL_LIST_WAIT, Models, SessionEntry, Slot, ask, auth, convert, fs,
-    invalid_params, peer, terminal, to_value, unknown_session,
+    Agent, CLOSE_WAIT, Choices, MODEL_LIST_WAIT, SessionEntry, SharedChoices, Slot, ask, auth,
+    convert, fs, invalid_params, peer, terminal, to_value, unknown_session,
 };
 
 /// How a session is opened.
@@ -240,16 +240,19 @@ impl Agent {
         fs.bind(handle.id());
         handle.use_client(client_tools(&self.conn, &caps, handle.id()));
         let session_id = handle.id().to_owned();
-        handle.default_model_from(&listed);
-        let models: Models = Arc::new(Mutex::new(listed.clone()));
+        let choices = Choices {
+            model: handle.default_model_from(&listed),
+            models: listed,
+            mode: handle.initial_mode(),
+        };
+        let (options, modes) = (choices.options(), convert::modes(choices.mode));
+        let choices = SharedChoices::new(choices);
         let forwarder = Forwarder {
             conn: self.conn.clone(),
             session_id: session_id.clone(),
             pending: Pending::default(),
             caps: caps.clone(),
-            model: handle.shared_model(),
-            mode: handle.shared_mode(),
-            models: models.clone(),
+            choices: choices.clone(),
         };
         if !matches!(how, Open::New) {
             if matches!(how, Open::Load(_)) {
@@ -262,14 +265,12 @@ impl Agent {
                 forwarder.forward(event);
             }
         }
-        let options = convert::config_options(handle.model(), &listed, handle.mode());
-        let modes = convert::modes(handle.mode());
         let result = how.response(&session_id, modes, options);
         let done = tokio_util::sync::CancellationToken::new();
         let entry = Arc::new(SessionEntry {
             handle: handle.clone(),
             pending: forwarder.pending.clone(),
-            models,
+            choices,
             done: done.clone(),
         });
         // Registered before the answer is written: a request sent the
