@@ -47,4 +47,4 @@ pub use event::{
 };
 pub use mode::Mode;
 pub use prompt::PromptPart;
-pub use session::{Busy, SessionHandle, default_model, reserved_tool_names};
+pub use session::{Busy, SessionHandle, reserved_tool_names};

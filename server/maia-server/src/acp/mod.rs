@@ -8,6 +8,12 @@
 //!   (the engine's `TurnEnded`), so no update of a turn follows its response;
 //! - nothing is sent for a session before its `session/new` response;
 //! - `fs/*` requests are sent only when the client advertised them.
+//!
+//! Here: the input loop, dispatch and the session table. Opening sessions
+//! (one path for `session/new`, `load` and `resume`) and the queue of
+//! messages waiting for an open are in `open`, requests on an open session
+//! in `manage`, the per-session pump in `forward`, prompt content in
+//! `prompt`.
 
 mod ask;
 mod auth;
