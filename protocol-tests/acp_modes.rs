@@ -204,3 +204,47 @@ async fn bypass_still_refuses_catastrophic_commands_and_keeps_the_sandbox() {
         "inside\n"
     );
 }
+
+/// The session owns its mode: a change sent while a turn waits on a
+/// permission question reaches the turn at its next batch of tool calls
+/// (the one already authorising keeps the mode it started with).
+#[tokio::test]
+async fn a_mode_change_during_a_turn_applies_from_the_next_batch() {
+    let mut maia = Maia::start().await;
+    let (sid, _) = open(&mut maia).await;
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "b1",
+        "Bash",
+        json!({"command": "touch first"}),
+    )]));
+    maia.mock.push(write_call("a.txt"));
+    maia.mock.push(mock::text_reply("ok"));
+    let prompt = maia.prompt(&sid, "go").await;
+    let (asked, _) = maia
+        .wait_for(|m| m["method"] == "session/request_permission")
+        .await;
+    // Answered before the question is: the change is queued by now.
+    let id = maia
+        .request(
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": "read-only"}),
+        )
+        .await;
+    let (changed, _) = maia.response(id).await;
+    assert!(changed.get("error").is_none(), "{changed}");
+    let answer = choose("allow_once")(&asked).unwrap();
+    maia.respond(&asked["id"], answer).await;
+    let (resp, during) = maia.response(prompt).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn");
+    assert!(no_permission_asked(&during), "{during:?}");
+    assert!(
+        maia.path("first").exists(),
+        "the first batch ran as allowed"
+    );
+    assert!(!maia.path("a.txt").exists(), "the write ran in read-only");
+    let refused = tool_results(&maia, 2);
+    assert!(
+        refused.iter().any(|t| t.contains("read-only")),
+        "{refused:?}"
+    );
+}

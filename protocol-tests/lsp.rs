@@ -20,13 +20,12 @@ use tokio::sync::mpsc;
 use crate::harness::WAIT;
 
 /// An LSP client driving a `maia lsp` process.
-struct Lsp {
-    #[allow(dead_code)]
-    child: Child,
+pub(crate) struct Lsp {
+    pub(crate) child: Child,
     stdin: ChildStdin,
     rx: mpsc::UnboundedReceiver<Result<Value, String>>,
     next_id: u64,
-    mock: MockLlm,
+    pub(crate) mock: MockLlm,
     #[allow(dead_code)]
     home: TempDir,
     cwd: TempDir,
@@ -35,26 +34,26 @@ struct Lsp {
 }
 
 /// What a test does with a request from the server.
-type Answer<'a> = &'a mut dyn FnMut(&Value) -> Option<Vec<Value>>;
+pub(crate) type Answer<'a> = &'a mut dyn FnMut(&Value) -> Option<Vec<Value>>;
 
-fn response(id: &Value, result: Value) -> Value {
+pub(crate) fn response(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
-fn notification(method: &str, params: Value) -> Value {
+pub(crate) fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
-fn is_request(m: &Value, method: &str) -> bool {
+pub(crate) fn is_request(m: &Value, method: &str) -> bool {
     m["method"] == method && m.get("id").is_some()
 }
 
-fn progress_kind(m: &Value) -> Option<&str> {
+pub(crate) fn progress_kind(m: &Value) -> Option<&str> {
     (m["method"] == "$/progress").then(|| m["params"]["value"]["kind"].as_str())?
 }
 
 /// Client capabilities like VS Code's, as far as MAIA looks at them.
-fn vscode_caps() -> Value {
+pub(crate) fn vscode_caps() -> Value {
     json!({
         "window": {"workDoneProgress": true, "showDocument": {"support": true},
                    "showMessage": {"messageActionItem": {"additionalPropertiesSupport": true}}},
@@ -65,7 +64,7 @@ fn vscode_caps() -> Value {
 }
 
 impl Lsp {
-    async fn start(settings: Value) -> Lsp {
+    pub(crate) async fn start(settings: Value) -> Lsp {
         let mock = MockLlm::start().await;
         let home = tempfile::tempdir().unwrap();
         let cwd = tempfile::tempdir().unwrap();
@@ -150,22 +149,22 @@ impl Lsp {
         }
     }
 
-    fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.cwd.path().canonicalize().unwrap().join(rel)
     }
 
-    fn uri(&self, rel: &str) -> String {
+    pub(crate) fn uri(&self, rel: &str) -> String {
         format!("file://{}", self.path(rel).display())
     }
 
-    async fn send(&mut self, message: &Value) {
+    pub(crate) async fn send(&mut self, message: &Value) {
         let body = message.to_string();
         let framed = format!("Content-Length: {}\r\n\r\n{body}", body.len());
         self.stdin.write_all(framed.as_bytes()).await.unwrap();
         self.stdin.flush().await.unwrap();
     }
 
-    async fn request(&mut self, method: &str, params: Value) -> u64 {
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
@@ -173,11 +172,11 @@ impl Lsp {
         id
     }
 
-    async fn notify(&mut self, method: &str, params: Value) {
+    pub(crate) async fn notify(&mut self, method: &str, params: Value) {
         self.send(&notification(method, params)).await;
     }
 
-    async fn next(&mut self) -> Value {
+    pub(crate) async fn next(&mut self) -> Value {
         let got = tokio::time::timeout(WAIT, self.rx.recv())
             .await
             .expect("timed out waiting for a message from maia lsp")
@@ -189,7 +188,7 @@ impl Lsp {
 
     /// Handles one server request: `answer` first, then the defaults
     /// (progress creation and showDocument succeed).
-    async fn answer_request(&mut self, m: &Value, answer: Answer<'_>) {
+    pub(crate) async fn answer_request(&mut self, m: &Value, answer: Answer<'_>) {
         let replies = answer(m).unwrap_or_else(|| {
             if is_request(m, "window/workDoneProgress/create") {
                 vec![response(&m["id"], Value::Null)]
@@ -206,7 +205,11 @@ impl Lsp {
 
     /// Reads messages until `done` holds for one (returned last), answering
     /// server requests on the way.
-    async fn until(&mut self, done: impl Fn(&Value) -> bool, answer: Answer<'_>) -> Vec<Value> {
+    pub(crate) async fn until(
+        &mut self,
+        done: impl Fn(&Value) -> bool,
+        answer: Answer<'_>,
+    ) -> Vec<Value> {
         let mut seen = Vec::new();
         loop {
             let m = self.next().await;
@@ -222,14 +225,14 @@ impl Lsp {
     }
 
     /// The response to request `id`.
-    async fn response(&mut self, id: u64, answer: Answer<'_>) -> Value {
+    pub(crate) async fn response(&mut self, id: u64, answer: Answer<'_>) -> Value {
         let seen = self
             .until(|m| m.get("method").is_none() && m["id"] == id, answer)
             .await;
         seen.last().unwrap().clone()
     }
 
-    async fn initialize(&mut self, caps: Value) -> Value {
+    pub(crate) async fn initialize(&mut self, caps: Value) -> Value {
         let root = self.uri("");
         let id = self
             .request(
@@ -244,7 +247,7 @@ impl Lsp {
         r
     }
 
-    async fn open(&mut self, rel: &str, text: &str) {
+    pub(crate) async fn open(&mut self, rel: &str, text: &str) {
         std::fs::write(self.path(rel), text).unwrap();
         let uri = self.uri(rel);
         self.notify(
@@ -255,7 +258,7 @@ impl Lsp {
     }
 
     /// Sends `maia.ask` without waiting for anything; returns the request id.
-    async fn start_ask(&mut self, rel: &str, range: Value, intent: &str) -> u64 {
+    pub(crate) async fn start_ask(&mut self, rel: &str, range: Value, intent: &str) -> u64 {
         let uri = self.uri(rel);
         self.request(
             "workspace/executeCommand",
@@ -266,7 +269,12 @@ impl Lsp {
     }
 
     /// The code actions on `range` of `rel`.
-    async fn code_actions(&mut self, rel: &str, range: Value, answer: Answer<'_>) -> Vec<Value> {
+    pub(crate) async fn code_actions(
+        &mut self,
+        rel: &str,
+        range: Value,
+        answer: Answer<'_>,
+    ) -> Vec<Value> {
         let uri = self.uri(rel);
         let id = self
             .request(
@@ -281,7 +289,7 @@ impl Lsp {
 
     /// Runs the command of a code action, as a client does when the user
     /// picks it; returns the result.
-    async fn execute(&mut self, action: &Value, answer: Answer<'_>) -> Value {
+    pub(crate) async fn execute(&mut self, action: &Value, answer: Answer<'_>) -> Value {
         let command = &action["command"];
         let id = self
             .request(
@@ -295,7 +303,7 @@ impl Lsp {
     }
 
     /// The diagnostics last published for `rel`.
-    fn diagnostics(&self, rel: &str) -> Option<Vec<Value>> {
+    pub(crate) fn diagnostics(&self, rel: &str) -> Option<Vec<Value>> {
         let uri = self.uri(rel);
         self.log
             .iter()
@@ -304,7 +312,7 @@ impl Lsp {
     }
 
     /// Runs `maia.ask`; returns its result.
-    async fn ask(&mut self, rel: &str, range: Value, intent: &str) -> Value {
+    pub(crate) async fn ask(&mut self, rel: &str, range: Value, intent: &str) -> Value {
         let uri = self.uri(rel);
         let id = self
             .request(
@@ -321,7 +329,7 @@ impl Lsp {
     /// Runs `maia.ask` and its whole turn, answering server requests with
     /// `answer` (they may come before the command's response); returns the
     /// command's result and every message of the turn.
-    async fn ask_turn(
+    pub(crate) async fn ask_turn(
         &mut self,
         rel: &str,
         range: Value,
@@ -349,7 +357,7 @@ impl Lsp {
     }
 
     /// Reads until the turn's `maia/stream` end.
-    async fn turn(&mut self, answer: Answer<'_>) -> Vec<Value> {
+    pub(crate) async fn turn(&mut self, answer: Answer<'_>) -> Vec<Value> {
         self.until(
             |m| m["method"] == "maia/stream" && m["params"]["kind"] == "end",
             answer,
@@ -390,7 +398,7 @@ fn helix_caps() -> Value {
            "workspace": {"applyEdit": true, "workspaceEdit": {"documentChanges": true}}})
 }
 
-fn range(l1: u32, c1: u32, l2: u32, c2: u32) -> Value {
+pub(crate) fn range(l1: u32, c1: u32, l2: u32, c2: u32) -> Value {
     json!({"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}})
 }
 
@@ -433,7 +441,7 @@ fn tool_message(mock: &MockLlm, n: usize, call_id: &str) -> String {
         .to_owned()
 }
 
-fn read(path: &Path) -> String {
+pub(crate) fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap()
 }
 

@@ -27,6 +27,7 @@ mod cli_login;
 mod fuzz_replay;
 mod litellm;
 mod lsp;
+mod lsp_lifecycle;
 mod neovim;
 mod registry;
 mod robustness;

@@ -5,7 +5,7 @@
 //! [`crate::SessionHandle::use_client`]; without them Bash runs here and
 //! `AskUser` shows its question as text.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use maia_tools::Terminals;
 
@@ -52,22 +52,5 @@ impl std::fmt::Debug for ClientTools {
             .field("terminals", &self.terminals.is_some())
             .field("asker", &self.asker.is_some())
             .finish()
-    }
-}
-
-/// The session's [`ClientTools`], set by the front door after the session
-/// started and read at each batch of tool calls.
-#[derive(Clone, Default, Debug)]
-pub(crate) struct SharedClient(Arc<Mutex<ClientTools>>);
-
-impl SharedClient {
-    pub fn get(&self) -> ClientTools {
-        self.0.lock().map(|c| c.clone()).unwrap_or_default()
-    }
-
-    pub fn set(&self, tools: ClientTools) {
-        if let Ok(mut c) = self.0.lock() {
-            *c = tools;
-        }
     }
 }

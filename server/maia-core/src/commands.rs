@@ -236,7 +236,7 @@ impl Session {
             Err(e) => Err(e.to_string()),
         };
         if args.is_empty() {
-            let current_model = self.model.get();
+            let current_model = self.model.clone();
             let current = current_model
                 .clone()
                 .unwrap_or_else(|| "(not chosen yet)".into());
@@ -275,7 +275,7 @@ impl Session {
             ));
             return;
         }
-        self.model.set(Some(args.to_owned()));
+        self.model = Some(args.to_owned());
         self.emit(Event::ModelChanged(args.to_owned()));
         self.say(format!("Now using `{args}`."));
     }
@@ -292,7 +292,7 @@ impl Session {
             ),
             None => "none (no MAIA.md, CLAUDE.md or AGENTS.md here)".to_owned(),
         };
-        let model = self.model.get();
+        let model = self.model.clone();
         // The meter's numbers: what the last usage_update said, or would say.
         let used = self.context_tokens();
         let meter = match self.window {

@@ -47,7 +47,7 @@ pub use event::{
     PermissionReply, PermissionRequest, StopReason, ToolCallPatch, ToolCallView, ToolContent,
     ToolStatus,
 };
-pub use mode::{Mode, SharedMode};
+pub use mode::Mode;
 pub use prompt::PromptPart;
-pub use session::{Busy, SessionHandle, SharedModel};
+pub use session::{Busy, SessionHandle};
 pub use tools::reserved_tool_names;

@@ -7,8 +7,6 @@
 //!   a planning mode;
 //! - `bypass`: everything is allowed except what a deny rule forbids.
 
-use std::sync::{Arc, Mutex};
-
 /// A session mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -61,22 +59,6 @@ impl Mode {
 
     pub fn from_id(id: &str) -> Option<Mode> {
         Mode::ALL.into_iter().find(|m| m.id() == id)
-    }
-}
-
-/// The mode of a session, shared between the session and its handle.
-#[derive(Debug, Clone, Default)]
-pub struct SharedMode(Arc<Mutex<Mode>>);
-
-impl SharedMode {
-    pub fn get(&self) -> Mode {
-        self.0.lock().map(|m| *m).unwrap_or_default()
-    }
-
-    pub fn set(&self, mode: Mode) {
-        if let Ok(mut m) = self.0.lock() {
-            *m = mode;
-        }
     }
 }
 

@@ -3,6 +3,18 @@
 //!
 //! Every message of the conversation is appended to the session's journal
 //! (see [`crate::store`]) as it happens.
+//!
+//! The session's task owns its mode, model and client tools as plain
+//! fields; the handle changes them by sending a [`Change`] on a queue of
+//! their own beside the prompt queue. The idle task takes waiting changes
+//! before the next prompt (a change sent before a prompt applies to it);
+//! a running turn takes them at its checkpoints, before each model request
+//! and each batch of tool calls, so a mode switch made mid-turn governs the
+//! next batch, as the shared cells this replaced did. A second queue rather
+//! than one: a turn taking changes must never meet a prompt. The front
+//! door keeps its own copy of what it set, and hears of the changes the
+//! session makes itself (settings, `/model`, the model list) through
+//! [`Event::ModelChanged`].
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +31,7 @@ use crate::conversation::Conversation;
 use crate::custom_tools::LoadedTools;
 use crate::engine::EngineOptions;
 use crate::event::{CommandEntry, Event, NoticeLevel, StopReason};
-use crate::mode::{Mode, SharedMode};
+use crate::mode::Mode;
 use crate::permission;
 use crate::permission::Broker;
 use crate::project::Project;
@@ -42,35 +54,37 @@ enum Op {
     },
 }
 
+/// A change to what the session uses, sent by its handle. The session
+/// owns its mode, model and client tools as plain fields and applies the
+/// changes in order: between turns, before it takes the next prompt, and
+/// inside a turn at its checkpoints (before each model request and each
+/// batch of tool calls). Changes travel on their own queue so a turn can
+/// take them without ever meeting a prompt (no prompt is queued while a
+/// turn runs: the handle refuses it), and the idle task takes them before
+/// a prompt sent after them. So a mode change made before a prompt applies
+/// to that prompt, and one made during a turn applies from its next batch
+/// of tool calls — what the shared cells this replaces gave.
+pub(crate) enum Change {
+    Mode(Mode),
+    Model(String),
+    /// The endpoint's model list, when the session has no model yet.
+    DefaultModel(Vec<String>),
+    Client(crate::client::ClientTools),
+}
+
 /// Drives one session. Cloneable; the session ends when every clone is gone.
 #[derive(Clone)]
 pub struct SessionHandle {
     id: String,
     cwd: PathBuf,
     ops: mpsc::UnboundedSender<Op>,
+    changes: mpsc::UnboundedSender<Change>,
     turn: Arc<Mutex<Option<CancellationToken>>>,
     busy: Arc<AtomicBool>,
-    model: SharedModel,
-    mode: SharedMode,
+    /// The model the session started with (forced or configured).
+    initial_model: Option<String>,
     /// Cancelled once the session has stopped and released its journal.
     ended: CancellationToken,
-    client: crate::client::SharedClient,
-}
-
-/// The model a session uses, readable and settable from both sides.
-#[derive(Debug, Clone, Default)]
-pub struct SharedModel(Arc<Mutex<Option<String>>>);
-
-impl SharedModel {
-    pub fn get(&self) -> Option<String> {
-        self.0.lock().ok().and_then(|m| m.clone())
-    }
-
-    pub fn set(&self, model: Option<String>) {
-        if let Ok(mut m) = self.0.lock() {
-            *m = model;
-        }
-    }
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -121,50 +135,48 @@ impl SessionHandle {
         }
     }
 
-    /// The model in use, if chosen.
-    pub fn model(&self) -> Option<String> {
-        self.model.get()
+    /// The model the session started with, if one is forced or
+    /// configured. Later changes are the caller's own or arrive as
+    /// [`Event::ModelChanged`].
+    pub fn initial_model(&self) -> Option<String> {
+        self.initial_model.clone()
     }
 
-    /// The session's mode.
-    pub fn mode(&self) -> Mode {
-        self.mode.get()
+    /// The mode every session starts in. Later changes are the caller's own.
+    pub fn initial_mode(&self) -> Mode {
+        Mode::default()
     }
 
-    /// Changes the mode; it applies to the next tool call.
+    /// Changes the mode; it applies from the next batch of tool calls.
     pub fn set_mode(&self, mode: Mode) {
-        self.mode.set(mode);
-    }
-
-    /// The shared mode cell (for front doors that watch it).
-    pub fn shared_mode(&self) -> SharedMode {
-        self.mode.clone()
-    }
-
-    /// The shared model cell (for front doors that watch it).
-    pub fn shared_model(&self) -> SharedModel {
-        self.model.clone()
+        self.change(Change::Mode(mode));
     }
 
     /// Switches the model for the next requests.
     pub fn set_model(&self, model: String) {
-        self.model.set(Some(model));
+        self.change(Change::Model(model));
     }
 
     /// Takes the default model from the endpoint's list when none is
-    /// forced or configured (see [`default_model`]).
-    pub fn default_model_from(&self, listed: &[String]) {
-        if self.model.get().is_none()
-            && let Some(model) = default_model(listed.iter().map(String::as_str))
-        {
-            self.model.set(Some(model.to_owned()));
+    /// forced or configured (see [`default_model`]); returns the model the
+    /// session then uses.
+    pub fn default_model_from(&self, listed: &[String]) -> Option<String> {
+        if self.initial_model.is_some() {
+            return self.initial_model.clone();
         }
+        self.change(Change::DefaultModel(listed.to_vec()));
+        default_model(listed.iter().map(String::as_str)).map(str::to_owned)
     }
 
     /// Gives the session's tools the editor's services (terminals,
     /// questions); they apply from the next batch of tool calls.
     pub fn use_client(&self, tools: crate::client::ClientTools) {
-        self.client.set(tools);
+        self.change(Change::Client(tools));
+    }
+
+    fn change(&self, change: Change) {
+        // The session has ended when this fails: nothing left to change.
+        let _ = self.changes.send(change);
     }
 
     /// Whether a turn is running.
@@ -201,9 +213,11 @@ pub(crate) struct Session {
     pub options: Arc<EngineOptions>,
     pub settings: Settings,
     pub llm: Result<LlmClient, LlmError>,
-    /// The model in use, shared with the handle (`None` until chosen).
-    pub model: SharedModel,
-    pub mode: SharedMode,
+    /// The model in use (`None` until chosen).
+    pub model: Option<String>,
+    pub mode: Mode,
+    /// Changes from the handle, applied by [`Session::apply_changes`].
+    changes: mpsc::UnboundedReceiver<Change>,
     /// The history and its journal, owned together.
     pub conversation: Conversation,
     pub fs: Arc<dyn FileSystem>,
@@ -240,7 +254,7 @@ pub(crate) struct Session {
     /// Where [`Session::window`] came from (`manual`, `modelInfo`, …).
     pub window_source: Option<&'static str>,
     /// The editor's services for the tools.
-    pub(crate) client: crate::client::SharedClient,
+    pub(crate) client: crate::client::ClientTools,
     /// An `AskUser` question was shown as text: the turn ends after the
     /// batch, so the user can answer.
     pub(crate) asked_as_text: Arc<AtomicBool>,
@@ -276,6 +290,38 @@ pub struct TurnPrompt {
 }
 
 impl Session {
+    /// Applies the changes the handle sent so far (a turn's checkpoint).
+    pub(crate) fn apply_changes(&mut self) {
+        while let Ok(change) = self.changes.try_recv() {
+            self.apply(change);
+        }
+    }
+
+    fn apply(&mut self, change: Change) {
+        match change {
+            Change::Mode(mode) => self.mode = mode,
+            Change::Model(model) => self.model = Some(model),
+            Change::DefaultModel(listed) => {
+                if self.model.is_none() {
+                    self.model =
+                        default_model(listed.iter().map(String::as_str)).map(str::to_owned);
+                }
+            }
+            Change::Client(tools) => self.client = tools,
+        }
+    }
+
+    /// Uses `model` from now on, telling the front door when it changed
+    /// (a change the session makes itself: settings, `/model`, the list).
+    pub(crate) fn use_model(&mut self, model: Option<String>) {
+        if model != self.model {
+            self.model = model;
+            if let Some(name) = &self.model {
+                self.emit(Event::ModelChanged(name.clone()));
+            }
+        }
+    }
+
     pub fn emit(&self, event: Event) {
         let _ = self.events.send(event);
     }
@@ -338,7 +384,7 @@ impl Session {
             id: &self.id,
         });
         if self.options.model.is_none() && project.settings.model.is_some() {
-            self.model.set(project.settings.model.clone());
+            self.use_model(project.settings.model.clone());
         }
         let Project {
             settings,
@@ -447,25 +493,22 @@ pub(crate) fn spawn(
         custom_tools: loaded_tools,
         pending_tools: new_tools,
     } = project;
-    let mode = SharedMode::default();
-    let model = SharedModel::default();
-    model.set(options.model.clone().or_else(|| settings.model.clone()));
+    let model = options.model.clone().or_else(|| settings.model.clone());
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
+    let (changes_tx, changes) = mpsc::unbounded_channel();
     let busy = Arc::new(AtomicBool::new(false));
     let turn = Arc::new(Mutex::new(None));
     let ended = CancellationToken::new();
-    let client = crate::client::SharedClient::default();
     let handle = SessionHandle {
         id: id.clone(),
         cwd: cwd.clone(),
         ops: ops_tx,
+        changes: changes_tx,
         turn: turn.clone(),
         busy: busy.clone(),
-        model: model.clone(),
-        mode: mode.clone(),
+        initial_model: model.clone(),
         ended: ended.clone(),
-        client: client.clone(),
     };
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
         tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
@@ -517,7 +560,8 @@ pub(crate) fn spawn(
         settings,
         llm,
         model,
-        mode,
+        mode: Mode::default(),
+        changes,
         fs,
         reads: Arc::new(ReadTracker::default()),
         broker: Arc::new(Mutex::new(broker)),
@@ -538,7 +582,7 @@ pub(crate) fn spawn(
         windows: windows.clone(),
         window: None,
         window_source: None,
-        client,
+        client: crate::client::ClientTools::default(),
         asked_as_text: Arc::default(),
         vision: crate::images::VisionCache::new(windows.catalogue().clone()),
         turn_images: Vec::new(),
@@ -563,9 +607,20 @@ pub(crate) fn spawn(
     crate::mcp::watch(&session.mcp, session.events.clone());
     prefetch_window(&session);
     tokio::spawn(async move {
-        while let Some(op) = ops_rx.recv().await {
+        loop {
+            // A change sent before a prompt is taken before it.
+            let op = tokio::select! {
+                biased;
+                Some(change) = session.changes.recv() => {
+                    session.apply(change);
+                    continue;
+                }
+                op = ops_rx.recv() => op,
+            };
+            let Some(op) = op else { break };
             match op {
                 Op::Prompt { parts, cancel } => {
+                    session.apply_changes();
                     let stop = session.run_prompt(parts, &cancel).await;
                     let stop = if cancel.is_cancelled() {
                         StopReason::Cancelled
@@ -603,7 +658,7 @@ fn prefetch_window(session: &Session) {
     );
     tokio::spawn(async move {
         let cancel = CancellationToken::new();
-        let model = match model.get() {
+        let model = match model {
             Some(model) => model,
             None => match windows.catalogue().list(&llm, &cancel).await {
                 Ok(models) => match default_model(models.iter().map(|m| m.id.as_str())) {

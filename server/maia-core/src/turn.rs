@@ -133,8 +133,8 @@ impl Session {
             pending_tools: self.pending_tools.clone(),
             mcp: self.mcp.clone(),
             todos: self.todos.clone(),
-            model: self.model.get(),
-            asker: self.client.get().asker,
+            model: self.model.clone(),
+            asker: self.client.asker.clone(),
             asked_as_text: self.asked_as_text.clone(),
         })
     }
@@ -155,6 +155,8 @@ impl Session {
         Vec<crate::event::ToolCallView>,
         Vec<Vec<maia_tools::ImageData>>,
     ) {
+        // A checkpoint: mode and client changes sent meanwhile apply here.
+        self.apply_changes();
         let registry = self.tool_registry();
         let batch = crate::tools::registry::Batch {
             events: self.events.clone(),
@@ -168,11 +170,11 @@ impl Session {
                     self.cwd.clone(),
                 )),
                 sandbox: self.sandbox.clone(),
-                terminals: self.client.get().terminals,
+                terminals: self.client.terminals.clone(),
                 on_terminal: None,
             },
             broker: self.broker.clone(),
-            mode: self.mode.get(),
+            mode: self.mode,
             home: self.options.home.clone(),
             sandbox_failures: self.sandbox_failures.clone(),
             ask: tokio::sync::Mutex::new(()),
@@ -187,7 +189,8 @@ impl Session {
         &mut self,
         cancel: &CancellationToken,
     ) -> Result<String, String> {
-        if let Some(model) = self.model.get() {
+        self.apply_changes();
+        if let Some(model) = self.model.clone() {
             return Ok(model);
         }
         let llm = self.llm.as_ref().map_err(|e| e.to_string())?;
@@ -200,7 +203,7 @@ impl Session {
             {
                 Some(first) => {
                     tracing::info!(model = %first, "using the first model listed");
-                    self.model.set(Some(first.to_owned()));
+                    self.use_model(Some(first.to_owned()));
                     Ok(first.to_owned())
                 }
                 None => Err(format!(

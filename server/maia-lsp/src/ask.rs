@@ -204,7 +204,10 @@ pub async fn ask(inner: &Arc<Inner>, arg: Value) -> Result<Value> {
     );
     let answer = answer_path(&folder);
     let answer_uri = Uri::from_file_path(&answer).ok_or_else(Error::internal_error)?;
-    let session = inner.session_for(&folder);
+    let session = inner.session_for(&folder).await.map_err(|e| {
+        tracing::error!(folder = %folder.display(), "cannot start a session: {e}");
+        Error::internal_error()
+    })?;
     session.handle.prompt(parts).map_err(|_| {
         Error::invalid_params(format!(
             "MAIA is already answering in {}; wait for it or run maia.cancel",

@@ -53,15 +53,42 @@ pub const COMMANDS: [&str; 5] = [
     review::PERMISSION_COMMAND,
 ];
 
-/// Serves LSP on this process's stdin and stdout until the client exits.
-pub async fn serve_stdio(options: EngineOptions) {
+/// How long a stop waits for running turns to end and sessions to close.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// Serves LSP on this process's stdin and stdout until the client exits or
+/// `stop` resolves (the server's SIGTERM, SIGINT or SIGHUP). On a stop,
+/// running turns are cancelled (their answers end `cancelled`), sessions
+/// end (their commands' process groups killed, journals closed) and the
+/// output is given a moment to drain before returning.
+pub async fn serve_stdio(
+    options: EngineOptions,
+    stop: impl std::future::Future<Output = &'static str>,
+) {
     let engine = Engine::new(options);
-    let (service, socket) = LspService::build(move |client| Backend::new(client, engine))
-        .custom_method("window/workDoneProgress/cancel", Backend::progress_cancel)
-        .finish();
-    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
-        .serve(service)
-        .await;
+    let backend: Arc<OnceLock<Arc<Inner>>> = Arc::default();
+    let slot = backend.clone();
+    let (service, socket) = LspService::build(move |client| {
+        let backend = Backend::new(client, engine);
+        let _ = slot.set(backend.inner.clone());
+        backend
+    })
+    .custom_method("window/workDoneProgress/cancel", Backend::progress_cancel)
+    .finish();
+    let serve = Server::new(tokio::io::stdin(), tokio::io::stdout(), socket).serve(service);
+    tokio::pin!(serve);
+    tokio::select! {
+        () = &mut serve => return,
+        signal = stop => tracing::info!(signal, "signal received; shutting down"),
+    }
+    // The server keeps running (its output drains) while sessions stop.
+    if let Some(inner) = backend.get().cloned() {
+        tokio::select! {
+            () = &mut serve => return,
+            () = inner.stop_all(STOP_WAIT) => {}
+        }
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(100), &mut serve).await;
 }
 
 /// What the client can do, decided once at `initialize`.
@@ -99,6 +126,10 @@ impl Caps {
     }
 }
 
+/// A folder's session once started; two asks for a new folder share the
+/// one being started.
+type SessionCell = Arc<tokio::sync::OnceCell<Arc<Session>>>;
+
 /// One engine session (one per workspace folder).
 pub(crate) struct Session {
     pub handle: SessionHandle,
@@ -125,7 +156,9 @@ pub(crate) struct Inner {
     pub reviews: Arc<Reviews>,
     pub caps: OnceLock<Caps>,
     folders: Mutex<Vec<PathBuf>>,
-    sessions: Mutex<HashMap<PathBuf, Arc<Session>>>,
+    /// One cell per folder, filled once its session has started; the lock
+    /// is held only for map operations, never while a session loads.
+    sessions: Mutex<HashMap<PathBuf, SessionCell>>,
     /// Running turns by progress token.
     pub turns: Mutex<HashMap<String, SessionHandle>>,
     pub answers: Mutex<Vec<Answer>>,
@@ -153,44 +186,89 @@ impl Inner {
             .unwrap_or_else(|| PathBuf::from("/"))
     }
 
-    /// The folder's session, started if needed.
-    pub fn session_for(&self, folder: &Path) -> Arc<Session> {
-        let Ok(mut sessions) = self.sessions.lock() else {
-            return self.start_session(folder);
-        };
-        sessions
+    /// The folder's session, started if needed. Settings, rules, skills
+    /// and the journal are read on the blocking pool; two asks for a new
+    /// folder wait for the same start.
+    pub async fn session_for(&self, folder: &Path) -> std::io::Result<Arc<Session>> {
+        let cell = self
+            .lock_sessions()
             .entry(folder.to_path_buf())
-            .or_insert_with(|| self.start_session(folder))
-            .clone()
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| self.start_session(folder))
+            .await
+            .cloned()
     }
 
-    fn start_session(&self, folder: &Path) -> Arc<Session> {
+    async fn start_session(&self, folder: &Path) -> std::io::Result<Arc<Session>> {
         let fs = edits::EditorFs::new(
             self.client.clone(),
             self.docs.clone(),
             self.caps().annotations,
             (!self.caps().annotations).then(|| self.reviews.clone()),
         );
-        let (handle, events) = self
-            .engine
-            .start_session(folder.to_path_buf(), Arc::new(fs));
+        let (engine, cwd) = (self.engine.clone(), folder.to_path_buf());
+        let (handle, events) =
+            tokio::task::spawn_blocking(move || engine.start_session(cwd, Arc::new(fs)))
+                .await
+                .map_err(std::io::Error::other)?;
         tracing::info!(session = handle.id(), folder = %folder.display(), "session started");
-        Arc::new(Session {
+        Ok(Arc::new(Session {
             handle,
             events: tokio::sync::Mutex::new(events),
-        })
+        }))
+    }
+
+    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, SessionCell>> {
+        // Every change is one insert or remove: a panic cannot leave the
+        // map half-changed.
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The live sessions of `folder`, or of every folder.
     fn sessions_of(&self, folder: Option<&Path>) -> Vec<Arc<Session>> {
-        let Ok(sessions) = self.sessions.lock() else {
-            return Vec::new();
-        };
-        sessions
+        self.lock_sessions()
             .iter()
             .filter(|(f, _)| folder.is_none_or(|folder| f.as_path() == folder))
-            .map(|(_, s)| s.clone())
+            .filter_map(|(_, cell)| cell.get().cloned())
             .collect()
+    }
+
+    /// Forgets the sessions of `folder` (or of every folder), cancelling
+    /// their turns; returns those that had started. Each ends once its
+    /// running turn is over.
+    fn close_sessions(&self, folder: Option<&Path>) -> Vec<Arc<Session>> {
+        let mut closed = Vec::new();
+        self.lock_sessions().retain(|f, cell| {
+            let drop = folder.is_none_or(|folder| f.as_path() == folder);
+            if drop && let Some(session) = cell.get() {
+                session.handle.cancel();
+                closed.push(session.clone());
+            }
+            !drop
+        });
+        closed
+    }
+
+    /// Stops every session: turns cancelled, then waits (up to `wait`)
+    /// until each has ended and released its journal.
+    async fn stop_all(&self, wait: std::time::Duration) {
+        let closed = self.close_sessions(None);
+        if let Ok(mut turns) = self.turns.lock() {
+            turns.clear();
+        }
+        let ended: Vec<_> = closed.iter().map(|s| s.handle.ended()).collect();
+        drop(closed);
+        let all = async {
+            for ended in &ended {
+                ended.cancelled().await;
+            }
+        };
+        if tokio::time::timeout(wait, all).await.is_err() {
+            tracing::warn!("sessions did not stop in time");
+        }
     }
 }
 
@@ -320,12 +398,7 @@ impl LanguageServer for Backend {
     }
 
     async fn shutdown(&self) -> Result<()> {
-        for session in self.inner.sessions_of(None) {
-            session.handle.cancel();
-        }
-        if let Ok(mut sessions) = self.inner.sessions.lock() {
-            sessions.clear();
-        }
+        self.inner.close_sessions(None);
         Ok(())
     }
 
@@ -414,17 +487,7 @@ impl LanguageServer for Backend {
             }
             "maia.newSession" => {
                 let folder = self.folder_arg(&params.arguments)?;
-                let mut closed = 0;
-                if let Ok(mut sessions) = self.inner.sessions.lock() {
-                    sessions.retain(|f, s| {
-                        let drop = folder.as_deref().is_none_or(|folder| f.as_path() == folder);
-                        if drop {
-                            s.handle.cancel();
-                            closed += 1;
-                        }
-                        !drop
-                    });
-                }
+                let closed = self.inner.close_sessions(folder.as_deref()).len();
                 Ok(Some(json!({ "closed": closed })))
             }
             other => Err(Error::invalid_params(format!(

@@ -138,7 +138,11 @@ fn serve(lsp: bool, options: maia_core::EngineOptions) -> anyhow::Result<()> {
     }
     let runtime = runtime()?;
     if lsp {
-        runtime.block_on(maia_lsp::serve_stdio(options));
+        runtime.block_on(async {
+            let mut stop = signals::Stop::new()?;
+            maia_lsp::serve_stdio(options, async move { stop.next().await }).await;
+            anyhow::Ok(())
+        })?;
     } else {
         runtime.block_on(acp::serve_stdio(options))?;
     }

@@ -8,34 +8,40 @@
 //!   (the engine's `TurnEnded`), so no update of a turn follows its response;
 //! - nothing is sent for a session before its `session/new` response;
 //! - `fs/*` requests are sent only when the client advertised them.
+//!
+//! Here: the input loop, dispatch and the session table. Opening sessions
+//! (one path for `session/new`, `load` and `resume`) and the queue of
+//! messages waiting for an open are in `open`, requests on an open session
+//! in `manage`, the per-session pump in `forward`, prompt content in
+//! `prompt`.
 
 mod ask;
 mod auth;
 mod convert;
+mod forward;
 mod fs;
+mod manage;
+mod open;
 mod peer;
+mod prompt;
 #[cfg(feature = "llm-providers")]
 mod providers;
 mod terminal;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
-    AgentCapabilities, ClientCapabilities, ClientNotification, ClientRequest, ConfigOptionUpdate,
-    ContentBlock, CurrentModeUpdate, EmbeddedResourceResource, Implementation, InitializeResponse,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionResponse, McpCapabilities,
-    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionResponse,
+    AgentCapabilities, ClientCapabilities, ClientNotification, ClientRequest, Implementation,
+    InitializeResponse, McpCapabilities, PromptCapabilities,
     SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
-    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
-    SessionUpdate, SetSessionConfigOptionResponse,
+    SessionDeleteCapabilities, SessionListCapabilities, SessionResumeCapabilities,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
-use maia_core::{Engine, EngineOptions, Event, PromptPart, SessionHandle};
+use maia_core::{Engine, EngineOptions, SessionHandle};
 use maia_rpc::{Connection, ErrorCode, Id, Incoming, RpcError};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// Serves ACP on this process's stdin and stdout until stdin closes or a
@@ -81,16 +87,47 @@ pub async fn serve_stdio(options: EngineOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The id of the `session/prompt` request being served, if any.
-type Pending = Arc<Mutex<Option<Id>>>;
+/// What a session offers and uses, as this front door knows it: the
+/// models listed, the model and the mode. The session owns the real
+/// values (changed through its handle); this copy follows the requests
+/// that change them and the session's `ModelChanged` events. Shared by
+/// the request handlers and the session's pump.
+#[derive(Debug, Clone, Default)]
+struct Choices {
+    models: Vec<String>,
+    model: Option<String>,
+    mode: maia_core::Mode,
+}
 
-/// The models offered for a session (shared with its pump).
-type Models = Arc<Mutex<Vec<String>>>;
+impl Choices {
+    /// The session's config options as the client sees them.
+    fn options(&self) -> Vec<agent_client_protocol_schema::v1::SessionConfigOption> {
+        convert::config_options(self.model.clone(), &self.models, self.mode)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct SharedChoices(Arc<Mutex<Choices>>);
+
+impl SharedChoices {
+    fn new(choices: Choices) -> Self {
+        SharedChoices(Arc::new(Mutex::new(choices)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Choices> {
+        // Every change is one assignment: a panic cannot leave it half-made.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+use forward::Pending;
 
 struct SessionEntry {
     handle: SessionHandle,
     pending: Pending,
-    models: Models,
+    choices: SharedChoices,
     /// Cancelled when the session's pump has ended (the session stopped and
     /// its last prompt was answered).
     done: tokio_util::sync::CancellationToken,
@@ -151,28 +188,6 @@ const LIST_PAGE: usize = 50;
 
 fn invalid_params(message: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, message)
-}
-
-/// The editor's services for a session's tools, as far as the client
-/// advertised them: Bash in its terminals (`terminal`), `AskUser` as a
-/// form (`elicitation.form`).
-fn client_tools(
-    conn: &Connection,
-    caps: &ClientCapabilities,
-    session_id: &str,
-) -> maia_core::ClientTools {
-    let peer = peer::Peer::new(conn.clone());
-    peer.bind(session_id);
-    // Commands reach the editor's terminal as `maia __terminal`: without a
-    // path to this binary, Bash runs here as for a client without terminals.
-    let terminals = (caps.terminal && maia_tools::process::maia_exe().is_some()).then(|| {
-        let terminals = terminal::ClientTerminals::new(peer.clone());
-        Arc::new(terminals) as Arc<dyn maia_tools::Terminals>
-    });
-    let form = caps.elicitation.as_ref().is_some_and(|e| e.supports_form());
-    let asker =
-        form.then(|| Arc::new(ask::ClientAsker::new(peer.clone())) as Arc<dyn maia_core::Asker>);
-    maia_core::ClientTools { terminals, asker }
 }
 
 fn unknown_session(id: &str) -> RpcError {
@@ -269,37 +284,13 @@ impl Agent {
                 ErrorCode::InvalidRequest,
                 "the connection is not initialized: call `initialize` first",
             )),
-            ClientRequest::NewSessionRequest(req) => {
-                let prompt = req.system_prompt.is_some();
-                return self.spawn_open(
-                    id,
-                    (req.cwd, req.additional_directories),
-                    req.mcp_servers,
-                    Open::New,
-                    prompt,
-                );
-            }
-            ClientRequest::LoadSessionRequest(req) => {
-                let how = Open::Load(req.session_id.0.to_string());
-                let prompt = req.system_prompt.is_some();
-                return self.spawn_open(
-                    id,
-                    (req.cwd, req.additional_directories),
-                    req.mcp_servers,
-                    how,
-                    prompt,
-                );
-            }
-            ClientRequest::ResumeSessionRequest(req) => {
-                let how = Open::Resume(req.session_id.0.to_string());
-                let prompt = req.system_prompt.is_some();
-                return self.spawn_open(
-                    id,
-                    (req.cwd, req.additional_directories),
-                    req.mcp_servers,
-                    how,
-                    prompt,
-                );
+            request @ (ClientRequest::NewSessionRequest(_)
+            | ClientRequest::LoadSessionRequest(_)
+            | ClientRequest::ResumeSessionRequest(_)) => {
+                if let Some(open) = open::OpenRequest::from_request(request) {
+                    self.spawn_open(id, open);
+                }
+                return;
             }
             ClientRequest::CloseSessionRequest(req) => {
                 return self.close_session(id, req.session_id.0.as_ref());
@@ -426,312 +417,6 @@ impl Agent {
         self.lock_sessions().get(id).and_then(Slot::entry)
     }
 
-    /// `session/new`, `session/load` and `session/resume`: checked here,
-    /// opened on a task (it may wait for the model list). A load or resume
-    /// marks its id as opening at once, so every later message naming it
-    /// waits for the open, in order.
-    fn spawn_open(
-        self: &Arc<Self>,
-        id: Id,
-        (cwd, additional): (PathBuf, Vec<PathBuf>),
-        mcp_servers: Vec<agent_client_protocol_schema::v1::McpServer>,
-        how: Open,
-        system_prompt: bool,
-    ) {
-        if let Err(e) = check_cwd(&cwd, system_prompt) {
-            self.conn.respond(id, Err(e));
-            return;
-        }
-        let roots =
-            match maia_core::workspace::additional_roots(&cwd, &additional, self.engine.home()) {
-                Ok(roots) => roots,
-                Err(e) => {
-                    self.conn.respond(id, Err(invalid_params(e.to_string())));
-                    return;
-                }
-            };
-        let mcp = convert::mcp_servers(mcp_servers, &cwd);
-        let generation = self
-            .generations
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let live = match &how {
-            Open::New => None,
-            Open::Load(sid) | Open::Resume(sid) => {
-                let mut sessions = self.lock_sessions();
-                // Messages still waiting behind an earlier open now wait
-                // for this one.
-                let (live, queue) = match sessions.remove(sid) {
-                    Some(Slot::Open(entry)) => (Some(entry), VecDeque::new()),
-                    Some(Slot::Opening { entry, queue, .. }) => (entry, queue),
-                    None => (None, VecDeque::new()),
-                };
-                sessions.insert(
-                    sid.clone(),
-                    Slot::Opening {
-                        generation,
-                        entry: None,
-                        queue,
-                    },
-                );
-                live
-            }
-        };
-        let agent = self.clone();
-        tokio::spawn(async move {
-            agent
-                .open_session(id, (cwd, roots), how, mcp, (live, generation))
-                .await
-        });
-    }
-
-    /// Opens a session and answers the request itself. For a load or a
-    /// resume, everything the session sends on opening (the replay, the
-    /// command list, notices) goes before the answer; for `session/new` it
-    /// follows (the client learns the id from the answer). The session is
-    /// registered before the answer is written, so a request sent the
-    /// instant it arrives finds it.
-    async fn open_session(
-        self: Arc<Self>,
-        id: Id,
-        (cwd, roots): (PathBuf, Vec<PathBuf>),
-        how: Open,
-        mcp: Vec<maia_core::McpServerConfig>,
-        (live, generation): (Option<Arc<SessionEntry>>, u64),
-    ) {
-        if let Ok(mut known) = self.known_cwds.lock() {
-            known.insert(cwd.clone());
-        }
-        if let Some(live) = live {
-            // Reopening a live thread: end its turn and wait until it has
-            // answered its prompt and released its journal.
-            live.handle.cancel();
-            let (done, ended) = (live.done.clone(), live.handle.ended());
-            drop(live);
-            let both = async {
-                done.cancelled().await;
-                ended.cancelled().await;
-            };
-            if tokio::time::timeout(CLOSE_WAIT, both).await.is_err() {
-                tracing::warn!("the reopened session did not stop in time");
-            }
-        }
-        // The proxy is asked first: a new session that could not answer a
-        // prompt is refused with `auth_required`, so the editor offers its
-        // login; a saved one opens anyway (its history is readable).
-        let listed = match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT, false).await {
-            Ok(models) => models,
-            Err(problem) if matches!(how, Open::New) => {
-                if let Ok(mut last) = self.auth_cwd.lock() {
-                    *last = Some(cwd.clone());
-                }
-                self.fail_open(id, None, generation, auth::required(&problem));
-                return;
-            }
-            Err(_) => Vec::new(),
-        };
-        let caps = self.client_caps().unwrap_or_default();
-        let fs = fs::ClientFs::new(self.conn.clone(), &caps);
-        let engine = self.engine.clone();
-        let (sid_opened, opening) = (how.session_id(), how.clone());
-        let fs_for_engine = Arc::new(fs.clone());
-        let cwd_for_engine = cwd.clone();
-        // Settings, rules, skills and the journal are read off the runtime.
-        let opened = tokio::task::spawn_blocking(move || match opening {
-            Open::New => Ok((
-                engine.start_session_with_mcp(cwd_for_engine, fs_for_engine, mcp, roots),
-                Vec::new(),
-            )),
-            Open::Load(sid) | Open::Resume(sid) => {
-                engine.load_session_with_mcp(cwd_for_engine, fs_for_engine, &sid, mcp, roots)
-            }
-        })
-        .await;
-        let ((handle, mut events), replay) = match opened {
-            Ok(Ok(opened)) => opened,
-            Ok(Err(e)) => {
-                let error = match (&e, &sid_opened) {
-                    (maia_core::LoadError::NotFound(_), Some(sid)) => unknown_session(sid),
-                    (maia_core::LoadError::Locked(_), _) => {
-                        RpcError::new(ErrorCode::InvalidRequest, e.to_string())
-                    }
-                    _ => RpcError::new(ErrorCode::InternalError, e.to_string()),
-                };
-                self.fail_open(id, sid_opened.as_deref(), generation, error);
-                return;
-            }
-            Err(e) => {
-                let error = RpcError::new(ErrorCode::InternalError, e.to_string());
-                self.fail_open(id, sid_opened.as_deref(), generation, error);
-                return;
-            }
-        };
-        fs.bind(handle.id());
-        handle.use_client(client_tools(&self.conn, &caps, handle.id()));
-        let session_id = handle.id().to_owned();
-        handle.default_model_from(&listed);
-        let models: Models = Arc::new(Mutex::new(listed.clone()));
-        let forwarder = Forwarder {
-            conn: self.conn.clone(),
-            session_id: session_id.clone(),
-            pending: Pending::default(),
-            caps: caps.clone(),
-            model: handle.shared_model(),
-            mode: handle.shared_mode(),
-            models: models.clone(),
-        };
-        if !matches!(how, Open::New) {
-            if matches!(how, Open::Load(_)) {
-                for event in replay {
-                    self.forward(&session_id, event, &caps);
-                }
-            }
-            // The session's opening events are queued by now.
-            while let Ok(event) = events.try_recv() {
-                forwarder.forward(event);
-            }
-        }
-        let options = convert::config_options(handle.model(), &listed, handle.mode());
-        let modes = convert::modes(handle.mode());
-        let result = match how {
-            Open::New => to_value(
-                &NewSessionResponse::new(session_id.clone())
-                    .modes(modes)
-                    .config_options(options),
-            ),
-            Open::Load(_) => to_value(
-                &LoadSessionResponse::new()
-                    .modes(modes)
-                    .config_options(options),
-            ),
-            Open::Resume(_) => to_value(
-                &ResumeSessionResponse::new()
-                    .modes(modes)
-                    .config_options(options),
-            ),
-        };
-        let done = tokio_util::sync::CancellationToken::new();
-        let entry = Arc::new(SessionEntry {
-            handle: handle.clone(),
-            pending: forwarder.pending.clone(),
-            models,
-            done: done.clone(),
-        });
-        // Registered before the answer is written: a request sent the
-        // instant the answer arrives finds the session.
-        {
-            let mut sessions = self.lock_sessions();
-            match sessions.get_mut(&session_id) {
-                Some(Slot::Opening {
-                    generation: g,
-                    entry: slot,
-                    ..
-                }) if *g == generation => *slot = Some(entry),
-                Some(_) => {
-                    // Cannot happen: messages naming an opening session wait.
-                    drop(sessions);
-                    tracing::error!(session = %session_id, "opened twice at once");
-                    let error = RpcError::new(
-                        ErrorCode::InternalError,
-                        "this session was reopened while opening",
-                    );
-                    self.conn.respond(id, Err(error));
-                    return;
-                }
-                None => {
-                    sessions.insert(session_id.clone(), Slot::Open(entry));
-                }
-            }
-        }
-        self.conn.respond(id, result);
-        self.drain_queue(&session_id, generation);
-        // The pump does not own the handle: dropping the entry ends the session.
-        let pump = tokio::spawn(async move {
-            let _done = done.drop_guard();
-            forwarder.run(events).await;
-        });
-        drop(handle);
-        if let Ok(mut pumps) = self.pumps.lock() {
-            pumps.retain(|p| !p.is_finished());
-            pumps.push(pump);
-        }
-    }
-
-    /// `authenticate`: the settings are read again and the proxy asked.
-    async fn authenticate(&self) -> Result<Value, RpcError> {
-        let cwd = self
-            .auth_cwd
-            .lock()
-            .ok()
-            .and_then(|c| c.clone())
-            .or_else(|| self.engine.home().map(Path::to_path_buf))
-            .unwrap_or_else(std::env::temp_dir);
-        match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT, true).await {
-            Ok(_) => Ok(json!({})),
-            Err(problem) => Err(auth::required(&problem)),
-        }
-    }
-
-    /// Answers a failed open, and hands the messages that waited for it to
-    /// the ordinary path (they find no session and say so).
-    fn fail_open(
-        self: &Arc<Self>,
-        id: Id,
-        session_id: Option<&str>,
-        generation: u64,
-        error: RpcError,
-    ) {
-        let queue = match session_id {
-            Some(sid) => {
-                let mut sessions = self.lock_sessions();
-                match sessions.get(sid) {
-                    Some(Slot::Opening { generation: g, .. }) if *g == generation => {
-                        match sessions.remove(sid) {
-                            Some(Slot::Opening { queue, .. }) => queue,
-                            _ => VecDeque::new(),
-                        }
-                    }
-                    _ => VecDeque::new(),
-                }
-            }
-            None => VecDeque::new(),
-        };
-        self.conn.respond(id, Err(error));
-        for message in queue {
-            self.dispatch(message);
-        }
-    }
-
-    /// Handles, in order, the messages that waited for `session_id` to
-    /// open, then marks it open. Messages arriving meanwhile keep queueing,
-    /// so none overtakes an earlier one.
-    fn drain_queue(self: &Arc<Self>, session_id: &str, generation: u64) {
-        loop {
-            let next = {
-                let mut sessions = self.lock_sessions();
-                match sessions.get_mut(session_id) {
-                    Some(Slot::Opening {
-                        generation: g,
-                        entry,
-                        queue,
-                    }) if *g == generation => match queue.pop_front() {
-                        Some(message) => Some(message),
-                        None => {
-                            if let Some(entry) = entry.take() {
-                                sessions.insert(session_id.to_owned(), Slot::Open(entry));
-                            }
-                            None
-                        }
-                    },
-                    _ => None,
-                }
-            };
-            match next {
-                Some(message) => self.dispatch(message),
-                None => return,
-            }
-        }
-    }
-
     fn dispatch(self: &Arc<Self>, message: Incoming) {
         match message {
             Incoming::Request { id, method, params } => {
@@ -741,206 +426,6 @@ impl Agent {
                 self.handle_notification_now(&method, params)
             }
         }
-    }
-
-    fn send_update(&self, session_id: &str, update: SessionUpdate) {
-        match convert::notification(session_id, update) {
-            Ok(params) => self.conn.notify("session/update", params),
-            Err(e) => tracing::error!("cannot encode an update: {e}"),
-        }
-    }
-
-    fn forward(&self, session_id: &str, event: Event, caps: &ClientCapabilities) {
-        if let Some(update) = convert::session_update(event, caps) {
-            self.send_update(session_id, update);
-        }
-    }
-
-    fn set_mode(
-        &self,
-        req: &agent_client_protocol_schema::v1::SetSessionModeRequest,
-    ) -> Result<Value, RpcError> {
-        let session_id = req.session_id.0.to_string();
-        let entry = self
-            .entry(&session_id)
-            .ok_or_else(|| unknown_session(&session_id))?;
-        let mode = maia_core::Mode::from_id(&req.mode_id.0)
-            .ok_or_else(|| invalid_params(format!("unknown mode `{}`", req.mode_id.0)))?;
-        entry.handle.set_mode(mode);
-        // Keep the mode config option in sync.
-        let models = entry.models.lock().map(|m| m.clone()).unwrap_or_default();
-        let options = convert::config_options(entry.handle.model(), &models, mode);
-        self.send_update(
-            &session_id,
-            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options)),
-        );
-        Ok(json!({}))
-    }
-
-    fn set_config_option(
-        &self,
-        req: &agent_client_protocol_schema::v1::SetSessionConfigOptionRequest,
-    ) -> Result<Value, RpcError> {
-        let session_id = req.session_id.0.to_string();
-        let entry = self
-            .entry(&session_id)
-            .ok_or_else(|| unknown_session(&session_id))?;
-        let agent_client_protocol_schema::v1::SessionConfigOptionValue::ValueId { value } =
-            &req.value
-        else {
-            return Err(invalid_params("this option takes a value id"));
-        };
-        let value = value.0.to_string();
-        let models = entry.models.lock().map(|m| m.clone()).unwrap_or_default();
-        match req.config_id.0.as_ref() {
-            convert::MODEL_OPTION => {
-                if !models.contains(&value)
-                    && entry.handle.model().as_deref() != Some(value.as_str())
-                {
-                    return Err(invalid_params(format!("unknown model `{value}`")));
-                }
-                entry.handle.set_model(value);
-            }
-            convert::MODE_OPTION => {
-                let mode = maia_core::Mode::from_id(&value)
-                    .ok_or_else(|| invalid_params(format!("unknown mode `{value}`")))?;
-                entry.handle.set_mode(mode);
-                self.send_update(
-                    &session_id,
-                    SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),
-                );
-            }
-            other => return Err(invalid_params(format!("unknown config option `{other}`"))),
-        }
-        let options = convert::config_options(entry.handle.model(), &models, entry.handle.mode());
-        to_value(&SetSessionConfigOptionResponse::new(options))
-    }
-
-    /// Cancels a running turn and answers once the session has stopped, so
-    /// a cancelled prompt is answered (`cancelled`) before the close.
-    fn close_session(&self, id: Id, session_id: &str) {
-        let Some(entry) = self
-            .lock_sessions()
-            .remove(session_id)
-            .and_then(|slot| slot.entry())
-        else {
-            self.conn.respond(id, Err(unknown_session(session_id)));
-            return;
-        };
-        entry.handle.cancel();
-        let done = entry.done.clone();
-        // The entry holds the session's handle: dropping it ends the session
-        // once its turn is over.
-        drop(entry);
-        let conn = self.conn.clone();
-        tokio::spawn(async move {
-            if tokio::time::timeout(CLOSE_WAIT, done.cancelled())
-                .await
-                .is_err()
-            {
-                tracing::warn!("the closed session did not stop in time");
-            }
-            conn.respond(id, Ok(json!({})));
-        });
-    }
-
-    /// Deletes every file of a thread, in every folder that may hold it;
-    /// `removed` is the live session it was, if any.
-    fn delete_session(
-        &self,
-        session_id: &str,
-        removed: Option<Arc<SessionEntry>>,
-    ) -> Result<Value, RpcError> {
-        let mut cwds = self.all_folders();
-        if let Some(entry) = removed {
-            entry.handle.cancel();
-            cwds.insert(entry.handle.cwd().to_path_buf());
-        }
-        for cwd in cwds {
-            if let Err(e) = self.engine.delete_session(&cwd, session_id) {
-                return Err(RpcError::new(ErrorCode::InternalError, e.to_string()));
-            }
-        }
-        Ok(json!({}))
-    }
-
-    /// The folders this user's threads may be in: the index under
-    /// `~/.maia` and every folder this process has seen.
-    fn all_folders(&self) -> BTreeSet<PathBuf> {
-        let mut folders: BTreeSet<PathBuf> = self
-            .known_cwds
-            .lock()
-            .map(|k| k.clone())
-            .unwrap_or_default();
-        folders.extend(self.engine.session_folders());
-        folders
-    }
-
-    fn list_sessions(&self, req: &ListSessionsRequest) -> Result<Value, RpcError> {
-        let cwds: Vec<PathBuf> = match &req.cwd {
-            Some(cwd) if !cwd.is_absolute() => {
-                return Err(invalid_params("cwd must be an absolute path"));
-            }
-            Some(cwd) => {
-                // `session/delete` (which has no cwd) searches the listed folders.
-                if let Ok(mut known) = self.known_cwds.lock() {
-                    known.insert(cwd.clone());
-                }
-                vec![cwd.clone()]
-            }
-            None => self.all_folders().into_iter().collect(),
-        };
-        let start = match &req.cursor {
-            None => 0,
-            Some(cursor) => cursor
-                .parse::<usize>()
-                .map_err(|_| invalid_params(format!("invalid cursor `{cursor}`")))?,
-        };
-        let mut all: Vec<maia_core::SessionSummary> = cwds
-            .iter()
-            .flat_map(|cwd| self.engine.list_sessions(cwd))
-            .collect();
-        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
-        let sessions: Vec<SessionInfo> = all
-            .iter()
-            .skip(start)
-            .take(LIST_PAGE)
-            .map(|s| {
-                SessionInfo::new(s.id.clone(), s.cwd.clone())
-                    .additional_directories(s.roots.clone())
-                    .title(s.title.clone().unwrap_or_else(|| s.name.clone()))
-                    .updated_at(s.updated_at.clone())
-            })
-            .collect();
-        let mut response = ListSessionsResponse::new(sessions);
-        if all.len() > start + LIST_PAGE {
-            response.next_cursor = Some((start + LIST_PAGE).to_string());
-        }
-        to_value(&response)
-    }
-
-    fn prompt(&self, id: &Id, req: PromptRequest) -> Result<(), RpcError> {
-        let session_id = req.session_id.0.to_string();
-        let entry = self
-            .entry(&session_id)
-            .ok_or_else(|| unknown_session(&session_id))?;
-        let parts = prompt_parts(req.prompt)?;
-        let mut pending = entry
-            .pending
-            .lock()
-            .map_err(|_| RpcError::new(ErrorCode::InternalError, "session state poisoned"))?;
-        if pending.is_some() {
-            return Err(RpcError::new(
-                ErrorCode::InvalidRequest,
-                "this session is already running a prompt; wait for it or send session/cancel",
-            ));
-        }
-        entry
-            .handle
-            .prompt(parts)
-            .map_err(|e| RpcError::new(ErrorCode::InvalidRequest, e.to_string()))?;
-        *pending = Some(id.clone());
-        Ok(())
     }
 
     async fn shutdown(&self) {
@@ -959,52 +444,12 @@ impl Agent {
         let _ = tokio::time::timeout(std::time::Duration::from_millis(800), all).await;
     }
 }
-
-/// How `open_session` opens a session.
-#[derive(Clone)]
-enum Open {
-    New,
-    Load(String),
-    Resume(String),
-}
-
-impl Open {
-    /// The id a load or resume names.
-    fn session_id(&self) -> Option<String> {
-        match self {
-            Open::New => None,
-            Open::Load(sid) | Open::Resume(sid) => Some(sid.clone()),
-        }
-    }
-}
-
 /// The session a request or notification names (`params.sessionId`).
 fn named_session(params: &Value) -> Option<String> {
     params
         .get("sessionId")
         .and_then(Value::as_str)
         .map(str::to_owned)
-}
-
-fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
-    if !cwd.is_absolute() {
-        return Err(invalid_params(format!(
-            "cwd must be an absolute path, got `{}`",
-            cwd.display()
-        )));
-    }
-    if !cwd.is_dir() {
-        return Err(invalid_params(format!(
-            "cwd `{}` is not an existing folder",
-            cwd.display()
-        )));
-    }
-    if system_prompt {
-        return Err(invalid_params(
-            "systemPrompt is not supported by this agent",
-        ));
-    }
-    Ok(())
 }
 
 fn initialize_response() -> InitializeResponse {
@@ -1028,181 +473,4 @@ fn initialize_response() -> InitializeResponse {
                 ),
         )
         .agent_info(Implementation::new("maia", env!("CARGO_PKG_VERSION")).title("MAIA"))
-}
-
-/// Converts ACP prompt content into engine parts. An image comes as its
-/// bytes (`data`) or, without them, as a `file://` `uri` read like a
-/// linked file; its limits are the engine's.
-fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<PromptPart>, RpcError> {
-    let mut parts = Vec::with_capacity(blocks.len());
-    let mut pasted = 0;
-    let mut image_name = |uri: Option<&str>| match uri {
-        Some(uri) => uri.to_owned(),
-        None => {
-            pasted += 1;
-            format!("pasted-image-{pasted}")
-        }
-    };
-    for block in blocks {
-        match block {
-            ContentBlock::Text(text) => parts.push(PromptPart::Text(text.text)),
-            ContentBlock::ResourceLink(link) => match maia_core::prompt::uri_path(&link.uri) {
-                Some(path) => parts.push(PromptPart::File(path)),
-                None => parts.push(PromptPart::Note(format!(
-                    "link {} was not read: only file:// links are supported",
-                    link.uri
-                ))),
-            },
-            ContentBlock::Resource(resource) => match resource.resource {
-                EmbeddedResourceResource::TextResourceContents(text) => {
-                    parts.push(PromptPart::Embedded {
-                        uri: text.uri,
-                        text: text.text,
-                    });
-                }
-                EmbeddedResourceResource::BlobResourceContents(blob)
-                    if blob
-                        .mime_type
-                        .as_deref()
-                        .is_some_and(|m| m.starts_with("image/")) =>
-                {
-                    parts.push(PromptPart::Image {
-                        name: blob.uri.clone(),
-                        mime_type: blob.mime_type.clone().unwrap_or_default(),
-                        data: decode_base64(&blob.blob, &blob.uri)?,
-                    });
-                }
-                EmbeddedResourceResource::BlobResourceContents(blob) => parts.push(
-                    PromptPart::Note(format!("binary resource {} skipped", blob.uri)),
-                ),
-                _ => parts.push(PromptPart::Note("unsupported resource skipped".into())),
-            },
-            ContentBlock::Image(image) if !image.data.is_empty() => {
-                let name = image_name(image.uri.as_deref());
-                let data = decode_base64(&image.data, &name)?;
-                parts.push(PromptPart::Image {
-                    name,
-                    mime_type: image.mime_type,
-                    data,
-                });
-            }
-            ContentBlock::Image(image) => {
-                match image.uri.as_deref().and_then(maia_core::prompt::uri_path) {
-                    Some(path) => parts.push(PromptPart::File(path)),
-                    None => {
-                        return Err(invalid_params(
-                            "an image block needs its base64 `data` or a file:// `uri`",
-                        ));
-                    }
-                }
-            }
-            ContentBlock::Audio(_) => {
-                return Err(invalid_params(
-                    "audio content is not supported (promptCapabilities.audio is false)",
-                ));
-            }
-            _ => return Err(invalid_params("unsupported content block")),
-        }
-    }
-    Ok(parts)
-}
-
-/// Base64 bytes of a prompt block (an invalid encoding is the client's error).
-fn decode_base64(data: &str, what: &str) -> Result<Vec<u8>, RpcError> {
-    use base64::Engine;
-    let compact: String = data.split_ascii_whitespace().collect();
-    base64::engine::general_purpose::STANDARD
-        .decode(compact.as_bytes())
-        .map_err(|e| invalid_params(format!("the data of {what} is not valid base64: {e}")))
-}
-
-/// Forwards one session's engine events to the client, in order, and
-/// answers its pending prompt when the turn's last event passes.
-struct Forwarder {
-    conn: Connection,
-    session_id: String,
-    pending: Pending,
-    caps: ClientCapabilities,
-    model: maia_core::SharedModel,
-    mode: maia_core::SharedMode,
-    models: Models,
-}
-
-impl Forwarder {
-    async fn run(self, mut events: mpsc::UnboundedReceiver<Event>) {
-        while let Some(event) = events.recv().await {
-            self.forward(event);
-        }
-        // The engine is gone: never leave a prompt unanswered.
-        let id = self.pending.lock().ok().and_then(|mut p| p.take());
-        if let Some(id) = id {
-            self.conn.respond(
-                id,
-                to_value(&PromptResponse::new(
-                    agent_client_protocol_schema::v1::StopReason::Cancelled,
-                )),
-            );
-        }
-    }
-
-    fn notify(&self, update: SessionUpdate) {
-        match convert::notification(&self.session_id, update) {
-            Ok(params) => self.conn.notify("session/update", params),
-            Err(e) => tracing::error!("cannot encode an update: {e}"),
-        }
-    }
-
-    /// Sends what `event` means to the client; never waits.
-    fn forward(&self, event: Event) {
-        match event {
-            Event::TurnEnded(stop) => {
-                let id = self.pending.lock().ok().and_then(|mut p| p.take());
-                if let Some(id) = id {
-                    let response = to_value(&PromptResponse::new(convert::stop_reason(stop)));
-                    self.conn.respond(id, response);
-                }
-            }
-            Event::Permission(request) => {
-                // Queued now, in order with this turn's other messages (so
-                // never after its response); answered on a task.
-                let answer = match convert::permission_request(&self.session_id, &request) {
-                    Ok(params) => Some(
-                        self.conn
-                            .start_request("session/request_permission", params),
-                    ),
-                    Err(e) => {
-                        tracing::error!("cannot encode a permission request: {e}");
-                        None
-                    }
-                };
-                tokio::spawn(async move {
-                    let reply = match answer {
-                        Some(answer) => convert::permission_reply(answer.await),
-                        None => maia_core::PermissionReply::Cancelled,
-                    };
-                    let _ = request.reply.send(reply);
-                });
-            }
-            Event::ModelChanged(name) => {
-                let listed = match self.models.lock() {
-                    Ok(mut models) => {
-                        if !models.contains(&name) {
-                            models.push(name);
-                        }
-                        models.clone()
-                    }
-                    Err(_) => Vec::new(),
-                };
-                let options = convert::config_options(self.model.get(), &listed, self.mode.get());
-                self.notify(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
-                    options,
-                )));
-            }
-            other => {
-                if let Some(update) = convert::session_update(other, &self.caps) {
-                    self.notify(update);
-                }
-            }
-        }
-    }
 }

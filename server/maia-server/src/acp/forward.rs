@@ -1,0 +1,119 @@
+//! The forwarder pump: one session's engine events, in order, turned into
+//! `session/update`s and client requests, and the prompt's answer written
+//! when the turn's last event passes.
+
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol_schema::v1::{
+    ClientCapabilities, ConfigOptionUpdate, PromptResponse, SessionUpdate,
+};
+use maia_core::Event;
+use maia_rpc::{Connection, Id};
+use tokio::sync::mpsc;
+
+use super::{Agent, SharedChoices, convert, to_value};
+
+/// The id of the `session/prompt` request being served, if any.
+pub(super) type Pending = Arc<Mutex<Option<Id>>>;
+
+impl Agent {
+    pub(super) fn send_update(&self, session_id: &str, update: SessionUpdate) {
+        match convert::notification(session_id, update) {
+            Ok(params) => self.conn.notify("session/update", params),
+            Err(e) => tracing::error!("cannot encode an update: {e}"),
+        }
+    }
+
+    pub(super) fn forward(&self, session_id: &str, event: Event, caps: &ClientCapabilities) {
+        if let Some(update) = convert::session_update(event, caps) {
+            self.send_update(session_id, update);
+        }
+    }
+}
+
+/// Forwards one session's engine events to the client, in order, and
+/// answers its pending prompt when the turn's last event passes.
+pub(super) struct Forwarder {
+    pub(super) conn: Connection,
+    pub(super) session_id: String,
+    pub(super) pending: Pending,
+    pub(super) caps: ClientCapabilities,
+    pub(super) choices: SharedChoices,
+}
+
+impl Forwarder {
+    pub(super) async fn run(self, mut events: mpsc::UnboundedReceiver<Event>) {
+        while let Some(event) = events.recv().await {
+            self.forward(event);
+        }
+        // The engine is gone: never leave a prompt unanswered.
+        let id = self.pending.lock().ok().and_then(|mut p| p.take());
+        if let Some(id) = id {
+            self.conn.respond(
+                id,
+                to_value(&PromptResponse::new(
+                    agent_client_protocol_schema::v1::StopReason::Cancelled,
+                )),
+            );
+        }
+    }
+
+    pub(super) fn notify(&self, update: SessionUpdate) {
+        match convert::notification(&self.session_id, update) {
+            Ok(params) => self.conn.notify("session/update", params),
+            Err(e) => tracing::error!("cannot encode an update: {e}"),
+        }
+    }
+
+    /// Sends what `event` means to the client; never waits.
+    pub(super) fn forward(&self, event: Event) {
+        match event {
+            Event::TurnEnded(stop) => {
+                let id = self.pending.lock().ok().and_then(|mut p| p.take());
+                if let Some(id) = id {
+                    let response = to_value(&PromptResponse::new(convert::stop_reason(stop)));
+                    self.conn.respond(id, response);
+                }
+            }
+            Event::Permission(request) => {
+                // Queued now, in order with this turn's other messages (so
+                // never after its response); answered on a task.
+                let answer = match convert::permission_request(&self.session_id, &request) {
+                    Ok(params) => Some(
+                        self.conn
+                            .start_request("session/request_permission", params),
+                    ),
+                    Err(e) => {
+                        tracing::error!("cannot encode a permission request: {e}");
+                        None
+                    }
+                };
+                tokio::spawn(async move {
+                    let reply = match answer {
+                        Some(answer) => convert::permission_reply(answer.await),
+                        None => maia_core::PermissionReply::Cancelled,
+                    };
+                    let _ = request.reply.send(reply);
+                });
+            }
+            Event::ModelChanged(name) => {
+                let options = {
+                    let mut choices = self.choices.lock();
+                    if !choices.models.contains(&name) {
+                        choices.models.push(name.clone());
+                    }
+                    choices.model = Some(name);
+                    choices.options()
+                };
+                self.notify(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+                    options,
+                )));
+            }
+            other => {
+                if let Some(update) = convert::session_update(other, &self.caps) {
+                    self.notify(update);
+                }
+            }
+        }
+    }
+}

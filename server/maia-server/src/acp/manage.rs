@@ -1,0 +1,211 @@
+//! Requests on an open session: prompt, mode and config options, close,
+//! delete and list.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agent_client_protocol_schema::v1::{
+    ConfigOptionUpdate, CurrentModeUpdate, ListSessionsRequest, ListSessionsResponse,
+    PromptRequest, SessionInfo, SessionUpdate, SetSessionConfigOptionResponse,
+};
+use maia_rpc::{ErrorCode, Id, RpcError};
+use serde_json::{Value, json};
+
+use super::{
+    Agent, CLOSE_WAIT, LIST_PAGE, SessionEntry, convert, invalid_params, to_value, unknown_session,
+};
+
+impl Agent {
+    pub(super) fn set_mode(
+        &self,
+        req: &agent_client_protocol_schema::v1::SetSessionModeRequest,
+    ) -> Result<Value, RpcError> {
+        let session_id = req.session_id.0.to_string();
+        let entry = self
+            .entry(&session_id)
+            .ok_or_else(|| unknown_session(&session_id))?;
+        let mode = maia_core::Mode::from_id(&req.mode_id.0)
+            .ok_or_else(|| invalid_params(format!("unknown mode `{}`", req.mode_id.0)))?;
+        entry.handle.set_mode(mode);
+        // Keep the mode config option in sync.
+        let options = {
+            let mut choices = entry.choices.lock();
+            choices.mode = mode;
+            choices.options()
+        };
+        self.send_update(
+            &session_id,
+            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options)),
+        );
+        Ok(json!({}))
+    }
+
+    pub(super) fn set_config_option(
+        &self,
+        req: &agent_client_protocol_schema::v1::SetSessionConfigOptionRequest,
+    ) -> Result<Value, RpcError> {
+        let session_id = req.session_id.0.to_string();
+        let entry = self
+            .entry(&session_id)
+            .ok_or_else(|| unknown_session(&session_id))?;
+        let agent_client_protocol_schema::v1::SessionConfigOptionValue::ValueId { value } =
+            &req.value
+        else {
+            return Err(invalid_params("this option takes a value id"));
+        };
+        let value = value.0.to_string();
+        match req.config_id.0.as_ref() {
+            convert::MODEL_OPTION => {
+                let mut choices = entry.choices.lock();
+                if !choices.models.contains(&value)
+                    && choices.model.as_deref() != Some(value.as_str())
+                {
+                    return Err(invalid_params(format!("unknown model `{value}`")));
+                }
+                entry.handle.set_model(value.clone());
+                choices.model = Some(value);
+            }
+            convert::MODE_OPTION => {
+                let mode = maia_core::Mode::from_id(&value)
+                    .ok_or_else(|| invalid_params(format!("unknown mode `{value}`")))?;
+                entry.handle.set_mode(mode);
+                entry.choices.lock().mode = mode;
+                self.send_update(
+                    &session_id,
+                    SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),
+                );
+            }
+            other => return Err(invalid_params(format!("unknown config option `{other}`"))),
+        }
+        let options = entry.choices.lock().options();
+        to_value(&SetSessionConfigOptionResponse::new(options))
+    }
+
+    /// Cancels a running turn and answers once the session has stopped, so
+    /// a cancelled prompt is answered (`cancelled`) before the close.
+    pub(super) fn close_session(&self, id: Id, session_id: &str) {
+        let Some(entry) = self
+            .lock_sessions()
+            .remove(session_id)
+            .and_then(|slot| slot.entry())
+        else {
+            self.conn.respond(id, Err(unknown_session(session_id)));
+            return;
+        };
+        entry.handle.cancel();
+        let done = entry.done.clone();
+        // The entry holds the session's handle: dropping it ends the session
+        // once its turn is over.
+        drop(entry);
+        let conn = self.conn.clone();
+        tokio::spawn(async move {
+            if tokio::time::timeout(CLOSE_WAIT, done.cancelled())
+                .await
+                .is_err()
+            {
+                tracing::warn!("the closed session did not stop in time");
+            }
+            conn.respond(id, Ok(json!({})));
+        });
+    }
+
+    /// Deletes every file of a thread, in every folder that may hold it;
+    /// `removed` is the live session it was, if any.
+    pub(super) fn delete_session(
+        &self,
+        session_id: &str,
+        removed: Option<Arc<SessionEntry>>,
+    ) -> Result<Value, RpcError> {
+        let mut cwds = self.all_folders();
+        if let Some(entry) = removed {
+            entry.handle.cancel();
+            cwds.insert(entry.handle.cwd().to_path_buf());
+        }
+        for cwd in cwds {
+            if let Err(e) = self.engine.delete_session(&cwd, session_id) {
+                return Err(RpcError::new(ErrorCode::InternalError, e.to_string()));
+            }
+        }
+        Ok(json!({}))
+    }
+
+    /// The folders this user's threads may be in: the index under
+    /// `~/.maia` and every folder this process has seen.
+    pub(super) fn all_folders(&self) -> BTreeSet<PathBuf> {
+        let mut folders: BTreeSet<PathBuf> = self
+            .known_cwds
+            .lock()
+            .map(|k| k.clone())
+            .unwrap_or_default();
+        folders.extend(self.engine.session_folders());
+        folders
+    }
+
+    pub(super) fn list_sessions(&self, req: &ListSessionsRequest) -> Result<Value, RpcError> {
+        let cwds: Vec<PathBuf> = match &req.cwd {
+            Some(cwd) if !cwd.is_absolute() => {
+                return Err(invalid_params("cwd must be an absolute path"));
+            }
+            Some(cwd) => {
+                // `session/delete` (which has no cwd) searches the listed folders.
+                if let Ok(mut known) = self.known_cwds.lock() {
+                    known.insert(cwd.clone());
+                }
+                vec![cwd.clone()]
+            }
+            None => self.all_folders().into_iter().collect(),
+        };
+        let start = match &req.cursor {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .map_err(|_| invalid_params(format!("invalid cursor `{cursor}`")))?,
+        };
+        let mut all: Vec<maia_core::SessionSummary> = cwds
+            .iter()
+            .flat_map(|cwd| self.engine.list_sessions(cwd))
+            .collect();
+        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        let sessions: Vec<SessionInfo> = all
+            .iter()
+            .skip(start)
+            .take(LIST_PAGE)
+            .map(|s| {
+                SessionInfo::new(s.id.clone(), s.cwd.clone())
+                    .additional_directories(s.roots.clone())
+                    .title(s.title.clone().unwrap_or_else(|| s.name.clone()))
+                    .updated_at(s.updated_at.clone())
+            })
+            .collect();
+        let mut response = ListSessionsResponse::new(sessions);
+        if all.len() > start + LIST_PAGE {
+            response.next_cursor = Some((start + LIST_PAGE).to_string());
+        }
+        to_value(&response)
+    }
+
+    pub(super) fn prompt(&self, id: &Id, req: PromptRequest) -> Result<(), RpcError> {
+        let session_id = req.session_id.0.to_string();
+        let entry = self
+            .entry(&session_id)
+            .ok_or_else(|| unknown_session(&session_id))?;
+        let parts = super::prompt::prompt_parts(req.prompt)?;
+        let mut pending = entry
+            .pending
+            .lock()
+            .map_err(|_| RpcError::new(ErrorCode::InternalError, "session state poisoned"))?;
+        if pending.is_some() {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                "this session is already running a prompt; wait for it or send session/cancel",
+            ));
+        }
+        entry
+            .handle
+            .prompt(parts)
+            .map_err(|e| RpcError::new(ErrorCode::InvalidRequest, e.to_string()))?;
+        *pending = Some(id.clone());
+        Ok(())
+    }
+}
