@@ -125,7 +125,7 @@ impl Session {
                         "Usage: `/rename NAME` (letters, digits, spaces, `-`, `_`, `.`)."
                             .to_owned(),
                     );
-                } else if store::session_path(&self.cwd, args).exists() {
+                } else if store::session_path(&self.services.cwd, args).exists() {
                     self.say(format!("A saved session named `{args}` already exists."));
                 } else {
                     let old = self.conversation.name().to_owned();
@@ -152,6 +152,7 @@ impl Session {
             "context" => self.context_command(),
             "permissions" => {
                 let text = self
+                    .project
                     .broker
                     .lock()
                     .map(|b| b.render())
@@ -169,7 +170,9 @@ impl Session {
         let base = fresh_name(&self.id);
         let mut name = base.clone();
         let mut n = 2;
-        while name == self.conversation.name() || store::session_path(&self.cwd, &name).exists() {
+        while name == self.conversation.name()
+            || store::session_path(&self.services.cwd, &name).exists()
+        {
             name = format!("{base}-{n}");
             n += 1;
         }
@@ -182,7 +185,7 @@ impl Session {
 
     fn load_saved(&mut self, name: &str) {
         if !store::valid_name(name) {
-            let saved: Vec<String> = store::list(&self.cwd)
+            let saved: Vec<String> = store::list(&self.services.cwd)
                 .into_iter()
                 .map(|s| format!("`{}`", s.name))
                 .collect();
@@ -196,7 +199,7 @@ impl Session {
             ));
             return;
         }
-        let path = store::session_path(&self.cwd, name);
+        let path = store::session_path(&self.services.cwd, name);
         let loaded = match store::load(&path) {
             Ok(loaded) => loaded,
             Err(e) => {
@@ -218,16 +221,16 @@ impl Session {
             return;
         }
         self.say(intro);
-        for event in replay(&loaded, &self.cwd) {
+        for event in replay(&loaded, &self.services.cwd) {
             self.emit(event);
         }
         self.report_estimate();
     }
 
     async fn model_command(&mut self, args: &str, cancel: &tokio_util::sync::CancellationToken) {
-        let listed = match &self.llm {
+        let listed = match &self.project.llm {
             Ok(llm) => {
-                let listed = self.windows.catalogue().list(llm, cancel).await;
+                let listed = self.services.windows.catalogue().list(llm, cancel).await;
                 if cancel.is_cancelled() {
                     return;
                 }
@@ -284,18 +287,18 @@ impl Session {
         let system = self.system_prompt();
         let tools = self.tool_chars();
         let messages: usize = crate::compaction::message_chars(self.conversation.history());
-        let context_file = match &self.context_file {
+        let context_file = match &self.project.context_file {
             Some(f) => format!(
                 "`{}` (~{} tokens)",
                 f.path.display(),
-                self.calibrated(f.text.len())
+                self.meter.calibrated(f.text.len())
             ),
             None => "none (no MAIA.md, CLAUDE.md or AGENTS.md here)".to_owned(),
         };
         let model = self.model.clone();
         // The meter's numbers: what the last usage_update said, or would say.
         let used = self.context_tokens();
-        let meter = match self.window {
+        let meter = match self.meter.window {
             Some(window) => format!(
                 "{used} of {window} tokens ({:.0} %)",
                 used as f64 * 100.0 / window.max(1) as f64
@@ -308,11 +311,11 @@ impl Session {
             }
             _ => "estimated: ~4 characters per token",
         };
-        let window_source = match self.window_source {
+        let window_source = match self.meter.window_source {
             Some(source) => format!(" (from {source})"),
             None => String::new(),
         };
-        let last = match &self.last_usage {
+        let last = match &self.meter.last_usage {
             Some(u) => format!(
                 "prompt {} + answer {} tokens ({} of them reasoning, not kept); cached: {} read, {} written",
                 u.prompt_tokens,
@@ -331,6 +334,7 @@ impl Session {
             }
         });
         let summary_model = self
+            .project
             .settings
             .small_model
             .clone()
@@ -352,19 +356,20 @@ impl Session {
              - summaries written by: `{summary_model}`\n\
              - tool calls written as text: {retried} retried, {shown} shown as text",
             name = self.conversation.name(),
-            ratio = self.calibration,
-            sys = self.calibrated(system.len()),
-            tools = self.calibrated(tools),
+            ratio = self.meter.calibration,
+            sys = self.meter.calibrated(system.len()),
+            tools = self.meter.calibrated(tools),
             count = self.conversation.len(),
-            msgs = self.calibrated(messages),
-            pending = self.pending.len(),
+            msgs = self.meter.calibrated(messages),
+            pending = self.bang_output.len(),
             model = model.unwrap_or_else(|| "(not chosen yet)".into()),
             window = self
+                .meter
                 .window
                 .map_or_else(|| "unknown".to_owned(), |w| format!("{w} tokens")),
-            cached = self.cached_total,
-            retried = self.text_tool_calls.retried,
-            shown = self.text_tool_calls.shown,
+            cached = self.meter.cached_total,
+            retried = self.meter.text_tool_calls.retried,
+            shown = self.meter.text_tool_calls.shown,
         );
         let text = format!("{text}{}", self.workspace_report());
         self.say(text);
@@ -374,12 +379,12 @@ impl Session {
     fn workspace_report(&self) -> String {
         let mut out = format!(
             "\n- working folder: `{}`\n- additional workspace folders:",
-            self.cwd.display()
+            self.services.cwd.display()
         );
-        if self.roots.is_empty() {
+        if self.services.roots.is_empty() {
             out.push_str(" none");
         }
-        for root in &self.roots {
+        for root in &self.services.roots {
             out.push_str(&format!("\n  - `{}`", root.display()));
         }
         out

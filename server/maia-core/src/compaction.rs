@@ -38,7 +38,7 @@ pub const SUMMARY_TOKENS: u32 = 4000;
 /// Safety margin kept free below the window.
 pub const MARGIN: u64 = 500;
 /// Characters per token for estimates.
-const CHARS_PER_TOKEN: usize = 4;
+use crate::meter::{CHARS_PER_TOKEN, Measured, estimate};
 /// Highest `__n` suffix before it wraps to `__1`.
 const MAX_SUFFIX: u32 = 1000;
 /// Characters kept of an old tool result, tried in this order until the
@@ -105,10 +105,6 @@ pub struct SummaryStats {
     pub requests: Vec<u64>,
     /// Tool results cut to head and tail.
     pub shrunk: usize,
-}
-
-pub(crate) fn estimate(chars: usize) -> u64 {
-    chars.div_ceil(CHARS_PER_TOKEN) as u64
 }
 
 /// Whether a response's `usage` can be of a request and answer of `chars`
@@ -408,25 +404,33 @@ impl Session {
     /// plus the current turn's images at their token cost (measured sizes
     /// exclude them).
     pub(crate) fn context_tokens(&self) -> u64 {
-        crate::images::overlay_tokens(&crate::images::within_request_limits(&self.turn_images))
+        crate::images::overlay_tokens(&crate::images::within_request_limits(&self.turn.images))
             + self.text_tokens()
     }
 
     fn text_tokens(&self) -> u64 {
-        match self.measured {
-            Some((tokens, len)) if len <= self.conversation.len() => {
-                tokens + self.calibrated(message_chars(&self.conversation.history()[len..]))
+        match self.meter.measured_within(self.conversation.len()) {
+            Some(Measured {
+                tokens,
+                history_len,
+            }) => {
+                tokens
+                    + self
+                        .meter
+                        .calibrated(message_chars(&self.conversation.history()[history_len..]))
             }
-            _ => self.calibrated(self.fixed_chars() + message_chars(self.conversation.history())),
+            _ => self
+                .meter
+                .calibrated(self.fixed_chars() + message_chars(self.conversation.history())),
         }
     }
 
     /// Whether the context size comes from the server (`measured`) or from
     /// an estimate.
     pub(crate) fn context_source(&self) -> &'static str {
-        match self.measured {
-            Some((_, len)) if len <= self.conversation.len() => "measured",
-            _ => "estimated",
+        match self.meter.measured_within(self.conversation.len()) {
+            Some(_) => "measured",
+            None => "estimated",
         }
     }
 
@@ -448,28 +452,10 @@ impl Session {
         .unwrap_or(0)
     }
 
-    /// Tokens of `chars` characters: the estimate, calibrated by the last
-    /// measured real/estimated ratio.
-    pub(crate) fn calibrated(&self, chars: usize) -> u64 {
-        (estimate(chars) as f64 * self.calibration).round() as u64
-    }
-
-    /// Learns the real/estimated ratio from a response's usage.
-    pub(crate) fn calibrate(&mut self, prompt_tokens: u64, request_chars: usize) {
-        let estimated = estimate(request_chars);
-        if estimated == 0 || prompt_tokens == 0 {
-            return;
-        }
-        let ratio = prompt_tokens as f64 / estimated as f64;
-        if (0.1..10.0).contains(&ratio) {
-            self.calibration = ratio;
-        }
-    }
-
     /// Sends an estimate of the context size between responses (after
     /// `/clear`, `/new`, `/load`, a cancelled turn), when the window is known.
     pub(crate) fn report_estimate(&self) {
-        if let Some(size) = self.window {
+        if let Some(size) = self.meter.window {
             self.emit(Event::Usage {
                 used: self.context_tokens(),
                 size,
@@ -480,7 +466,7 @@ impl Session {
     /// Whether the context passed `window − (4000 + 500)`; never when the
     /// window is unknown.
     pub(crate) fn needs_compaction(&self) -> bool {
-        match self.window {
+        match self.meter.window {
             Some(window) if !self.conversation.is_empty() => {
                 self.context_tokens() > window.saturating_sub(u64::from(SUMMARY_TOKENS) + MARGIN)
             }
@@ -491,12 +477,14 @@ impl Session {
     /// The kept prompt's size, when it cannot fit the window even alone:
     /// `(message, fixed, window)` tokens.
     pub(crate) fn prompt_overflow(&self) -> Option<(u64, u64, u64)> {
-        let window = self.window?;
-        let index = self.prompt.as_ref()?.index;
+        let window = self.meter.window?;
+        let index = self.turn.prompt.as_ref()?.index;
         let message = self.conversation.history().get(index)?;
-        let message = self.calibrated(message_chars(std::slice::from_ref(message)));
+        let message = self
+            .meter
+            .calibrated(message_chars(std::slice::from_ref(message)));
         // Without any summary: the smallest system prompt it can go with.
-        let fixed = self.calibrated(self.fixed_chars());
+        let fixed = self.meter.calibrated(self.fixed_chars());
         (message + fixed + MARGIN > window).then_some((message, fixed, window))
     }
 
@@ -509,6 +497,7 @@ impl Session {
         let keep = match trigger {
             Trigger::Between => None,
             Trigger::InTurn | Trigger::Rejected(_) => self
+                .turn
                 .prompt
                 .clone()
                 .filter(|p| p.index < self.conversation.len()),
@@ -537,7 +526,7 @@ impl Session {
         // name is chosen again when the new journal is written, as one may be taken meanwhile.
         let free = |s: &Session| {
             next_name(s.conversation.name(), |n| {
-                store::session_path(&s.cwd, n).exists()
+                store::session_path(&s.services.cwd, n).exists()
             })
             .ok_or_else(|| CompactError::NoFreeName(s.conversation.name().to_owned()))
         };
@@ -611,19 +600,19 @@ impl Session {
         }
         if let Some((prompt, message)) = kept {
             self.conversation.restore_kept(message);
-            self.prompt = Some(crate::session::TurnPrompt {
+            self.turn.prompt = Some(crate::session::TurnPrompt {
                 index: 0,
                 display: prompt.display.clone(),
             });
         }
-        let context_file = self.context_file.take();
+        let context_file = self.project.context_file.take();
         // Tools, skills and permissions are reloaded (the MAIA behaviour),
         // without repeating the start-up notices.
         self.reload_quietly();
         self.emit(Event::Commands(self.command_entries()));
-        self.context_file = context_file.or(self.context_file.take());
-        self.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
-        self.measured = None;
+        self.project.context_file = context_file.or(self.project.context_file.take());
+        self.tools.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
+        self.meter.forget();
         let after = self.context_tokens();
         tracing::info!(before, after, name = %self.conversation.name(), "compacted");
         report(
@@ -634,7 +623,7 @@ impl Session {
                 after,
             },
         );
-        if let Some(size) = self.window {
+        if let Some(size) = self.meter.window {
             self.emit(Event::Usage { used: after, size });
         }
         Ok(())
@@ -651,16 +640,16 @@ impl Session {
             Err(_) if cancel.is_cancelled() => return Err(CompactError::Cancelled),
             Err(e) => return Err(CompactError::Failed(e)),
         };
-        match self.settings.small_model.clone() {
+        match self.project.settings.small_model.clone() {
             Some(small) if small != session_model => {
                 let window = self
                     .known_window(&small, cancel)
                     .await
                     .map(|w| w.tokens)
-                    .or(self.window);
+                    .or(self.meter.window);
                 Ok((small, window))
             }
-            _ => Ok((session_model, self.window)),
+            _ => Ok((session_model, self.meter.window)),
         }
     }
 
@@ -735,13 +724,15 @@ impl Session {
         cancel: &CancellationToken,
     ) -> Result<(String, SummaryStats), Attempt> {
         let llm = self
+            .project
             .llm
             .as_ref()
             .map_err(|e| Attempt::Other(CompactError::Failed(e.to_string())))?
             .clone();
         // Tokens to characters, with the calibration of the last response.
-        let limit_chars = limit_tokens
-            .map(|t| ((t as f64) * CHARS_PER_TOKEN as f64 / self.calibration.max(0.1)) as usize);
+        let limit_chars = limit_tokens.map(|t| {
+            ((t as f64) * CHARS_PER_TOKEN as f64 / self.meter.calibration.max(0.1)) as usize
+        });
         let earlier = self.conversation.summary().map(str::to_owned);
         let Plan {
             parts,
@@ -769,7 +760,7 @@ impl Session {
                 }),
                 cache: false,
             };
-            let tokens = self.calibrated(message_chars(&request.messages));
+            let tokens = self.meter.calibrated(message_chars(&request.messages));
             stats.requests.push(tokens);
             match llm.stream_chat(&request, cancel, &mut |_| {}).await {
                 Ok(completion) if completion.text.trim().is_empty() => {

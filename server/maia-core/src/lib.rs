@@ -22,6 +22,7 @@ pub mod images;
 pub mod markdown_commands;
 mod mcp;
 mod md_files;
+mod meter;
 pub mod mode;
 mod oversize;
 pub mod permission;

@@ -102,14 +102,14 @@ impl Session {
                 .map(|s| s.name)
                 .collect::<Vec<_>>()
         };
-        if starting(&self.mcp).is_empty() {
+        if starting(&self.services.mcp).is_empty() {
             return;
         }
         tokio::select! {
             () = cancel.cancelled() => return,
-            () = self.mcp.wait_ready(TURN_WAIT) => {}
+            () = self.services.mcp.wait_ready(TURN_WAIT) => {}
         }
-        let late = starting(&self.mcp);
+        let late = starting(&self.services.mcp);
         if !late.is_empty() {
             self.emit(Event::Notice {
                 level: NoticeLevel::Warning,
@@ -124,7 +124,7 @@ impl Session {
 
     /// The `/mcp` report.
     pub(crate) fn mcp_report(&self) -> String {
-        let status = self.mcp.status();
+        let status = self.services.mcp.status();
         if status.is_empty() {
             return "No MCP servers. Editors pass them when they open a session; \
                     `mcpServers` in .maia/settings.json adds more \

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use maia_llm::{LlmClient, LlmError};
 use maia_tools::sandbox::Sandbox;
@@ -28,17 +28,20 @@ pub(crate) struct Project {
     /// The model server's client, built from [`Project::settings`].
     pub llm: Result<LlmClient, LlmError>,
     pub context_file: Option<ContextFile>,
-    /// The permission rules (with the session's additional roots set).
-    pub broker: Broker,
+    /// The permission rules (with the session's additional roots set),
+    /// shared with the turn's tool calls.
+    pub broker: Arc<Mutex<Broker>>,
     /// The sandbox of the session's commands (`None`: off or unsupported).
     pub sandbox: Option<Arc<Sandbox>>,
     /// What to tell the user about the sandbox.
     pub sandbox_notes: Vec<String>,
-    pub skills: LoadedSkills,
-    pub markdown_commands: LoadedCommands,
-    pub custom_tools: LoadedTools,
-    /// Custom tools not confirmed as they are now.
-    pub pending_tools: HashSet<String>,
+    pub skills: Arc<LoadedSkills>,
+    /// Markdown commands (`.maia/commands`, `.claude/commands`).
+    pub markdown_commands: Arc<LoadedCommands>,
+    pub custom_tools: Arc<LoadedTools>,
+    /// Custom tools not confirmed since they appeared or changed: every
+    /// call is asked, in every mode (the tool confirms it after a "yes").
+    pub pending_tools: Arc<Mutex<HashSet<String>>>,
 }
 
 /// Where a session's project is: its options, folder, additional roots and
@@ -79,15 +82,15 @@ impl Project {
         let pending_tools = pending_tools(home, cwd, &custom_tools);
         Project {
             context_file: context_file::load(cwd),
-            skills: skills::load(home, cwd),
-            markdown_commands: markdown_commands::load(home, cwd),
+            skills: Arc::new(skills::load(home, cwd)),
+            markdown_commands: Arc::new(markdown_commands::load(home, cwd)),
             settings,
             llm,
-            broker,
+            broker: Arc::new(Mutex::new(broker)),
             sandbox,
             sandbox_notes,
-            custom_tools,
-            pending_tools,
+            custom_tools: Arc::new(custom_tools),
+            pending_tools: Arc::new(Mutex::new(pending_tools)),
         }
     }
 }
@@ -182,6 +185,6 @@ mod tests {
         assert_eq!(project.settings.model.as_deref(), Some("from-home"));
         assert_eq!(project.settings.max_turn_requests, 7);
         assert!(project.sandbox.is_none(), "sandbox: off");
-        assert_eq!(project.broker.loaded().count(), 2);
+        assert_eq!(project.broker.lock().unwrap().loaded().count(), 2);
     }
 }

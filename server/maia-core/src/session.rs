@@ -20,25 +20,22 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use maia_llm::{ChatMessage, LlmClient, LlmError};
+use maia_llm::ChatMessage;
 use maia_tools::{FileSystem, ReadTracker};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::commands;
-use crate::context_file::ContextFile;
 use crate::conversation::Conversation;
-use crate::custom_tools::LoadedTools;
 use crate::engine::EngineOptions;
 use crate::event::{CommandEntry, Event, NoticeLevel, StopReason};
+use crate::meter::Meter;
 use crate::mode::Mode;
 use crate::permission;
-use crate::permission::Broker;
 use crate::project::Project;
 use crate::prompt::PromptPart;
 use crate::session_tools::Todo;
-use crate::settings::{self, Settings};
-use crate::skills::LoadedSkills;
+use crate::settings;
 use crate::store::{self, Journal, Loaded, Record};
 use crate::window::WindowCache;
 
@@ -204,81 +201,70 @@ pub(crate) enum Start {
     },
 }
 
-/// Everything a running session owns.
+/// Everything a running session owns, in parts with one owner each: what
+/// never changes while it runs ([`Services`]), what was read from files
+/// ([`Project`], replaced whole on reload), the conversation and the state
+/// derived from its journal ([`Conversation`]), the context accounting
+/// ([`Meter`]), the tools' shared state ([`ToolState`]) and the running
+/// turn's state ([`TurnState`]).
 pub(crate) struct Session {
-    pub id: String,
-    pub cwd: PathBuf,
-    /// The additional workspace roots (resolved; see [`crate::workspace`]).
-    pub roots: Vec<PathBuf>,
-    pub options: Arc<EngineOptions>,
-    pub settings: Settings,
-    pub llm: Result<LlmClient, LlmError>,
-    /// The model in use (`None` until chosen).
-    pub model: Option<String>,
-    pub mode: Mode,
-    /// Changes from the handle, applied by [`Session::apply_changes`].
-    changes: mpsc::UnboundedReceiver<Change>,
+    pub(crate) id: String,
+    pub(crate) services: Services,
+    pub(crate) project: Project,
     /// The history and its journal, owned together.
-    pub conversation: Conversation,
-    pub fs: Arc<dyn FileSystem>,
-    pub reads: Arc<ReadTracker>,
-    pub broker: Arc<Mutex<Broker>>,
-    /// The sandbox of the session's commands (`None`: off or unsupported).
-    pub sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
-    /// What to tell the user about the sandbox at the start.
-    sandbox_notes: Vec<String>,
-    /// Commands whose last run failed in the sandbox.
-    /// Custom tools not confirmed since they appeared or changed: every
-    /// call is asked, in every mode.
-    pub(crate) pending_tools: Arc<Mutex<std::collections::HashSet<String>>>,
-    pub(crate) sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
-    pub skills: Arc<LoadedSkills>,
-    /// Markdown commands (`.maia/commands`, `.claude/commands`).
-    pub markdown_commands: Arc<crate::markdown_commands::LoadedCommands>,
-    pub custom_tools: Arc<LoadedTools>,
-    /// The session's MCP servers (stopped when the session ends).
-    pub mcp: Arc<maia_mcp::McpManager>,
-    /// The task list (`TodoWrite`).
-    pub todos: Arc<Mutex<Vec<Todo>>>,
-    /// Output of `!commands` waiting to join the next request.
-    pub pending: Vec<String>,
-    pub events: mpsc::UnboundedSender<Event>,
-    pub context_file: Option<ContextFile>,
-    /// The last measured context size and the history length it covered.
-    pub measured: Option<(u64, usize)>,
-    /// Real/estimated token ratio from the last response (1.0 until known).
-    pub calibration: f64,
-    pub windows: Arc<WindowCache>,
-    /// The context window of the model in use, once known.
-    pub window: Option<u64>,
-    /// Where [`Session::window`] came from (`manual`, `modelInfo`, …).
-    pub window_source: Option<&'static str>,
+    pub(crate) conversation: Conversation,
+    pub(crate) meter: Meter,
+    pub(crate) tools: ToolState,
+    pub(crate) turn: TurnState,
+    /// The model in use (`None` until chosen).
+    pub(crate) model: Option<String>,
+    pub(crate) mode: Mode,
     /// The editor's services for the tools.
     pub(crate) client: crate::client::ClientTools,
+    /// Output of `!commands` waiting to join the next request.
+    pub(crate) bang_output: Vec<String>,
+}
+
+/// What a session is given when it opens and keeps until it ends.
+pub(crate) struct Services {
+    pub(crate) options: Arc<EngineOptions>,
+    pub(crate) cwd: PathBuf,
+    /// The additional workspace roots (resolved; see [`crate::workspace`]).
+    pub(crate) roots: Vec<PathBuf>,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) events: mpsc::UnboundedSender<Event>,
+    /// The session's MCP servers (stopped when the session ends).
+    pub(crate) mcp: Arc<maia_mcp::McpManager>,
+    /// Context windows found so far (process-wide).
+    pub(crate) windows: Arc<WindowCache>,
+    /// What the endpoint said about vision (asked when an image is sent).
+    pub(crate) vision: crate::images::VisionCache,
+    /// Changes from the handle, applied by [`Session::apply_changes`].
+    changes: mpsc::UnboundedReceiver<Change>,
+}
+
+/// State the tools of every turn share with the session.
+#[derive(Default)]
+pub(crate) struct ToolState {
+    /// The task list (`TodoWrite`).
+    pub(crate) todos: Arc<Mutex<Vec<Todo>>>,
+    /// Commands whose last run failed in the sandbox: their next call is
+    /// asked, offering a run without it.
+    pub(crate) sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// What was read of each file, for Edit's read-before-edit check.
+    pub(crate) reads: Arc<ReadTracker>,
+}
+
+/// The running turn's state (empty between turns).
+#[derive(Default)]
+pub(crate) struct TurnState {
+    /// The turn's prompt (kept verbatim by a compaction).
+    pub(crate) prompt: Option<TurnPrompt>,
+    /// The images of the current turn (sent with its requests only).
+    pub(crate) images: crate::images::Overlay,
     /// An `AskUser` question was shown as text: the turn ends after the
     /// batch, so the user can answer.
     pub(crate) asked_as_text: Arc<AtomicBool>,
-    /// What the endpoint said about vision (asked when an image is sent).
-    pub(crate) vision: crate::images::VisionCache,
-    /// The images of the current turn (sent with its requests only).
-    pub(crate) turn_images: crate::images::Overlay,
-    /// The running turn's prompt (kept verbatim by a compaction).
-    pub prompt: Option<TurnPrompt>,
-    /// The last response's usage and what the meter showed for it.
-    pub last_usage: Option<maia_llm::Usage>,
-    /// Cached prompt tokens over the session.
-    pub cached_total: u64,
-    /// Tool calls the model wrote as text: retried, and shown after a second time.
-    pub text_tool_calls: TextToolCalls,
-}
-
-/// Counts of tool calls written as text instead of through the tool-calling interface.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TextToolCalls {
-    /// Requests retried with the corrective instruction.
-    pub retried: u32,
-    /// Retries that came back as text again (shown to the user as text).
-    pub shown: u32,
 }
 
 /// The user's message of the running turn: where it is in the history and
@@ -292,7 +278,7 @@ pub struct TurnPrompt {
 impl Session {
     /// Applies the changes the handle sent so far (a turn's checkpoint).
     pub(crate) fn apply_changes(&mut self) {
-        while let Ok(change) = self.changes.try_recv() {
+        while let Ok(change) = self.services.changes.try_recv() {
             self.apply(change);
         }
     }
@@ -323,7 +309,7 @@ impl Session {
     }
 
     pub fn emit(&self, event: Event) {
-        let _ = self.events.send(event);
+        let _ = self.services.events.send(event);
     }
 
     /// Tells the user `text` as a message of its own (not the model's).
@@ -348,8 +334,8 @@ impl Session {
     /// permissions reloaded; `name` is the new file's name.
     pub fn reset(&mut self, name: String) {
         self.reload();
-        self.measured = None;
-        self.reads = Arc::new(ReadTracker::default());
+        self.meter.forget();
+        self.tools.reads = Arc::new(ReadTracker::default());
         self.conversation.restart(name);
     }
 
@@ -358,8 +344,8 @@ impl Session {
     /// the files read); settings, context file and rules are reloaded.
     pub fn clear(&mut self) {
         self.conversation.clear();
-        self.measured = None;
-        self.reads = Arc::new(ReadTracker::default());
+        self.meter.forget();
+        self.tools.reads = Arc::new(ReadTracker::default());
         self.reload();
     }
 
@@ -378,47 +364,23 @@ impl Session {
 
     fn reload_files(&mut self) {
         let project = Project::load(crate::project::Place {
-            options: &self.options,
-            cwd: &self.cwd,
-            roots: &self.roots,
+            options: &self.services.options,
+            cwd: &self.services.cwd,
+            roots: &self.services.roots,
             id: &self.id,
         });
-        if self.options.model.is_none() && project.settings.model.is_some() {
+        if self.services.options.model.is_none() && project.settings.model.is_some() {
             self.use_model(project.settings.model.clone());
         }
-        let Project {
-            settings,
-            llm,
-            context_file,
-            broker,
-            sandbox,
-            sandbox_notes,
-            skills,
-            markdown_commands,
-            custom_tools,
-            pending_tools,
-        } = project;
-        self.settings = settings;
-        self.llm = llm;
-        self.context_file = context_file;
-        if let Ok(mut shared) = self.broker.lock() {
-            *shared = broker;
-        }
-        (self.sandbox, self.sandbox_notes) = (sandbox, sandbox_notes);
-        self.skills = Arc::new(skills);
-        self.markdown_commands = Arc::new(markdown_commands);
-        self.custom_tools = Arc::new(custom_tools);
-        if let Ok(mut pending) = self.pending_tools.lock() {
-            *pending = pending_tools;
-        }
-        self.pending.clear();
+        self.project = project;
+        self.bang_output.clear();
     }
 
     /// Replaces this thread's conversation with a saved one.
     pub fn adopt(&mut self, name: String, loaded: &Loaded) -> Result<(), store::StoreError> {
         self.conversation.adopt(name, loaded)?;
-        self.measured = None;
-        self.reads = Arc::new(ReadTracker::default());
+        self.meter.forget();
+        self.tools.reads = Arc::new(ReadTracker::default());
         Ok(())
     }
 
@@ -481,19 +443,10 @@ pub(crate) fn spawn(
         roots: &roots,
         id: &id,
     });
-    let Project {
-        settings,
-        llm,
-        context_file,
-        broker,
-        sandbox,
-        sandbox_notes,
-        skills: loaded_skills,
-        markdown_commands,
-        custom_tools: loaded_tools,
-        pending_tools: new_tools,
-    } = project;
-    let model = options.model.clone().or_else(|| settings.model.clone());
+    let model = options
+        .model
+        .clone()
+        .or_else(|| project.settings.model.clone());
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
     let (changes_tx, changes) = mpsc::unbounded_channel();
@@ -513,7 +466,7 @@ pub(crate) fn spawn(
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
         tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
     }
-    tracing::info!(session = %id, cwd = %cwd.display(), settings = ?settings.loaded, context_file = ?context_file.as_ref().map(|c| &c.path), "session started");
+    tracing::info!(session = %id, cwd = %cwd.display(), settings = ?project.settings.loaded, context_file = ?project.context_file.as_ref().map(|c| &c.path), "session started");
     let previous_roots = store::saved_roots(&cwd, &id);
     if previous_roots != roots
         && let Err(e) = store::save_roots(&cwd, &id, &roots)
@@ -523,7 +476,7 @@ pub(crate) fn spawn(
     // Connects in the background; never delays the session.
     let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
         mcp_servers,
-        &settings,
+        &project.settings,
     )));
     let (conversation, restored) = match start {
         Start::New => (
@@ -554,49 +507,32 @@ pub(crate) fn spawn(
     let mut session = Session {
         conversation,
         id,
-        cwd,
-        roots,
-        options: options.clone(),
-        settings,
-        llm,
+        services: Services {
+            options: options.clone(),
+            cwd,
+            roots,
+            fs,
+            events: events_tx,
+            mcp,
+            windows: windows.clone(),
+            vision: crate::images::VisionCache::new(windows.catalogue().clone()),
+            changes,
+        },
+        project,
+        meter: Meter::default(),
+        tools: ToolState::default(),
+        turn: TurnState::default(),
         model,
         mode: Mode::default(),
-        changes,
-        fs,
-        reads: Arc::new(ReadTracker::default()),
-        broker: Arc::new(Mutex::new(broker)),
-        sandbox,
-        sandbox_notes,
-        sandbox_failures: Arc::default(),
-        pending_tools: Arc::new(Mutex::new(new_tools)),
-        skills: Arc::new(loaded_skills),
-        markdown_commands: Arc::new(markdown_commands),
-        custom_tools: Arc::new(loaded_tools),
-        mcp,
-        todos: Arc::new(Mutex::new(Vec::new())),
-        pending: Vec::new(),
-        events: events_tx,
-        context_file,
-        measured: None,
-        calibration: 1.0,
-        windows: windows.clone(),
-        window: None,
-        window_source: None,
         client: crate::client::ClientTools::default(),
-        asked_as_text: Arc::default(),
-        vision: crate::images::VisionCache::new(windows.catalogue().clone()),
-        turn_images: Vec::new(),
-        prompt: None,
-        last_usage: None,
-        cached_total: 0,
-        text_tool_calls: TextToolCalls::default(),
+        bang_output: Vec::new(),
     };
     if let Some(loaded) = &restored
         && let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
             Record::Plan { todos } => Some(todos.clone()),
             _ => None,
         })
-        && let Ok(mut list) = session.todos.lock()
+        && let Ok(mut list) = session.tools.todos.lock()
     {
         *list = todos;
     }
@@ -604,14 +540,14 @@ pub(crate) fn spawn(
     if restored.is_some() {
         session.announce_roots_change(&previous_roots);
     }
-    crate::mcp::watch(&session.mcp, session.events.clone());
+    crate::mcp::watch(&session.services.mcp, session.services.events.clone());
     prefetch_window(&session);
     tokio::spawn(async move {
         loop {
             // A change sent before a prompt is taken before it.
             let op = tokio::select! {
                 biased;
-                Some(change) = session.changes.recv() => {
+                Some(change) = session.services.changes.recv() => {
                     session.apply(change);
                     continue;
                 }
@@ -635,7 +571,7 @@ pub(crate) fn spawn(
                 }
             }
         }
-        session.mcp.shutdown();
+        session.services.mcp.shutdown();
         tracing::debug!(session = %session.id, "session ended");
         // The journal (and its lock) goes with the session.
         drop(session);
@@ -648,13 +584,13 @@ pub(crate) fn spawn(
 /// opens (`/model/info`, the models list; the model's own answer is asked
 /// in the background too), so the first request does not wait for it.
 fn prefetch_window(session: &Session) {
-    let Ok(llm) = session.llm.as_ref().map(Clone::clone) else {
+    let Ok(llm) = session.project.llm.as_ref().map(Clone::clone) else {
         return;
     };
     let (windows, model, manual) = (
-        session.windows.clone(),
+        session.services.windows.clone(),
         session.model.clone(),
-        session.settings.context_windows.clone(),
+        session.project.settings.context_windows.clone(),
     );
     tokio::spawn(async move {
         let cancel = CancellationToken::new();
@@ -685,7 +621,7 @@ impl Session {
                 hint: c.hint.map(str::to_owned),
             })
             .collect();
-        for skill in &self.skills.skills {
+        for skill in &self.project.skills.skills {
             if out.iter().any(|c| c.name == skill.name) {
                 continue;
             }
@@ -695,7 +631,7 @@ impl Session {
                 hint: Some(skill.hint.clone().unwrap_or_else(|| "arguments".to_owned())),
             });
         }
-        for command in &self.markdown_commands.commands {
+        for command in &self.project.markdown_commands.commands {
             if out.iter().any(|c| c.name == command.name) {
                 continue;
             }
@@ -715,10 +651,10 @@ impl Session {
     /// with other additional folders than last time (the request's list is
     /// the one that applies, as ACP says; an omitted list means none).
     fn announce_roots_change(&self, previous: &[PathBuf]) {
-        if previous == self.roots.as_slice() {
+        if previous == self.services.roots.as_slice() {
             return;
         }
-        let text = if self.roots.is_empty() {
+        let text = if self.services.roots.is_empty() {
             format!(
                 "This conversation was last opened with the workspace folders {}; the editor did not pass them this time, so they are not part of the workspace now.",
                 list_paths(previous)
@@ -729,7 +665,7 @@ impl Session {
         } else {
             format!(
                 "The workspace folders changed since this conversation was last opened: {} (before: {}).",
-                list_paths(&self.roots),
+                list_paths(&self.services.roots),
                 list_paths(previous)
             )
         };
@@ -757,13 +693,13 @@ impl Session {
                 text,
             });
         };
-        for warning in &self.settings.warnings {
+        for warning in &self.project.settings.warnings {
             warn(warning.clone());
         }
-        for note in &self.sandbox_notes {
+        for note in &self.project.sandbox_notes {
             warn(note.clone());
         }
-        if let Ok(pending) = self.pending_tools.lock()
+        if let Ok(pending) = self.project.pending_tools.lock()
             && !pending.is_empty()
         {
             let mut names: Vec<&str> = pending.iter().map(String::as_str).collect();
@@ -773,14 +709,14 @@ impl Session {
                 names.join(", ")
             ));
         }
-        if let Ok(broker) = self.broker.lock() {
+        if let Ok(broker) = self.project.broker.lock() {
             info(broker.loaded().summary());
             for warning in &broker.loaded().warnings {
                 warn(warning.clone());
             }
             let unseen = permission::unseen_allow_rules(
-                self.options.home.as_deref(),
-                &self.cwd,
+                self.services.options.home.as_deref(),
+                &self.services.cwd,
                 broker.loaded(),
             );
             if !unseen.is_empty() {
@@ -791,27 +727,35 @@ impl Session {
             }
         }
         for warning in self
+            .project
             .skills
             .warnings
             .iter()
-            .chain(&self.markdown_commands.warnings)
-            .chain(&self.custom_tools.warnings)
+            .chain(&self.project.markdown_commands.warnings)
+            .chain(&self.project.custom_tools.warnings)
         {
             warn(warning.clone());
         }
-        if !self.roots.is_empty() {
+        if !self.services.roots.is_empty() {
             info(format!(
                 "Workspace folders besides {}: {}",
-                self.cwd.display(),
-                list_paths(&self.roots)
+                self.services.cwd.display(),
+                list_paths(&self.services.roots)
             ));
         }
-        if !self.skills.skills.is_empty() {
-            let names: Vec<&str> = self.skills.skills.iter().map(|s| s.name.as_str()).collect();
+        if !self.project.skills.skills.is_empty() {
+            let names: Vec<&str> = self
+                .project
+                .skills
+                .skills
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect();
             info(format!("Skills: {}", names.join(", ")));
         }
-        if !self.markdown_commands.commands.is_empty() {
+        if !self.project.markdown_commands.commands.is_empty() {
             let names: Vec<String> = self
+                .project
                 .markdown_commands
                 .commands
                 .iter()
@@ -819,8 +763,9 @@ impl Session {
                 .collect();
             info(format!("Commands: {}", names.join(", ")));
         }
-        if !self.custom_tools.tools.is_empty() {
+        if !self.project.custom_tools.tools.is_empty() {
             let names: Vec<&str> = self
+                .project
                 .custom_tools
                 .tools
                 .iter()
@@ -828,7 +773,7 @@ impl Session {
                 .collect();
             info(format!("Custom tools: {}", names.join(", ")));
         }
-        let servers = self.mcp.status();
+        let servers = self.services.mcp.status();
         if !servers.is_empty() {
             let list: Vec<String> = servers
                 .iter()
@@ -847,7 +792,7 @@ impl Session {
             ));
         }
         self.emit(Event::Commands(self.command_entries()));
-        let (level, text) = match &self.context_file {
+        let (level, text) = match &self.project.context_file {
             Some(file) => (
                 NoticeLevel::Info,
                 format!("Context file loaded: {}", file.path.display()),

@@ -128,14 +128,14 @@ impl Session {
     /// The tools of this turn (built-in, session, skill, custom, MCP).
     pub(crate) fn tool_registry(&self) -> crate::tools::ToolRegistry {
         crate::tools::registry(crate::tools::Sources {
-            skills: self.skills.clone(),
-            custom: self.custom_tools.clone(),
-            pending_tools: self.pending_tools.clone(),
-            mcp: self.mcp.clone(),
-            todos: self.todos.clone(),
+            skills: self.project.skills.clone(),
+            custom: self.project.custom_tools.clone(),
+            pending_tools: self.project.pending_tools.clone(),
+            mcp: self.services.mcp.clone(),
+            todos: self.tools.todos.clone(),
             model: self.model.clone(),
             asker: self.client.asker.clone(),
-            asked_as_text: self.asked_as_text.clone(),
+            asked_as_text: self.turn.asked_as_text.clone(),
         })
     }
 
@@ -159,24 +159,24 @@ impl Session {
         self.apply_changes();
         let registry = self.tool_registry();
         let batch = crate::tools::registry::Batch {
-            events: self.events.clone(),
+            events: self.services.events.clone(),
             ctx: maia_tools::ToolContext {
-                cwd: self.cwd.clone(),
-                fs: self.fs.clone(),
-                reads: self.reads.clone(),
+                cwd: self.services.cwd.clone(),
+                fs: self.services.fs.clone(),
+                reads: self.tools.reads.clone(),
                 cancel: cancel.clone(),
                 read_guard: Some(crate::permission::read_guard(
-                    self.broker.clone(),
-                    self.cwd.clone(),
+                    self.project.broker.clone(),
+                    self.services.cwd.clone(),
                 )),
-                sandbox: self.sandbox.clone(),
+                sandbox: self.project.sandbox.clone(),
                 terminals: self.client.terminals.clone(),
                 on_terminal: None,
             },
-            broker: self.broker.clone(),
+            broker: self.project.broker.clone(),
             mode: self.mode,
-            home: self.options.home.clone(),
-            sandbox_failures: self.sandbox_failures.clone(),
+            home: self.services.options.home.clone(),
+            sandbox_failures: self.tools.sandbox_failures.clone(),
             ask: tokio::sync::Mutex::new(()),
         };
         crate::tools::router::run_batch(&registry, calls, batch).await
@@ -193,8 +193,8 @@ impl Session {
         if let Some(model) = self.model.clone() {
             return Ok(model);
         }
-        let llm = self.llm.as_ref().map_err(|e| e.to_string())?;
-        let listed = self.windows.catalogue().list(llm, cancel).await;
+        let llm = self.project.llm.as_ref().map_err(|e| e.to_string())?;
+        let listed = self.services.windows.catalogue().list(llm, cancel).await;
         if cancel.is_cancelled() {
             return Err(String::new());
         }
@@ -208,24 +208,30 @@ impl Session {
                 }
                 None => Err(format!(
                     "no model is configured and {} lists none",
-                    self.settings.llm.join(&self.settings.llm.models_endpoint)
+                    self.project
+                        .settings
+                        .llm
+                        .join(&self.project.settings.llm.models_endpoint)
                 )),
             },
             Err(e) => Err(format!(
                 "no model is configured and the model list at {} could not be read: {e}",
-                self.settings.llm.join(&self.settings.llm.models_endpoint)
+                self.project
+                    .settings
+                    .llm
+                    .join(&self.project.settings.llm.models_endpoint)
             )),
         }
     }
 
     pub(crate) fn system_prompt(&self) -> String {
         let mut prompt = system_prompt::build(
-            &self.cwd,
-            self.context_file.as_ref(),
+            &self.services.cwd,
+            self.project.context_file.as_ref(),
             self.conversation.summary(),
-            crate::skills::prompt_section(&self.skills.skills).as_deref(),
+            crate::skills::prompt_section(&self.project.skills.skills).as_deref(),
         );
-        if let Some(roots) = crate::workspace::prompt_section(&self.roots) {
+        if let Some(roots) = crate::workspace::prompt_section(&self.services.roots) {
             prompt.push_str("\n\n");
             prompt.push_str(&roots);
         }
@@ -253,13 +259,13 @@ impl Session {
                 Some((name, args.trim()))
             });
             if let Some((name, args)) = typed_skill
-                && let Some(skill) = self.skills.get(name).cloned()
+                && let Some(skill) = self.project.skills.get(name).cloned()
             {
                 return self.run_skill(&skill, args, &text, cancel).await;
             }
             if let Some(rest) = text.trim_start().strip_prefix('/') {
                 let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-                if let Some(command) = self.markdown_commands.get(name).cloned() {
+                if let Some(command) = self.project.markdown_commands.get(name).cloned() {
                     return self
                         .run_markdown_command(&command, args.trim(), &text, cancel)
                         .await;
@@ -285,9 +291,9 @@ impl Session {
             };
             let scan = prompt_syntax::scan_file_refs_in(
                 text,
-                &self.cwd,
-                &self.roots,
-                self.options.home.as_deref(),
+                &self.services.cwd,
+                &self.services.roots,
+                self.services.options.home.as_deref(),
             );
             for warning in &scan.warnings {
                 self.emit(Event::Notice {
@@ -379,7 +385,7 @@ impl Session {
         let mut view = ToolCallView {
             id: format!("tool-{}", uuid::Uuid::new_v4().simple()),
             name: "Bash".to_owned(),
-            title: format!("{} (typed by you)", input.title(&self.cwd)),
+            title: format!("{} (typed by you)", input.title(&self.services.cwd)),
             kind: Some(maia_tools::ToolKind::Execute),
             locations: Vec::new(),
             raw_input: serde_json::json!({ "command": command }),
@@ -388,12 +394,12 @@ impl Session {
         };
         self.emit(Event::ToolCall(view.clone()));
         let ctx = maia_tools::ToolContext {
-            cwd: self.cwd.clone(),
-            fs: self.fs.clone(),
-            reads: self.reads.clone(),
+            cwd: self.services.cwd.clone(),
+            fs: self.services.fs.clone(),
+            reads: self.tools.reads.clone(),
             cancel: cancel.clone(),
             read_guard: None,
-            sandbox: self.sandbox.clone(),
+            sandbox: self.project.sandbox.clone(),
             // Typed by the user: run here, never in the editor's terminal
             // (docs/tools.md says why).
             terminals: None,
@@ -421,7 +427,7 @@ impl Session {
         if cancel.is_cancelled() {
             return StopReason::Cancelled;
         }
-        self.pending.push(format!(
+        self.bang_output.push(format!(
             "The user ran `{command}` in the working folder:\n{}",
             maia_tools::truncate_middle(&output.content, BANG_OUTPUT_CHARS)
         ));
@@ -434,14 +440,14 @@ impl Session {
         display: Option<String>,
         cancel: &CancellationToken,
     ) -> StopReason {
-        let message = build_user_message(&parts, self.fs.as_ref()).await;
+        let message = build_user_message(&parts, self.services.fs.as_ref()).await;
         // What the model was given of a file counts as read for Edit.
         for (path, text) in &message.seen {
-            self.reads.record(path, text);
+            self.tools.reads.record(path, text);
         }
         let mut user_text = message.text;
-        if !self.pending.is_empty() {
-            let pending = std::mem::take(&mut self.pending).join("\n\n");
+        if !self.bang_output.is_empty() {
+            let pending = std::mem::take(&mut self.bang_output).join("\n\n");
             user_text = format!("{pending}\n\n{user_text}");
         }
         let display = display.unwrap_or_else(|| display_text(&parts));
@@ -457,10 +463,11 @@ impl Session {
             .await;
         self.push_message(ChatMessage::user(user_text.clone()));
         if !shown.is_empty() {
-            self.turn_images
+            self.turn
+                .images
                 .push((images::Anchor::User(user_text), shown));
         }
-        self.prompt = Some(crate::session::TurnPrompt {
+        self.turn.prompt = Some(crate::session::TurnPrompt {
             index: turn_start,
             display: display.clone(),
         });
@@ -475,9 +482,9 @@ impl Session {
             self.emit(Event::Title(title));
         }
         let mut stop = self.model_loop(cancel).await;
-        self.prompt = None;
+        self.turn.prompt = None;
         // Images are ephemeral: later turns see their stand-ins only.
-        self.turn_images.clear();
+        self.turn.images.clear();
         if stop == StopReason::EndTurn && self.needs_compaction() {
             // Checked after each turn too; reported before the turn's end.
             if let Err(CompactError::Cancelled) = self.compact(Trigger::Between, cancel).await {
@@ -491,7 +498,7 @@ impl Session {
     /// model's history (the journal keeps what they saw).
     fn refuse_prompt(&mut self, error: &CompactError) -> StopReason {
         self.say(format!("\n\n**Not sent**: {error}.\n"));
-        if let Some(prompt) = self.prompt.take() {
+        if let Some(prompt) = self.turn.prompt.take() {
             self.conversation.truncate(prompt.index);
         }
         StopReason::EndTurn
@@ -500,11 +507,12 @@ impl Session {
     /// Whether requests to `model` carry prompt-caching marks: the
     /// `promptCaching` setting, else Anthropic-family models per `/model/info`.
     pub(crate) fn prompt_caching(&self, model: &str) -> bool {
-        if let Some(forced) = self.settings.prompt_caching {
+        if let Some(forced) = self.project.settings.prompt_caching {
             return forced;
         }
-        self.llm.as_ref().is_ok_and(|llm| {
-            self.windows
+        self.project.llm.as_ref().is_ok_and(|llm| {
+            self.services
+                .windows
                 .model_info(llm, model)
                 .is_some_and(|e| e.is_anthropic_family())
         })
@@ -512,18 +520,19 @@ impl Session {
 
     /// The characters one tool result may take: its share of the window.
     fn tool_result_limit(&self) -> Option<usize> {
-        let window = self.window?;
-        let tokens = window as f64 * self.settings.tool_result_share;
-        Some((tokens * 4.0 / self.calibration.max(0.1)) as usize)
+        let window = self.meter.window?;
+        let tokens = window as f64 * self.project.settings.tool_result_share;
+        Some((tokens * 4.0 / self.meter.calibration.max(0.1)) as usize)
     }
 
     /// After a compaction that kept the turn's prompt: the turn's images
     /// (of the prompt and of tool results now summarised) go on with it.
     fn keep_images_with_prompt(&mut self) {
-        if self.turn_images.is_empty() {
+        if self.turn.images.is_empty() {
             return;
         }
         let Some(ChatMessage::User { content, .. }) = self
+            .turn
             .prompt
             .as_ref()
             .and_then(|p| self.conversation.history().get(p.index))
@@ -532,11 +541,12 @@ impl Session {
         };
         let anchor = images::Anchor::User(content.clone());
         let all: Vec<maia_tools::ImageData> = self
-            .turn_images
+            .turn
+            .images
             .drain(..)
             .flat_map(|(_, images)| images)
             .collect();
-        self.turn_images.push((anchor, all));
+        self.turn.images.push((anchor, all));
     }
 
     /// The turn number the next user message has in the model's history.
@@ -552,16 +562,17 @@ impl Session {
     /// The model in use and whether it is shown images.
     async fn vision(&mut self, cancel: &CancellationToken) -> Option<(String, images::Vision)> {
         let model = self.resolve_model(cancel).await.ok()?;
-        let llm = self.llm.as_ref().ok()?;
+        let llm = self.project.llm.as_ref().ok()?;
         let prefetched = self
+            .services
             .windows
             .model_info(llm, &model)
             .and_then(|entry| entry.supports_vision);
         let vision = images::sees_images(
-            &self.vision,
+            &self.services.vision,
             llm,
             &model,
-            &self.settings.vision_models,
+            &self.project.settings.vision_models,
             prefetched,
             cancel,
         )
@@ -583,7 +594,7 @@ impl Session {
             return found;
         }
         for image in &found {
-            match images::store(&self.cwd, image) {
+            match images::store(&self.services.cwd, image) {
                 Ok(image) => self.record(&Record::UserImage { image }),
                 Err(e) => tracing::warn!("cannot store an image of the conversation: {e}"),
             }
@@ -670,7 +681,8 @@ impl Session {
                 content.push_str(&line);
             }
             if !shown.is_empty() {
-                self.turn_images
+                self.turn
+                    .images
                     .push((images::Anchor::Tool(tool_call_id.clone()), shown));
             }
         }
@@ -680,7 +692,7 @@ impl Session {
         if cancel.is_cancelled() {
             return StopReason::Cancelled;
         }
-        if let Err(e) = &self.llm {
+        if let Err(e) = &self.project.llm {
             self.say(format!(
                 "MAIA cannot reach a model: {e}. Check `LiteLLM_URL` in .maia/settings.json."
             ));
@@ -697,8 +709,8 @@ impl Session {
             }
         };
         let window = self.known_window(&model, cancel).await;
-        self.window = window.map(|w| w.tokens);
-        self.window_source = window.map(|w| w.source.as_str());
+        self.meter.window = window.map(|w| w.tokens);
+        self.meter.window_source = window.map(|w| w.source.as_str());
         self.wait_for_mcp(cancel).await;
         if cancel.is_cancelled() {
             return StopReason::Cancelled;
@@ -720,7 +732,7 @@ impl Session {
         let mut correction: Option<String> = None;
         let mut corrected = false;
         loop {
-            if requests >= self.settings.max_turn_requests {
+            if requests >= self.project.settings.max_turn_requests {
                 self.say(format!(
                     "Stopped after {requests} model requests in this turn (max_turn_requests)."
                 ));
@@ -765,7 +777,7 @@ impl Session {
             let request_chars = serde_json::to_string(&request.body())
                 .map(|b| b.len())
                 .unwrap_or(0);
-            let shown = images::within_request_limits(&self.turn_images);
+            let shown = images::within_request_limits(&self.turn.images);
             let image_tokens = images::overlay_tokens(&shown);
             let request = ChatRequest {
                 messages: images::with_images(request.messages, &shown),
@@ -788,19 +800,19 @@ impl Session {
                 {
                     // The model is the final judge of its window: compact once and retry.
                     compacted = true;
-                    let rejected = self.calibrated(request_chars);
+                    let rejected = self.meter.calibrated(request_chars);
                     if let Some(told) = crate::compaction::window_from_error(&message)
-                        && self.window.is_none_or(|w| told < w)
+                        && self.meter.window.is_none_or(|w| told < w)
                     {
                         tracing::info!(
                             model,
                             tokens = told,
                             "context window told by the provider's error"
                         );
-                        self.window = Some(told);
-                        self.window_source = Some("providerError");
+                        self.meter.window = Some(told);
+                        self.meter.window_source = Some("providerError");
                     }
-                    tracing::info!(rejected, window = ?self.window, "request over the context window");
+                    tracing::info!(rejected, window = ?self.meter.window, "request over the context window");
                     match self.compact(Trigger::Rejected(rejected), cancel).await {
                         Ok(()) => {
                             self.keep_images_with_prompt();
@@ -812,6 +824,7 @@ impl Session {
                         }
                         Err(CompactError::Empty) => {
                             let window = self
+                                .meter
                                 .window
                                 .map_or_else(String::new, |w| format!(" of {w} tokens"));
                             return self.refuse_prompt(&CompactError::Failed(format!(
@@ -831,10 +844,15 @@ impl Session {
                         self.push_message(ChatMessage::assistant(partial));
                     }
                     tracing::warn!(error = %e, "model request failed");
-                    if let (LlmError::Authentication { .. }, Ok(llm)) = (&e, &self.llm) {
-                        self.windows.catalogue().refused(llm.config());
+                    if let (LlmError::Authentication { .. }, Ok(llm)) = (&e, &self.project.llm) {
+                        self.services.windows.catalogue().refused(llm.config());
                     }
-                    let url = self.llm.as_ref().map(|c| c.chat_url()).unwrap_or_default();
+                    let url = self
+                        .project
+                        .llm
+                        .as_ref()
+                        .map(|c| c.chat_url())
+                        .unwrap_or_default();
                     self.say(describe_failure(&e, &url));
                     return StopReason::EndTurn;
                 }
@@ -863,7 +881,7 @@ impl Session {
                 }
                 believable
             });
-            if let (Some(usage), Some(size)) = (&usage, self.window) {
+            if let (Some(usage), Some(size)) = (&usage, self.meter.window) {
                 // What stays in the conversation: the prompt and the answer
                 // (reasoning is not kept).
                 self.emit(Event::Usage {
@@ -872,8 +890,9 @@ impl Session {
                 });
             }
             if let Some(usage) = &usage {
-                self.cached_total = self.cached_total.saturating_add(usage.cached_tokens);
-                self.last_usage = Some(usage.clone());
+                self.meter.cached_total =
+                    self.meter.cached_total.saturating_add(usage.cached_tokens);
+                self.meter.last_usage = Some(usage.clone());
             }
             if tool_calls.is_empty()
                 && finish_reason != Some(FinishReason::Length)
@@ -881,15 +900,15 @@ impl Session {
             {
                 if !corrected {
                     corrected = true;
-                    self.text_tool_calls.retried += 1;
+                    self.meter.text_tool_calls.retried += 1;
                     tracing::warn!(model, form = %what, "a tool call came as text; retrying once with a correction");
                     correction = Some(text);
                     if let Some(usage) = &usage {
-                        self.calibrate(usage.prompt_tokens, request_chars);
+                        self.meter.calibrate(usage.prompt_tokens, request_chars);
                     }
                     continue;
                 }
-                self.text_tool_calls.shown += 1;
+                self.meter.text_tool_calls.shown += 1;
                 tracing::warn!(model, form = %what, "a tool call came as text again; shown as text");
             }
             self.push_message(ChatMessage::Assistant {
@@ -898,14 +917,14 @@ impl Session {
             });
             if let Some(usage) = &usage {
                 // Without the images: they leave the context with the turn.
-                self.calibrate(
+                self.meter.calibrate(
                     usage.prompt_tokens.saturating_sub(image_tokens),
                     request_chars,
                 );
-                self.measured = Some((
-                    usage.kept().saturating_sub(image_tokens),
-                    self.conversation.len(),
-                ));
+                self.meter.measured = Some(crate::meter::Measured {
+                    tokens: usage.kept().saturating_sub(image_tokens),
+                    history_len: self.conversation.len(),
+                });
             } else {
                 self.report_estimate();
             }
@@ -914,7 +933,7 @@ impl Session {
                     Some(FinishReason::Length) => StopReason::MaxTokens,
                     Some(FinishReason::ContentFilter) => {
                         // The client drops the refused exchange; so does the model's view.
-                        if let Some(prompt) = &self.prompt {
+                        if let Some(prompt) = &self.turn.prompt {
                             self.conversation.truncate(prompt.index);
                         }
                         StopReason::Refusal
@@ -922,13 +941,23 @@ impl Session {
                     _ => StopReason::EndTurn,
                 };
             }
-            let todos_before = self.todos.lock().map(|t| t.clone()).unwrap_or_default();
+            let todos_before = self
+                .tools
+                .todos
+                .lock()
+                .map(|t| t.clone())
+                .unwrap_or_default();
             let (mut results, views, found) = self.run_tool_calls(&tool_calls, cancel).await;
             self.attach_tool_images(&mut results, found, cancel).await;
             for call in views {
                 self.record(&Record::ToolCall { call });
             }
-            let todos = self.todos.lock().map(|t| t.clone()).unwrap_or_default();
+            let todos = self
+                .tools
+                .todos
+                .lock()
+                .map(|t| t.clone())
+                .unwrap_or_default();
             if todos != todos_before {
                 self.record(&Record::Plan { todos });
             }
@@ -952,6 +981,7 @@ impl Session {
                 return StopReason::Cancelled;
             }
             if self
+                .turn
                 .asked_as_text
                 .swap(false, std::sync::atomic::Ordering::AcqRel)
             {
@@ -977,12 +1007,12 @@ impl Session {
         model: &str,
         cancel: &CancellationToken,
     ) -> Option<crate::window::Window> {
-        let llm = self.llm.as_ref().ok()?;
+        let llm = self.project.llm.as_ref().ok()?;
         let window = crate::window::resolve_quick(
-            &self.windows,
+            &self.services.windows,
             llm,
             model,
-            &self.settings.context_windows,
+            &self.project.settings.context_windows,
             cancel,
         )
         .await?;
@@ -1002,7 +1032,7 @@ impl Session {
         request: &ChatRequest,
         cancel: &CancellationToken,
     ) -> (Result<Completion, LlmError>, String, String) {
-        let llm = match &self.llm {
+        let llm = match &self.project.llm {
             Ok(llm) => llm,
             Err(e) => {
                 return (
@@ -1016,7 +1046,7 @@ impl Session {
         };
         let message_id = new_message_id();
         let thought_id = new_message_id();
-        let events = self.events.clone();
+        let events = self.services.events.clone();
         let mut partial = String::new();
         let mut thought = String::new();
         let mut on_delta = |delta: Delta| match delta {
