@@ -37,6 +37,9 @@ enum Outcome {
     Cancelled,
 }
 
+/// A call's tool and plan, or the error for the model.
+type Planned = Result<(Arc<dyn Tool>, CallPlan), String>;
+
 /// The latest state of every call of a batch, as the editor sees it.
 type Views = Arc<Vec<Mutex<ToolCallView>>>;
 
@@ -137,7 +140,7 @@ pub(crate) async fn run_batch(
 ) -> (Vec<ChatMessage>, Vec<ToolCallView>, Vec<Vec<ImageData>>) {
     let batch = Arc::new(batch);
     let cwd = batch.ctx.cwd.clone();
-    let planned: Vec<(Result<(Arc<dyn Tool>, CallPlan), String>, ToolCallView)> = calls
+    let planned: Vec<(Planned, ToolCallView)> = calls
         .iter()
         .map(|call| {
             // Unique within the session, also across restarts.
@@ -254,7 +257,7 @@ fn unknown_tool(name: &str, registry: &ToolRegistry) -> String {
     )
 }
 
-async fn run_one(plan: Result<(Arc<dyn Tool>, CallPlan), String>, call: &Call) -> Outcome {
+async fn run_one(plan: Planned, call: &Call) -> Outcome {
     let (tool, mut plan) = match plan {
         Ok(plan) => plan,
         Err(message) => {
