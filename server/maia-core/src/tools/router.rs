@@ -630,6 +630,73 @@ mod tests {
         assert!(views.iter().all(|v| v.status == ToolStatus::Completed));
     }
 
+    /// A tool on one file whose run waits for `release` and logs its
+    /// start and end.
+    struct OnFile {
+        log: Arc<Mutex<Vec<String>>>,
+        release: tokio::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Tool for OnFile {
+        fn spec(&self) -> ToolSpec {
+            spec("OnFile")
+        }
+        fn plan(&self, call: &ToolCall, _: &Value, cwd: &Path) -> Result<CallPlan, String> {
+            let mut plan = CallPlan::new(call.name.clone(), facts(&call.name), call.id.clone());
+            plan.keys = vec![cwd.join("same.txt")];
+            Ok(plan)
+        }
+        async fn run(&self, plan: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+            let id: String = plan.take().unwrap_or_default();
+            self.log.lock().unwrap().push(format!("{id} start"));
+            if let Some(release) = self.release.lock().await.take() {
+                let _ = release.await;
+            }
+            self.log.lock().unwrap().push(format!("{id} end"));
+            ToolOutput::ok(id)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_on_one_file_run_in_the_order_requested() {
+        let dir = tempfile::tempdir().unwrap();
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (release, released) = tokio::sync::oneshot::channel();
+        let mut registry = ToolRegistry::default();
+        registry.register(Arc::new(OnFile {
+            log: log.clone(),
+            release: tokio::sync::Mutex::new(Some(released)),
+        }));
+        let (batch, _events) = batch(dir.path());
+        let calls = [call("a", "OnFile"), call("b", "OnFile")];
+        let run = tokio::spawn(async move { run_batch(&registry, &calls, batch).await });
+        let started = |n: usize| {
+            let log = log.clone();
+            async move {
+                while log.lock().unwrap().len() < n {
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), started(1))
+            .await
+            .expect("the first call starts");
+        // The second call must not start while the first one runs.
+        let early = tokio::time::timeout(Duration::from_millis(300), started(2)).await;
+        assert!(early.is_err(), "{:?}", log.lock().unwrap());
+        release.send(()).unwrap();
+        let (messages, _, _) = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("the batch ends")
+            .unwrap();
+        assert_eq!(texts(&messages), ["a", "b"]);
+        assert_eq!(
+            *log.lock().unwrap(),
+            ["a start", "a end", "b start", "b end"]
+        );
+    }
+
     #[tokio::test]
     async fn unknown_tools_answer_the_model() {
         let dir = tempfile::tempdir().unwrap();
