@@ -123,6 +123,18 @@ impl Call {
     }
 }
 
+/// The tasks of a batch: aborted when the batch is dropped (the session
+/// closing mid-batch), as the calls were when they ran inside it.
+struct Tasks(Vec<tokio::task::JoinHandle<Outcome>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// How a call may run.
 enum Grant {
     Normal,
@@ -183,7 +195,7 @@ pub(crate) async fn run_batch(
     let (done_tx, done_rx): (Vec<_>, Vec<_>) =
         planned.iter().map(|_| watch::channel(false)).unzip();
     let turn = batch.ctx.cancel.clone();
-    let mut tasks = Vec::with_capacity(planned.len());
+    let mut tasks = Tasks(Vec::with_capacity(planned.len()));
     for (index, ((plan, view), done)) in planned.into_iter().zip(done_tx).enumerate() {
         let waits: Vec<watch::Receiver<bool>> = (0..index)
             .filter(|&j| keys[j].iter().any(|k| keys[index].contains(k)))
@@ -198,7 +210,7 @@ pub(crate) async fn run_batch(
             turn: turn.clone(),
         };
         let slots = slots.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.0.push(tokio::spawn(async move {
             for mut w in waits {
                 let _ = w.wait_for(|d| *d).await;
             }
@@ -210,7 +222,7 @@ pub(crate) async fn run_batch(
             outcome
         }));
     }
-    let outcomes = join_all(tasks).await;
+    let outcomes = join_all(tasks.0.iter_mut()).await;
     let mut images = Vec::with_capacity(calls.len());
     let messages = calls
         .iter()
@@ -695,6 +707,62 @@ mod tests {
             *log.lock().unwrap(),
             ["a start", "a end", "b start", "b end"]
         );
+    }
+
+    /// A tool whose run never ends; it says when its run is dropped.
+    struct Forever(Arc<std::sync::atomic::AtomicBool>);
+
+    struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Tool for Forever {
+        fn spec(&self) -> ToolSpec {
+            spec("Forever")
+        }
+        fn plan(&self, call: &ToolCall, _: &Value, _: &Path) -> Result<CallPlan, String> {
+            Ok(CallPlan::new(call.name.clone(), facts(&call.name), ()))
+        }
+        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+            let _guard = SetOnDrop(self.0.clone());
+            std::future::pending::<ToolOutput>().await
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_batch_stops_its_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let dropped: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let mut registry = ToolRegistry::default();
+        registry.register(Arc::new(Forever(dropped.clone())));
+        let (batch, mut events) = batch(dir.path());
+        let calls = [call("a", "Forever")];
+        let running = async {
+            // Until the call is in progress.
+            while let Some(event) = events.recv().await {
+                if let Event::ToolCallUpdate(p) = event
+                    && p.status == Some(ToolStatus::InProgress)
+                {
+                    break;
+                }
+            }
+        };
+        tokio::select! {
+            _ = run_batch(&registry, &calls, batch) => panic!("the call never ends"),
+            () = running => {}
+        }
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !dropped.load(std::sync::atomic::Ordering::Acquire) {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the call's run is dropped with its batch");
     }
 
     #[tokio::test]
