@@ -1065,6 +1065,56 @@ async fn at_references_inject_files_once() {
     assert!(sent.contains("see @missing/file.rs please"), "{sent}");
 }
 
+/// A custom tool the sandbox stops is told so as Bash is (the sandbox's
+/// note), and its next identical call offers one run without the sandbox.
+#[tokio::test]
+async fn a_custom_tool_denied_by_the_sandbox_is_offered_a_run_without_it() {
+    let mut maia = Maia::start().await;
+    let outside = maia.cwd().join("../maia-custom-tool-probe.txt");
+    let dir = maia.path(".maia/tools/escape");
+    write(
+        &dir.join("TOOL.json"),
+        r#"{"description": "Writes outside the project", "command": {"run": "sh ./escape.sh"}}"#,
+    );
+    write(
+        &dir.join("escape.sh"),
+        "echo x > \"$MAIA_CWD/../maia-custom-tool-probe.txt\"\n",
+    );
+    maia.initialize().await;
+    let sid = maia.new_session().await;
+    tool_turn(
+        &mut maia,
+        &sid,
+        &[("c1", "escape", json!({}))],
+        choose("allow_once"),
+    )
+    .await;
+    let out = result_for(&maia, "c1");
+    assert!(out.contains("MAIA sandbox"), "{out}");
+    let (_, before) = tool_turn(
+        &mut maia,
+        &sid,
+        &[("c2", "escape", json!({}))],
+        choose("reject_once"),
+    )
+    .await;
+    let leaked = outside.exists();
+    let _ = std::fs::remove_file(&outside);
+    assert!(
+        !leaked,
+        "the sandbox let a custom tool write out of the project"
+    );
+    let requests = permission_requests(&before);
+    assert_eq!(requests.len(), 1, "{before:?}");
+    let ids: Vec<&str> = requests[0]["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["optionId"].as_str())
+        .collect();
+    assert!(ids.contains(&"allow_once_unsandboxed"), "{ids:?}");
+}
+
 #[tokio::test]
 async fn a_new_or_changed_custom_tool_is_asked_until_confirmed() {
     let mut maia = Maia::start_with(Options {

@@ -170,6 +170,9 @@ struct Case {
     expect: Expect,
     /// Text whose presence in the output is a leak (besides `SECRET`).
     leak: Option<&'static str>,
+    /// The front door reviews this edit hunk by hunk (as LSP does for an
+    /// open document): no question, unless something else asks.
+    reviewed: bool,
 }
 
 fn bash_case(class: u8, cfg: Cfg, mode: Mode, cmd: &str, expect: Expect) -> Case {
@@ -181,6 +184,7 @@ fn bash_case(class: u8, cfg: Cfg, mode: Mode, cmd: &str, expect: Expect) -> Case
         input: json!({ "command": cmd, "timeout_ms": 5000 }),
         expect,
         leak: None,
+        reviewed: false,
     }
 }
 
@@ -208,6 +212,7 @@ fn tool_case(
         input,
         expect,
         leak: None,
+        reviewed: false,
     }
 }
 
@@ -876,6 +881,27 @@ fn protected() -> Vec<Case> {
             Runs,
         ));
     }
+    // An edit the front door reviews hunk by hunk is not asked first; a
+    // protected path still is, and the read-only mode still refuses.
+    let reviewed = |mode, file: &str, expect| {
+        let mut case = tool_case(
+            4,
+            Cfg::DenyRm,
+            mode,
+            "Write",
+            json!({"file_path": file, "content": "PWNED"}),
+            expect,
+        );
+        case.reviewed = true;
+        case.leak = (expect == Runs).then_some("PWNED");
+        case
+    };
+    for f in files {
+        out.push(reviewed(Mode::Default, f, Blocked));
+        out.push(reviewed(Mode::AcceptEdits, f, Blocked));
+    }
+    out.push(reviewed(Mode::ReadOnly, "src/ok.txt", Blocked));
+    out.push(reviewed(Mode::Default, "src/ok.txt", Runs));
     out
 }
 
@@ -1197,7 +1223,8 @@ async fn run_case(case: &Case) -> Outcome {
     let Ok(parsed) = ToolInput::parse(case.tool, &case.input.to_string()) else {
         return Outcome::Stopped(None);
     };
-    let facts = crate::tools::builtin::gate_facts(&parsed, &cwd);
+    let mut facts = crate::tools::builtin::gate_facts(&parsed, &cwd);
+    facts.edit_reviewed = case.reviewed;
     let requirement = authorise(&facts, case.mode, &broker.lock().unwrap(), &cwd);
     if case.expect == Expect::Refused {
         return match requirement {

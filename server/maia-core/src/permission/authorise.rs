@@ -273,3 +273,187 @@ pub fn record(
         Err(e) => Recorded::NotSaved(rule, e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::permission::RuleSet;
+
+    fn broker(allow: &[&str], deny: &[&str]) -> Broker {
+        let p = |l: &[&str]| l.iter().map(|r| Rule::parse(r).unwrap()).collect();
+        Broker::new(vec![RuleSet {
+            allow: p(allow),
+            ask: Vec::new(),
+            deny: p(deny),
+        }])
+    }
+
+    fn edit(path: &str) -> GateFacts {
+        GateFacts {
+            rule_name: "Edit".to_owned(),
+            rule_input: json!({ "file_path": path }),
+            effect: Effect::EditsFile(path.to_owned()),
+            mutating: true,
+            action: "make this change",
+            ..GateFacts::default()
+        }
+    }
+
+    fn tool(name: &str) -> GateFacts {
+        GateFacts {
+            rule_name: name.to_owned(),
+            rule_input: json!({}),
+            mutating: true,
+            action: "run this tool",
+            ..GateFacts::default()
+        }
+    }
+
+    fn ids(requirement: &Requirement) -> Vec<String> {
+        match requirement {
+            Requirement::Ask(q) => q.options.iter().map(|o| o.id.clone()).collect(),
+            other => panic!("not a question: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn must_ask_rules_override_allow_rules_and_modes() {
+        let cwd = Path::new("/p");
+        let b = broker(&["hello"], &[]);
+        assert_eq!(
+            authorise(&tool("hello"), Mode::Default, &b, cwd),
+            Requirement::Allow { note: None }
+        );
+        let mut unconfirmed = tool("hello");
+        unconfirmed.confirm = Some(Confirm {
+            name: "hello".to_owned(),
+            fingerprint: "f".to_owned(),
+        });
+        for mode in [Mode::Default, Mode::Bypass] {
+            let asked = authorise(&unconfirmed, mode, &b, cwd);
+            assert_eq!(ids(&asked), ["allow_once", "allow_always", "reject_once"]);
+            let Requirement::Ask(q) = asked else {
+                unreachable!()
+            };
+            assert!(
+                q.options[1]
+                    .label
+                    .contains("confirms this new or changed custom tool")
+            );
+            assert_eq!(q.confirm, unconfirmed.confirm);
+        }
+        let mut retry = tool("hello");
+        retry.sandbox_retry = true;
+        assert_eq!(
+            ids(&authorise(&retry, Mode::Bypass, &b, cwd)),
+            ["allow_once", UNSANDBOXED, "reject_once"]
+        );
+    }
+
+    #[test]
+    fn a_reviewed_edit_needs_no_question_unless_something_else_says_so() {
+        let cwd = Path::new("/p");
+        let none = broker(&[], &[]);
+        let mut reviewed = edit("src/a.rs");
+        assert!(matches!(
+            authorise(&reviewed, Mode::Default, &none, cwd),
+            Requirement::Ask(_)
+        ));
+        reviewed.edit_reviewed = true;
+        assert_eq!(
+            authorise(&reviewed, Mode::Default, &none, cwd),
+            Requirement::Allow { note: None }
+        );
+        // Deny rules and the read-only mode still refuse.
+        let deny = broker(&[], &["Edit(src/**)"]);
+        assert!(matches!(
+            authorise(&reviewed, Mode::Default, &deny, cwd),
+            Requirement::Refuse { always: false, .. }
+        ));
+        assert!(matches!(
+            authorise(&reviewed, Mode::ReadOnly, &none, cwd),
+            Requirement::Refuse { always: false, .. }
+        ));
+        // A protected path is still asked.
+        let mut protected = edit("package.json");
+        protected.edit_reviewed = true;
+        assert!(matches!(
+            authorise(&protected, Mode::Default, &none, cwd),
+            Requirement::Ask(_)
+        ));
+        // Bypass lets it through with a note.
+        let Requirement::Allow { note: Some(note) } =
+            authorise(&protected, Mode::Bypass, &none, cwd)
+        else {
+            panic!("bypass allows a protected path with a note");
+        };
+        assert!(note.contains("package.json"), "{note}");
+    }
+
+    #[test]
+    fn calls_without_side_effects_are_allowed_unless_a_rule_says_otherwise() {
+        let cwd = Path::new("/p");
+        let mut quiet = tool("TodoWrite");
+        quiet.mutating = false;
+        quiet.side_effect_free = true;
+        assert_eq!(
+            authorise(&quiet, Mode::ReadOnly, &broker(&[], &[]), cwd),
+            Requirement::Allow { note: None }
+        );
+        assert!(matches!(
+            authorise(&quiet, Mode::Default, &broker(&[], &["TodoWrite"]), cwd),
+            Requirement::Refuse { .. }
+        ));
+        quiet.side_effect_free = false;
+        assert!(matches!(
+            authorise(&quiet, Mode::Default, &broker(&[], &[]), cwd),
+            Requirement::Ask(_)
+        ));
+    }
+
+    #[test]
+    fn replies_become_answers() {
+        let cwd = Path::new("/p");
+        let mut retry = tool("hello");
+        retry.sandbox_retry = true;
+        let Requirement::Ask(q) = authorise(&retry, Mode::Default, &broker(&[], &[]), cwd) else {
+            panic!("asked");
+        };
+        let selected = |option: &str, reason: Option<&str>| PermissionReply::Selected {
+            option: option.to_owned(),
+            reason: reason.map(str::to_owned),
+        };
+        assert_eq!(
+            q.answer(selected(UNSANDBOXED, None)),
+            Answer::Allow {
+                kind: ChoiceKind::AllowOnce,
+                unsandboxed: true
+            }
+        );
+        assert_eq!(
+            q.answer(selected("allow_once", None)),
+            Answer::Allow {
+                kind: ChoiceKind::AllowOnce,
+                unsandboxed: false
+            }
+        );
+        let Answer::Reject { kind, to_model } = q.answer(selected("reject_once", Some("no")))
+        else {
+            panic!("rejected");
+        };
+        assert_eq!(kind, ChoiceKind::RejectOnce);
+        assert!(to_model.contains("run this tool") && to_model.contains("reason: no"));
+        // A rejection without an option (ACP client error) is a rejection.
+        assert!(matches!(
+            q.answer(PermissionReply::Rejected { reason: None }),
+            Answer::Reject {
+                kind: ChoiceKind::RejectOnce,
+                ..
+            }
+        ));
+        assert_eq!(q.answer(selected("nope", None)), Answer::Cancelled);
+        assert_eq!(q.answer(PermissionReply::Cancelled), Answer::Cancelled);
+    }
+}

@@ -37,6 +37,9 @@ enum Outcome {
     Cancelled,
 }
 
+/// A call's tool and plan, or the error for the model.
+type Planned = Result<(Arc<dyn Tool>, CallPlan), String>;
+
 /// The latest state of every call of a batch, as the editor sees it.
 type Views = Arc<Vec<Mutex<ToolCallView>>>;
 
@@ -120,6 +123,18 @@ impl Call {
     }
 }
 
+/// The tasks of a batch: aborted when the batch is dropped (the session
+/// closing mid-batch), as the calls were when they ran inside it.
+struct Tasks(Vec<tokio::task::JoinHandle<Outcome>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// How a call may run.
 enum Grant {
     Normal,
@@ -137,7 +152,7 @@ pub(crate) async fn run_batch(
 ) -> (Vec<ChatMessage>, Vec<ToolCallView>, Vec<Vec<ImageData>>) {
     let batch = Arc::new(batch);
     let cwd = batch.ctx.cwd.clone();
-    let planned: Vec<(Result<(Arc<dyn Tool>, CallPlan), String>, ToolCallView)> = calls
+    let planned: Vec<(Planned, ToolCallView)> = calls
         .iter()
         .map(|call| {
             // Unique within the session, also across restarts.
@@ -180,7 +195,7 @@ pub(crate) async fn run_batch(
     let (done_tx, done_rx): (Vec<_>, Vec<_>) =
         planned.iter().map(|_| watch::channel(false)).unzip();
     let turn = batch.ctx.cancel.clone();
-    let mut tasks = Vec::with_capacity(planned.len());
+    let mut tasks = Tasks(Vec::with_capacity(planned.len()));
     for (index, ((plan, view), done)) in planned.into_iter().zip(done_tx).enumerate() {
         let waits: Vec<watch::Receiver<bool>> = (0..index)
             .filter(|&j| keys[j].iter().any(|k| keys[index].contains(k)))
@@ -195,7 +210,7 @@ pub(crate) async fn run_batch(
             turn: turn.clone(),
         };
         let slots = slots.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.0.push(tokio::spawn(async move {
             for mut w in waits {
                 let _ = w.wait_for(|d| *d).await;
             }
@@ -207,7 +222,7 @@ pub(crate) async fn run_batch(
             outcome
         }));
     }
-    let outcomes = join_all(tasks).await;
+    let outcomes = join_all(tasks.0.iter_mut()).await;
     let mut images = Vec::with_capacity(calls.len());
     let messages = calls
         .iter()
@@ -254,7 +269,7 @@ fn unknown_tool(name: &str, registry: &ToolRegistry) -> String {
     )
 }
 
-async fn run_one(plan: Result<(Arc<dyn Tool>, CallPlan), String>, call: &Call) -> Outcome {
+async fn run_one(plan: Planned, call: &Call) -> Outcome {
     let (tool, mut plan) = match plan {
         Ok(plan) => plan,
         Err(message) => {
@@ -625,6 +640,129 @@ mod tests {
                 .expect("the batch ends");
         assert_eq!(texts(&messages), ["released", "sent"]);
         assert!(views.iter().all(|v| v.status == ToolStatus::Completed));
+    }
+
+    /// A tool on one file whose run waits for `release` and logs its
+    /// start and end.
+    struct OnFile {
+        log: Arc<Mutex<Vec<String>>>,
+        release: tokio::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Tool for OnFile {
+        fn spec(&self) -> ToolSpec {
+            spec("OnFile")
+        }
+        fn plan(&self, call: &ToolCall, _: &Value, cwd: &Path) -> Result<CallPlan, String> {
+            let mut plan = CallPlan::new(call.name.clone(), facts(&call.name), call.id.clone());
+            plan.keys = vec![cwd.join("same.txt")];
+            Ok(plan)
+        }
+        async fn run(&self, plan: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+            let id: String = plan.take().unwrap_or_default();
+            self.log.lock().unwrap().push(format!("{id} start"));
+            if let Some(release) = self.release.lock().await.take() {
+                let _ = release.await;
+            }
+            self.log.lock().unwrap().push(format!("{id} end"));
+            ToolOutput::ok(id)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_on_one_file_run_in_the_order_requested() {
+        let dir = tempfile::tempdir().unwrap();
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (release, released) = tokio::sync::oneshot::channel();
+        let mut registry = ToolRegistry::default();
+        registry.register(Arc::new(OnFile {
+            log: log.clone(),
+            release: tokio::sync::Mutex::new(Some(released)),
+        }));
+        let (batch, _events) = batch(dir.path());
+        let calls = [call("a", "OnFile"), call("b", "OnFile")];
+        let run = tokio::spawn(async move { run_batch(&registry, &calls, batch).await });
+        let started = |n: usize| {
+            let log = log.clone();
+            async move {
+                while log.lock().unwrap().len() < n {
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), started(1))
+            .await
+            .expect("the first call starts");
+        // The second call must not start while the first one runs.
+        let early = tokio::time::timeout(Duration::from_millis(300), started(2)).await;
+        assert!(early.is_err(), "{:?}", log.lock().unwrap());
+        release.send(()).unwrap();
+        let (messages, _, _) = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("the batch ends")
+            .unwrap();
+        assert_eq!(texts(&messages), ["a", "b"]);
+        assert_eq!(
+            *log.lock().unwrap(),
+            ["a start", "a end", "b start", "b end"]
+        );
+    }
+
+    /// A tool whose run never ends; it says when its run is dropped.
+    struct Forever(Arc<std::sync::atomic::AtomicBool>);
+
+    struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Tool for Forever {
+        fn spec(&self) -> ToolSpec {
+            spec("Forever")
+        }
+        fn plan(&self, call: &ToolCall, _: &Value, _: &Path) -> Result<CallPlan, String> {
+            Ok(CallPlan::new(call.name.clone(), facts(&call.name), ()))
+        }
+        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+            let _guard = SetOnDrop(self.0.clone());
+            std::future::pending::<ToolOutput>().await
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_batch_stops_its_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let dropped: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let mut registry = ToolRegistry::default();
+        registry.register(Arc::new(Forever(dropped.clone())));
+        let (batch, mut events) = batch(dir.path());
+        let calls = [call("a", "Forever")];
+        let running = async {
+            // Until the call is in progress.
+            while let Some(event) = events.recv().await {
+                if let Event::ToolCallUpdate(p) = event
+                    && p.status == Some(ToolStatus::InProgress)
+                {
+                    break;
+                }
+            }
+        };
+        tokio::select! {
+            _ = run_batch(&registry, &calls, batch) => panic!("the call never ends"),
+            () = running => {}
+        }
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !dropped.load(std::sync::atomic::Ordering::Acquire) {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the call's run is dropped with its batch");
     }
 
     #[tokio::test]
