@@ -609,7 +609,7 @@ impl Session {
         // Tools, skills and permissions are reloaded (the MAIA behaviour),
         // without repeating the start-up notices.
         self.reload_quietly();
-        self.emit(Event::Commands(self.command_entries()));
+        self.emit(Event::Commands(self.project.command_entries()));
         self.project.context_file = context_file.or(self.project.context_file.take());
         self.tools.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
         self.meter.forget();

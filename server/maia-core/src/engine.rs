@@ -8,23 +8,11 @@ use maia_tools::FileSystem;
 use tokio::sync::mpsc;
 
 use crate::event::Event;
-use crate::session::{self, SessionHandle, Start};
+use crate::handle::{self, SessionHandle, Start};
+pub use crate::options::EngineOptions;
+use crate::session;
 use crate::store;
 use crate::window::WindowCache;
-
-/// Process-wide options, fixed at start.
-#[derive(Debug, Clone, Default)]
-pub struct EngineOptions {
-    /// The user's home folder (for `~/.maia`); `None` reads no user settings.
-    pub home: Option<PathBuf>,
-    /// A model forced by `--model` or `MAIA_MODEL`.
-    pub model: Option<String>,
-    /// The `LITELLM_API_KEY` environment variable.
-    pub env_api_key: Option<String>,
-    /// A route to the model server set by the front end (see
-    /// [`Engine::set_route`]); it wins over the settings.
-    pub route: Option<crate::settings::LlmRoute>,
-}
 
 /// Why a saved session could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -150,7 +138,7 @@ impl Engine {
         roots: Vec<PathBuf>,
     ) -> Started {
         let id = uuid::Uuid::new_v4().to_string();
-        session::spawn(
+        handle::spawn(
             &self.session_options(),
             &self.windows,
             id,
@@ -179,7 +167,7 @@ impl Engine {
         let journal = store::Journal::open(&summary.path)?;
         let loaded = store::load(&summary.path)?;
         let replay = session::replay(&loaded, &cwd);
-        let started = session::spawn(
+        let started = handle::spawn(
             &self.session_options(),
             &self.windows,
             id.to_owned(),

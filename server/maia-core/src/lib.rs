@@ -18,12 +18,14 @@ mod conversation;
 pub mod custom_tools;
 mod engine;
 mod event;
+mod handle;
 pub mod images;
 pub mod markdown_commands;
 mod mcp;
 mod md_files;
 mod meter;
 pub mod mode;
+mod options;
 mod oversize;
 pub mod permission;
 mod project;
@@ -33,6 +35,7 @@ mod session;
 pub mod session_tools;
 pub mod settings;
 pub mod skills;
+mod slash;
 pub mod store;
 mod system_prompt;
 mod text_tool_calls;
@@ -48,7 +51,7 @@ pub use event::{
     PermissionReply, PermissionRequest, StopReason, ToolCallPatch, ToolCallView, ToolContent,
     ToolStatus,
 };
+pub use handle::{Busy, SessionHandle};
 pub use mode::Mode;
 pub use prompt::PromptPart;
-pub use session::{Busy, SessionHandle};
 pub use tools::reserved_tool_names;

@@ -10,7 +10,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{Event, NoticeLevel};
-use crate::session::Session;
 
 /// How long a turn waits for servers still starting before its first
 /// model request.
@@ -91,81 +90,83 @@ pub(crate) fn offered_tools(manager: &McpManager) -> Vec<maia_mcp::McpTool> {
         .collect()
 }
 
-impl Session {
-    /// Before a turn's first model request: waits (at most [`TURN_WAIT`])
-    /// for servers still starting, then tells which ones are left out.
-    pub(crate) async fn wait_for_mcp(&self, cancel: &CancellationToken) {
-        let starting = |m: &McpManager| {
-            m.status()
-                .into_iter()
-                .filter(|s| s.state == ServerState::Starting)
-                .map(|s| s.name)
-                .collect::<Vec<_>>()
-        };
-        if starting(&self.services.mcp).is_empty() {
-            return;
-        }
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = self.services.mcp.wait_ready(TURN_WAIT) => {}
-        }
-        let late = starting(&self.services.mcp);
-        if !late.is_empty() {
-            self.emit(Event::Notice {
-                level: NoticeLevel::Warning,
-                text: format!(
-                    "MCP server{} still starting, not used in this turn: {}",
-                    if late.len() == 1 { "" } else { "s" },
-                    late.join(", ")
-                ),
-            });
-        }
+/// Before a turn's first model request: waits (at most [`TURN_WAIT`])
+/// for servers still starting, then tells which ones are left out.
+pub(crate) async fn wait_for_servers(
+    manager: &McpManager,
+    events: &mpsc::UnboundedSender<Event>,
+    cancel: &CancellationToken,
+) {
+    let starting = |m: &McpManager| {
+        m.status()
+            .into_iter()
+            .filter(|s| s.state == ServerState::Starting)
+            .map(|s| s.name)
+            .collect::<Vec<_>>()
+    };
+    if starting(&manager).is_empty() {
+        return;
     }
+    tokio::select! {
+        () = cancel.cancelled() => return,
+        () = manager.wait_ready(TURN_WAIT) => {}
+    }
+    let late = starting(&manager);
+    if !late.is_empty() {
+        let _ = events.send(Event::Notice {
+            level: NoticeLevel::Warning,
+            text: format!(
+                "MCP server{} still starting, not used in this turn: {}",
+                if late.len() == 1 { "" } else { "s" },
+                late.join(", ")
+            ),
+        });
+    }
+}
 
-    /// The `/mcp` report.
-    pub(crate) fn mcp_report(&self) -> String {
-        let status = self.services.mcp.status();
-        if status.is_empty() {
-            return "No MCP servers. Editors pass them when they open a session; \
+/// The `/mcp` report.
+pub(crate) fn report(manager: &McpManager) -> String {
+    let status = manager.status();
+    if status.is_empty() {
+        return "No MCP servers. Editors pass them when they open a session; \
                     `mcpServers` in .maia/settings.json adds more \
                     (`{\"name\": {\"command\": …, \"args\": […]}}` or `{\"name\": {\"url\": …}}`)."
-                .to_owned();
-        }
-        let mut text = String::from("MCP servers:\n");
-        for server in status {
-            match &server.state {
-                ServerState::Starting => {
-                    text.push_str(&format!("\n- `{}` — starting\n", server.name));
-                }
-                ServerState::Failed(reason) => {
-                    text.push_str(&format!("\n- `{}` — failed: {reason}\n", server.name));
-                }
-                ServerState::Connected { tools } => {
-                    text.push_str(&format!(
-                        "\n- `{}` — connected, {} tool{}\n",
-                        server.name,
-                        tools.len(),
-                        if tools.len() == 1 { "" } else { "s" }
-                    ));
-                    for tool in tools {
-                        text.push_str(&format!(
-                            "  - `{}`\n",
-                            maia_mcp::full_name(&server.name, tool)
-                        ));
-                    }
-                }
-            }
-            if !server.disabled.is_empty() {
-                text.push_str(&format!(
-                    "  - disabled in the settings: {}\n",
-                    server.disabled.join(", ")
-                ));
-            }
-        }
-        text.push_str(
-            "\nTheir tool calls ask for permission unless a rule allows them \
-             (`mcp__<server>__<tool>` or `mcp__<server>__<tool>(pattern)`).",
-        );
-        text
+            .to_owned();
     }
+    let mut text = String::from("MCP servers:\n");
+    for server in status {
+        match &server.state {
+            ServerState::Starting => {
+                text.push_str(&format!("\n- `{}` — starting\n", server.name));
+            }
+            ServerState::Failed(reason) => {
+                text.push_str(&format!("\n- `{}` — failed: {reason}\n", server.name));
+            }
+            ServerState::Connected { tools } => {
+                text.push_str(&format!(
+                    "\n- `{}` — connected, {} tool{}\n",
+                    server.name,
+                    tools.len(),
+                    if tools.len() == 1 { "" } else { "s" }
+                ));
+                for tool in tools {
+                    text.push_str(&format!(
+                        "  - `{}`\n",
+                        maia_mcp::full_name(&server.name, tool)
+                    ));
+                }
+            }
+        }
+        if !server.disabled.is_empty() {
+            text.push_str(&format!(
+                "  - disabled in the settings: {}\n",
+                server.disabled.join(", ")
+            ));
+        }
+    }
+    text.push_str(
+        "\nTheir tool calls ask for permission unless a rule allows them \
+             (`mcp__<server>__<tool>` or `mcp__<server>__<tool>(pattern)`).",
+    );
+    text
 }

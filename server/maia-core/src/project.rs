@@ -16,8 +16,9 @@ use maia_tools::sandbox::Sandbox;
 
 use crate::context_file::{self, ContextFile};
 use crate::custom_tools::{self, LoadedTools};
-use crate::engine::EngineOptions;
+use crate::event::CommandEntry;
 use crate::markdown_commands::{self, LoadedCommands};
+use crate::options::EngineOptions;
 use crate::permission::{self, Broker};
 use crate::settings::{self, Settings, SettingsFiles};
 use crate::skills::{self, LoadedSkills};
@@ -92,6 +93,45 @@ impl Project {
             custom_tools: Arc::new(custom_tools),
             pending_tools: Arc::new(Mutex::new(pending_tools)),
         }
+    }
+}
+
+impl Project {
+    /// The commands the user can type: MAIA's, then one per skill, then
+    /// the Markdown commands (a name already taken is skipped).
+    pub(crate) fn command_entries(&self) -> Vec<CommandEntry> {
+        let mut out: Vec<CommandEntry> = crate::slash::COMMANDS
+            .iter()
+            .map(|c| CommandEntry {
+                name: c.name.to_owned(),
+                description: c.description.to_owned(),
+                hint: c.hint.map(str::to_owned),
+            })
+            .collect();
+        for skill in &self.skills.skills {
+            if out.iter().any(|c| c.name == skill.name) {
+                continue;
+            }
+            out.push(CommandEntry {
+                name: skill.name.clone(),
+                description: format!("Skill: {}", skill.description),
+                hint: Some(skill.hint.clone().unwrap_or_else(|| "arguments".to_owned())),
+            });
+        }
+        for command in &self.markdown_commands.commands {
+            if out.iter().any(|c| c.name == command.name) {
+                continue;
+            }
+            out.push(CommandEntry {
+                name: command.name.clone(),
+                description: command.description.clone(),
+                hint: command
+                    .hint
+                    .clone()
+                    .or_else(|| command.takes_arguments.then(|| "arguments".to_owned())),
+            });
+        }
+        out
     }
 }
 

@@ -711,7 +711,7 @@ impl Session {
         let window = self.known_window(&model, cancel).await;
         self.meter.window = window.map(|w| w.tokens);
         self.meter.window_source = window.map(|w| w.source.as_str());
-        self.wait_for_mcp(cancel).await;
+        crate::mcp::wait_for_servers(&self.services.mcp, &self.services.events, cancel).await;
         if cancel.is_cancelled() {
             return StopReason::Cancelled;
         }

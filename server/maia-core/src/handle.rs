@@ -1,0 +1,351 @@
+//! A session's handle and its task: [`SessionHandle`] submits prompts,
+//! cancels and sends changes; [`spawn`] opens a session (its project loaded,
+//! its journal created or restored) and runs its turns one after another on
+//! a task. This is the top of the engine's module graph: it drives the turn
+//! loop ([`crate::turn`]), which works on the session's state
+//! ([`crate::session`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use maia_tools::FileSystem;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::conversation::Conversation;
+use crate::event::{Event, StopReason};
+use crate::meter::Meter;
+use crate::mode::Mode;
+use crate::options::EngineOptions;
+use crate::project::Project;
+use crate::prompt::PromptPart;
+use crate::session::{Change, Services, Session, ToolState, TurnState, default_model, fresh_name};
+use crate::settings;
+use crate::store::{self, Journal, Loaded, Record};
+use crate::window::WindowCache;
+
+/// A prompt was sent while a turn is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("this session is already running a prompt; wait for it to finish or cancel it")]
+pub struct Busy;
+
+enum Op {
+    Prompt {
+        parts: Vec<PromptPart>,
+        cancel: CancellationToken,
+    },
+}
+
+/// Drives one session. Cloneable; the session ends when every clone is gone.
+#[derive(Clone)]
+pub struct SessionHandle {
+    id: String,
+    cwd: PathBuf,
+    ops: mpsc::UnboundedSender<Op>,
+    changes: mpsc::UnboundedSender<Change>,
+    turn: Arc<Mutex<Option<CancellationToken>>>,
+    busy: Arc<AtomicBool>,
+    /// The model the session started with (forced or configured).
+    initial_model: Option<String>,
+    /// Cancelled once the session has stopped and released its journal.
+    ended: CancellationToken,
+}
+
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHandle")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionHandle {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// Starts a turn. Its events, ending with [`Event::TurnEnded`], arrive
+    /// on the session's event receiver.
+    pub fn prompt(&self, parts: Vec<PromptPart>) -> Result<(), Busy> {
+        if self
+            .busy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(Busy);
+        }
+        let cancel = CancellationToken::new();
+        if let Ok(mut turn) = self.turn.lock() {
+            *turn = Some(cancel.clone());
+        }
+        if self.ops.send(Op::Prompt { parts, cancel }).is_err() {
+            self.busy.store(false, Ordering::Release);
+            return Err(Busy);
+        }
+        Ok(())
+    }
+
+    /// Cancels the running turn, if any: the model stream is dropped and
+    /// running tools are killed. The turn then ends with `Cancelled`.
+    pub fn cancel(&self) {
+        if let Ok(turn) = self.turn.lock()
+            && let Some(token) = turn.as_ref()
+        {
+            token.cancel();
+        }
+    }
+
+    /// The model the session started with, if one is forced or
+    /// configured. Later changes are the caller's own or arrive as
+    /// [`Event::ModelChanged`].
+    pub fn initial_model(&self) -> Option<String> {
+        self.initial_model.clone()
+    }
+
+    /// The mode every session starts in. Later changes are the caller's own.
+    pub fn initial_mode(&self) -> Mode {
+        Mode::default()
+    }
+
+    /// Changes the mode; it applies from the next batch of tool calls.
+    pub fn set_mode(&self, mode: Mode) {
+        self.change(Change::Mode(mode));
+    }
+
+    /// Switches the model for the next requests.
+    pub fn set_model(&self, model: String) {
+        self.change(Change::Model(model));
+    }
+
+    /// Takes the default model from the endpoint's list when none is
+    /// forced or configured (see [`default_model`]); returns the model the
+    /// session then uses.
+    pub fn default_model_from(&self, listed: &[String]) -> Option<String> {
+        if self.initial_model.is_some() {
+            return self.initial_model.clone();
+        }
+        self.change(Change::DefaultModel(listed.to_vec()));
+        default_model(listed.iter().map(String::as_str)).map(str::to_owned)
+    }
+
+    /// Gives the session's tools the editor's services (terminals,
+    /// questions); they apply from the next batch of tool calls.
+    pub fn use_client(&self, tools: crate::client::ClientTools) {
+        self.change(Change::Client(tools));
+    }
+
+    fn change(&self, change: Change) {
+        // The session has ended when this fails: nothing left to change.
+        let _ = self.changes.send(change);
+    }
+
+    /// Whether a turn is running.
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire)
+    }
+
+    /// A token cancelled once the session has stopped (every handle was
+    /// dropped and its last turn ended) and its journal is released.
+    /// Holding it does not keep the session alive.
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
+    }
+}
+
+/// How a session starts.
+pub(crate) enum Start {
+    New,
+    /// Continue a saved conversation: its file name, content and the
+    /// journal, already opened (and locked) for appending.
+    Restore {
+        name: String,
+        loaded: Loaded,
+        journal: Journal,
+    },
+}
+
+pub(crate) fn spawn(
+    options: &Arc<EngineOptions>,
+    windows: &Arc<WindowCache>,
+    id: String,
+    (cwd, roots): (PathBuf, Vec<PathBuf>),
+    fs: Arc<dyn FileSystem>,
+    start: Start,
+    mcp_servers: Vec<maia_mcp::McpServerConfig>,
+) -> (SessionHandle, mpsc::UnboundedReceiver<Event>) {
+    let project = Project::load(crate::project::Place {
+        options,
+        cwd: &cwd,
+        roots: &roots,
+        id: &id,
+    });
+    let model = options
+        .model
+        .clone()
+        .or_else(|| project.settings.model.clone());
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
+    let (changes_tx, changes) = mpsc::unbounded_channel();
+    let busy = Arc::new(AtomicBool::new(false));
+    let turn = Arc::new(Mutex::new(None));
+    let ended = CancellationToken::new();
+    let handle = SessionHandle {
+        id: id.clone(),
+        cwd: cwd.clone(),
+        ops: ops_tx,
+        changes: changes_tx,
+        turn: turn.clone(),
+        busy: busy.clone(),
+        initial_model: model.clone(),
+        ended: ended.clone(),
+    };
+    if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
+        tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
+    }
+    tracing::info!(session = %id, cwd = %cwd.display(), settings = ?project.settings.loaded, context_file = ?project.context_file.as_ref().map(|c| &c.path), "session started");
+    let previous_roots = store::saved_roots(&cwd, &id);
+    if previous_roots != roots
+        && let Err(e) = store::save_roots(&cwd, &id, &roots)
+    {
+        tracing::warn!("cannot record the workspace folders: {e}");
+    }
+    // Connects in the background; never delays the session.
+    let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
+        mcp_servers,
+        &project.settings,
+    )));
+    let (conversation, restored) = match start {
+        Start::New => (
+            Conversation::create(
+                &id,
+                &cwd,
+                options.home.as_deref(),
+                fresh_name(&id),
+                events_tx.clone(),
+            ),
+            None,
+        ),
+        Start::Restore {
+            name,
+            loaded,
+            journal,
+        } => (
+            Conversation::restore(
+                &id,
+                &cwd,
+                options.home.as_deref(),
+                (name, &loaded, journal),
+                events_tx.clone(),
+            ),
+            Some(loaded),
+        ),
+    };
+    let mut session = Session {
+        conversation,
+        id,
+        services: Services {
+            options: options.clone(),
+            cwd,
+            roots,
+            fs,
+            events: events_tx,
+            mcp,
+            windows: windows.clone(),
+            vision: crate::images::VisionCache::new(windows.catalogue().clone()),
+            changes,
+        },
+        project,
+        meter: Meter::default(),
+        tools: ToolState::default(),
+        turn: TurnState::default(),
+        model,
+        mode: Mode::default(),
+        client: crate::client::ClientTools::default(),
+        bang_output: Vec::new(),
+    };
+    if let Some(loaded) = &restored
+        && let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
+            Record::Plan { todos } => Some(todos.clone()),
+            _ => None,
+        })
+        && let Ok(mut list) = session.tools.todos.lock()
+    {
+        *list = todos;
+    }
+    session.announce_start();
+    if restored.is_some() {
+        session.announce_roots_change(&previous_roots);
+    }
+    crate::mcp::watch(&session.services.mcp, session.services.events.clone());
+    prefetch_window(&session);
+    tokio::spawn(async move {
+        loop {
+            // A change sent before a prompt is taken before it.
+            let op = tokio::select! {
+                biased;
+                Some(change) = session.services.changes.recv() => {
+                    session.apply(change);
+                    continue;
+                }
+                op = ops_rx.recv() => op,
+            };
+            let Some(op) = op else { break };
+            match op {
+                Op::Prompt { parts, cancel } => {
+                    session.apply_changes();
+                    let stop = session.run_prompt(parts, &cancel).await;
+                    let stop = if cancel.is_cancelled() {
+                        StopReason::Cancelled
+                    } else {
+                        stop
+                    };
+                    if let Ok(mut turn) = turn.lock() {
+                        *turn = None;
+                    }
+                    busy.store(false, Ordering::Release);
+                    session.emit(Event::TurnEnded(stop));
+                }
+            }
+        }
+        session.services.mcp.shutdown();
+        tracing::debug!(session = %session.id, "session ended");
+        // The journal (and its lock) goes with the session.
+        drop(session);
+        ended.cancel();
+    });
+    (handle, events_rx)
+}
+
+/// Learns the model's context window in the background as the session
+/// opens (`/model/info`, the models list; the model's own answer is asked
+/// in the background too), so the first request does not wait for it.
+fn prefetch_window(session: &Session) {
+    let Ok(llm) = session.project.llm.as_ref().map(Clone::clone) else {
+        return;
+    };
+    let (windows, model, manual) = (
+        session.services.windows.clone(),
+        session.model.clone(),
+        session.project.settings.context_windows.clone(),
+    );
+    tokio::spawn(async move {
+        let cancel = CancellationToken::new();
+        let model = match model {
+            Some(model) => model,
+            None => match windows.catalogue().list(&llm, &cancel).await {
+                Ok(models) => match default_model(models.iter().map(|m| m.id.as_str())) {
+                    Some(first) => first.to_owned(),
+                    None => return,
+                },
+                Err(_) => return,
+            },
+        };
+        let window = crate::window::resolve_quick(&windows, &llm, &model, &manual, &cancel).await;
+        tracing::debug!(model, window = ?window, "context window prefetched");
+    });
+}

@@ -1,0 +1,18 @@
+//! The engine's process-wide options ([`EngineOptions`]), at the bottom of
+//! the module graph: every session reads them, nothing here reads a session.
+
+use std::path::PathBuf;
+
+/// Process-wide options, fixed at start.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// The user's home folder (for `~/.maia`); `None` reads no user settings.
+    pub home: Option<PathBuf>,
+    /// A model forced by `--model` or `MAIA_MODEL`.
+    pub model: Option<String>,
+    /// The `LITELLM_API_KEY` environment variable.
+    pub env_api_key: Option<String>,
+    /// A route to the model server set by the front end (see
+    /// [`Engine::set_route`]); it wins over the settings.
+    pub route: Option<crate::settings::LlmRoute>,
+}
