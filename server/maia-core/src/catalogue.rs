@@ -205,10 +205,16 @@ mod tests {
         assert_eq!(mock.models_requests(), 1);
         assert!(catalogue.known(a.config()).is_some());
         // A client built anew with the same settings shares the entry.
-        catalogue.list(&client(&mock, Some("sk-a")), &never).await.unwrap();
+        catalogue
+            .list(&client(&mock, Some("sk-a")), &never)
+            .await
+            .unwrap();
         assert_eq!(mock.models_requests(), 1);
         // Another key is another entry.
-        catalogue.list(&client(&mock, Some("sk-b")), &never).await.unwrap();
+        catalogue
+            .list(&client(&mock, Some("sk-b")), &never)
+            .await
+            .unwrap();
         assert_eq!(mock.models_requests(), 2);
     }
 

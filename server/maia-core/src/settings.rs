@@ -275,7 +275,11 @@ pub fn from_files(files: &SettingsFiles, cwd: &Path, env_api_key: Option<String>
     let mut mcp = Map::new();
     let mut loaded = Vec::new();
     let mut warnings = Vec::new();
-    for SettingsFile { path: file, content } in files.files() {
+    for SettingsFile {
+        path: file,
+        content,
+    } in files.files()
+    {
         match content {
             FileContent::Unreadable(e) => {
                 warnings.push(format!("cannot read {}: {e}", file.display()));

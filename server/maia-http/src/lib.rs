@@ -67,8 +67,8 @@ fn shared_tls(
 ) -> Result<rustls::ClientConfig, SetupError> {
     static SHARED: OnceLock<Result<rustls::ClientConfig, String>> = OnceLock::new();
     let build = || -> Result<rustls::ClientConfig, String> {
-        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
-            .map_err(|e| e.to_string())?;
+        let verifier =
+            rustls_platform_verifier::Verifier::new(provider.clone()).map_err(|e| e.to_string())?;
         let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
@@ -78,10 +78,7 @@ fn shared_tls(
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     };
-    SHARED
-        .get_or_init(build)
-        .clone()
-        .map_err(SetupError::Tls)
+    SHARED.get_or_init(build).clone().map_err(SetupError::Tls)
 }
 
 /// The private TLS configuration used when no provider is installed.
