@@ -7,8 +7,11 @@
 //! credentials sent with it (the key and the gateway headers, hashed, so
 //! two keys never share an answer and no secret is kept twice).
 //! Concurrent askers of one entry share one request. A list is kept for
-//! [`MAX_AGE`]; a failure is never kept beyond the askers who waited for
-//! that very request, so the next one asks again. A refused key
+//! [`MAX_AGE`]; a failure, or an empty list, is never kept beyond the
+//! askers who waited for that very request, so the next one asks again
+//! (a server that lists no model yet may list one a moment later). An
+//! explicit look (`/model`, `authenticate`) asks afresh
+//! ([`ModelCatalogue::refresh`]) and updates the entry. A refused key
 //! ([`ModelCatalogue::refused`], called when any request with that key
 //! gets HTTP 401/403) drops the entry, so the next asker hears it from
 //! the server.
@@ -42,10 +45,10 @@ struct Entry {
 
 #[derive(Debug, Default)]
 struct State {
-    /// The last list and when it arrived.
+    /// The list kept (not empty) and when it arrived.
     listed: Option<(Arc<[ModelInfo]>, Instant)>,
-    /// The last failure and the request count it came from.
-    failed: Option<(Arc<LlmError>, u64)>,
+    /// The last request's answer and its number (for those who waited).
+    last: Option<(Listing, u64)>,
 }
 
 /// Process-wide memory of the servers' model lists. Share one.
@@ -112,32 +115,30 @@ impl ModelCatalogue {
             return Ok(list.clone());
         }
         // A request that ended while this asker waited answers it too.
-        if let Some((error, at)) = &state.failed
-            && *at > seen
+        if let Some((answer, number)) = &state.last
+            && *number > seen
         {
-            return Err(error.clone());
+            return answer.clone();
         }
         let listed = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(Arc::new(LlmError::Cancelled)),
             listed = client.list_models() => listed,
         };
-        let count = entry.fetches.fetch_add(1, Ordering::AcqRel) + 1;
-        match listed {
-            Ok(models) => {
-                let models: Arc<[ModelInfo]> = models.into();
-                state.listed = Some((models.clone(), Instant::now()));
-                state.failed = None;
-                Ok(models)
-            }
+        let number = entry.fetches.fetch_add(1, Ordering::AcqRel) + 1;
+        let answer: Listing = match listed {
+            Ok(models) => Ok(models.into()),
             Err(error) => {
                 tracing::debug!(%error, url = %redact_userinfo(&client.models_url()), "cannot list the models");
-                let error = Arc::new(error);
-                state.listed = None;
-                state.failed = Some((error.clone(), count));
-                Err(error)
+                Err(Arc::new(error))
             }
-        }
+        };
+        state.listed = match &answer {
+            Ok(models) if !models.is_empty() => Some((models.clone(), Instant::now())),
+            _ => None,
+        };
+        state.last = Some((answer.clone(), number));
+        answer
     }
 
     /// Forgets `client`'s entry and asks again (an explicit check).
@@ -246,5 +247,12 @@ mod tests {
         let error = catalogue.list(&a, &cancelled).await.unwrap_err();
         assert!(matches!(*error, LlmError::Cancelled));
         assert_eq!(mock.models_requests(), 3);
+        // An empty list is not kept either: a model may appear.
+        mock.require_key(None);
+        mock.set_models(Vec::new());
+        assert!(catalogue.list(&a, &never).await.unwrap().is_empty());
+        mock.set_models(vec![serde_json::json!({"id": "late"})]);
+        assert_eq!(catalogue.list(&a, &never).await.unwrap()[0].id, "late");
+        assert_eq!(mock.models_requests(), 5);
     }
 }

@@ -161,7 +161,8 @@ impl Session {
     async fn model_command(&mut self, args: &str, cancel: &tokio_util::sync::CancellationToken) {
         let listed = match &self.project.llm {
             Ok(llm) => {
-                let listed = self.services.windows.catalogue().list(llm, cancel).await;
+                // What the user asks to see is asked afresh (and kept for the rest).
+                let listed = self.services.windows.catalogue().refresh(llm, cancel).await;
                 if cancel.is_cancelled() {
                     return;
                 }

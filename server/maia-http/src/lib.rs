@@ -4,6 +4,10 @@
 //! - a `maia/VERSION` user agent (callers may add a purpose);
 //! - loopback hosts (`localhost`, `127.0.0.0/8`, `::1`, bracketed or not)
 //!   are reached directly, never through a proxy from the environment;
+//! - one TLS configuration for the whole process: the platform's trusted
+//!   roots are read once, when the first client is built, not once per
+//!   client (reading and parsing them costs milliseconds and a few hundred
+//!   kilobytes, and every session, login check and WebFetch builds one);
 //! - without a process-wide rustls crypto provider (the `maia` binary
 //!   installs one; library tests may not) a private `ring` configuration
 //!   with no trusted roots keeps plain HTTP working; HTTPS then cannot
@@ -11,7 +15,7 @@
 //!
 //! Callers add what is theirs: timeouts, redirect policy, pooling.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Why a client could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -48,10 +52,33 @@ pub fn builder(
     if host.is_some_and(is_loopback) {
         builder = builder.no_proxy();
     }
-    if !tls_available() {
-        builder = builder.tls_backend_preconfigured(fallback_tls()?);
-    }
-    Ok(builder)
+    let tls = match rustls::crypto::CryptoProvider::get_default() {
+        Some(provider) => shared_tls(provider)?,
+        None => fallback_tls()?,
+    };
+    Ok(builder.tls_backend_preconfigured(tls))
+}
+
+/// The TLS configuration of every client once a provider is installed:
+/// the platform's verifier (what reqwest would build for each client),
+/// built once. ALPN offers HTTP/2 then HTTP/1.1, as reqwest does.
+fn shared_tls(
+    provider: &Arc<rustls::crypto::CryptoProvider>,
+) -> Result<rustls::ClientConfig, SetupError> {
+    static SHARED: OnceLock<Result<rustls::ClientConfig, String>> = OnceLock::new();
+    let build = || -> Result<rustls::ClientConfig, String> {
+        let verifier =
+            rustls_platform_verifier::Verifier::new(provider.clone()).map_err(|e| e.to_string())?;
+        let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    };
+    SHARED.get_or_init(build).clone().map_err(SetupError::Tls)
 }
 
 /// The private TLS configuration used when no provider is installed.
