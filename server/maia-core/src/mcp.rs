@@ -104,14 +104,14 @@ pub(crate) async fn wait_for_servers(
             .map(|s| s.name)
             .collect::<Vec<_>>()
     };
-    if starting(&manager).is_empty() {
+    if starting(manager).is_empty() {
         return;
     }
     tokio::select! {
         () = cancel.cancelled() => return,
         () = manager.wait_ready(TURN_WAIT) => {}
     }
-    let late = starting(&manager);
+    let late = starting(manager);
     if !late.is_empty() {
         let _ = events.send(Event::Notice {
             level: NoticeLevel::Warning,

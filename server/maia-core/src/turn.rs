@@ -9,18 +9,13 @@
 use maia_llm::{ChatMessage, ChatRequest, Completion, Delta, FinishReason, LlmError, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
-use crate::commands;
 use crate::compaction::{CompactError, Trigger};
 use crate::event::{Event, StopReason};
-use crate::event::{NoticeLevel, ToolCallPatch, ToolCallView, ToolContent, ToolStatus};
 use crate::images;
 use crate::prompt::{PromptPart, build_user_message};
-use crate::prompt_syntax;
 use crate::session::Session;
-use crate::skills;
 use crate::store::Record;
 use crate::system_prompt;
-use maia_tools::{BashInput, ToolInput};
 
 /// Ends a turn whose model repeats the same call with the same result.
 #[derive(Debug, Default)]
@@ -79,20 +74,11 @@ pub(crate) fn repair_history(history: &mut Vec<ChatMessage>) {
     *history = out;
 }
 
-/// Characters of a `!command`'s output kept for the next request.
-const BANG_OUTPUT_CHARS: usize = 30_000;
-
-fn skill_uses_arguments(skill: &skills::Skill) -> bool {
-    std::fs::read_to_string(&skill.path)
-        .map(|text| text.contains(skills::ARGUMENTS_PLACEHOLDER))
-        .unwrap_or(false)
-}
-
 /// Characters kept in a title derived from the first message.
 const TITLE_CHARS: usize = 60;
 
 /// What the user typed, as shown again when the conversation is replayed.
-fn display_text(parts: &[PromptPart]) -> String {
+pub(crate) fn display_text(parts: &[PromptPart]) -> String {
     let mut out: Vec<String> = Vec::new();
     for part in parts {
         match part {
@@ -236,202 +222,6 @@ impl Session {
             prompt.push_str(&roots);
         }
         prompt
-    }
-
-    /// Runs a prompt: a slash command, or a turn with the model.
-    pub(crate) async fn run_prompt(
-        &mut self,
-        parts: Vec<PromptPart>,
-        cancel: &CancellationToken,
-    ) -> StopReason {
-        if let [PromptPart::Text(text)] = parts.as_slice() {
-            let text = text.clone();
-            if let Some(bang) = prompt_syntax::parse_bang(&text) {
-                return self.run_bang(bang, &text, cancel).await;
-            }
-            if let Some((command, args)) = commands::parse(&text) {
-                let args = args.to_owned();
-                return self.run_command(command, &args, cancel).await;
-            }
-            let typed_skill = skills::parse_invocation(&text).or_else(|| {
-                let rest = text.trim_start().strip_prefix('/')?;
-                let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-                Some((name, args.trim()))
-            });
-            if let Some((name, args)) = typed_skill
-                && let Some(skill) = self.project.skills.get(name).cloned()
-            {
-                return self.run_skill(&skill, args, &text, cancel).await;
-            }
-            if let Some(rest) = text.trim_start().strip_prefix('/') {
-                let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-                if let Some(command) = self.project.markdown_commands.get(name).cloned() {
-                    return self
-                        .run_markdown_command(&command, args.trim(), &text, cancel)
-                        .await;
-                }
-            }
-        }
-        let parts = self.expand_file_refs(parts);
-        let stop = self.run_turn(parts, None, cancel).await;
-        if stop == StopReason::Cancelled {
-            self.report_estimate();
-        }
-        stop
-    }
-
-    /// Adds the files named by `@` references in typed text (MAIA's forms);
-    /// an `@` that looks like a path but names nothing gets a warning.
-    fn expand_file_refs(&self, parts: Vec<PromptPart>) -> Vec<PromptPart> {
-        let mut out = Vec::with_capacity(parts.len());
-        for part in parts {
-            let PromptPart::Text(text) = &part else {
-                out.push(part);
-                continue;
-            };
-            let scan = prompt_syntax::scan_file_refs_in(
-                text,
-                &self.services.cwd,
-                &self.services.roots,
-                self.services.options.home.as_deref(),
-            );
-            for warning in &scan.warnings {
-                self.emit(Event::Notice {
-                    level: NoticeLevel::Warning,
-                    text: warning.to_string(),
-                });
-            }
-            out.extend(scan.prompt_parts(text));
-        }
-        out
-    }
-
-    /// `§name args` or `/name args`: the skill's instructions become the
-    /// user's message (no permission: the user typed it).
-    async fn run_skill(
-        &mut self,
-        skill: &skills::Skill,
-        args: &str,
-        typed: &str,
-        cancel: &CancellationToken,
-    ) -> StopReason {
-        let body = match skills::body(skill, args) {
-            Ok(body) => body,
-            Err(e) => {
-                self.say(format!("Cannot read the skill `{}`: {e}", skill.name));
-                return StopReason::EndTurn;
-            }
-        };
-        let mut message = body;
-        if !args.is_empty() && !skill_uses_arguments(skill) {
-            message.push_str(&format!("\n\nArguments: {args}"));
-        }
-        self.run_turn(
-            vec![PromptPart::Text(message)],
-            Some(typed.to_owned()),
-            cancel,
-        )
-        .await
-    }
-
-    /// `/name args` for a Markdown command: its text becomes the user's
-    /// message, as typed by the user (no permission; nothing is run).
-    async fn run_markdown_command(
-        &mut self,
-        command: &crate::markdown_commands::MarkdownCommand,
-        args: &str,
-        typed: &str,
-        cancel: &CancellationToken,
-    ) -> StopReason {
-        let message = match crate::markdown_commands::message(command, args) {
-            Ok(message) => message,
-            Err(e) => {
-                self.say(format!("Cannot read the command `/{}`: {e}", command.name));
-                return StopReason::EndTurn;
-            }
-        };
-        self.run_turn(
-            vec![PromptPart::Text(message)],
-            Some(typed.to_owned()),
-            cancel,
-        )
-        .await
-    }
-
-    /// `!command`: runs in the working folder without permission rules (the
-    /// user typed it), shown as an `execute` tool call; the output joins the
-    /// context of the user's next request.
-    async fn run_bang(
-        &mut self,
-        bang: prompt_syntax::BangCommand,
-        typed: &str,
-        cancel: &CancellationToken,
-    ) -> StopReason {
-        let command = match bang {
-            prompt_syntax::BangCommand::Help => {
-                self.say(prompt_syntax::BANG_HELP.to_owned());
-                return StopReason::EndTurn;
-            }
-            prompt_syntax::BangCommand::Run(command) => command,
-        };
-        self.record(&Record::UserDisplay {
-            text: typed.to_owned(),
-        });
-        let input = ToolInput::Bash(BashInput {
-            command: command.clone(),
-            timeout_ms: None,
-            description: None,
-        });
-        let mut view = ToolCallView {
-            id: format!("tool-{}", uuid::Uuid::new_v4().simple()),
-            name: "Bash".to_owned(),
-            title: format!("{} (typed by you)", input.title(&self.services.cwd)),
-            kind: Some(maia_tools::ToolKind::Execute),
-            locations: Vec::new(),
-            raw_input: serde_json::json!({ "command": command }),
-            status: ToolStatus::InProgress,
-            content: Vec::new(),
-        };
-        self.emit(Event::ToolCall(view.clone()));
-        let ctx = maia_tools::ToolContext {
-            cwd: self.services.cwd.clone(),
-            fs: self.services.fs.clone(),
-            reads: self.tools.reads.clone(),
-            cancel: cancel.clone(),
-            read_guard: None,
-            sandbox: self.project.sandbox.clone(),
-            // Typed by the user: run here, never in the editor's terminal
-            // (docs/tools.md says why).
-            terminals: None,
-            on_terminal: None,
-        };
-        let output = match maia_tools::prepare(input, &ctx).await {
-            Ok(prepared) => maia_tools::execute(prepared, &ctx).await,
-            Err(e) => maia_tools::ToolOutput::error(e.to_string()),
-        };
-        view.status = if output.is_error {
-            ToolStatus::Failed
-        } else {
-            ToolStatus::Completed
-        };
-        view.content = vec![ToolContent::Text {
-            text: output.content.clone(),
-        }];
-        self.emit(Event::ToolCallUpdate(ToolCallPatch {
-            id: view.id.clone(),
-            status: Some(view.status),
-            content: Some(view.content.clone()),
-            raw_output: None,
-        }));
-        self.record(&Record::ToolCall { call: view });
-        if cancel.is_cancelled() {
-            return StopReason::Cancelled;
-        }
-        self.bang_output.push(format!(
-            "The user ran `{command}` in the working folder:\n{}",
-            maia_tools::truncate_middle(&output.content, BANG_OUTPUT_CHARS)
-        ));
-        StopReason::EndTurn
     }
 
     pub(crate) async fn run_turn(
