@@ -282,6 +282,42 @@ impl Conversation {
     }
 }
 
+/// Makes the history valid for the model: a tool result without its call is
+/// dropped, and a call without a result gets a synthetic error result.
+pub(crate) fn repair_history(history: &mut Vec<ChatMessage>) {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(history.len());
+    let mut open: Vec<String> = Vec::new();
+    let close = |out: &mut Vec<ChatMessage>, open: &mut Vec<String>| {
+        for id in open.drain(..) {
+            out.push(ChatMessage::Tool {
+                tool_call_id: id,
+                content: "Error: this call got no result (it was interrupted).".to_owned(),
+            });
+        }
+    };
+    for message in history.drain(..) {
+        match &message {
+            ChatMessage::Tool { tool_call_id, .. } => {
+                if let Some(pos) = open.iter().position(|id| id == tool_call_id) {
+                    open.remove(pos);
+                    out.push(message);
+                }
+            }
+            ChatMessage::Assistant { tool_calls, .. } => {
+                close(&mut out, &mut open);
+                open = tool_calls.iter().map(|c| c.id.clone()).collect();
+                out.push(message);
+            }
+            _ => {
+                close(&mut out, &mut open);
+                out.push(message);
+            }
+        }
+    }
+    close(&mut out, &mut open);
+    *history = out;
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

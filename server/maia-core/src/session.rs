@@ -1,8 +1,11 @@
-//! A session: its state, the task that runs its turns one after another,
-//! and the handle a front door drives it with.
+//! A session's state, in parts with one owner each ([`Session`]), and the
+//! changes to it that are not turns: clear, reset, reload, adopt, rename,
+//! and the start-up notices. The task that runs its turns and the handle a
+//! front door drives it with are in [`crate::handle`]; the turn itself in
+//! [`crate::turn`]. Nothing here reaches up into either.
 //!
-//! Every message of the conversation is appended to the session's journal
-//! (see [`crate::store`]) as it happens.
+//! Every message of the conversation goes through its [`Conversation`],
+//! which appends it to the journal (see [`crate::store`]) as it happens.
 //!
 //! The session's task owns its mode, model and client tools as plain
 //! fields; the handle changes them by sending a [`Change`] on a queue of

@@ -237,10 +237,8 @@ fn the_architecture_doc_names_every_module_file() {
         .filter(|f| f.components().any(|c| c.as_os_str() == "src"))
         .filter_map(|f| {
             let relative = f.strip_prefix(&server).ok()?.to_string_lossy().into_owned();
-            // `maia-core/src/tools/router.rs` is named as `tools/router.rs`.
-            let (_, inside) = relative.split_once("/src/")?;
-            let named =
-                doc.contains(&format!("`{inside}`")) || doc.contains(&format!("`{relative}`"));
+            // Named with its crate: `maia-core/src/tools/router.rs`.
+            let named = doc.contains(&format!("`{relative}`"));
             (!named).then_some(relative)
         })
         .collect();
