@@ -243,8 +243,6 @@ fn overhead_chars(earlier_chars: usize, kept: bool) -> usize {
     json_len(SUMMARY_SYSTEM) + json_len(&empty) + earlier_chars + 120
 }
 
-/// The transcripts of the parts to summarise, oldest first, each within
-/// `limit` characters of request (`None`: no limit, one part).
 /// The plan of a summary: the parts, the tool results cut, and the
 /// `max_tokens` of the summaries of all parts but the last (they travel
 /// with the next part).
@@ -255,6 +253,8 @@ struct Plan {
     interim_tokens: u32,
 }
 
+/// The transcripts of the parts to summarise, oldest first, each within
+/// `limit` characters of request (`None`: no limit, one part).
 fn plan(
     messages: &[ChatMessage],
     earlier: Option<&str>,

@@ -1,8 +1,9 @@
 //! Session modes: how much the broker lets through without asking.
 //!
 //! - `default`: the permission rules (no match → ask);
-//! - `accept-edits`: Write and Edit inside the working folder are allowed
-//!   without asking (deny rules still apply), the rest follows the rules;
+//! - `accept-edits`: Write and Edit inside the workspace (the working folder
+//!   and its additional roots) are allowed without asking (deny rules and
+//!   protected paths still apply), the rest follows the rules;
 //! - `read-only`: every tool that changes files or runs programs is denied —
 //!   a planning mode;
 //! - `bypass`: everything is allowed except what a deny rule forbids.
