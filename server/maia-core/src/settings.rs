@@ -74,7 +74,8 @@ pub fn files(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
 /// The sandbox of a session's commands, from `~/.maia/settings.json` only
 /// (a project cannot loosen its own sandbox): `"sandbox": "workspace-write"
 /// | "read-only" | "off"` or `{"mode": …, "network": bool, "writable":
-/// [paths]}`, also `"sandbox.network"` and `"sandbox.writable"`. Returns
+/// [paths], "denyRead": [paths], "allowRead": [paths]}`, also each as
+/// `"sandbox.KEY"`. Returns
 /// the policy (roots and temp folder filled in) and warnings.
 pub fn sandbox_policy(
     home: Option<&Path>,
@@ -91,6 +92,7 @@ pub fn sandbox_policy(
     let Some(home) = home else {
         return (policy, warnings);
     };
+    policy.home = Some(home.to_path_buf());
     let file = home.join(".maia").join("settings.json");
     let Ok(text) = std::fs::read_to_string(&file) else {
         return (policy, warnings);
@@ -98,12 +100,19 @@ pub fn sandbox_policy(
     let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&text) else {
         return (policy, warnings);
     };
-    let (mode, mut network, mut writable) = match map.get("sandbox") {
-        Some(Value::Object(o)) => (o.get("mode"), o.get("network"), o.get("writable")),
-        other => (other, None, None),
+    let object = match map.get("sandbox") {
+        Some(Value::Object(o)) => Some(o),
+        _ => None,
     };
-    network = map.get("sandbox.network").or(network);
-    writable = map.get("sandbox.writable").or(writable);
+    // `"sandbox.KEY"` wins over `"sandbox": {"KEY": …}`.
+    let key = |name: &str| {
+        map.get(&format!("sandbox.{name}"))
+            .or_else(|| object.and_then(|o| o.get(name)))
+    };
+    let mode = match map.get("sandbox") {
+        Some(Value::Object(o)) => o.get("mode"),
+        other => other,
+    };
     match mode {
         None => {}
         Some(Value::String(s)) => match SandboxMode::parse(s) {
@@ -115,17 +124,35 @@ pub fn sandbox_policy(
         },
         Some(_) => warnings.push(format!("sandbox in {} must be a string; ignored", file.display())),
     }
-    match network {
+    match key("network") {
         None => {}
         Some(Value::Bool(b)) => policy.network = *b,
         Some(_) => warnings.push("sandbox.network must be true or false; ignored".to_owned()),
     }
-    match writable {
+    for (name, into) in [
+        ("writable", &mut policy.writable),
+        ("denyRead", &mut policy.deny_read),
+        ("allowRead", &mut policy.allow_read),
+    ] {
+        into.extend(sandbox_paths(home, name, key(name), &mut warnings));
+    }
+    (policy, warnings)
+}
+
+/// The paths of the `sandbox.NAME` list (`~` is the home folder).
+fn sandbox_paths(
+    home: &Path,
+    name: &str,
+    value: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    match value {
         None => {}
         Some(Value::Array(items)) => {
             for item in items {
                 match item.as_str() {
-                    Some(p) => policy.writable.push(maia_tools::path::resolve(
+                    Some(p) => out.push(maia_tools::path::resolve(
                         home,
                         &p.replacen(
                             '~',
@@ -133,15 +160,13 @@ pub fn sandbox_policy(
                             usize::from(p.starts_with('~')),
                         ),
                     )),
-                    None => {
-                        warnings.push("sandbox.writable entries must be paths; ignored".to_owned())
-                    }
+                    None => warnings.push(format!("sandbox.{name} entries must be paths; ignored")),
                 }
             }
         }
-        Some(_) => warnings.push("sandbox.writable must be a list of paths; ignored".to_owned()),
+        Some(_) => warnings.push(format!("sandbox.{name} must be a list of paths; ignored")),
     }
-    (policy, warnings)
+    out
 }
 
 /// A route to the model server chosen by the front end for this process
@@ -483,6 +508,27 @@ fn from_map(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sandbox_read_lists_and_home_reach_the_policy() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".maia")).unwrap();
+        std::fs::write(
+            home.path().join(".maia/settings.json"),
+            r#"{"sandbox":{"mode":"workspace-write","denyRead":["~/notes"]},"sandbox.allowRead":["~/.config/gh"],"sandbox.writable":["/w"],"sandbox.network":true}"#,
+        )
+        .unwrap();
+        let (policy, warnings) = sandbox_policy(Some(home.path()), Path::new("/p"), "s1");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(policy.home.as_deref(), Some(home.path()));
+        assert_eq!(policy.deny_read, vec![home.path().join("notes")]);
+        assert_eq!(policy.allow_read, vec![home.path().join(".config/gh")]);
+        assert_eq!(policy.writable, vec![PathBuf::from("/w")]);
+        assert!(policy.network);
+        let hidden = policy.hidden_paths();
+        assert!(hidden.contains(&home.path().join(".ssh")));
+        assert!(!hidden.contains(&home.path().join(".config/gh")));
+    }
 
     #[test]
     fn cwd_settings_win_key_by_key_and_bad_json_is_ignored() {
