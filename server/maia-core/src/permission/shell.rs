@@ -431,6 +431,8 @@ pub(crate) fn analyse(command: &str, cwd: &std::path::Path) -> Analysis {
         place: &place,
         functions: Vec::new(),
         options: options(),
+        path_set: false,
+        path_next: false,
     };
     if !walker.script(command) {
         out.parsed = false;
@@ -466,6 +468,17 @@ struct Walker<'a> {
     place: &'a Place,
     functions: Vec<Function>,
     options: brush_parser::ParserOptions,
+    /// The script set its own `PATH` (`export PATH=…`, `PATH=…;`, `hash
+    /// -p`): programs looked up from then on are not the ones named.
+    path_set: bool,
+    /// The next command is looked up through a `PATH` set for it alone
+    /// (`PATH=… cmd`, `env PATH=… cmd`).
+    path_next: bool,
+}
+
+/// An assignment to `PATH` (`PATH=…`, `PATH+=…`).
+fn sets_path(word: &str) -> bool {
+    word.starts_with("PATH=") || word.starts_with("PATH+=")
 }
 
 fn base(word: &str) -> &str {
@@ -791,6 +804,16 @@ impl Walker<'_> {
         let raw = join(words.iter().map(|w| w.raw.as_str()));
         let plain = join(words.iter().map(|w| w.text.as_str()));
         let command = &words[assignments.min(words.len())..];
+        if words[..assignments.min(words.len())]
+            .iter()
+            .any(|w| sets_path(&w.text))
+        {
+            if command.is_empty() {
+                self.path_set = true;
+            } else {
+                self.path_next = true;
+            }
+        }
         self.command_part(raw, plain, command, stdin, false);
     }
 
@@ -811,6 +834,7 @@ impl Walker<'_> {
             hidden: self.hidden,
             ..Default::default()
         };
+        let own_path = std::mem::take(&mut self.path_next) || self.path_set;
         let Some(program) = command.first() else {
             self.out.parts.push(part);
             return;
@@ -851,6 +875,17 @@ impl Walker<'_> {
                 }
                 self.out.writes.extend(options::written_files(&name, &args));
             }
+        }
+        if matches!(name.as_str(), "export" | "declare" | "typeset" | "readonly" | "local")
+            && args.iter().any(|a| sets_path(a))
+            || name == "hash" && args.iter().any(|a| a == "-p")
+        {
+            self.path_set = true;
+        }
+        if own_path && !program.text.contains('/') && part.unsafe_use.is_none() {
+            part.unsafe_use = Some(format!(
+                "`{name}` is looked up through a PATH the command sets itself"
+            ));
         }
         self.out.parts.push(part);
     }
@@ -1084,6 +1119,7 @@ impl Walker<'_> {
                 continue;
             }
             if spec.name == "env" && t.contains('=') {
+                self.path_next |= sets_path(t);
                 i += 1;
                 continue;
             }
