@@ -50,13 +50,6 @@ pub(super) fn support() -> Support {
         let landlock_abi = landlock_abi();
         let mount_namespace = probe(false);
         let network_namespace = mount_namespace && probe(true);
-        // Once per process: folders of a MAIA that was killed.
-        std::thread::spawn(|| {
-            let removed = super::sweep_temp_folders(None);
-            if removed > 0 {
-                tracing::info!(removed, "removed left-over session temp folders");
-            }
-        });
         Support {
             landlock_abi,
             mount_namespace,

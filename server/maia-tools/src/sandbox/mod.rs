@@ -282,6 +282,17 @@ impl Sandbox {
             return Err(SandboxError::Unsupported);
         }
         let limits = support.limits(&policy);
+        // Once per process, aside: the folders of a MAIA that was killed.
+        // (Not in `support`: `maia __terminal` must stay single-threaded.)
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(|| {
+            std::thread::spawn(|| {
+                let removed = sweep_temp_folders(None);
+                if removed > 0 {
+                    tracing::info!(removed, "removed left-over session temp folders");
+                }
+            });
+        });
         let temp = match &policy.temp_dir {
             Some(dir) => Some(Arc::new(temp::TempFolder::create(dir)?)),
             None => None,
