@@ -260,3 +260,42 @@ async fn the_session_temp_folder_is_removed_even_after_kill_9() {
         temp.display()
     );
 }
+
+/// A stdio MCP server runs under the same file-system sandbox: it writes
+/// in the project, not outside (its first act is writing its pid file; the
+/// mock stops when it cannot).
+#[tokio::test]
+async fn a_stdio_mcp_server_cannot_write_outside_the_project() {
+    let mut maia = Maia::start().await;
+    maia.initialize_with(json!({"session": {"notices": {}}})).await;
+    let outside = maia.home.path().join("escape.pid");
+    let inside = maia.path("inside.pid");
+    let server = |name: &str, pid: &std::path::Path| {
+        json!({"name": name, "command": crate::acp_mcp::mock_mcp(), "args": [],
+               "env": [{"name": "MOCK_MCP_PID_FILE", "value": pid}]})
+    };
+    let cwd = maia.cwd();
+    let id = maia
+        .request(
+            "session/new",
+            json!({"cwd": cwd, "mcpServers": [server("out", &outside), server("in", &inside)]}),
+        )
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert!(resp["result"]["sessionId"].is_string(), "{resp}");
+    let failed = |m: &Value| {
+        m["params"]["update"]["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("MCP server `out` failed"))
+    };
+    if !maia.seen.iter().any(failed) {
+        maia.wait_for(failed).await;
+    }
+    assert!(!outside.exists(), "an MCP server wrote outside the project");
+    assert!(
+        eventually(WAIT, || std::fs::read_to_string(&inside)
+            .is_ok_and(|s| !s.trim().is_empty()))
+        .await,
+        "the server inside the project did not start"
+    );
+}

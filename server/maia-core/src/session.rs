@@ -494,10 +494,14 @@ pub(crate) fn spawn(
     let loaded_tools = custom_tools::load(&cwd, &reserved_tool_names());
     let new_tools = pending_tools(options.home.as_deref(), &cwd, &loaded_tools);
     // Connects in the background; never delays the session.
-    let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
-        mcp_servers,
-        &settings,
-    )));
+    let mcp_sandbox = sandbox.clone().map(|sandbox| maia_mcp::McpSandbox {
+        sandbox,
+        offline: settings.mcp_offline.clone(),
+    });
+    let mcp = Arc::new(maia_mcp::McpManager::start_sandboxed(
+        settings::merge_mcp_servers(mcp_servers, &settings),
+        mcp_sandbox,
+    ));
     let (conversation, restored) = match start {
         Start::New => (
             Conversation::create(

@@ -52,6 +52,9 @@ pub struct Settings {
     /// `disabledTools` of entries that only name a server (to apply to a
     /// server of that name from the editor).
     pub mcp_disabled: HashMap<String, Vec<String>>,
+    /// MCP servers whose `"network": false` keeps them off the network in
+    /// the sandbox (the others may use it).
+    pub mcp_offline: Vec<String>,
     /// Files that were read.
     pub loaded: Vec<PathBuf>,
     /// Problems found (unreadable files, bad values).
@@ -235,6 +238,11 @@ pub fn load(home: Option<&Path>, cwd: &Path, env_api_key: Option<String>) -> Set
     let mut settings = from_map(&merged, env_api_key, loaded, warnings);
     settings.mcp_servers = mcp_servers;
     settings.mcp_disabled = mcp_disabled;
+    settings.mcp_offline = mcp
+        .iter()
+        .filter(|(_, entry)| entry.get("network").and_then(Value::as_bool) == Some(false))
+        .map(|(name, _)| name.clone())
+        .collect();
     settings
 }
 
@@ -500,6 +508,7 @@ fn from_map(
         vision_models,
         mcp_servers: Vec::new(),
         mcp_disabled: HashMap::new(),
+        mcp_offline: Vec::new(),
         loaded,
         warnings,
     }
@@ -508,6 +517,19 @@ fn from_map(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_servers_may_be_kept_off_the_network() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".maia")).unwrap();
+        std::fs::write(
+            home.path().join(".maia/settings.json"),
+            r#"{"mcpServers":{"local":{"command":"x","network":false},"web":{"command":"y"}}}"#,
+        )
+        .unwrap();
+        let settings = load(Some(home.path()), Path::new("/p"), None);
+        assert_eq!(settings.mcp_offline, vec!["local".to_owned()]);
+    }
 
     #[test]
     fn sandbox_read_lists_and_home_reach_the_policy() {

@@ -326,13 +326,35 @@ impl Sandbox {
     /// Prepares the rules and installs them in `command`'s child before
     /// it runs its program; sets `TMPDIR` to the session's temp folder.
     pub fn attach(&self, command: &mut tokio::process::Command) -> Result<(), SandboxError> {
+        self.attach_with(command, &self.policy)
+    }
+
+    /// [`Sandbox::attach`] for a long-lived server (an MCP server): the
+    /// same file-system sandbox, the network as `network` says.
+    pub fn attach_server(
+        &self,
+        command: &mut tokio::process::Command,
+        network: bool,
+    ) -> Result<(), SandboxError> {
+        let policy = SandboxPolicy {
+            network,
+            ..self.policy.clone()
+        };
+        self.attach_with(command, &policy)
+    }
+
+    fn attach_with(
+        &self,
+        command: &mut tokio::process::Command,
+        policy: &SandboxPolicy,
+    ) -> Result<(), SandboxError> {
         if let Some(tmp) = self.temp_dir()? {
             command.env("TMPDIR", tmp);
         }
-        if self.policy.mode == SandboxMode::Off {
+        if policy.mode == SandboxMode::Off {
             return Ok(());
         }
-        let prepared = imp::prepare(&self.policy, &self.support)?;
+        let prepared = imp::prepare(policy, &self.support)?;
         imp::install(command, prepared);
         Ok(())
     }
