@@ -3,15 +3,16 @@
 //! the child between `fork` and `exec`.
 
 use std::os::fd::OwnedFd;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 
+pub(super) use super::namespace::shared;
 use super::namespace::{Plan, probe};
-use super::{SandboxError, SandboxMode, SandboxPolicy, Support};
+use super::{SandboxError, SandboxMode, SandboxPolicy, Shared, Support};
 
 /// The newest ABI whose write rights are handled.
 const ABI_USED: ABI = ABI::V6;
@@ -71,7 +72,11 @@ fn handled_write(abi: i32) -> BitFlags<AccessFs> {
     AccessFs::from_write(abi)
 }
 
-pub(super) fn prepare(policy: &SandboxPolicy, support: &Support) -> Result<Prepared, SandboxError> {
+pub(super) fn prepare(
+    policy: &SandboxPolicy,
+    support: &Support,
+    join: Option<Arc<Shared>>,
+) -> Result<Prepared, SandboxError> {
     let err = |e: landlock::RulesetError| SandboxError::Setup(e.to_string());
     let abi = support.landlock_abi.unwrap_or(0);
     let write = AccessFs::from_write(ABI_USED);
@@ -123,7 +128,7 @@ pub(super) fn prepare(policy: &SandboxPolicy, support: &Support) -> Result<Prepa
             .map_err(|e| SandboxError::Setup(e.to_string()))?
             .into();
         let grant = fd.map(|fd| (fd, handled_write(abi).bits()));
-        Some(Plan::new(policy, netns, grant)?)
+        Some(Plan::new(policy, netns, grant, join)?)
     } else {
         None
     };

@@ -262,6 +262,14 @@ impl Support {
     }
 }
 
+/// The namespaces a session's commands join (made once, kept open).
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) user: std::os::fd::OwnedFd,
+    /// `None`: the network is allowed.
+    pub(crate) net: Option<std::os::fd::OwnedFd>,
+}
+
 /// A sandbox ready to be applied to child processes of one session. It
 /// owns the session's temp folder: dropping the last clone removes it.
 #[derive(Debug, Clone)]
@@ -270,6 +278,8 @@ pub struct Sandbox {
     support: Support,
     limits: Vec<String>,
     temp: Option<Arc<temp::TempFolder>>,
+    /// The shared namespaces, with the network refused and allowed.
+    shared: Arc<[std::sync::OnceLock<Option<Arc<Shared>>>; 2]>,
 }
 
 impl Sandbox {
@@ -302,6 +312,7 @@ impl Sandbox {
             support,
             limits,
             temp,
+            shared: Arc::default(),
         })
     }
 
@@ -354,7 +365,19 @@ impl Sandbox {
         if policy.mode == SandboxMode::Off {
             return Ok(());
         }
-        let prepared = imp::prepare(policy, &self.support)?;
+        let join = self.support.mount_namespace.then(|| {
+            let network = policy.network || !self.support.network_namespace;
+            self.shared[usize::from(network)]
+                .get_or_init(|| match imp::shared(network) {
+                    Ok(shared) => Some(Arc::new(shared)),
+                    Err(e) => {
+                        tracing::debug!(%e, "no shared namespaces: each command makes its own");
+                        None
+                    }
+                })
+                .clone()
+        });
+        let prepared = imp::prepare(policy, &self.support, join.flatten())?;
         imp::install(command, prepared);
         Ok(())
     }
@@ -371,7 +394,7 @@ pub fn restrict_current_process(policy: &SandboxPolicy) -> Result<(), SandboxErr
     if support.landlock_abi.is_none() {
         return Err(SandboxError::Unsupported);
     }
-    imp::prepare(policy, &support).and_then(imp::restrict_self)
+    imp::prepare(policy, &support, None).and_then(imp::restrict_self)
 }
 
 /// The words a sandbox denial shows in a command's output.
@@ -403,9 +426,15 @@ pub fn denial_note(policy: &SandboxPolicy) -> String {
 
 #[cfg(not(target_os = "linux"))]
 mod imp {
-    use super::{SandboxError, SandboxPolicy, Support};
+    use std::sync::Arc;
+
+    use super::{SandboxError, SandboxPolicy, Shared, Support};
 
     pub(super) struct Prepared;
+
+    pub(super) fn shared(_: bool) -> std::io::Result<Shared> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
 
     pub(super) fn support() -> Support {
         Support {
@@ -414,7 +443,11 @@ mod imp {
             network_namespace: false,
         }
     }
-    pub(super) fn prepare(_: &SandboxPolicy, _: &Support) -> Result<Prepared, SandboxError> {
+    pub(super) fn prepare(
+        _: &SandboxPolicy,
+        _: &Support,
+        _: Option<Arc<Shared>>,
+    ) -> Result<Prepared, SandboxError> {
         Err(SandboxError::Unsupported)
     }
     pub(super) fn install(_: &mut tokio::process::Command, _: Prepared) {}

@@ -20,12 +20,13 @@
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nix::libc;
 use nix::mount::MsFlags;
 use nix::sched::CloneFlags;
 
-use super::{READ_ONLY_IN_ROOTS, SandboxError, SandboxMode, SandboxPolicy};
+use super::{READ_ONLY_IN_ROOTS, SandboxError, SandboxMode, SandboxPolicy, Shared};
 
 /// What stays under `/run` for programs to work (NixOS keeps its system
 /// there).
@@ -92,10 +93,45 @@ pub(super) struct Plan {
     trees: Vec<libc::c_int>,
     /// The covered paths (in the parent, while planning).
     covered: Vec<PathBuf>,
+    /// Namespaces to join instead of making new ones (the session's).
+    join: Option<Arc<Shared>>,
     /// Room for the working folder, which is looked up again once the
     /// mounts are made (the one set before `pre_exec` still points into
     /// the mounts as they were: through it the covers would not hold).
     cwd: Vec<u8>,
+}
+
+/// Makes the user (and, with `network` false, network) namespace a
+/// session's commands join: cheaper per command than making new ones (a
+/// network namespace costs milliseconds). A child makes them and blocks on
+/// its stdin while they are opened through `/proc`.
+pub(super) fn shared(network: bool) -> std::io::Result<Shared> {
+    use std::os::unix::process::CommandExt;
+    let mut plan = Plan::bare(!network);
+    let mut holder = std::process::Command::new("/bin/cat");
+    // SAFETY: the closure only makes async-signal-safe system calls on data
+    // prepared before the fork (see `Plan::enter`).
+    #[allow(unsafe_code)]
+    unsafe {
+        holder.pre_exec(move || plan.enter());
+    }
+    let mut child = holder
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let open = |kind: &str| {
+        std::fs::File::open(format!("/proc/{}/ns/{kind}", child.id())).map(OwnedFd::from)
+    };
+    let made = (|| {
+        Ok(Shared {
+            user: open("user")?,
+            net: if network { None } else { Some(open("net")?) },
+        })
+    })();
+    drop(child.stdin.take());
+    let _ = child.wait();
+    made
 }
 
 /// Tries once, in a child, whether the namespaces can be made.
@@ -147,17 +183,21 @@ impl Plan {
             trees: Vec::new(),
             covered: Vec::new(),
             cwd: vec![0; libc::PATH_MAX as usize + 1],
+            join: None,
         }
     }
 
-    /// The plan for `policy`; `netns`: a private network namespace.
+    /// The plan for `policy`; `netns`: a private network namespace;
+    /// `join`: the session's namespaces (made by [`shared`]) to join.
     pub(super) fn new(
         policy: &SandboxPolicy,
         netns: bool,
         grant: Option<(OwnedFd, u64)>,
+        join: Option<Arc<Shared>>,
     ) -> Result<Self, SandboxError> {
         let mut plan = Plan::bare(netns);
         plan.grant = grant;
+        plan.join = join;
         let keeps: Vec<PathBuf> = policy
             .roots
             .iter()
@@ -277,15 +317,31 @@ impl Plan {
         if cwd.is_null() {
             return Err(last_error());
         }
-        nix::sched::unshare(self.flags)?;
-        write_file(c"/proc/self/setgroups", b"deny")?;
-        write_file(c"/proc/self/uid_map", &self.uid_map)?;
-        write_file(c"/proc/self/gid_map", &self.gid_map)?;
-        mount(None, c"/", None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
-        if self.loopback {
-            // Without it the command only lacks a loopback; not fatal.
-            let _ = loopback_up();
+        if let Some(shared) = &self.join {
+            // SAFETY: descriptors of namespaces the sandbox keeps open.
+            let joined = |fd: &OwnedFd, kind: libc::c_int| unsafe {
+                if libc::setns(fd.as_raw_fd(), kind) != 0 {
+                    Err(last_error())
+                } else {
+                    Ok(())
+                }
+            };
+            joined(&shared.user, libc::CLONE_NEWUSER)?;
+            if let Some(net) = &shared.net {
+                joined(net, libc::CLONE_NEWNET)?;
+            }
+            nix::sched::unshare(CloneFlags::CLONE_NEWNS)?;
+        } else {
+            nix::sched::unshare(self.flags)?;
+            write_file(c"/proc/self/setgroups", b"deny")?;
+            write_file(c"/proc/self/uid_map", &self.uid_map)?;
+            write_file(c"/proc/self/gid_map", &self.gid_map)?;
+            if self.loopback {
+                // Without it the command only lacks a loopback; not fatal.
+                let _ = loopback_up();
+            }
         }
+        mount(None, c"/", None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
         let grant = self.grant.as_ref().map(|(fd, access)| (fd.as_raw_fd(), *access));
         for cover in &self.covers {
             apply_cover(cover, &mut self.trees, grant)?;
