@@ -108,10 +108,12 @@ fn runtime_dir() -> Option<tempfile::TempDir> {
         Some(format!("/run/user/{uid}").into()),
         Some("/run".into()),
     ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find_map(|dir| tempfile::Builder::new().prefix("maia-sock-").tempdir_in(dir).ok())
+    candidates.into_iter().flatten().find_map(|dir| {
+        tempfile::Builder::new()
+            .prefix("maia-sock-")
+            .tempdir_in(dir)
+            .ok()
+    })
 }
 
 #[tokio::test]
@@ -188,7 +190,10 @@ async fn git_hooks_cannot_be_planted() {
         assert!(hooks.is_empty(), "{attempt}: {hooks:?}: {out}");
         assert!(!maia.path(".git-aside").exists(), "{attempt}: {out}");
         assert!(!maia.path(".maia-aside").exists(), "{attempt}: {out}");
-        assert!(!maia.path(".maia/settings.json").exists(), "{attempt}: {out}");
+        assert!(
+            !maia.path(".maia/settings.json").exists(),
+            "{attempt}: {out}"
+        );
         assert_eq!(
             std::fs::read_to_string(git.join("config")).unwrap(),
             "[core]\n",
@@ -206,7 +211,10 @@ async fn build_like_work_still_runs() {
         "mkdir -p out && ls /usr/bin | head -3 > out/list && cat out/list | wc -l && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
     )
     .await;
-    assert!(out.contains("3\nt\n") && out.contains("Exit code: 0"), "{out}");
+    assert!(
+        out.contains("3\nt\n") && out.contains("Exit code: 0"),
+        "{out}"
+    );
     if python() {
         std::fs::write(
             maia.path("mp.py"),
@@ -228,7 +236,12 @@ async fn build_like_work_still_runs() {
 #[tokio::test]
 async fn the_session_temp_folder_is_removed_even_after_kill_9() {
     let (mut maia, sid) = bypass(json!({})).await;
-    let out = bash(&mut maia, &sid, "echo x > \"$TMPDIR/left\"; echo \"$TMPDIR\"").await;
+    let out = bash(
+        &mut maia,
+        &sid,
+        "echo x > \"$TMPDIR/left\"; echo \"$TMPDIR\"",
+    )
+    .await;
     let temp = std::path::PathBuf::from(out.lines().next().unwrap_or_default());
     assert!(temp.join("left").is_file(), "{out}");
     // Killed: nothing could clean up; the next start does.
@@ -267,7 +280,8 @@ async fn the_session_temp_folder_is_removed_even_after_kill_9() {
 #[tokio::test]
 async fn a_stdio_mcp_server_cannot_write_outside_the_project() {
     let mut maia = Maia::start().await;
-    maia.initialize_with(json!({"session": {"notices": {}}})).await;
+    maia.initialize_with(json!({"session": {"notices": {}}}))
+        .await;
     let outside = maia.home.path().join("escape.pid");
     let inside = maia.path("inside.pid");
     let server = |name: &str, pid: &std::path::Path| {

@@ -194,7 +194,10 @@ impl McpManager {
     /// file-system sandbox (they write only where a command may and cannot
     /// read the secrets); those named in [`McpSandbox::offline`] also
     /// without the network.
-    pub fn start_sandboxed(configs: Vec<McpServerConfig>, sandbox: Option<McpSandbox>) -> McpManager {
+    pub fn start_sandboxed(
+        configs: Vec<McpServerConfig>,
+        sandbox: Option<McpSandbox>,
+    ) -> McpManager {
         let mut servers: Vec<Arc<Server>> = Vec::new();
         for config in configs {
             if servers.iter().any(|s| s.config.name == config.name) {

@@ -447,7 +447,10 @@ fn sandbox_checks(home: Option<&Path>, cwd: &Path) -> Vec<Check> {
         )
     });
     if policy.mode == SandboxMode::Off {
-        checks.push(Check::absent("sandbox", "sandbox: off (the `sandbox` setting)"));
+        checks.push(Check::absent(
+            "sandbox",
+            "sandbox: off (the `sandbox` setting)",
+        ));
         return checks;
     }
     let enforced = support.enforced(&policy);

@@ -876,8 +876,10 @@ impl Walker<'_> {
                 self.out.writes.extend(options::written_files(&name, &args));
             }
         }
-        if matches!(name.as_str(), "export" | "declare" | "typeset" | "readonly" | "local")
-            && args.iter().any(|a| sets_path(a))
+        if matches!(
+            name.as_str(),
+            "export" | "declare" | "typeset" | "readonly" | "local"
+        ) && args.iter().any(|a| sets_path(a))
             || name == "hash" && args.iter().any(|a| a == "-p")
         {
             self.path_set = true;

@@ -6,8 +6,8 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, LazyLock};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, Scope,
 };
 
 pub(super) use super::namespace::shared;

@@ -295,7 +295,7 @@ impl Plan {
                 }
                 _ => {}
             }
-            if !root.join(".maia").exists() && real_dir(root) {
+            if policy.roots.contains(root) && !root.join(".maia").exists() && real_dir(root) {
                 let _ = std::fs::create_dir(root.join(".maia"));
             }
             for rel in READ_ONLY_IN_ROOTS {
@@ -341,18 +341,39 @@ impl Plan {
                 let _ = loopback_up();
             }
         }
-        mount(None, c"/", None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
-        let grant = self.grant.as_ref().map(|(fd, access)| (fd.as_raw_fd(), *access));
+        mount(
+            None,
+            c"/",
+            None,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None,
+        )?;
+        let grant = self
+            .grant
+            .as_ref()
+            .map(|(fd, access)| (fd.as_raw_fd(), *access));
         for cover in &self.covers {
             apply_cover(cover, &mut self.trees, grant)?;
         }
         for path in &self.self_binds {
             let path = path.as_c_str();
-            mount(Some(path), path, None, MsFlags::MS_BIND | MsFlags::MS_REC, None)?;
+            mount(
+                Some(path),
+                path,
+                None,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None,
+            )?;
         }
         for (path, locked) in &self.read_only {
             let path = path.as_c_str();
-            mount(Some(path), path, None, MsFlags::MS_BIND | MsFlags::MS_REC, None)?;
+            mount(
+                Some(path),
+                path,
+                None,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None,
+            )?;
             read_only(path, *locked)?;
         }
         // SAFETY: getcwd left a NUL-terminated path in the buffer.
@@ -368,7 +389,9 @@ fn keeps_under<'a>(
     target: &Path,
     keeps: impl Iterator<Item = &'a PathBuf>,
 ) -> Result<Vec<Keep>, SandboxError> {
-    let inside: Vec<&PathBuf> = keeps.filter(|k| k.starts_with(target) && *k != target).collect();
+    let inside: Vec<&PathBuf> = keeps
+        .filter(|k| k.starts_with(target) && *k != target)
+        .collect();
     let mut out = Vec::new();
     for (i, keep) in inside.iter().enumerate() {
         let nested = inside
@@ -427,7 +450,9 @@ fn apply_cover(
                 libc::SYS_open_tree,
                 libc::AT_FDCWD,
                 keep.path.as_ptr(),
-                OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint,
+                OPEN_TREE_CLONE
+                    | libc::O_CLOEXEC as libc::c_uint
+                    | libc::AT_RECURSIVE as libc::c_uint,
             )
         };
         if fd < 0 {

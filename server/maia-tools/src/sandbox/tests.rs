@@ -146,13 +146,13 @@ async fn signals_reach_only_the_commands_own_processes() {
         eprintln!("Landlock ABI < 6: signal test skipped");
         return;
     }
+    let Some((_dir, ctx)) = setup(SandboxMode::WorkspaceWrite, false) else {
+        return;
+    };
     let mut outside = std::process::Command::new("sleep")
         .arg("30")
         .spawn()
         .unwrap();
-    let Some((_dir, ctx)) = setup(SandboxMode::WorkspaceWrite, false) else {
-        return;
-    };
     let out = sh(&ctx, &format!("kill -9 {}", outside.id())).await;
     let still = outside.try_wait().unwrap().is_none();
     let _ = outside.kill();
@@ -174,16 +174,8 @@ async fn unix_sockets_outside_cannot_be_connected() {
     let Some((_dir, ctx)) = setup(SandboxMode::WorkspaceWrite, false) else {
         return;
     };
-    let out = sh(
-        &ctx,
-        &format!(
-            "test -e {p} && echo visible; ls /tmp | wc -l",
-            p = path.display()
-        ),
-    )
-    .await;
+    let out = sh(&ctx, &format!("test -e {} && echo visible", path.display())).await;
     assert!(!out.content.contains("visible"), "{}", out.content);
-    // Only the project's and the temp folder's parents are in /tmp.
     if which("python3") {
         let out = sh(
             &ctx,
@@ -282,7 +274,11 @@ async fn git_and_maia_are_protected_as_wholes() {
             "{cmd}"
         );
         assert!(p.join(".maia").is_dir(), "{cmd}");
-        assert_eq!(std::fs::read_dir(p.join(".maia")).unwrap().count(), 0, "{cmd}");
+        assert_eq!(
+            std::fs::read_dir(p.join(".maia")).unwrap().count(),
+            0,
+            "{cmd}"
+        );
         assert!(!p.join(".git-aside").exists() && !p.join(".maia-aside").exists());
     }
 }
@@ -361,7 +357,11 @@ async fn read_only_refuses_the_project_and_off_restores() {
     };
     let out = sh(&ctx, "echo a > inside").await;
     assert!(out.is_error, "{}", out.content);
-    let out = sh(&ctx, "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && cat .git/config").await;
+    let out = sh(
+        &ctx,
+        "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && cat .git/config",
+    )
+    .await;
     assert!(!out.is_error, "{}", out.content);
     let Some((dir2, ctx)) = setup(SandboxMode::Off, false) else {
         return;
