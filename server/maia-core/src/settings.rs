@@ -77,7 +77,8 @@ pub fn files(home: Option<&Path>, cwd: &Path) -> Vec<PathBuf> {
 /// The sandbox of a session's commands, from `~/.maia/settings.json` only
 /// (a project cannot loosen its own sandbox): `"sandbox": "workspace-write"
 /// | "read-only" | "off"` or `{"mode": …, "network": bool, "writable":
-/// [paths], "denyRead": [paths], "allowRead": [paths]}`, also each as
+/// [paths], "denyRead": [paths], "allowRead": [paths], "allowedDomains":
+/// [names]}`, also each as
 /// `"sandbox.KEY"`. Returns
 /// the policy (roots and temp folder filled in) and warnings.
 pub fn sandbox_policy(
@@ -131,6 +132,18 @@ pub fn sandbox_policy(
         None => {}
         Some(Value::Bool(b)) => policy.network = *b,
         Some(_) => warnings.push("sandbox.network must be true or false; ignored".to_owned()),
+    }
+    match key("allowedDomains") {
+        None => {}
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+            policy.allowed_domains = items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+        }
+        Some(_) => warnings
+            .push("sandbox.allowedDomains must be a list of domain names; ignored".to_owned()),
     }
     for (name, into) in [
         ("writable", &mut policy.writable),
@@ -537,7 +550,7 @@ mod tests {
         std::fs::create_dir_all(home.path().join(".maia")).unwrap();
         std::fs::write(
             home.path().join(".maia/settings.json"),
-            r#"{"sandbox":{"mode":"workspace-write","denyRead":["~/notes"]},"sandbox.allowRead":["~/.config/gh"],"sandbox.writable":["/w"],"sandbox.network":true}"#,
+            r#"{"sandbox":{"mode":"workspace-write","denyRead":["~/notes"],"allowedDomains":["crates.io","*.npmjs.org"]},"sandbox.allowRead":["~/.config/gh"],"sandbox.writable":["/w"],"sandbox.network":true}"#,
         )
         .unwrap();
         let (policy, warnings) = sandbox_policy(Some(home.path()), Path::new("/p"), "s1");
@@ -547,6 +560,7 @@ mod tests {
         assert_eq!(policy.allow_read, vec![home.path().join(".config/gh")]);
         assert_eq!(policy.writable, vec![PathBuf::from("/w")]);
         assert!(policy.network);
+        assert_eq!(policy.allowed_domains, ["crates.io", "*.npmjs.org"]);
         let hidden = policy.hidden_paths();
         assert!(hidden.contains(&home.path().join(".ssh")));
         assert!(!hidden.contains(&home.path().join(".config/gh")));

@@ -43,6 +43,8 @@ use std::sync::Arc;
 mod linux;
 #[cfg(target_os = "linux")]
 mod namespace;
+#[cfg(target_os = "linux")]
+pub mod proxy;
 mod temp;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
@@ -102,6 +104,13 @@ pub struct SandboxPolicy {
     /// `sandbox.allowRead`: paths of [`SECRETS`] (or beneath them) that
     /// stay readable.
     pub allow_read: Vec<PathBuf>,
+    /// `sandbox.allowedDomains`: with the network refused, these domains
+    /// (`*.` for subdomains) are reached through MAIA's proxy.
+    pub allowed_domains: Vec<String>,
+    /// Names the proxy resolves to these addresses (tests; never read from
+    /// the settings).
+    #[serde(skip)]
+    pub proxy_hosts: Vec<(String, std::net::SocketAddr)>,
 }
 
 impl SandboxPolicy {
@@ -199,6 +208,12 @@ impl Support {
             return out;
         }
         let abi = self.landlock_abi.unwrap_or(0);
+        if !policy.network && !self.network_namespace && !policy.allowed_domains.is_empty() {
+            out.push(
+                "sandbox.allowedDomains is not served (no unprivileged network namespaces)"
+                    .to_owned(),
+            );
+        }
         if !policy.network && !self.network_namespace {
             out.push(if abi >= 4 {
                 "UDP, raw and other non-TCP sockets are not restricted (no unprivileged network namespaces; only TCP is refused)".to_owned()
@@ -240,6 +255,8 @@ impl Support {
         let abi = self.landlock_abi.unwrap_or(0);
         if policy.network {
             out.push("network allowed (sandbox.network)");
+        } else if self.network_namespace && !policy.allowed_domains.is_empty() {
+            out.push("no network but sandbox.allowedDomains through MAIA's proxy (a private network namespace)");
         } else if self.network_namespace {
             out.push("no network (a private network namespace)");
         } else if abi >= 4 {
@@ -268,6 +285,8 @@ pub(crate) struct Shared {
     pub(crate) user: std::os::fd::OwnedFd,
     /// `None`: the network is allowed.
     pub(crate) net: Option<std::os::fd::OwnedFd>,
+    /// The port of the proxy inside the network namespace, once served.
+    pub(crate) proxy_port: std::sync::OnceLock<u16>,
 }
 
 /// A sandbox ready to be applied to child processes of one session. It
@@ -365,11 +384,17 @@ impl Sandbox {
         if policy.mode == SandboxMode::Off {
             return Ok(());
         }
+        let proxy = !policy.allowed_domains.is_empty();
         let join = self.support.mount_namespace.then(|| {
             let network = policy.network || !self.support.network_namespace;
             self.shared[usize::from(network)]
-                .get_or_init(|| match imp::shared(network) {
-                    Ok(shared) => Some(Arc::new(shared)),
+                .get_or_init(|| match imp::shared(network, proxy) {
+                    Ok((shared, listener)) => {
+                        if let Some(listener) = listener {
+                            self.serve_proxy(&shared, listener, policy);
+                        }
+                        Some(Arc::new(shared))
+                    }
                     Err(e) => {
                         tracing::debug!(%e, "no shared namespaces: each command makes its own");
                         None
@@ -377,10 +402,55 @@ impl Sandbox {
                 })
                 .clone()
         });
-        let prepared = imp::prepare(policy, &self.support, join.flatten())?;
+        let join = join.flatten();
+        if let Some(port) = join.as_ref().and_then(|j| j.proxy_port.get()) {
+            let url = format!("http://127.0.0.1:{port}");
+            for name in PROXY_ENV {
+                command.env(name, &url);
+            }
+            command.env_remove("NO_PROXY").env_remove("no_proxy");
+        }
+        let prepared = imp::prepare(policy, &self.support, join)?;
         imp::install(command, prepared);
         Ok(())
     }
+}
+
+/// The variables that point a command at the proxy.
+const PROXY_ENV: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+impl Sandbox {
+    /// Serves `sandbox.allowedDomains` on `listener` (in the session's
+    /// network namespace) and records its port.
+    #[cfg(target_os = "linux")]
+    fn serve_proxy(
+        &self,
+        shared: &Shared,
+        listener: std::net::TcpListener,
+        policy: &SandboxPolicy,
+    ) {
+        let port = listener.local_addr().map(|a| a.port());
+        let allowed = proxy::Allowed {
+            domains: policy.allowed_domains.clone(),
+            hosts: policy.proxy_hosts.clone(),
+        };
+        match (port, proxy::serve(listener, allowed)) {
+            (Ok(port), Ok(())) => {
+                let _ = shared.proxy_port.set(port);
+            }
+            (Err(e), _) | (_, Err(e)) => tracing::warn!(%e, "the sandbox proxy cannot start"),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn serve_proxy(&self, _: &Shared, _: std::net::TcpListener, _: &SandboxPolicy) {}
 }
 
 /// Applies `policy` to the calling process, which must be single-threaded
@@ -404,6 +474,8 @@ pub fn looks_denied(output: &str) -> bool {
         || output.contains("Operation not permitted")
         || output.contains("Network is unreachable")
         || output.contains("Device or resource busy")
+        || output.contains("not in sandbox.allowedDomains")
+        || output.contains("CONNECT tunnel failed")
 }
 
 /// How a sandbox note starts (the engine looks for it).
@@ -420,7 +492,13 @@ pub fn denial_note(policy: &SandboxPolicy) -> String {
             .as_deref()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "none".to_owned()),
-        if policy.network { "allowed" } else { "refused" },
+        if policy.network {
+            "allowed"
+        } else if policy.allowed_domains.is_empty() {
+            "refused"
+        } else {
+            "refused but for sandbox.allowedDomains, through the proxy in HTTP_PROXY/HTTPS_PROXY"
+        },
     )
 }
 
@@ -432,7 +510,10 @@ mod imp {
 
     pub(super) struct Prepared;
 
-    pub(super) fn shared(_: bool) -> std::io::Result<Shared> {
+    pub(super) fn shared(
+        _: bool,
+        _: bool,
+    ) -> std::io::Result<(Shared, Option<std::net::TcpListener>)> {
         Err(std::io::ErrorKind::Unsupported.into())
     }
 

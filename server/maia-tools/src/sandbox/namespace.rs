@@ -95,6 +95,9 @@ pub(super) struct Plan {
     covered: Vec<PathBuf>,
     /// Namespaces to join instead of making new ones (the session's).
     join: Option<Arc<Shared>>,
+    /// Leave a socket listening at 127.0.0.1 on descriptor 3 (the proxy's,
+    /// made by the namespace holder).
+    listen: bool,
     /// Room for the working folder, which is looked up again once the
     /// mounts are made (the one set before `pre_exec` still points into
     /// the mounts as they were: through it the covers would not hold).
@@ -105,9 +108,13 @@ pub(super) struct Plan {
 /// session's commands join: cheaper per command than making new ones (a
 /// network namespace costs milliseconds). A child makes them and blocks on
 /// its stdin while they are opened through `/proc`.
-pub(super) fn shared(network: bool) -> std::io::Result<Shared> {
+pub(super) fn shared(
+    network: bool,
+    proxy: bool,
+) -> std::io::Result<(Shared, Option<std::net::TcpListener>)> {
     use std::os::unix::process::CommandExt;
     let mut plan = Plan::bare(!network);
+    plan.listen = proxy && !network;
     let mut holder = std::process::Command::new("/bin/cat");
     // SAFETY: the closure only makes async-signal-safe system calls on data
     // prepared before the fork (see `Plan::enter`).
@@ -124,14 +131,68 @@ pub(super) fn shared(network: bool) -> std::io::Result<Shared> {
         std::fs::File::open(format!("/proc/{}/ns/{kind}", child.id())).map(OwnedFd::from)
     };
     let made = (|| {
-        Ok(Shared {
+        let shared = Shared {
             user: open("user")?,
             net: if network { None } else { Some(open("net")?) },
-        })
+            proxy_port: std::sync::OnceLock::new(),
+        };
+        let listener = if proxy && !network {
+            Some(take_fd_3(child.id())?)
+        } else {
+            None
+        };
+        Ok((shared, listener))
     })();
     drop(child.stdin.take());
     let _ = child.wait();
     made
+}
+
+/// In the holder: a TCP socket listening at 127.0.0.1 (any port) in its
+/// network namespace, on descriptor 3 (kept across exec).
+#[allow(unsafe_code)]
+fn listen_on_3() -> std::io::Result<()> {
+    // SAFETY: plain socket calls on a zeroed, filled-in address.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        if s < 0 {
+            return Err(last_error());
+        }
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if libc::bind(s, (&addr as *const libc::sockaddr_in).cast(), len) != 0
+            || libc::listen(s, 128) != 0
+            || (s != 3 && libc::dup2(s, 3) != 3)
+        {
+            return Err(last_error());
+        }
+        if s != 3 {
+            libc::close(s);
+        }
+    }
+    Ok(())
+}
+
+/// Takes descriptor 3 of the holder `pid` (`pidfd_getfd`, Linux 5.6).
+#[allow(unsafe_code)]
+fn take_fd_3(pid: u32) -> std::io::Result<std::net::TcpListener> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open and pidfd_getfd return new descriptors (or -1),
+    // owned from here on.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0);
+        if pidfd < 0 {
+            return Err(last_error());
+        }
+        let pidfd = OwnedFd::from_raw_fd(pidfd as libc::c_int);
+        let fd = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), 3, 0);
+        if fd < 0 {
+            return Err(last_error());
+        }
+        Ok(std::net::TcpListener::from_raw_fd(fd as libc::c_int))
+    }
 }
 
 /// Tries once, in a child, whether the namespaces can be made.
@@ -184,6 +245,7 @@ impl Plan {
             covered: Vec::new(),
             cwd: vec![0; libc::PATH_MAX as usize + 1],
             join: None,
+            listen: false,
         }
     }
 
@@ -339,6 +401,9 @@ impl Plan {
             if self.loopback {
                 // Without it the command only lacks a loopback; not fatal.
                 let _ = loopback_up();
+            }
+            if self.listen {
+                listen_on_3()?;
             }
         }
         mount(

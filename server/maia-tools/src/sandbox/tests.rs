@@ -387,3 +387,83 @@ async fn the_temp_folder_goes_with_the_sandbox() {
     drop(ctx);
     assert!(!dir.path().join("session-tmp").exists());
 }
+
+/// A local HTTP server answering `body` to every request; counts them.
+fn http_server(body: &'static str) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (addr, hits)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_domains_go_through_the_proxy_and_others_are_refused() {
+    if !namespaces() || !which("curl") {
+        eprintln!("no namespaces or no curl: proxy test skipped");
+        return;
+    }
+    let (allowed, allowed_hits) = http_server("from-allowed");
+    let (refused, refused_hits) = http_server("from-refused");
+    let Some((_dir, ctx)) = setup_with(SandboxMode::WorkspaceWrite, false, |p| {
+        p.allowed_domains = vec!["allowed.test".into(), "*.wild.test".into()];
+        p.proxy_hosts = vec![
+            ("allowed.test".into(), allowed),
+            ("api.wild.test".into(), allowed),
+            ("refused.test".into(), refused),
+        ];
+    }) else {
+        return;
+    };
+    // Plain HTTP and a CONNECT tunnel (-p) to listed names.
+    for cmd in [
+        "curl -s http://allowed.test/",
+        "curl -s -p http://allowed.test/",
+        "curl -s http://api.wild.test/x",
+    ] {
+        let out = sh(&ctx, cmd).await;
+        assert!(
+            out.content.contains("from-allowed"),
+            "{cmd}: {}",
+            out.content
+        );
+    }
+    let out = sh(&ctx, "curl -s http://refused.test/").await;
+    assert!(
+        out.content
+            .contains("refused.test is not in sandbox.allowedDomains"),
+        "{}",
+        out.content
+    );
+    let out = sh(&ctx, "curl -s -p http://refused.test/; echo \"curl $?\"").await;
+    assert!(!out.content.contains("from-refused"), "{}", out.content);
+    // Around the proxy: nothing.
+    let out = sh(
+        &ctx,
+        &format!("curl -s --noproxy '*' http://{refused}/; echo \"curl $?\""),
+    )
+    .await;
+    assert!(!out.content.contains("from-refused"), "{}", out.content);
+    assert_eq!(refused_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(allowed_hits.load(std::sync::atomic::Ordering::SeqCst) >= 3);
+}
