@@ -372,7 +372,7 @@ async fn busy_agent(maia: &mut Maia) -> (String, u64, Vec<u32>) {
     // In the project: the sandbox lets commands write there.
     let cwd = maia.cwd();
     let dir = cwd.clone();
-    let mcp_pid = maia.home.path().join("mcp.pid");
+    let mcp_pid = dir.join("mcp.pid");
     let server = json!({"name": "mock", "command": mock_mcp(), "args": [],
                         "env": [{"name": "MOCK_MCP_PID_FILE", "value": mcp_pid}]});
     let id = maia

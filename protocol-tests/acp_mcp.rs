@@ -137,7 +137,7 @@ fn offered(maia: &Maia, index: usize) -> Vec<Value> {
 async fn editor_stdio_server_tool_asks_permission_and_returns_the_result() {
     let mut maia = Maia::start().await;
     maia.initialize_with(notices_caps()).await;
-    let log = maia.home.path().join("mcp.log");
+    let log = maia.path("mcp.log");
     let sid = open(
         &mut maia,
         json!([stdio_server("mock", &[("MOCK_MCP_LOG", &log)])]),
@@ -316,7 +316,7 @@ async fn failing_servers_are_reported() {
 async fn cancel_during_a_slow_call() {
     let mut maia = Maia::start().await;
     maia.initialize_with(notices_caps()).await;
-    let log = maia.home.path().join("mcp.log");
+    let log = maia.path("mcp.log");
     let sid = open(
         &mut maia,
         json!([stdio_server("mock", &[("MOCK_MCP_LOG", &log)])]),
@@ -371,7 +371,7 @@ async fn cancel_during_a_slow_call() {
 async fn no_server_process_outlives_its_session_or_the_agent() {
     let mut maia = Maia::start().await;
     maia.initialize_with(notices_caps()).await;
-    let pid_a = maia.home.path().join("a.pid");
+    let pid_a = maia.path("a.pid");
     let sid = open(
         &mut maia,
         json!([stdio_server("mock", &[("MOCK_MCP_PID_FILE", &pid_a)])]),
@@ -391,7 +391,7 @@ async fn no_server_process_outlives_its_session_or_the_agent() {
     );
 
     // The agent exits (its input closes): its servers go with it.
-    let pid_b = maia.home.path().join("b.pid");
+    let pid_b = maia.path("b.pid");
     open(
         &mut maia,
         json!([stdio_server("mock", &[("MOCK_MCP_PID_FILE", &pid_b)])]),

@@ -351,6 +351,8 @@ async fn doctor_reports_every_check_and_exits_zero_when_ready() {
         "- no custom tools",
         "✓ MCP server docs: ",
         "✗ MCP server broken: ",
+        " sandbox: Landlock ABI ",
+        " sandbox: unprivileged user and mount namespaces: ",
         "Ready: MAIA can answer a prompt here.",
     ] {
         assert!(out.contains(line), "missing {line:?} in\n{out}");

@@ -215,10 +215,14 @@ pub(crate) fn spawn(
         tracing::warn!("cannot record the workspace folders: {e}");
     }
     // Connects in the background; never delays the session.
-    let mcp = Arc::new(maia_mcp::McpManager::start(settings::merge_mcp_servers(
-        mcp_servers,
-        &project.settings,
-    )));
+    let mcp_sandbox = project.sandbox.clone().map(|sandbox| maia_mcp::McpSandbox {
+        sandbox,
+        offline: project.settings.mcp_offline.clone(),
+    });
+    let mcp = Arc::new(maia_mcp::McpManager::start_sandboxed(
+        settings::merge_mcp_servers(mcp_servers, &project.settings),
+        mcp_sandbox,
+    ));
     let (conversation, restored) = match start {
         Start::New => (
             Conversation::create(

@@ -52,6 +52,9 @@ pub struct Settings {
     /// `disabledTools` of entries that only name a server (to apply to a
     /// server of that name from the editor).
     pub mcp_disabled: HashMap<String, Vec<String>>,
+    /// MCP servers whose `"network": false` keeps them off the network in
+    /// the sandbox (the others may use it).
+    pub mcp_offline: Vec<String>,
     /// Files that were read.
     pub loaded: Vec<PathBuf>,
     /// Problems found (unreadable files, bad values).
@@ -150,7 +153,9 @@ impl SettingsFiles {
 /// The sandbox of a session's commands, from `~/.maia/settings.json` only
 /// (a project cannot loosen its own sandbox): `"sandbox": "workspace-write"
 /// | "read-only" | "off"` or `{"mode": …, "network": bool, "writable":
-/// [paths]}`, also `"sandbox.network"` and `"sandbox.writable"`. Returns
+/// [paths], "denyRead": [paths], "allowRead": [paths], "allowedDomains":
+/// [names]}`, also each as
+/// `"sandbox.KEY"`. Returns
 /// the policy (roots and temp folder filled in) and warnings.
 pub fn sandbox_policy(
     files: &SettingsFiles,
@@ -164,19 +169,30 @@ pub fn sandbox_policy(
         temp_dir: Some(temp_root().join(format!("maia-{session_id}"))),
         ..Default::default()
     };
-    let (Some(home), Some(user)) = (files.home(), files.user()) else {
+    let Some(home) = files.home() else {
+        return (policy, warnings);
+    };
+    policy.home = Some(home.to_path_buf());
+    let Some(user) = files.user() else {
         return (policy, warnings);
     };
     let file = &user.path;
     let FileContent::Json(Value::Object(map)) = &user.content else {
         return (policy, warnings);
     };
-    let (mode, mut network, mut writable) = match map.get("sandbox") {
-        Some(Value::Object(o)) => (o.get("mode"), o.get("network"), o.get("writable")),
-        other => (other, None, None),
+    let object = match map.get("sandbox") {
+        Some(Value::Object(o)) => Some(o),
+        _ => None,
     };
-    network = map.get("sandbox.network").or(network);
-    writable = map.get("sandbox.writable").or(writable);
+    // `"sandbox.KEY"` wins over `"sandbox": {"KEY": …}`.
+    let key = |name: &str| {
+        map.get(&format!("sandbox.{name}"))
+            .or_else(|| object.and_then(|o| o.get(name)))
+    };
+    let mode = match map.get("sandbox") {
+        Some(Value::Object(o)) => o.get("mode"),
+        other => other,
+    };
     match mode {
         None => {}
         Some(Value::String(s)) => match SandboxMode::parse(s) {
@@ -188,17 +204,47 @@ pub fn sandbox_policy(
         },
         Some(_) => warnings.push(format!("sandbox in {} must be a string; ignored", file.display())),
     }
-    match network {
+    match key("network") {
         None => {}
         Some(Value::Bool(b)) => policy.network = *b,
         Some(_) => warnings.push("sandbox.network must be true or false; ignored".to_owned()),
     }
-    match writable {
+    match key("allowedDomains") {
+        None => {}
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+            policy.allowed_domains = items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+        }
+        Some(_) => warnings
+            .push("sandbox.allowedDomains must be a list of domain names; ignored".to_owned()),
+    }
+    for (name, into) in [
+        ("writable", &mut policy.writable),
+        ("denyRead", &mut policy.deny_read),
+        ("allowRead", &mut policy.allow_read),
+    ] {
+        into.extend(sandbox_paths(home, name, key(name), &mut warnings));
+    }
+    (policy, warnings)
+}
+
+/// The paths of the `sandbox.NAME` list (`~` is the home folder).
+fn sandbox_paths(
+    home: &Path,
+    name: &str,
+    value: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    match value {
         None => {}
         Some(Value::Array(items)) => {
             for item in items {
                 match item.as_str() {
-                    Some(p) => policy.writable.push(maia_tools::path::resolve(
+                    Some(p) => out.push(maia_tools::path::resolve(
                         home,
                         &p.replacen(
                             '~',
@@ -206,15 +252,13 @@ pub fn sandbox_policy(
                             usize::from(p.starts_with('~')),
                         ),
                     )),
-                    None => {
-                        warnings.push("sandbox.writable entries must be paths; ignored".to_owned())
-                    }
+                    None => warnings.push(format!("sandbox.{name} entries must be paths; ignored")),
                 }
             }
         }
-        Some(_) => warnings.push("sandbox.writable must be a list of paths; ignored".to_owned()),
+        Some(_) => warnings.push(format!("sandbox.{name} must be a list of paths; ignored")),
     }
-    (policy, warnings)
+    out
 }
 
 /// The system's folder for temporary files (sessions' private temp
@@ -314,6 +358,11 @@ pub fn from_files(files: &SettingsFiles, cwd: &Path, env_api_key: Option<String>
     let mut settings = from_map(&merged, env_api_key, loaded, warnings);
     settings.mcp_servers = mcp_servers;
     settings.mcp_disabled = mcp_disabled;
+    settings.mcp_offline = mcp
+        .iter()
+        .filter(|(_, entry)| entry.get("network").and_then(Value::as_bool) == Some(false))
+        .map(|(name, _)| name.clone())
+        .collect();
     settings
 }
 
@@ -579,6 +628,7 @@ fn from_map(
         vision_models,
         mcp_servers: Vec::new(),
         mcp_disabled: HashMap::new(),
+        mcp_offline: Vec::new(),
         loaded,
         warnings,
     }
@@ -587,6 +637,45 @@ fn from_map(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_servers_may_be_kept_off_the_network() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".maia")).unwrap();
+        std::fs::write(
+            home.path().join(".maia/settings.json"),
+            r#"{"mcpServers":{"local":{"command":"x","network":false},"web":{"command":"y"}}}"#,
+        )
+        .unwrap();
+        let settings = load(Some(home.path()), Path::new("/p"), None);
+        assert_eq!(settings.mcp_offline, vec!["local".to_owned()]);
+    }
+
+    #[test]
+    fn sandbox_read_lists_and_home_reach_the_policy() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".maia")).unwrap();
+        std::fs::write(
+            home.path().join(".maia/settings.json"),
+            r#"{"sandbox":{"mode":"workspace-write","denyRead":["~/notes"],"allowedDomains":["crates.io","*.npmjs.org"]},"sandbox.allowRead":["~/.config/gh"],"sandbox.writable":["/w"],"sandbox.network":true}"#,
+        )
+        .unwrap();
+        let (policy, warnings) = sandbox_policy(
+            &SettingsFiles::read(Some(home.path()), Path::new("/p")),
+            Path::new("/p"),
+            "s1",
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(policy.home.as_deref(), Some(home.path()));
+        assert_eq!(policy.deny_read, vec![home.path().join("notes")]);
+        assert_eq!(policy.allow_read, vec![home.path().join(".config/gh")]);
+        assert_eq!(policy.writable, vec![PathBuf::from("/w")]);
+        assert!(policy.network);
+        assert_eq!(policy.allowed_domains, ["crates.io", "*.npmjs.org"]);
+        let hidden = policy.hidden_paths();
+        assert!(hidden.contains(&home.path().join(".ssh")));
+        assert!(!hidden.contains(&home.path().join(".config/gh")));
+    }
 
     #[test]
     fn cwd_settings_win_key_by_key_and_bad_json_is_ignored() {

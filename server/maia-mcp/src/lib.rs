@@ -52,6 +52,14 @@ pub enum McpTransport {
     },
 }
 
+/// The sandbox stdio servers run in.
+#[derive(Debug, Clone)]
+pub struct McpSandbox {
+    pub sandbox: Arc<maia_tools::sandbox::Sandbox>,
+    /// Servers kept off the network (`"network": false`).
+    pub offline: Vec<String>,
+}
+
 /// One MCP server to connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerConfig {
@@ -143,6 +151,8 @@ struct Server {
     known_tools: Mutex<Vec<McpTool>>,
     /// Serialises (re)connections.
     connecting: tokio::sync::Mutex<()>,
+    /// The sandbox of a stdio server, and whether it may use the network.
+    sandbox: Option<(Arc<maia_tools::sandbox::Sandbox>, bool)>,
 }
 
 struct Inner {
@@ -177,13 +187,29 @@ impl McpManager {
     /// Tokio runtime) and returns at once. Servers with the same name: the
     /// first one wins.
     pub fn start(configs: Vec<McpServerConfig>) -> McpManager {
+        Self::start_sandboxed(configs, None)
+    }
+
+    /// [`McpManager::start`] with stdio servers inside `sandbox`'s
+    /// file-system sandbox (they write only where a command may and cannot
+    /// read the secrets); those named in [`McpSandbox::offline`] also
+    /// without the network.
+    pub fn start_sandboxed(
+        configs: Vec<McpServerConfig>,
+        sandbox: Option<McpSandbox>,
+    ) -> McpManager {
         let mut servers: Vec<Arc<Server>> = Vec::new();
         for config in configs {
             if servers.iter().any(|s| s.config.name == config.name) {
                 tracing::warn!(server = %config.name, "duplicate MCP server name; ignored");
                 continue;
             }
+            let sandboxed = sandbox.as_ref().map(|s| {
+                let network = !s.offline.contains(&config.name);
+                (s.sandbox.clone(), network)
+            });
             servers.push(Arc::new(Server {
+                sandbox: sandboxed,
                 config,
                 slot: Mutex::new(Slot::Starting),
                 pgid: Mutex::new(None),
@@ -597,6 +623,11 @@ async fn open(server: &Server) -> Result<Connection, String> {
             cmd.envs(env.iter().map(|(k, v)| (k, v)));
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
+            }
+            if let Some((sandbox, network)) = &server.sandbox {
+                sandbox
+                    .attach_server(&mut cmd, *network)
+                    .map_err(|e| format!("cannot start `{command}` in the sandbox: {e}"))?;
             }
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(std::process::Stdio::piped())

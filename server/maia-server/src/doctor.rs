@@ -1,8 +1,9 @@
 //! `maia doctor`: checks, without asking anything, what a session in a
 //! folder would use: the settings files, the proxy, the key, the model list
 //! and the default model, each model's context window and its source, the
-//! context file, skills, custom tools and MCP servers (started, listed,
-//! stopped). One line per check, `✓` or `✗` with the fix (`-` for an
+//! context file, skills, custom tools, MCP servers (started, listed,
+//! stopped) and the command sandbox (what the kernel offers, what holds).
+//! One line per check, `✓` or `✗` with the fix (`-` for an
 //! optional thing that is absent). Exit status 0 only when a prompt can be
 //! answered: the proxy answers, accepts the key and lists the model to use.
 
@@ -411,6 +412,70 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
             }
         }
         manager.shutdown();
+    }
+    checks.extend(sandbox_checks(home, cwd));
+    checks
+}
+
+/// The command sandbox: what the kernel offers and what holds with the
+/// settings (never blocking: prompts can be answered without it).
+fn sandbox_checks(home: Option<&Path>, cwd: &Path) -> Vec<Check> {
+    use maia_tools::sandbox::SandboxMode;
+    let (policy, _) = maia_core::settings::sandbox_policy(
+        &maia_core::settings::SettingsFiles::read(home, cwd),
+        cwd,
+        "doctor",
+    );
+    let support = maia_tools::sandbox::support();
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let mut checks = vec![match support.landlock_abi {
+        Some(abi) => Check::ok("sandbox", format!("sandbox: Landlock ABI {abi}")),
+        None => Check::failed(
+            "sandbox",
+            "sandbox: no Landlock in this kernel: commands run without a sandbox",
+            "use a Linux kernel of 5.13 or later with Landlock enabled (the `lsm=` boot parameter)",
+        ),
+    }];
+    let namespaces = format!(
+        "sandbox: unprivileged user and mount namespaces: {}; network namespaces: {}; PID namespaces: not used (Landlock's signal scope stands for them); seccomp: not used (the network namespace covers every socket family)",
+        yes(support.mount_namespace),
+        yes(support.network_namespace)
+    );
+    checks.push(if support.mount_namespace && support.network_namespace {
+        Check::ok("sandbox", namespaces)
+    } else {
+        Check::failed(
+            "sandbox",
+            namespaces,
+            "allow unprivileged user namespaces (e.g. Ubuntu: the AppArmor sysctl kernel.apparmor_restrict_unprivileged_userns=0, or a profile for maia)",
+        )
+    });
+    if policy.mode == SandboxMode::Off {
+        checks.push(Check::absent(
+            "sandbox",
+            "sandbox: off (the `sandbox` setting)",
+        ));
+        return checks;
+    }
+    let enforced = support.enforced(&policy);
+    if !enforced.is_empty() {
+        checks.push(Check::ok(
+            "sandbox",
+            format!("sandbox ({}): {}", policy.mode.id(), enforced.join("; ")),
+        ));
+    }
+    for limit in support.limits(&policy) {
+        checks.push(Check::failed(
+            "sandbox",
+            format!("sandbox: {limit}"),
+            "see docs/permissions.md#the-command-sandbox for the kernel features each layer needs",
+        ));
+    }
+    if support.landlock_abi.is_some_and(|abi| abi < 9) {
+        checks.push(Check::absent(
+            "sandbox",
+            "sandbox: Unix sockets outside /tmp, /run, the runtime folder and the hidden secrets can still be connected (Landlock ABI 9 closes this)",
+        ));
     }
     checks
 }

@@ -60,6 +60,10 @@ pub fn command(program: impl AsRef<OsStr>) -> tokio::process::Command {
         None => tokio::process::Command::new(program),
     };
     cmd.process_group(0);
+    // MAIA's own secrets (the LiteLLM key) never reach a command.
+    for name in crate::sandbox::SECRET_ENV {
+        cmd.env_remove(name);
+    }
     // A guard must not be SIGKILLed when its `Child` is dropped: it gets
     // SIGTERM from [`GroupGuard`] and needs a moment to kill what it leads.
     // A bare command is killed on drop.

@@ -58,12 +58,15 @@ pub fn exec_in_terminal() -> i32 {
         }
     }
     let shell = &crate::shell().path;
-    let err = std::process::Command::new(shell)
-        .arg("-c")
+    let mut exec = std::process::Command::new(shell);
+    exec.arg("-c")
         .arg(command)
         .env_remove(COMMAND_ENV)
-        .env_remove(POLICY_ENV)
-        .exec();
+        .env_remove(POLICY_ENV);
+    for name in crate::sandbox::SECRET_ENV {
+        exec.env_remove(name);
+    }
+    let err = exec.exec();
     eprintln!("maia {TERMINAL_ARG}: cannot run {}: {err}", shell.display());
     126
 }

@@ -1249,3 +1249,39 @@ fn home_is_the_configured_one_not_the_environment() {
         "{remove}"
     );
 }
+
+/// A command that sets its own `PATH` runs whatever it put there under
+/// the allowed name: no allow rule covers the program it looks up.
+#[test]
+fn a_path_the_command_sets_is_not_the_program_the_rule_names() {
+    let cwd = Path::new("/p");
+    let broker = rules(&["Bash(echo *)", "Bash(export *)"], &[], &[]);
+    let decide = |cmd: &str| verdict(&broker.decide_value("Bash", &json!({ "command": cmd }), cwd));
+    assert_eq!(decide("echo hi"), 'A');
+    for cmd in [
+        "env PATH=. echo hi",
+        "env PATH=./bin:/usr/bin echo hi",
+        "env -u HOME PATH=./bin echo hi",
+        "PATH=./bin echo hi",
+        "PATH=.:$PATH echo hi",
+        "PATH+=:. echo hi",
+        "export PATH=./bin; echo hi",
+        "export PATH=./bin && echo hi",
+        "PATH=./bin; echo hi",
+        "declare -x PATH=./bin; echo hi",
+        "hash -p ./evil echo; echo hi",
+        "sh -c 'PATH=./bin echo hi'",
+    ] {
+        assert_eq!(decide(cmd), '?', "{cmd}");
+    }
+    // A program named by its path is not looked up in PATH.
+    let by_path = rules(&["Bash(export *)", "Bash(/bin/echo *)"], &[], &[]);
+    assert_eq!(
+        verdict(&by_path.decide_value(
+            "Bash",
+            &json!({ "command": "export PATH=./bin; /bin/echo hi" }),
+            cwd
+        )),
+        'A'
+    );
+}

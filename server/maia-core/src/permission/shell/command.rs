@@ -6,7 +6,7 @@ use brush_parser::word::{WordPiece, WordPieceWithSource};
 
 use super::super::{catastrophe, options};
 use super::programs::{INTERPRETERS, SHELLS, WRAPPERS, Wrapper};
-use super::{MAX_DEPTH, Part, Stdin, Walker, Word, base, brace_expansion, join};
+use super::{MAX_DEPTH, Part, Stdin, Walker, Word, base, brace_expansion, join, sets_path};
 
 impl Walker<'_> {
     pub(super) fn simple(&mut self, simple: &ast::SimpleCommand) {
@@ -57,6 +57,16 @@ impl Walker<'_> {
         let raw = join(words.iter().map(|w| w.raw.as_str()));
         let plain = join(words.iter().map(|w| w.text.as_str()));
         let command = &words[assignments.min(words.len())..];
+        if words[..assignments.min(words.len())]
+            .iter()
+            .any(|w| sets_path(&w.text))
+        {
+            if command.is_empty() {
+                self.path_set = true;
+            } else {
+                self.path_next = true;
+            }
+        }
         self.command_part(raw, plain, command, stdin, false);
     }
 
@@ -77,6 +87,7 @@ impl Walker<'_> {
             hidden: self.hidden,
             ..Default::default()
         };
+        let own_path = std::mem::take(&mut self.path_next) || self.path_set;
         let Some(program) = command.first() else {
             self.out.parts.push(part);
             return;
@@ -117,6 +128,19 @@ impl Walker<'_> {
                 }
                 self.out.writes.extend(options::written_files(&name, &args));
             }
+        }
+        if matches!(
+            name.as_str(),
+            "export" | "declare" | "typeset" | "readonly" | "local"
+        ) && args.iter().any(|a| sets_path(a))
+            || name == "hash" && args.iter().any(|a| a == "-p")
+        {
+            self.path_set = true;
+        }
+        if own_path && !program.text.contains('/') && part.unsafe_use.is_none() {
+            part.unsafe_use = Some(format!(
+                "`{name}` is looked up through a PATH the command sets itself"
+            ));
         }
         self.out.parts.push(part);
     }
@@ -362,6 +386,7 @@ impl Walker<'_> {
                 continue;
             }
             if spec.name == "env" && t.contains('=') {
+                self.path_next |= sets_path(t);
                 i += 1;
                 continue;
             }

@@ -161,6 +161,8 @@ pub(crate) fn analyse(
         place: &place,
         functions: Vec::new(),
         options: options(),
+        path_set: false,
+        path_next: false,
     };
     if !walker.script(command) {
         out.parsed = false;
@@ -196,6 +198,17 @@ struct Walker<'a> {
     place: &'a Place,
     functions: Vec<Function>,
     options: brush_parser::ParserOptions,
+    /// The script set its own `PATH` (`export PATH=…`, `PATH=…;`, `hash
+    /// -p`): programs looked up from then on are not the ones named.
+    path_set: bool,
+    /// The next command is looked up through a `PATH` set for it alone
+    /// (`PATH=… cmd`, `env PATH=… cmd`).
+    path_next: bool,
+}
+
+/// An assignment to `PATH` (`PATH=…`, `PATH+=…`).
+fn sets_path(word: &str) -> bool {
+    word.starts_with("PATH=") || word.starts_with("PATH+=")
 }
 
 fn base(word: &str) -> &str {

@@ -1,0 +1,315 @@
+//! Escapes from the command sandbox, tried as a prompt-injected model
+//! would: bypass mode with `Bash(*)` allowed, so only the sandbox stands in
+//! the way. Each test plants something outside (a socket, a process, a
+//! secret) and checks that the command could not reach it; the controls
+//! check that ordinary work still runs.
+
+use std::time::Duration;
+
+use maia_test_support as mock;
+use serde_json::{Value, json};
+
+use crate::harness::{Maia, Options, WAIT, alive, eventually, last_tool_results};
+
+/// A session in bypass mode with `Bash(*)` allowed and `settings` added.
+async fn bypass(settings: Value) -> (Maia, String) {
+    let mut all = json!({"permissions": {"allow": ["Bash(*)"]}});
+    if let (Some(base), Some(extra)) = (all.as_object_mut(), settings.as_object()) {
+        base.extend(extra.clone());
+    }
+    let (mut maia, sid) = Maia::ready_with(Options {
+        settings: all,
+        ..Default::default()
+    })
+    .await;
+    let id = maia
+        .request(
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": "bypass"}),
+        )
+        .await;
+    maia.response(id).await;
+    (maia, sid)
+}
+
+/// Runs `command` as one Bash call; returns what the model was told.
+async fn bash(maia: &mut Maia, sid: &str, command: &str) -> String {
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "c1",
+        "Bash",
+        json!({"command": command}),
+    )]));
+    let (resp, _) = maia.answered_turn(sid, "go", "ok").await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    last_tool_results(maia).pop().unwrap_or_default()
+}
+
+fn python() -> bool {
+    std::process::Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[tokio::test]
+async fn a_udp_datagram_does_not_leave_the_sandbox() {
+    if !python() {
+        eprintln!("no python3: UDP escape test skipped");
+        return;
+    }
+    let (mut maia, sid) = bypass(json!({})).await;
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_nonblocking(true).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let out = bash(
+        &mut maia,
+        &sid,
+        &format!(
+            "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"leak\", (\"127.0.0.1\", {port}))'; echo done"
+        ),
+    )
+    .await;
+    assert!(out.contains("done"), "{out}");
+    // Loopback delivery is done by the time the command has exited.
+    let mut buf = [0u8; 16];
+    let received = socket.recv(&mut buf);
+    assert!(received.is_err(), "a datagram got out: {out}");
+}
+
+#[tokio::test]
+async fn a_process_outside_cannot_be_killed_but_the_commands_own_can() {
+    let (mut maia, sid) = bypass(json!({})).await;
+    let mut outside = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let pid = outside.id();
+    let out = bash(&mut maia, &sid, &format!("kill -9 {pid}; echo \"kill $?\"")).await;
+    let survived = alive(pid);
+    let _ = outside.kill();
+    let _ = outside.wait();
+    assert!(survived, "the sandbox let a command kill {pid}: {out}");
+    let out = bash(
+        &mut maia,
+        &sid,
+        "sleep 30 & kill -9 $!; wait $!; echo \"status $?\"",
+    )
+    .await;
+    assert!(out.contains("status 137"), "{out}");
+}
+
+/// A folder for a socket in the user's runtime folder (`$XDG_RUNTIME_DIR`,
+/// else `/run/user/<uid>`, else `/run` when writable).
+fn runtime_dir() -> Option<tempfile::TempDir> {
+    let uid = nix::unistd::getuid();
+    let candidates = [
+        std::env::var_os("XDG_RUNTIME_DIR").map(std::path::PathBuf::from),
+        Some(format!("/run/user/{uid}").into()),
+        Some("/run".into()),
+    ];
+    candidates.into_iter().flatten().find_map(|dir| {
+        tempfile::Builder::new()
+            .prefix("maia-sock-")
+            .tempdir_in(dir)
+            .ok()
+    })
+}
+
+#[tokio::test]
+async fn unix_sockets_outside_cannot_be_connected() {
+    if !python() {
+        eprintln!("no python3: unix socket escape test skipped");
+        return;
+    }
+    let (mut maia, sid) = bypass(json!({})).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut places = vec![tmp.path().join("s")];
+    let runtime = runtime_dir();
+    match &runtime {
+        Some(dir) => places.push(dir.path().join("s")),
+        None => eprintln!("no writable runtime folder here: only /tmp tried"),
+    }
+    for path in places {
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let out = bash(
+            &mut maia,
+            &sid,
+            &format!(
+                "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(\"connected\")'",
+                path.display()
+            ),
+        )
+        .await;
+        let accepted = listener.accept();
+        assert!(
+            accepted.is_err() && !out.contains("connected\n"),
+            "{}: {out}",
+            path.display()
+        );
+    }
+}
+
+#[tokio::test]
+async fn secrets_cannot_be_read() {
+    let (mut maia, sid) = bypass(json!({})).await;
+    let home = maia.home.path().to_path_buf();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-MATERIAL").unwrap();
+    let out = bash(
+        &mut maia,
+        &sid,
+        "cat ~/.ssh/id_ed25519 ~/.maia/settings.json; echo \"key=${LITELLM_API_KEY-unset}\"",
+    )
+    .await;
+    assert!(!out.contains("PRIVATE-KEY-MATERIAL"), "{out}");
+    assert!(!out.contains("LiteLLM_URL"), "{out}");
+    assert!(out.contains("key=unset"), "{out}");
+}
+
+#[tokio::test]
+async fn git_hooks_cannot_be_planted() {
+    let (mut maia, sid) = bypass(json!({})).await;
+    // A repository without hooks (git does not need the folder).
+    let git = maia.path(".git");
+    std::fs::create_dir_all(&git).unwrap();
+    std::fs::write(git.join("config"), "[core]\n").unwrap();
+    for attempt in [
+        "mkdir -p .git/hooks && echo 'touch /tmp/owned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+        "mv .git .git-aside && cp -r .git-aside .git && mkdir -p .git/hooks && echo x > .git/hooks/post-checkout",
+        "cp -r .git /tmp/g; rm -rf .git; mv /tmp/g .git; echo x > .git/hooks/pre-push",
+        "echo '[core]\nhooksPath = /tmp' > .git/config",
+        "mkdir -p .maia && echo '{\"permissions\":{\"allow\":[\"Bash(*)\"]}}' > .maia/settings.json",
+        "mv .maia .maia-aside && mkdir .maia && echo '{}' > .maia/settings.json",
+    ] {
+        let out = bash(&mut maia, &sid, attempt).await;
+        let hooks: Vec<_> = std::fs::read_dir(git.join("hooks"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(hooks.is_empty(), "{attempt}: {hooks:?}: {out}");
+        assert!(!maia.path(".git-aside").exists(), "{attempt}: {out}");
+        assert!(!maia.path(".maia-aside").exists(), "{attempt}: {out}");
+        assert!(
+            !maia.path(".maia/settings.json").exists(),
+            "{attempt}: {out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(git.join("config")).unwrap(),
+            "[core]\n",
+            "{attempt}: {out}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn build_like_work_still_runs() {
+    let (mut maia, sid) = bypass(json!({})).await;
+    let out = bash(
+        &mut maia,
+        &sid,
+        "mkdir -p out && ls /usr/bin | head -3 > out/list && cat out/list | wc -l && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
+    )
+    .await;
+    assert!(
+        out.contains("3\nt\n") && out.contains("Exit code: 0"),
+        "{out}"
+    );
+    if python() {
+        std::fs::write(
+            maia.path("mp.py"),
+            "import multiprocessing as m, socket\na, b = socket.socketpair(); a.send(b'x'); assert b.recv(1) == b'x'\ndef sq(x): return x * x\nif __name__ == '__main__':\n    with m.Pool(2) as p: print('sum', sum(p.map(sq, range(10))))\n",
+        )
+        .unwrap();
+        let out = bash(&mut maia, &sid, "python3 mp.py").await;
+        assert!(out.contains("sum 285"), "{out}");
+    }
+    let out = bash(
+        &mut maia,
+        &sid,
+        "git init -q . && echo hi > f && git add f && git -c user.name=t -c user.email=t@t commit -qm m && git status --short && echo committed",
+    )
+    .await;
+    assert!(out.contains("committed"), "{out}");
+}
+
+#[tokio::test]
+async fn the_session_temp_folder_is_removed_even_after_kill_9() {
+    let (mut maia, sid) = bypass(json!({})).await;
+    let out = bash(
+        &mut maia,
+        &sid,
+        "echo x > \"$TMPDIR/left\"; echo \"$TMPDIR\"",
+    )
+    .await;
+    let temp = std::path::PathBuf::from(out.lines().next().unwrap_or_default());
+    assert!(temp.join("left").is_file(), "{out}");
+    // Killed: nothing could clean up; the next start does.
+    let mut maia = maia.restart().await;
+    maia.initialize().await;
+    let _ = maia.new_session().await;
+    assert!(
+        eventually(WAIT, || !temp.exists()).await,
+        "{} left behind",
+        temp.display()
+    );
+    // A session's folder goes when MAIA exits.
+    let sid = maia.new_session().await;
+    let id = maia
+        .request(
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": "bypass"}),
+        )
+        .await;
+    maia.response(id).await;
+    let out = bash(&mut maia, &sid, "echo \"$TMPDIR\"").await;
+    let temp = std::path::PathBuf::from(out.lines().next().unwrap_or_default());
+    assert!(temp.is_dir(), "{out}");
+    maia.close_stdin();
+    let _ = maia.wait_exit(WAIT).await;
+    assert!(
+        eventually(Duration::from_secs(5), || !temp.exists()).await,
+        "{} left after exit",
+        temp.display()
+    );
+}
+
+/// A stdio MCP server runs under the same file-system sandbox: it writes
+/// in the project, not outside (its first act is writing its pid file; the
+/// mock stops when it cannot).
+#[tokio::test]
+async fn a_stdio_mcp_server_cannot_write_outside_the_project() {
+    let mut maia = Maia::start().await;
+    maia.initialize_with(json!({"session": {"notices": {}}}))
+        .await;
+    let outside = maia.home.path().join("escape.pid");
+    let inside = maia.path("inside.pid");
+    let server = |name: &str, pid: &std::path::Path| {
+        json!({"name": name, "command": crate::acp_mcp::mock_mcp(), "args": [],
+               "env": [{"name": "MOCK_MCP_PID_FILE", "value": pid}]})
+    };
+    let cwd = maia.cwd();
+    let id = maia
+        .request(
+            "session/new",
+            json!({"cwd": cwd, "mcpServers": [server("out", &outside), server("in", &inside)]}),
+        )
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert!(resp["result"]["sessionId"].is_string(), "{resp}");
+    let failed = |m: &Value| {
+        m["params"]["update"]["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("MCP server `out` failed"))
+    };
+    if !maia.seen.iter().any(failed) {
+        maia.wait_for(failed).await;
+    }
+    assert!(!outside.exists(), "an MCP server wrote outside the project");
+    assert!(
+        eventually(WAIT, || std::fs::read_to_string(&inside)
+            .is_ok_and(|s| !s.trim().is_empty()))
+        .await,
+        "the server inside the project did not start"
+    );
+}
