@@ -1,6 +1,6 @@
 //! The context meter: how full the model's context is, from the server's
 //! usage figures where there are some and a calibrated estimate elsewhere.
-//! One owner ([`crate::session::Session`]'s `meter`); compaction and the
+//! One owner (the session's `meter`); compaction and the
 //! turn read and update it.
 
 /// Counts of tool calls written as text instead of through the tool-calling interface.
