@@ -444,7 +444,7 @@ async fn model_command(
 fn context_command(session: &Session) {
     let system = session.system_prompt();
     let tools = session.tool_chars();
-    let messages: usize = crate::compaction::message_chars(session.conversation().history());
+    let messages: usize = crate::meter::message_chars(session.conversation().history());
     let context_file = match &session.project().context_file {
         Some(f) => format!(
             "`{}` (~{} tokens)",

@@ -40,7 +40,7 @@ pub const SUMMARY_TOKENS: u32 = 4000;
 /// Safety margin kept free below the window.
 pub const MARGIN: u64 = 500;
 /// Characters per token for estimates.
-use crate::meter::{CHARS_PER_TOKEN, estimate};
+use crate::meter::{CHARS_PER_TOKEN, estimate, message_chars};
 /// Highest `__n` suffix before it wraps to `__1`.
 pub(crate) const MAX_SUFFIX: u32 = 1000;
 /// Characters kept of an old tool result, tried in this order until the
@@ -117,13 +117,6 @@ pub(crate) fn believable_usage(usage: &maia_llm::Usage, image_tokens: u64, chars
     let estimated = estimate(chars) as f64;
     let kept = usage.kept().saturating_sub(image_tokens) as f64;
     usage.prompt_tokens > 0 && estimated > 0.0 && kept < estimated * 10.0
-}
-
-pub(crate) fn message_chars(messages: &[ChatMessage]) -> usize {
-    messages
-        .iter()
-        .map(|m| serde_json::to_string(m).map(|s| s.len()).unwrap_or(0))
-        .sum()
 }
 
 /// The length of `text` once written as a JSON string.

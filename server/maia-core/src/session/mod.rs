@@ -34,13 +34,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{
-    CompactError, Compactor, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, message_chars, next_name,
+    CompactError, Compactor, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name,
 };
 use crate::conversation::Conversation;
 use crate::event::CompactionState;
 use crate::event::{Event, NoticeLevel};
-use crate::meter::Measured;
 use crate::meter::Meter;
+use crate::meter::message_chars;
 use crate::mode::Mode;
 use crate::options::EngineOptions;
 use crate::permission;
@@ -554,29 +554,14 @@ impl Session {
     }
 
     fn text_tokens(&self) -> u64 {
-        match self.meter.measured_within(self.conversation.len()) {
-            Some(Measured {
-                tokens,
-                history_len,
-            }) => {
-                tokens
-                    + self
-                        .meter
-                        .calibrated(message_chars(&self.conversation.history()[history_len..]))
-            }
-            _ => self
-                .meter
-                .calibrated(self.fixed_chars() + message_chars(self.conversation.history())),
-        }
+        self.meter
+            .text_tokens(self.conversation.history(), || self.fixed_chars())
     }
 
     /// Whether the context size comes from the server (`measured`) or from
     /// an estimate.
     pub(crate) fn context_source(&self) -> &'static str {
-        match self.meter.measured_within(self.conversation.len()) {
-            Some(_) => "measured",
-            None => "estimated",
-        }
+        self.meter.source(self.conversation.len())
     }
 
     /// Characters every request carries: the system prompt and the tools.
