@@ -37,10 +37,8 @@ use crate::compaction::{
     CompactError, Compactor, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name,
 };
 use crate::conversation::Conversation;
-use crate::event::CompactionState;
-use crate::event::{Event, NoticeLevel};
-use crate::meter::Meter;
-use crate::meter::message_chars;
+use crate::event::{CompactionState, Event, NoticeLevel};
+use crate::meter::{Meter, message_chars};
 use crate::mode::Mode;
 use crate::options::EngineOptions;
 use crate::permission;
