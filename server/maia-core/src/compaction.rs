@@ -22,6 +22,10 @@
 //! rejects it anyway, it is planned again at 60 % of its size once, then
 //! the compaction fails with a message and the conversation stays as it was.
 //!
+//! This module writes the summary ([`Compactor`], given borrows of the
+//! parts it needs); the session applies it (`Session::compact`: the new
+//! journal, the kept prompt, the reload).
+//!
 //! Names: `name` → `name__1` → `name__2`…; after `__1000` back to `__1`.
 //! An existing file is never overwritten: taken names are skipped (and the
 //! compaction refused when all 1,000 are taken).
@@ -29,18 +33,16 @@
 use maia_llm::{ChatMessage, ChatRequest, LlmError};
 use tokio_util::sync::CancellationToken;
 
-use crate::event::{CompactionState, Event};
-use crate::session::Session;
-use crate::store::{self, Record};
+use crate::meter::Meter;
 
 /// Tokens the summary may take.
 pub const SUMMARY_TOKENS: u32 = 4000;
 /// Safety margin kept free below the window.
 pub const MARGIN: u64 = 500;
 /// Characters per token for estimates.
-use crate::meter::{CHARS_PER_TOKEN, Measured, estimate};
+use crate::meter::{CHARS_PER_TOKEN, estimate, message_chars};
 /// Highest `__n` suffix before it wraps to `__1`.
-const MAX_SUFFIX: u32 = 1000;
+pub(crate) const MAX_SUFFIX: u32 = 1000;
 /// Characters kept of an old tool result, tried in this order until the
 /// summary request fits.
 const TOOL_RESULT_CAPS: [usize; 3] = [8_000, 2_000, 600];
@@ -115,13 +117,6 @@ pub(crate) fn believable_usage(usage: &maia_llm::Usage, image_tokens: u64, chars
     let estimated = estimate(chars) as f64;
     let kept = usage.kept().saturating_sub(image_tokens) as f64;
     usage.prompt_tokens > 0 && estimated > 0.0 && kept < estimated * 10.0
-}
-
-pub(crate) fn message_chars(messages: &[ChatMessage]) -> usize {
-    messages
-        .iter()
-        .map(|m| serde_json::to_string(m).map(|s| s.len()).unwrap_or(0))
-        .sum()
 }
 
 /// The length of `text` once written as a JSON string.
@@ -398,269 +393,28 @@ enum Attempt {
     Other(CompactError),
 }
 
-impl Session {
-    /// Tokens the next request would carry: the last measured size plus an
-    /// estimate of what was added since, else an estimate of everything;
-    /// plus the current turn's images at their token cost (measured sizes
-    /// exclude them).
-    pub(crate) fn context_tokens(&self) -> u64 {
-        crate::images::overlay_tokens(&crate::images::within_request_limits(&self.turn.images))
-            + self.text_tokens()
-    }
+/// What writing a summary needs of the session: the endpoint, the
+/// calibration of its token counts and the earlier summary. Built by the
+/// session for one compaction; the session applies the result.
+pub(crate) struct Compactor<'a> {
+    pub(crate) llm: &'a Result<maia_llm::LlmClient, LlmError>,
+    pub(crate) meter: &'a Meter,
+    /// The summary the conversation continues from, if any.
+    pub(crate) earlier: Option<&'a str>,
+}
 
-    fn text_tokens(&self) -> u64 {
-        match self.meter.measured_within(self.conversation.len()) {
-            Some(Measured {
-                tokens,
-                history_len,
-            }) => {
-                tokens
-                    + self
-                        .meter
-                        .calibrated(message_chars(&self.conversation.history()[history_len..]))
-            }
-            _ => self
-                .meter
-                .calibrated(self.fixed_chars() + message_chars(self.conversation.history())),
-        }
-    }
-
-    /// Whether the context size comes from the server (`measured`) or from
-    /// an estimate.
-    pub(crate) fn context_source(&self) -> &'static str {
-        match self.meter.measured_within(self.conversation.len()) {
-            Some(_) => "measured",
-            None => "estimated",
-        }
-    }
-
-    /// Characters every request carries: the system prompt and the tools.
-    pub(crate) fn fixed_chars(&self) -> usize {
-        self.system_prompt().len() + self.tool_chars()
-    }
-
-    /// Characters of the tool definitions every request carries.
-    pub(crate) fn tool_chars(&self) -> usize {
-        serde_json::to_string(
-            &self
-                .tool_specs()
-                .iter()
-                .map(|t| (&t.name, &t.description, &t.parameters))
-                .collect::<Vec<_>>(),
-        )
-        .map(|s| s.len())
-        .unwrap_or(0)
-    }
-
-    /// Sends an estimate of the context size between responses (after
-    /// `/clear`, `/new`, `/load`, a cancelled turn), when the window is known.
-    pub(crate) fn report_estimate(&self) {
-        if let Some(size) = self.meter.window {
-            self.emit(Event::Usage {
-                used: self.context_tokens(),
-                size,
-            });
-        }
-    }
-
-    /// Whether the context passed `window − (4000 + 500)`; never when the
-    /// window is unknown.
-    pub(crate) fn needs_compaction(&self) -> bool {
-        match self.meter.window {
-            Some(window) if !self.conversation.is_empty() => {
-                self.context_tokens() > window.saturating_sub(u64::from(SUMMARY_TOKENS) + MARGIN)
-            }
-            _ => false,
-        }
-    }
-
-    /// The kept prompt's size, when it cannot fit the window even alone:
-    /// `(message, fixed, window)` tokens.
-    pub(crate) fn prompt_overflow(&self) -> Option<(u64, u64, u64)> {
-        let window = self.meter.window?;
-        let index = self.turn.prompt.as_ref()?.index;
-        let message = self.conversation.history().get(index)?;
-        let message = self
-            .meter
-            .calibrated(message_chars(std::slice::from_ref(message)));
-        // Without any summary: the smallest system prompt it can go with.
-        let fixed = self.meter.calibrated(self.fixed_chars());
-        (message + fixed + MARGIN > window).then_some((message, fixed, window))
-    }
-
-    /// Compacts the conversation, reporting progress as events.
-    pub(crate) async fn compact(
-        &mut self,
-        trigger: Trigger,
-        cancel: &CancellationToken,
-    ) -> Result<(), CompactError> {
-        let keep = match trigger {
-            Trigger::Between => None,
-            Trigger::InTurn | Trigger::Rejected(_) => self
-                .turn
-                .prompt
-                .clone()
-                .filter(|p| p.index < self.conversation.len()),
-        };
-        if keep.is_some()
-            && let Some((message, fixed, window)) = self.prompt_overflow()
-        {
-            return Err(CompactError::PromptTooLarge {
-                message,
-                fixed,
-                window,
-            });
-        }
-        let to_summarise: Vec<ChatMessage> = self
-            .conversation
-            .history()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| keep.as_ref().is_none_or(|k| k.index != *i))
-            .map(|(_, m)| m.clone())
-            .collect();
-        if to_summarise.is_empty() {
-            return Err(CompactError::Empty);
-        }
-        // Checked before the summary is asked (no request when every name is taken); the
-        // name is chosen again when the new journal is written, as one may be taken meanwhile.
-        let free = |s: &Session| {
-            next_name(s.conversation.name(), |n| {
-                store::session_path(&s.services.cwd, n).exists()
-            })
-            .ok_or_else(|| CompactError::NoFreeName(s.conversation.name().to_owned()))
-        };
-        free(self)?;
-        let id = format!("compaction-{}", uuid::Uuid::new_v4().simple());
-        let report = |s: &Session, state: CompactionState| {
-            s.emit(Event::Compaction {
-                id: id.clone(),
-                state,
-            });
-        };
-        report(self, CompactionState::Started);
-        let before = self.context_tokens();
-        let rejected = match trigger {
-            Trigger::Rejected(tokens) => Some(tokens),
-            _ => None,
-        };
-        let result = self
-            .summarise(&to_summarise, keep.is_some(), rejected, cancel)
-            .await;
-        let summary = match result {
-            Ok(summary) => summary,
-            Err(CompactError::Cancelled) => {
-                report(self, CompactionState::Cancelled);
-                return Err(CompactError::Cancelled);
-            }
-            Err(e) => {
-                report(self, CompactionState::Failed(e.to_string()));
-                return Err(e);
-            }
-        };
-        let mut records = vec![Record::Compaction {
-            summary: summary.clone(),
-        }];
-        if let Some(title) = self.conversation.title() {
-            records.push(Record::Title {
-                title: title.to_owned(),
-            });
-        }
-        let kept = keep
-            .as_ref()
-            .and_then(|k| Some((k, self.conversation.history().get(k.index)?.clone())));
-        if let Some((prompt, message)) = &kept {
-            records.push(Record::UserDisplay {
-                text: prompt.display.clone(),
-            });
-            records.push(Record::Message {
-                message: message.clone(),
-            });
-        }
-        let mut attempts = 0;
-        let saved = loop {
-            let name = match free(self) {
-                Ok(name) => name,
-                Err(e) => break Err(e),
-            };
-            match self.conversation.continue_as(name, &records) {
-                Ok(()) => break Ok(()),
-                // Taken between the check and the write: the next free name.
-                Err(store::StoreError::Exists { .. }) if attempts < MAX_SUFFIX => attempts += 1,
-                Err(e) => {
-                    break Err(CompactError::Failed(format!(
-                        "cannot save the compacted session: {e}"
-                    )));
-                }
-            }
-        };
-        if let Err(e) = saved {
-            report(self, CompactionState::Failed(e.to_string()));
-            return Err(e);
-        }
-        if let Some((prompt, message)) = kept {
-            self.conversation.restore_kept(message);
-            self.turn.prompt = Some(crate::session::TurnPrompt {
-                index: 0,
-                display: prompt.display.clone(),
-            });
-        }
-        let context_file = self.project.context_file.take();
-        // Tools, skills and permissions are reloaded (the MAIA behaviour),
-        // without repeating the start-up notices.
-        self.reload_quietly();
-        self.emit(Event::Commands(self.project.command_entries()));
-        self.project.context_file = context_file.or(self.project.context_file.take());
-        self.tools.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
-        self.meter.forget();
-        let after = self.context_tokens();
-        tracing::info!(before, after, name = %self.conversation.name(), "compacted");
-        report(
-            self,
-            CompactionState::Completed {
-                summary,
-                before,
-                after,
-            },
-        );
-        if let Some(size) = self.meter.window {
-            self.emit(Event::Usage { used: after, size });
-        }
-        Ok(())
-    }
-
-    /// The model that writes summaries (`smallModel`, else the session's)
-    /// and its window when known.
-    async fn summary_model(
-        &mut self,
-        cancel: &CancellationToken,
-    ) -> Result<(String, Option<u64>), CompactError> {
-        let session_model = match self.resolve_model(cancel).await {
-            Ok(model) => model,
-            Err(_) if cancel.is_cancelled() => return Err(CompactError::Cancelled),
-            Err(e) => return Err(CompactError::Failed(e)),
-        };
-        match self.project.settings.small_model.clone() {
-            Some(small) if small != session_model => {
-                let window = self
-                    .known_window(&small, cancel)
-                    .await
-                    .map(|w| w.tokens)
-                    .or(self.meter.window);
-                Ok((small, window))
-            }
-            _ => Ok((session_model, self.meter.window)),
-        }
-    }
-
-    async fn summarise(
-        &mut self,
+impl Compactor<'_> {
+    /// Writes the summary of `messages` with `model` (whose window is
+    /// `window` when known); `kept`: the user's latest message is kept out
+    /// of it; `rejected`: the size of a request the provider just refused.
+    pub(crate) async fn summarise(
+        &self,
+        (model, window): (String, Option<u64>),
         messages: &[ChatMessage],
         kept: bool,
         rejected: Option<u64>,
         cancel: &CancellationToken,
     ) -> Result<String, CompactError> {
-        let (model, window) = self.summary_model(cancel).await?;
         // At most 4,000 tokens, and a quarter of a small window.
         let summary_tokens = window.map_or(SUMMARY_TOKENS, |w| {
             SUMMARY_TOKENS.min(u32::try_from(w / 4).unwrap_or(SUMMARY_TOKENS))
@@ -716,7 +470,7 @@ impl Session {
 
     /// One attempt: the plan for `limit_tokens`, sent part by part.
     async fn summarise_within(
-        &mut self,
+        &self,
         model: &str,
         messages: &[ChatMessage],
         kept: bool,
@@ -724,7 +478,6 @@ impl Session {
         cancel: &CancellationToken,
     ) -> Result<(String, SummaryStats), Attempt> {
         let llm = self
-            .project
             .llm
             .as_ref()
             .map_err(|e| Attempt::Other(CompactError::Failed(e.to_string())))?
@@ -733,7 +486,7 @@ impl Session {
         let limit_chars = limit_tokens.map(|t| {
             ((t as f64) * CHARS_PER_TOKEN as f64 / self.meter.calibration.max(0.1)) as usize
         });
-        let earlier = self.conversation.summary().map(str::to_owned);
+        let earlier = self.earlier.map(str::to_owned);
         let Plan {
             parts,
             shrunk,

@@ -2,7 +2,7 @@
 //! cancels and sends changes; [`spawn`] opens a session (its project loaded,
 //! its journal created or restored) and runs its turns one after another on
 //! a task. This is the top of the engine's module graph: it drives the turn
-//! loop ([`crate::turn`]), which works on the session's state
+//! loop (`session/turn.rs`), which works on the session's state
 //! ([`crate::session`]).
 
 use std::path::{Path, PathBuf};
@@ -15,12 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::conversation::Conversation;
 use crate::event::{Event, StopReason};
-use crate::meter::Meter;
 use crate::mode::Mode;
 use crate::options::EngineOptions;
 use crate::project::Project;
 use crate::prompt::PromptPart;
-use crate::session::{Change, Services, Session, ToolState, TurnState, default_model, fresh_name};
+use crate::session::{Change, Parts, Services, Session, default_model, fresh_name};
 use crate::settings;
 use crate::store::{self, Journal, Loaded, Record};
 use crate::window::WindowCache;
@@ -249,8 +248,7 @@ pub(crate) fn spawn(
             Some(loaded),
         ),
     };
-    let mut session = Session {
-        conversation,
+    let mut session = Session::new(Parts {
         id,
         services: Services {
             options: options.clone(),
@@ -264,20 +262,15 @@ pub(crate) fn spawn(
             changes,
         },
         project,
-        meter: Meter::default(),
-        tools: ToolState::default(),
-        turn: TurnState::default(),
+        conversation,
         model,
-        mode: Mode::default(),
-        client: crate::client::ClientTools::default(),
-        bang_output: Vec::new(),
-    };
+    });
     if let Some(loaded) = &restored
         && let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
             Record::Plan { todos } => Some(todos.clone()),
             _ => None,
         })
-        && let Ok(mut list) = session.tools.todos.lock()
+        && let Ok(mut list) = session.tools().todos.lock()
     {
         *list = todos;
     }
@@ -285,14 +278,14 @@ pub(crate) fn spawn(
     if restored.is_some() {
         session.announce_roots_change(&previous_roots);
     }
-    crate::mcp::watch(&session.services.mcp, session.services.events.clone());
+    crate::mcp::watch(&session.services().mcp, session.services().events.clone());
     prefetch_window(&session);
     tokio::spawn(async move {
         loop {
             // A change sent before a prompt is taken before it.
             let op = tokio::select! {
                 biased;
-                Some(change) = session.services.changes.recv() => {
+                Some(change) = session.next_change() => {
                     session.apply(change);
                     continue;
                 }
@@ -302,7 +295,7 @@ pub(crate) fn spawn(
             match op {
                 Op::Prompt { parts, cancel } => {
                     session.apply_changes();
-                    let stop = session.run_prompt(parts, &cancel).await;
+                    let stop = crate::commands::run_prompt(&mut session, parts, &cancel).await;
                     let stop = if cancel.is_cancelled() {
                         StopReason::Cancelled
                     } else {
@@ -316,8 +309,8 @@ pub(crate) fn spawn(
                 }
             }
         }
-        session.services.mcp.shutdown();
-        tracing::debug!(session = %session.id, "session ended");
+        session.services().mcp.shutdown();
+        tracing::debug!(session = %session.id(), "session ended");
         // The journal (and its lock) goes with the session.
         drop(session);
         ended.cancel();
@@ -329,13 +322,13 @@ pub(crate) fn spawn(
 /// opens (`/model/info`, the models list; the model's own answer is asked
 /// in the background too), so the first request does not wait for it.
 fn prefetch_window(session: &Session) {
-    let Ok(llm) = session.project.llm.as_ref().map(Clone::clone) else {
+    let Ok(llm) = session.project().llm.as_ref().map(Clone::clone) else {
         return;
     };
     let (windows, model, manual) = (
-        session.services.windows.clone(),
-        session.model.clone(),
-        session.project.settings.context_windows.clone(),
+        session.services().windows.clone(),
+        session.model().map(str::to_owned),
+        session.project().settings.context_windows.clone(),
     );
     tokio::spawn(async move {
         let cancel = CancellationToken::new();

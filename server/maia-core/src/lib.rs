@@ -40,7 +40,6 @@ pub mod store;
 mod system_prompt;
 mod text_tool_calls;
 mod tools;
-mod turn;
 pub mod window;
 pub mod workspace;
 

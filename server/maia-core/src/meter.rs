@@ -1,7 +1,9 @@
 //! The context meter: how full the model's context is, from the server's
 //! usage figures where there are some and a calibrated estimate elsewhere.
-//! One owner ([`crate::session::Session`]'s `meter`); compaction and the
+//! One owner (the session's `meter`); compaction and the
 //! turn read and update it.
+
+use maia_llm::ChatMessage;
 
 /// Counts of tool calls written as text instead of through the tool-calling interface.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,6 +59,14 @@ impl Default for Meter {
 /// Characters per token of the estimate.
 pub(crate) const CHARS_PER_TOKEN: usize = 4;
 
+/// Characters of `messages` as sent (their JSON).
+pub(crate) fn message_chars(messages: &[ChatMessage]) -> usize {
+    messages
+        .iter()
+        .map(|m| serde_json::to_string(m).map(|s| s.len()).unwrap_or(0))
+        .sum()
+}
+
 /// Tokens of `chars` characters, uncalibrated.
 pub(crate) fn estimate(chars: usize) -> u64 {
     chars.div_ceil(CHARS_PER_TOKEN) as u64
@@ -88,6 +98,33 @@ impl Meter {
     }
 
     /// Forgets what was measured (the history changed under it).
+    /// Tokens of the next request's text: the last measured size plus an
+    /// estimate of what `history` gained since, else an estimate of
+    /// everything, with the `fixed` characters every request carries
+    /// (the system prompt and the tools; asked only when needed).
+    pub(crate) fn text_tokens(
+        &self,
+        history: &[ChatMessage],
+        fixed: impl FnOnce() -> usize,
+    ) -> u64 {
+        match self.measured_within(history.len()) {
+            Some(Measured {
+                tokens,
+                history_len,
+            }) => tokens + self.calibrated(message_chars(&history[history_len..])),
+            None => self.calibrated(fixed() + message_chars(history)),
+        }
+    }
+
+    /// Whether the context size of `history` comes from the server
+    /// (`measured`) or from an estimate.
+    pub(crate) fn source(&self, history_len: usize) -> &'static str {
+        match self.measured_within(history_len) {
+            Some(_) => "measured",
+            None => "estimated",
+        }
+    }
+
     pub(crate) fn forget(&mut self) {
         self.measured = None;
     }
@@ -122,5 +159,33 @@ mod tests {
         assert!(meter.measured_within(3).is_none(), "the history was cut");
         meter.forget();
         assert!(meter.measured_within(10).is_none());
+    }
+
+    #[test]
+    fn text_tokens_add_an_estimate_of_what_came_after_the_measurement() {
+        let history = vec![
+            ChatMessage::user("a".repeat(400)),
+            ChatMessage::user("b".repeat(800)),
+        ];
+        let second = message_chars(&history[1..]);
+        let all = message_chars(&history);
+        let mut meter = Meter::default();
+        assert_eq!(meter.text_tokens(&history, || 40), estimate(40 + all));
+        assert_eq!(meter.source(history.len()), "estimated");
+        meter.measured = Some(Measured {
+            tokens: 1_000,
+            history_len: 1,
+        });
+        let fixed_asked = std::cell::Cell::new(false);
+        let tokens = meter.text_tokens(&history, || {
+            fixed_asked.set(true);
+            40
+        });
+        assert_eq!(tokens, 1_000 + estimate(second));
+        assert!(
+            !fixed_asked.get(),
+            "a measurement already counts the fixed part"
+        );
+        assert_eq!(meter.source(history.len()), "measured");
     }
 }

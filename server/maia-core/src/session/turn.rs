@@ -620,7 +620,7 @@ impl Session {
             } = completion;
             // Numbers no request of this size has (a proxy's bug) are not
             // believed: the estimate stands in for them.
-            let answer_chars = crate::compaction::message_chars(&[ChatMessage::Assistant {
+            let answer_chars = crate::meter::message_chars(&[ChatMessage::Assistant {
                 content: Some(text.clone()),
                 tool_calls: tool_calls.clone(),
             }]);
