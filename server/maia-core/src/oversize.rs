@@ -3,9 +3,9 @@
 //! read the rest.
 
 /// `content` cut to at most about `max_chars` characters, keeping its head
-/// and tail, with a note of what was cut and how to read it; unchanged when
-/// it fits.
-pub fn cap_tool_result(content: &str, max_chars: usize, tool: &str) -> String {
+/// and tail, with a note of what was cut and how to read it (`how`, the
+/// tool's own hint); unchanged when it fits.
+pub fn cap_tool_result(content: &str, max_chars: usize, tool: &str, how: &str) -> String {
     let total = content.chars().count();
     if total <= max_chars {
         return content.to_owned();
@@ -22,16 +22,6 @@ pub fn cap_tool_result(content: &str, max_chars: usize, tool: &str) -> String {
         .count();
     let first = head_lines + 1;
     let last = head_lines + cut_lines + 1;
-    let how = match tool {
-        "Read" => "Read the file again with `offset` and `limit` to see them",
-        "Bash" => {
-            "Run the command again with its output narrowed (grep, head, tail, sed -n) to see them"
-        }
-        "Grep" => "Grep again with a narrower pattern, path or glob to see them",
-        _ => {
-            "Ask again for a smaller part (for a file: Read with `offset` and `limit`; for a command: narrow its output)"
-        }
-    };
     format!(
         "{head}\n\n[MAIA cut {} characters (about lines {first}–{last}) from the middle of this {tool} result: it was larger than the share of the context window one result may take. {how}.]\n\n{tail}",
         total - 2 * keep
@@ -45,10 +35,15 @@ mod tests {
     #[test]
     fn cuts_the_middle_with_a_note() {
         let text: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
-        let out = cap_tool_result(&text, 4_000, "Read");
+        let out = cap_tool_result(
+            &text,
+            4_000,
+            "Read",
+            "Read the file again with `offset` and `limit` to see them",
+        );
         assert!(out.chars().count() <= 4_400, "{}", out.len());
         assert!(out.starts_with("line 0\n") && out.ends_with("line 9999\n"));
         assert!(out.contains("offset") && out.contains("MAIA cut"));
-        assert_eq!(cap_tool_result("short", 4_000, "Read"), "short");
+        assert_eq!(cap_tool_result("short", 4_000, "Read", ""), "short");
     }
 }

@@ -9,13 +9,20 @@ pub struct ToolDefinition {
     pub description: String,
     /// JSON Schema object describing the arguments.
     pub parameters: serde_json::Value,
+    /// How the model can see the middle of a result of this tool that was
+    /// cut to fit the context window.
+    pub narrow_hint: &'static str,
 }
+
+/// The hint of tools that have no better one.
+pub const GENERIC_NARROW_HINT: &str = "Ask again for a smaller part (for a file: Read with `offset` and `limit`; for a command: narrow its output)";
 
 /// The tools in a stable order: Read, Write, Edit, Glob, Grep, Bash, WebFetch.
 pub fn definitions() -> Vec<ToolDefinition> {
     vec![
         ToolDefinition {
             name: "Read",
+            narrow_hint: "Read the file again with `offset` and `limit` to see them",
             description: "Read a text file. Output is numbered like `cat -n` (line number, tab, text). \
                 Reads up to 2000 lines (and 100 KB) at a time; use `offset` (1-based first line) and \
                 `limit` to read other parts of long files. Relative paths resolve against the \
@@ -35,6 +42,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             name: "Write",
+            narrow_hint: GENERIC_NARROW_HINT,
             description: "Create a file or replace its whole content. Parent folders are created \
                 as needed. Prefer Edit for changing part of an existing file."
                 .into(),
@@ -50,6 +58,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             name: "Edit",
+            narrow_hint: GENERIC_NARROW_HINT,
             description: "Replace text in a file you have read in this session. `old_string` must \
                 match the file exactly (including indentation, without the line-number prefix of \
                 Read output) and occur exactly once, unless `replace_all` is true."
@@ -68,6 +77,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             name: "Glob",
+            narrow_hint: GENERIC_NARROW_HINT,
             description: "Find files by glob pattern (e.g. `**/*.rs`, `src/**/*.ts`). A pattern \
                 without `/` matches file names at any depth. Respects .gitignore and skips hidden \
                 files. Returns absolute paths, most recently modified first (at most 100)."
@@ -84,6 +94,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             name: "Grep",
+            narrow_hint: "Grep again with a narrower pattern, path or glob to see them",
             description: "Search file contents with a regular expression (Rust regex syntax). \
                 Respects .gitignore, skips hidden and binary files. `output_mode` \
                 \"files_with_matches\" (default) lists matching files; \"content\" shows \
@@ -104,6 +115,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             name: "Bash",
+            narrow_hint: "Run the command again with its output narrowed (grep, head, tail, sed -n) to see them",
             description: "Run a shell command with /bin/sh in the working directory. stdout and \
                 stderr are combined; long output is truncated in the middle. Default timeout 2 \
                 minutes (at most 10 minutes). Do not start long-running servers or interactive \
@@ -122,6 +134,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             name: "WebFetch",
+            narrow_hint: GENERIC_NARROW_HINT,
             description: "Download an http(s) URL and return its content as text: HTML is \
                 converted to Markdown, JSON is pretty-printed, plain text is returned as is. No \
                 JavaScript is run; PDF, images and other binary content are not supported. \

@@ -27,7 +27,7 @@ mod tools;
 mod truncate;
 
 pub use context::{FileDiff, Prepared, ReadGuard, ToolContext, ToolOutput};
-pub use definitions::{ToolDefinition, definitions};
+pub use definitions::{GENERIC_NARROW_HINT, ToolDefinition, definitions};
 pub use error::ToolError;
 pub use fs::{FileSystem, FsError, LocalFs, WriteOutcome};
 pub use image::{ImageData, ImageError};

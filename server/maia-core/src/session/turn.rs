@@ -722,12 +722,16 @@ impl Session {
                 }
             }
             let limit = self.tool_result_limit();
+            let registry = self.tool_registry();
             for (call, mut message) in tool_calls.iter().zip(results) {
                 if let (Some(limit), ChatMessage::Tool { content, .. }) = (limit, &mut message)
                     && content.chars().count() > limit
                 {
                     tracing::info!(tool = %call.name, chars = content.chars().count(), limit, "tool result cut to fit the window");
-                    *content = crate::oversize::cap_tool_result(content, limit, &call.name);
+                    let how = registry
+                        .get(&call.name)
+                        .map_or(maia_tools::GENERIC_NARROW_HINT, |tool| tool.narrow_hint());
+                    *content = crate::oversize::cap_tool_result(content, limit, &call.name, how);
                 }
                 self.push_message(message);
             }

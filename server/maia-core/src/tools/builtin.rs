@@ -66,6 +66,10 @@ impl Tool for Builtin {
         }
     }
 
+    fn narrow_hint(&self) -> &'static str {
+        self.definition.narrow_hint
+    }
+
     fn plan(&self, call: &ToolCall, _raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
         let input = ToolInput::parse(&call.name, &call.arguments).map_err(|e| e.to_string())?;
         let mut plan = CallPlan::new(input.title(cwd), gate_facts(&input, cwd), ());

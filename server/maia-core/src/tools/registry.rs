@@ -104,6 +104,12 @@ pub(crate) trait Tool: Send + Sync {
     /// The user confirmed this tool as it is now ("always allow" on a
     /// question with [`GateFacts::confirm`]).
     fn confirmed(&self) {}
+
+    /// How the model can see the middle of a result of this tool that was
+    /// cut to fit the context window ([`crate::oversize`]).
+    fn narrow_hint(&self) -> &'static str {
+        maia_tools::GENERIC_NARROW_HINT
+    }
 }
 
 /// The tools of one turn, in the order offered to the model.
