@@ -313,3 +313,83 @@ async fn a_stdio_mcp_server_cannot_write_outside_the_project() {
         "the server inside the project did not start"
     );
 }
+
+/// A local HTTP server answering `body`; counts its connections.
+fn http_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, hits)
+}
+
+/// `sandbox.allowedDomains`: the listed name goes through MAIA's proxy,
+/// another is refused with the reason, and around the proxy there is no
+/// network. The names are an IP literal and `localhost`: nothing leaves
+/// the machine, no DNS is asked.
+#[tokio::test]
+async fn only_allowed_domains_go_out_through_the_proxy() {
+    let curl = std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !curl {
+        eprintln!("no curl: proxy test skipped");
+        return;
+    }
+    let (allowed, _) = http_server("from-allowed");
+    let (refused, refused_hits) = http_server("from-refused");
+    let (mut maia, sid) = bypass(json!({"sandbox": {"allowedDomains": ["127.0.0.1"]}})).await;
+    let out = bash(
+        &mut maia,
+        &sid,
+        &format!("curl -s http://127.0.0.1:{allowed}/"),
+    )
+    .await;
+    assert!(out.contains("from-allowed"), "{out}");
+    let out = bash(
+        &mut maia,
+        &sid,
+        &format!("curl -s -p http://127.0.0.1:{allowed}/"),
+    )
+    .await;
+    assert!(out.contains("from-allowed"), "{out}");
+    let out = bash(
+        &mut maia,
+        &sid,
+        &format!("curl -s http://localhost:{refused}/"),
+    )
+    .await;
+    assert!(
+        out.contains("localhost is not in sandbox.allowedDomains") && out.contains("MAIA sandbox"),
+        "{out}"
+    );
+    let out = bash(
+        &mut maia,
+        &sid,
+        &format!("curl -s --noproxy '*' http://127.0.0.1:{refused}/; echo \"curl $?\""),
+    )
+    .await;
+    assert!(!out.contains("from-refused"), "{out}");
+    assert_eq!(refused_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+}

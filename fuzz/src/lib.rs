@@ -132,6 +132,12 @@ fn fuzz_cwd() -> &'static Path {
 /// (after blank and comment lines),
 /// and `Read(src/**)` never allows a path outside `<cwd>/src`.
 pub fn permission_rules(data: &[u8]) {
+    // libFuzzer's panic hook aborts on every panic, also on the ones the
+    // checker catches on purpose (brush-parser panics on some input and the
+    // checker reads that as "does not parse"). A silent hook leaves caught
+    // panics alone; an uncaught one still aborts through `fuzz_target!`.
+    static QUIET: std::sync::Once = std::sync::Once::new();
+    QUIET.call_once(|| std::panic::set_hook(Box::new(|_| {})));
     let text = String::from_utf8_lossy(data);
     let mut lines = text.splitn(2, '\n');
     let rule_text = lines.next().unwrap_or("");
