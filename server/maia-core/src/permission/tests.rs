@@ -1285,3 +1285,17 @@ fn a_path_the_command_sets_is_not_the_program_the_rule_names() {
         'A'
     );
 }
+
+/// Deeply nested parentheses are not parsed (brush-parser's time grows
+/// fourfold with every two more: 29 took a minute) and so are asked about.
+#[test]
+fn deeply_nested_parentheses_are_asked_not_parsed() {
+    let cwd = Path::new("/p");
+    let broker = rules(&["Bash(echo *)"], &[], &[]);
+    let decide = |cmd: &str| verdict(&broker.decide_value("Bash", &json!({ "command": cmd }), cwd));
+    let deep = format!("echo;{}cho", "(".repeat(64));
+    assert_eq!(decide(&deep), '?');
+    let quoted = format!("echo '{}'", "(".repeat(64));
+    assert_eq!(decide(&quoted), '?', "quotes are not read: asked");
+    assert_eq!(decide("echo hi"), 'A');
+}
