@@ -134,10 +134,21 @@ fn fuzz_cwd() -> &'static Path {
 pub fn permission_rules(data: &[u8]) {
     // libFuzzer's panic hook aborts on every panic, also on the ones the
     // checker catches on purpose (brush-parser panics on some input and the
-    // checker reads that as "does not parse"). A silent hook leaves caught
-    // panics alone; an uncaught one still aborts through `fuzz_target!`.
+    // checker reads that as "does not parse"). The hook set here stays
+    // silent for panics raised inside brush-parser and hands every other
+    // one (the properties below) to the hook it replaced.
     static QUIET: std::sync::Once = std::sync::Once::new();
-    QUIET.call_once(|| std::panic::set_hook(Box::new(|_| {})));
+    QUIET.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_parser = info
+                .location()
+                .is_some_and(|l| l.file().contains("brush-parser"));
+            if !in_parser {
+                previous(info);
+            }
+        }));
+    });
     let text = String::from_utf8_lossy(data);
     let mut lines = text.splitn(2, '\n');
     let rule_text = lines.next().unwrap_or("");
@@ -179,7 +190,11 @@ pub fn permission_rules(data: &[u8]) {
             .lines()
             .map(str::trim)
             .find(|l| !l.is_empty() && !l.starts_with('#'))
-            .and_then(|l| l.split_whitespace().next())
+            // `echo;` is `echo` then `;`: the word ends at a separator too.
+            .and_then(|l| {
+                l.split(|c: char| c.is_whitespace() || ";&|()".contains(c))
+                    .find(|w| !w.is_empty())
+            })
             .unwrap_or("");
         // Wrappers that only adjust how a command runs need no rule.
         const WRAPPERS: &[&str] = &[
