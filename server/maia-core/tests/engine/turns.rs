@@ -171,3 +171,41 @@ async fn edits_of_one_file_in_one_batch_apply_in_order() {
     assert_eq!(stop_of(&events), StopReason::EndTurn);
     assert_eq!(std::fs::read_to_string(h.path("f.txt")).unwrap(), "three\n");
 }
+
+/// The calls of one response run side by side: a command that waits for a
+/// file finishes because the Write of the same batch that makes the file
+/// is not queued behind it (run one after the other, the turn would hang).
+#[tokio::test]
+async fn a_waiting_call_does_not_hold_back_the_rest_of_its_batch() {
+    let mut h = Harness::start(json!({})).await;
+    h.session().set_mode(Mode::Bypass);
+    h.mock.push(mock::tool_calls_reply(&[
+        (
+            "wait",
+            "Bash",
+            json!({"command": "while [ ! -f ready.flag ]; do sleep 0.05; done; echo saw it"}),
+        ),
+        (
+            "make",
+            "Write",
+            json!({"file_path": "ready.flag", "content": "go\n"}),
+        ),
+    ]));
+    h.mock.push(mock::text_reply("done"));
+    let events = h.prompt("both at once").await;
+    assert_eq!(stop_of(&events), StopReason::EndTurn);
+    assert_eq!(
+        final_statuses(&events)
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect::<Vec<_>>(),
+        [ToolStatus::Completed, ToolStatus::Completed]
+    );
+    let second = message_texts(&h.mock.requests()[1]);
+    assert!(
+        second
+            .iter()
+            .any(|(role, text)| role == "tool" && text.contains("saw it")),
+        "{second:#?}"
+    );
+}
