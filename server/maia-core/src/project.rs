@@ -16,7 +16,7 @@ use maia_tools::sandbox::Sandbox;
 
 use crate::context_file::{self, ContextFile};
 use crate::custom_tools::{self, LoadedTools};
-use crate::event::CommandEntry;
+use crate::event::{CommandEntry, NoticeLevel};
 use crate::markdown_commands::{self, LoadedCommands};
 use crate::options::EngineOptions;
 use crate::permission::{self, Broker};
@@ -56,6 +56,93 @@ pub(crate) struct Place<'a> {
 }
 
 impl Project {
+    /// What to tell the user about this load, in order: the warnings of
+    /// every file read, the sandbox's limits, tools not yet confirmed, and
+    /// the rules in force (`home` and `cwd` decide which project rules were
+    /// seen before).
+    pub(crate) fn load_notices(
+        &self,
+        home: Option<&Path>,
+        cwd: &Path,
+    ) -> Vec<(NoticeLevel, String)> {
+        let mut out = Vec::new();
+        let mut say = |level, text| out.push((level, text));
+        for warning in &self.settings.warnings {
+            say(NoticeLevel::Warning, warning.clone());
+        }
+        for note in &self.sandbox_notes {
+            say(NoticeLevel::Warning, note.clone());
+        }
+        if let Ok(pending) = self.pending_tools.lock()
+            && !pending.is_empty()
+        {
+            let mut names: Vec<&str> = pending.iter().map(String::as_str).collect();
+            names.sort_unstable();
+            say(
+                NoticeLevel::Warning,
+                format!(
+                    "New or changed custom tools: {}. Each call is asked, in every mode, until you confirm the tool (\"Always allow\").",
+                    names.join(", ")
+                ),
+            );
+        }
+        if let Ok(broker) = self.broker.lock() {
+            say(NoticeLevel::Info, broker.loaded().summary());
+            for warning in &broker.loaded().warnings {
+                say(NoticeLevel::Warning, warning.clone());
+            }
+            let unseen = permission::unseen_allow_rules(home, cwd, broker.loaded());
+            if !unseen.is_empty() {
+                say(
+                    NoticeLevel::Warning,
+                    format!(
+                        "This project's .maia/settings.json allows without asking: {}. Read it before you trust it (/permissions lists every rule); each takes effect only once you confirm it, when MAIA first asks about a call it would allow.",
+                        unseen.join(", ")
+                    ),
+                );
+            }
+        }
+        for warning in self
+            .skills
+            .warnings
+            .iter()
+            .chain(&self.markdown_commands.warnings)
+            .chain(&self.custom_tools.warnings)
+        {
+            say(NoticeLevel::Warning, warning.clone());
+        }
+        out
+    }
+
+    /// What was found, one line per kind: skills, Markdown commands,
+    /// custom tools.
+    pub(crate) fn inventory(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.skills.skills.is_empty() {
+            let names: Vec<&str> = self.skills.skills.iter().map(|s| s.name.as_str()).collect();
+            out.push(format!("Skills: {}", names.join(", ")));
+        }
+        if !self.markdown_commands.commands.is_empty() {
+            let names: Vec<String> = self
+                .markdown_commands
+                .commands
+                .iter()
+                .map(|c| format!("/{}", c.name))
+                .collect();
+            out.push(format!("Commands: {}", names.join(", ")));
+        }
+        if !self.custom_tools.tools.is_empty() {
+            let names: Vec<&str> = self
+                .custom_tools
+                .tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect();
+            out.push(format!("Custom tools: {}", names.join(", ")));
+        }
+        out
+    }
+
     /// Loads the project of a session in `place`.
     pub fn load(place: Place<'_>) -> Self {
         Self::load_with(place, &mut |path| std::fs::read_to_string(path))

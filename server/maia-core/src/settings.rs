@@ -94,7 +94,7 @@ pub struct SettingsFile {
 
 /// The settings files of a session ([`files`]), each read and parsed
 /// once: the settings ([`from_files`]), the sandbox ([`sandbox_policy`])
-/// and the permission rules ([`crate::permission::rules_from`]) all take
+/// and the permission rules (`permission::rules_from`) all take
 /// their part from this one snapshot. A file that does not exist is left
 /// out.
 #[derive(Debug, Clone, Default, PartialEq)]

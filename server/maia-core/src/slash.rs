@@ -1,5 +1,5 @@
 //! The slash commands MAIA knows (`/help`, `/new`, …): their table and the
-//! split of `/name args`. What each does is in [`crate::commands`].
+//! split of `/name args`. What each does is in `commands.rs`.
 
 /// A command the user can type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

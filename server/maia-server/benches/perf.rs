@@ -2,12 +2,11 @@
 //!
 //! Prints one Markdown table (method and targets in docs/performance.md).
 //! The `maia` binary under test is the release build of this package; the
-//! model is the in-process mock of `maia-test-support`, whose streams record
-//! when each piece was handed to the HTTP body, so latencies are measured on
-//! one clock: mock send → the line read from maia's stdout.
+//! model is `maia-test-support`'s in-process mock, whose streams record when
+//! each piece was handed to the HTTP body: latencies are measured on one
+//! clock, mock send → the line read from maia's stdout.
 //!
-//! Environment: `MAIA_BENCH_FILES` (files in the Grep/Glob tree, default
-//! 100000), `MAIA_BENCH_CHUNKS` (streamed chunks, default 2000).
+//! `MAIA_BENCH_FILES` (Grep/Glob tree, default 100000), `MAIA_BENCH_CHUNKS` (default 2000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[path = "../../maia-core/benches/session_load.rs"]

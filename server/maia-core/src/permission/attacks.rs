@@ -1223,7 +1223,7 @@ async fn run_case(case: &Case) -> Outcome {
     let Ok(parsed) = ToolInput::parse(case.tool, &case.input.to_string()) else {
         return Outcome::Stopped(None);
     };
-    let mut facts = crate::tools::builtin::gate_facts(&parsed, &cwd);
+    let mut facts = super::builtin_facts(&parsed, &cwd);
     facts.edit_reviewed = case.reviewed;
     let requirement = authorise(&facts, case.mode, &broker.lock().unwrap(), &cwd);
     if case.expect == Expect::Refused {

@@ -18,9 +18,10 @@
 
 use std::path::{Path, PathBuf};
 
+use maia_tools::{ToolInput, ToolKind};
 use serde_json::Value;
 
-use super::{Broker, Decision, Rule, choices, gate};
+use super::{Broker, Decision, Rule, choices, gate, input_value, suggest_rule};
 use crate::event::{ChoiceKind, PermissionChoice, PermissionReply};
 use crate::mode::Mode;
 
@@ -271,6 +272,32 @@ pub fn record(
         Ok(Some(file)) => Recorded::Saved(rule, file),
         Ok(None) => Recorded::Nothing,
         Err(e) => Recorded::NotSaved(rule, e),
+    }
+}
+
+/// What the gate needs to know about a built-in call.
+pub(crate) fn builtin_facts(input: &ToolInput, cwd: &Path) -> GateFacts {
+    let effect = match input {
+        ToolInput::Write(i) => Effect::EditsFile(i.file_path.clone()),
+        ToolInput::Edit(i) => Effect::EditsFile(i.file_path.clone()),
+        ToolInput::Bash(i) => Effect::RunsCommand(i.command.clone()),
+        _ => Effect::Other,
+    };
+    GateFacts {
+        rule_name: input.name().to_owned(),
+        rule_input: input_value(input),
+        effect,
+        mutating: input.is_mutating(),
+        side_effect_free: false,
+        suggestion: suggest_rule(input, cwd),
+        confirm: None,
+        sandbox_retry: false,
+        edit_reviewed: false,
+        action: match input.kind() {
+            ToolKind::Execute => "run this command",
+            ToolKind::Edit => "make this change",
+            _ => "run this tool call",
+        },
     }
 }
 

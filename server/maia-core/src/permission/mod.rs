@@ -57,6 +57,7 @@ mod suggest;
 
 #[cfg(test)]
 mod attacks;
+
 #[cfg(test)]
 mod tests;
 
@@ -68,6 +69,7 @@ use serde_json::Value;
 
 use crate::event::{ChoiceKind, PermissionChoice};
 
+pub(crate) use authorise::builtin_facts;
 pub use authorise::{
     Answer, Confirm, Effect, GateFacts, Question, Recorded, Requirement, UNSANDBOXED, authorise,
     record,

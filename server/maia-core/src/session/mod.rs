@@ -7,7 +7,7 @@
 //! summary a compaction continues from is written by
 //! [`crate::compaction::Compactor`] from borrowed parts. The task that runs
 //! its turns and the handle a front door drives it with are in
-//! [`crate::handle`]. Nothing here reaches up into either.
+//! `handle.rs`. Nothing here reaches up into either.
 //!
 //! Every message of the conversation goes through its [`Conversation`],
 //! which appends it to the journal (see [`crate::store`]) as it happens.
@@ -41,12 +41,12 @@ use crate::event::{CompactionState, Event, NoticeLevel};
 use crate::meter::{Meter, message_chars};
 use crate::mode::Mode;
 use crate::options::EngineOptions;
-use crate::permission;
 use crate::project::Project;
 use crate::session_tools::Todo;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
+mod text;
 mod turn;
 
 /// A change to what the session uses, sent by its handle. The session
@@ -425,48 +425,12 @@ impl Session {
                 text,
             });
         };
-        for warning in &self.project.settings.warnings {
-            warn(warning.clone());
-        }
-        for note in &self.project.sandbox_notes {
-            warn(note.clone());
-        }
-        if let Ok(pending) = self.project.pending_tools.lock()
-            && !pending.is_empty()
-        {
-            let mut names: Vec<&str> = pending.iter().map(String::as_str).collect();
-            names.sort_unstable();
-            warn(format!(
-                "New or changed custom tools: {}. Each call is asked, in every mode, until you confirm the tool (\"Always allow\").",
-                names.join(", ")
-            ));
-        }
-        if let Ok(broker) = self.project.broker.lock() {
-            info(broker.loaded().summary());
-            for warning in &broker.loaded().warnings {
-                warn(warning.clone());
+        let home = self.services.options.home.as_deref();
+        for (level, text) in self.project.load_notices(home, &self.services.cwd) {
+            match level {
+                NoticeLevel::Warning => warn(text),
+                _ => info(text),
             }
-            let unseen = permission::unseen_allow_rules(
-                self.services.options.home.as_deref(),
-                &self.services.cwd,
-                broker.loaded(),
-            );
-            if !unseen.is_empty() {
-                warn(format!(
-                    "This project's .maia/settings.json allows without asking: {}. Read it before you trust it (/permissions lists every rule); each takes effect only once you confirm it, when MAIA first asks about a call it would allow.",
-                    unseen.join(", ")
-                ));
-            }
-        }
-        for warning in self
-            .project
-            .skills
-            .warnings
-            .iter()
-            .chain(&self.project.markdown_commands.warnings)
-            .chain(&self.project.custom_tools.warnings)
-        {
-            warn(warning.clone());
         }
         if !self.services.roots.is_empty() {
             info(format!(
@@ -475,35 +439,8 @@ impl Session {
                 list_paths(&self.services.roots)
             ));
         }
-        if !self.project.skills.skills.is_empty() {
-            let names: Vec<&str> = self
-                .project
-                .skills
-                .skills
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect();
-            info(format!("Skills: {}", names.join(", ")));
-        }
-        if !self.project.markdown_commands.commands.is_empty() {
-            let names: Vec<String> = self
-                .project
-                .markdown_commands
-                .commands
-                .iter()
-                .map(|c| format!("/{}", c.name))
-                .collect();
-            info(format!("Commands: {}", names.join(", ")));
-        }
-        if !self.project.custom_tools.tools.is_empty() {
-            let names: Vec<&str> = self
-                .project
-                .custom_tools
-                .tools
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect();
-            info(format!("Custom tools: {}", names.join(", ")));
+        for text in self.project.inventory() {
+            info(text);
         }
         let servers = self.services.mcp.status();
         if !servers.is_empty() {

@@ -14,65 +14,9 @@ use crate::event::{Event, StopReason};
 use crate::images;
 use crate::prompt::{PromptPart, build_user_message};
 use crate::session::Session;
+use crate::session::text::{LoopGuard, describe_failure, display_text, new_message_id, title_from};
 use crate::store::Record;
 use crate::system_prompt;
-
-/// Ends a turn whose model repeats the same call with the same result.
-#[derive(Debug, Default)]
-struct LoopGuard {
-    recent: std::collections::VecDeque<String>,
-}
-
-impl LoopGuard {
-    const WINDOW: usize = 10;
-    const MAX_REPEATS: usize = 5;
-
-    /// Records a step; true when it repeats too often.
-    fn step(&mut self, call: &maia_llm::ToolCall, output: &str) -> bool {
-        let key = format!("{}\u{0}{}\u{0}{}", call.name, call.arguments, output);
-        self.recent.push_back(key.clone());
-        if self.recent.len() > Self::WINDOW {
-            self.recent.pop_front();
-        }
-        self.recent.iter().filter(|k| **k == key).count() > Self::MAX_REPEATS
-    }
-}
-
-/// Characters kept in a title derived from the first message.
-const TITLE_CHARS: usize = 60;
-
-/// What the user typed, as shown again when the conversation is replayed.
-pub(crate) fn display_text(parts: &[PromptPart]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    for part in parts {
-        match part {
-            PromptPart::Text(text) => out.push(text.clone()),
-            PromptPart::File(path) => out.push(format!("@{}", path.display())),
-            PromptPart::Embedded { uri, .. } => out.push(format!("@{uri}")),
-            // Replayed as images of their own (`Record::UserImage`).
-            PromptPart::Image { .. } | PromptPart::Note(_) => {}
-        }
-    }
-    out.join("\n")
-}
-
-/// A title from the first line of the first message.
-fn title_from(text: &str) -> Option<String> {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
-    if line.chars().count() <= TITLE_CHARS {
-        return Some(line.to_owned());
-    }
-    let cut: String = line.chars().take(TITLE_CHARS).collect();
-    let cut = match cut.rfind(' ') {
-        Some(space) if space > TITLE_CHARS / 2 => cut[..space].to_owned(),
-        _ => cut,
-    };
-    Some(format!("{}…", cut.trim_end()))
-}
-
-fn new_message_id() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
 
 impl Session {
     /// The tools of this turn (built-in, session, skill, custom, MCP).
@@ -842,25 +786,6 @@ impl Session {
     }
 }
 
-fn describe_failure(error: &LlmError, url: &str) -> String {
-    let what = match error {
-        LlmError::ContextWindowExceeded { .. } => {
-            "the conversation no longer fits in the model's context window"
-        }
-        LlmError::Authentication { .. } => {
-            "the endpoint refused the API key (set LiteLLM_API_Key or LITELLM_API_KEY)"
-        }
-        LlmError::RateLimited { .. } => "the endpoint is still rate limiting after retries",
-        LlmError::Server { .. } => "the endpoint kept failing after retries",
-        LlmError::Connection { .. } => "the endpoint could not be reached",
-        LlmError::StreamInterrupted { .. } => "the answer stream was interrupted",
-        LlmError::InvalidResponse { .. } => "the endpoint sent a response MAIA cannot read",
-        LlmError::BadRequest { .. } => "the endpoint rejected the request",
-        LlmError::Cancelled => "the request was cancelled",
-    };
-    format!("\n\n**Model request failed**: {what}.\n\nEndpoint: `{url}`\n\nError: {error}\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -902,34 +827,5 @@ mod tests {
         }];
         repair_history(&mut trailing);
         assert_eq!(trailing.len(), 2);
-    }
-
-    #[test]
-    fn loop_guard_trips_after_five_repeats_in_ten_steps() {
-        let mut guard = LoopGuard::default();
-        let same = call("x");
-        for _ in 0..5 {
-            assert!(!guard.step(&same, "out"));
-        }
-        assert!(guard.step(&same, "out"));
-        let mut guard = LoopGuard::default();
-        for i in 0..20 {
-            assert!(!guard.step(&same, &i.to_string()));
-        }
-    }
-
-    #[test]
-    fn titles() {
-        assert_eq!(
-            title_from("\n  Fix the bug\nmore").as_deref(),
-            Some("Fix the bug")
-        );
-        let long = "word ".repeat(30);
-        let t = title_from(&long).unwrap();
-        assert!(
-            t.ends_with('…') && t.chars().count() <= TITLE_CHARS + 1,
-            "{t}"
-        );
-        assert_eq!(title_from("  \n "), None);
     }
 }

@@ -4,12 +4,12 @@
 use std::path::Path;
 
 use maia_llm::{ToolCall, ToolSpec};
-use maia_tools::{Prepared, ToolContext, ToolDefinition, ToolInput, ToolKind, ToolOutput};
+use maia_tools::{Prepared, ToolContext, ToolDefinition, ToolInput, ToolOutput};
 use serde_json::Value;
 
 use super::registry::{CallEnv, CallPlan, Tool};
 use crate::event::ToolContent;
-use crate::permission::{Effect, GateFacts, input_value, suggest_rule};
+use crate::permission::{Effect, builtin_facts};
 
 /// One built-in tool.
 pub(crate) struct Builtin {
@@ -30,32 +30,6 @@ enum State {
     Prepared(Prepared),
 }
 
-/// What the gate needs to know about a built-in call.
-pub(crate) fn gate_facts(input: &ToolInput, cwd: &Path) -> GateFacts {
-    let effect = match input {
-        ToolInput::Write(i) => Effect::EditsFile(i.file_path.clone()),
-        ToolInput::Edit(i) => Effect::EditsFile(i.file_path.clone()),
-        ToolInput::Bash(i) => Effect::RunsCommand(i.command.clone()),
-        _ => Effect::Other,
-    };
-    GateFacts {
-        rule_name: input.name().to_owned(),
-        rule_input: input_value(input),
-        effect,
-        mutating: input.is_mutating(),
-        side_effect_free: false,
-        suggestion: suggest_rule(input, cwd),
-        confirm: None,
-        sandbox_retry: false,
-        edit_reviewed: false,
-        action: match input.kind() {
-            ToolKind::Execute => "run this command",
-            ToolKind::Edit => "make this change",
-            _ => "run this tool call",
-        },
-    }
-}
-
 #[async_trait::async_trait]
 impl Tool for Builtin {
     fn spec(&self) -> ToolSpec {
@@ -72,7 +46,7 @@ impl Tool for Builtin {
 
     fn plan(&self, call: &ToolCall, _raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
         let input = ToolInput::parse(&call.name, &call.arguments).map_err(|e| e.to_string())?;
-        let mut plan = CallPlan::new(input.title(cwd), gate_facts(&input, cwd), ());
+        let mut plan = CallPlan::new(input.title(cwd), builtin_facts(&input, cwd), ());
         plan.kind = Some(input.kind());
         plan.locations = input.paths(cwd);
         if matches!(
