@@ -25,12 +25,6 @@ use crate::store::Record;
 /// Characters of a `!command`'s output kept for the next request.
 const BANG_OUTPUT_CHARS: usize = 30_000;
 
-fn skill_uses_arguments(skill: &skills::Skill) -> bool {
-    std::fs::read_to_string(&skill.path)
-        .map(|text| text.contains(skills::ARGUMENTS_PLACEHOLDER))
-        .unwrap_or(false)
-}
-
 /// Runs a prompt: a slash command, or a turn with the model.
 pub(crate) async fn run_prompt(
     session: &mut Session,
@@ -54,12 +48,21 @@ pub(crate) async fn run_prompt(
         if let Some((name, args)) = typed_skill
             && let Some(skill) = session.project().skills.get(name).cloned()
         {
-            return run_skill(session, &skill, args, &text, cancel).await;
+            return run_as_typed(
+                session,
+                skills::typed_message(&skill, args)
+                    .map_err(|e| format!("Cannot read the skill `{}`: {e}", skill.name)),
+                &text,
+                cancel,
+            )
+            .await;
         }
         if let Some(rest) = text.trim_start().strip_prefix('/') {
             let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
             if let Some(command) = session.project().markdown_commands.get(name).cloned() {
-                return run_markdown_command(session, &command, args.trim(), &text, cancel).await;
+                let message = crate::markdown_commands::message(&command, args.trim())
+                    .map_err(|e| format!("Cannot read the command `/{}`: {e}", command.name));
+                return run_as_typed(session, message, &text, cancel).await;
             }
         }
     }
@@ -97,58 +100,30 @@ fn expand_file_refs(session: &Session, parts: Vec<PromptPart>) -> Vec<PromptPart
     out
 }
 
-/// `§name args` or `/name args`: the skill's instructions become the
-/// user's message (no permission: the user typed it).
-async fn run_skill(
+/// A message the user asked for by name (a skill, a Markdown command),
+/// sent as if typed, shown as what they typed; or what kept it from being
+/// read.
+async fn run_as_typed(
     session: &mut Session,
-    skill: &skills::Skill,
-    args: &str,
+    message: Result<String, String>,
     typed: &str,
     cancel: &CancellationToken,
 ) -> StopReason {
-    let body = match skills::body(skill, args) {
-        Ok(body) => body,
-        Err(e) => {
-            session.say(format!("Cannot read the skill `{}`: {e}", skill.name));
-            return StopReason::EndTurn;
+    match message {
+        Ok(message) => {
+            session
+                .run_turn(
+                    vec![PromptPart::Text(message)],
+                    Some(typed.to_owned()),
+                    cancel,
+                )
+                .await
         }
-    };
-    let mut message = body;
-    if !args.is_empty() && !skill_uses_arguments(skill) {
-        message.push_str(&format!("\n\nArguments: {args}"));
+        Err(why) => {
+            session.say(why);
+            StopReason::EndTurn
+        }
     }
-    session
-        .run_turn(
-            vec![PromptPart::Text(message)],
-            Some(typed.to_owned()),
-            cancel,
-        )
-        .await
-}
-
-/// `/name args` for a Markdown command: its text becomes the user's
-/// message, as typed by the user (no permission; nothing is run).
-async fn run_markdown_command(
-    session: &mut Session,
-    command: &crate::markdown_commands::MarkdownCommand,
-    args: &str,
-    typed: &str,
-    cancel: &CancellationToken,
-) -> StopReason {
-    let message = match crate::markdown_commands::message(command, args) {
-        Ok(message) => message,
-        Err(e) => {
-            session.say(format!("Cannot read the command `/{}`: {e}", command.name));
-            return StopReason::EndTurn;
-        }
-    };
-    session
-        .run_turn(
-            vec![PromptPart::Text(message)],
-            Some(typed.to_owned()),
-            cancel,
-        )
-        .await
 }
 
 /// `!command`: runs in the working folder without permission rules (the

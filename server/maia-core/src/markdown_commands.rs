@@ -175,11 +175,7 @@ fn first_line(body: &str) -> Option<String> {
 /// `arguments`, or the arguments appended when the body does not use them.
 pub fn message(command: &MarkdownCommand, arguments: &str) -> std::io::Result<String> {
     let text = read_bounded(&command.path, command.inside.as_deref())?;
-    let mut out = skills::body_of(&text, arguments);
-    if !arguments.is_empty() && !text.contains(ARGUMENTS_PLACEHOLDER) {
-        out.push_str(&format!("\n\nArguments: {arguments}"));
-    }
-    Ok(out)
+    Ok(skills::message_of(&text, arguments))
 }
 
 #[cfg(test)]

@@ -293,6 +293,25 @@ pub fn body(skill: &Skill, arguments: &str) -> std::io::Result<String> {
     Ok(body_of(&text, arguments))
 }
 
+/// What a skill typed by the user sends (`§name args`, `/name args`): its
+/// instructions, read once, with the arguments put in (see
+/// [`message_of`]).
+pub fn typed_message(skill: &Skill, arguments: &str) -> std::io::Result<String> {
+    let text = crate::md_files::read_bounded(&skill.path, skill.inside.as_deref())?;
+    Ok(message_of(&text, arguments))
+}
+
+/// A skill's or Markdown command's `text` as a message: its body with
+/// `$ARGUMENTS` replaced by `arguments`, or the arguments appended when the
+/// body does not use them.
+pub(crate) fn message_of(text: &str, arguments: &str) -> String {
+    let mut out = body_of(text, arguments);
+    if !arguments.is_empty() && !text.contains(ARGUMENTS_PLACEHOLDER) {
+        out.push_str(&format!("\n\nArguments: {arguments}"));
+    }
+    out
+}
+
 pub(crate) fn body_of(text: &str, arguments: &str) -> String {
     let body = match split_front_matter(text) {
         Some((_, rest)) => rest,
