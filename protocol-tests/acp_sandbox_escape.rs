@@ -218,7 +218,7 @@ async fn build_like_work_still_runs() {
     if python() {
         std::fs::write(
             maia.path("mp.py"),
-            "import multiprocessing as m, socket\na, b = socket.socketpair(); a.send(b'x'); assert b.recv(1) == b'x'\ndef sq(x): return x * x\nif __name__ == '__main__':\n    with m.Pool(2) as p: print('sum', sum(p.map(sq, range(10))))\n",
+            "import multiprocessing as m, socket\na, b = socket.socketpair(); a.send(b'x'); assert b.recv(1) == b'x'\ndef sq(q, x): q.put(x * x)\nif __name__ == '__main__':\n    q = m.Queue()\n    ps = [m.Process(target=sq, args=(q, x)) for x in range(10)]\n    for p in ps: p.start()\n    total = sum(q.get() for _ in ps)\n    for p in ps: p.join()\n    print('sum', total)\n",
         )
         .unwrap();
         let out = bash(&mut maia, &sid, "python3 mp.py").await;
