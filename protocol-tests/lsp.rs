@@ -468,6 +468,14 @@ async fn initialize_and_code_actions() {
     assert!(caps.get("completionProvider").is_none(), "{caps}");
     assert!(caps.get("documentFormattingProvider").is_none(), "{caps}");
     assert_eq!(init["result"]["serverInfo"]["name"], "maia");
+    // Full sync of open documents and nothing about saving: a bare kind
+    // (`1`) reads as "send didSave too" to VS Code's client, and every save
+    // then logged "didSave is not implemented".
+    assert_eq!(
+        caps["textDocumentSync"],
+        json!({"openClose": true, "change": 1}),
+        "{caps}"
+    );
 
     lsp.open("a.rs", "fn main() {\n    println!(\"hi\");\n}\n")
         .await;

@@ -1,5 +1,6 @@
 //! The ACP Registry entry (`dist/acp-registry/agent.json`, issue 14): valid
-//! against the registry's schema (`../shared/spec/acp-registry/`), the
+//! against the registry's schema (`fixtures/acp-registry/`, a copy with its
+//! source and version noted), the
 //! crate's version and repository, the four platforms with the archive
 //! names `dist/release.sh` produces, and that script's archive itself.
 
@@ -30,7 +31,7 @@ fn archive_name(target: &str) -> String {
 
 #[test]
 fn the_manifest_validates_against_the_registry_schema() {
-    let schema_path = repo().join("../shared/spec/acp-registry/agent.schema.json");
+    let schema_path = repo().join("protocol-tests/fixtures/acp-registry/agent.schema.json");
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(&schema_path)
             .unwrap_or_else(|e| panic!("{}: {e}", schema_path.display())),
