@@ -24,6 +24,7 @@ mod acp_sessions;
 mod acp_terminal;
 mod acp_tools;
 mod acp_workspace;
+mod cli_exec;
 mod cli_login;
 mod fuzz_replay;
 mod litellm;

@@ -198,6 +198,10 @@ pub enum Event {
         level: NoticeLevel,
         text: String,
     },
+    /// The turn could not do what was asked (the model request failed, the
+    /// prompt was not sent, the model looped…): the message, already told
+    /// to the user as text. Followed by [`Event::TurnEnded`].
+    TurnFailed(String),
     /// Always the last event of a turn.
     TurnEnded(StopReason),
 }

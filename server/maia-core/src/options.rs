@@ -15,4 +15,8 @@ pub struct EngineOptions {
     /// A route to the model server set by the front end (see
     /// [`Engine::set_route`]); it wins over the settings.
     pub route: Option<crate::settings::LlmRoute>,
+    /// Allow rules (`Tool` or `Tool(pattern)`) given to this process only
+    /// (`maia exec --allow`): every session adds them to its rules, below
+    /// the deny and ask rules of the settings files; saved nowhere.
+    pub allow: Vec<String>,
 }

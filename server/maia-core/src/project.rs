@@ -165,6 +165,7 @@ impl Project {
         let llm = LlmClient::new(settings.llm.clone());
         let mut broker = Broker::from_files(&files, cwd);
         broker.set_roots(roots.to_vec());
+        broker.add_rules(process_rules(&options.allow));
         let (sandbox, sandbox_notes) = build_sandbox(&files, cwd, roots, id);
         let custom_tools = custom_tools::load(cwd, &crate::tools::reserved_tool_names());
         let pending_tools = pending_tools(home, cwd, &custom_tools);
@@ -264,6 +265,20 @@ fn build_sandbox(
             (None, notes)
         }
     }
+}
+
+/// The allow rules given to the process ([`EngineOptions::allow`]); one
+/// that does not parse is logged and left out (front doors check them
+/// before they start a session).
+fn process_rules(allow: &[String]) -> crate::permission::RuleSet {
+    let mut set = crate::permission::RuleSet::default();
+    for text in allow {
+        match crate::permission::Rule::parse(text) {
+            Ok(rule) => set.add(crate::permission::Family::Allow, rule),
+            Err(_) => tracing::warn!(rule = %text, "an allow rule that does not parse is left out"),
+        }
+    }
+    set
 }
 
 #[cfg(test)]

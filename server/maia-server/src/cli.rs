@@ -7,13 +7,14 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use maia_core::EngineOptions;
+use maia_core::{EngineOptions, Mode};
 
 const AFTER_HELP: &str = "\
 Settings: ~/.maia/settings.json and <cwd>/.maia/settings.json
 Environment: LITELLM_API_KEY, MAIA_MODEL, MAIA_LOG (e.g. debug), MAIA_LOG_FILE
 
-First run: `maia login`, then add `maia acp` to your editor; `maia doctor` checks it all.";
+First run: `maia login`, `maia doctor` checks it all, `maia exec PROMPT` answers a prompt
+here; then add `maia acp` to your editor.";
 
 /// MAIA, a coding agent for editors, on any model behind a LiteLLM proxy.
 #[derive(Debug, Parser)]
@@ -38,6 +39,51 @@ pub enum Command {
     Login(LoginArgs),
     /// Check that MAIA can answer a prompt here, one line per check.
     Doctor(DoctorArgs),
+    /// Run one prompt without an editor: the answer on stdout, tool calls
+    /// on stderr (or JSON events on stdout with --json).
+    Exec(ExecArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct ExecArgs {
+    /// The prompt; without it (or with `-`) it is read from stdin.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
+    /// Print one JSON event per line on stdout instead of text
+    /// (docs/exec.md).
+    #[arg(long)]
+    pub json: bool,
+    /// What may run without a question: default, accept-edits, read-only
+    /// or bypass. Nobody can answer a question here: a call that would ask
+    /// is refused and the run goes on.
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    pub mode: Option<Mode>,
+    /// Allow calls matching RULE (`Tool` or `Tool(pattern)`, as in
+    /// `permissions.allow`) for this run only; repeatable.
+    #[arg(long = "allow", value_name = "RULE", value_parser = parse_rule)]
+    pub allow: Vec<String>,
+    /// The project folder (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Go on with the saved thread ID of this folder.
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    pub resume: Option<String>,
+    /// Go on with the folder's most recent thread.
+    #[arg(long = "continue", short = 'c')]
+    pub continue_latest: bool,
+}
+
+fn parse_mode(text: &str) -> Result<Mode, String> {
+    Mode::from_id(text).ok_or_else(|| {
+        let ids: Vec<&str> = Mode::ALL.iter().map(|m| m.id()).collect();
+        format!("one of {}", ids.join(", "))
+    })
+}
+
+fn parse_rule(text: &str) -> Result<String, String> {
+    maia_core::permission::Rule::parse(text)
+        .map(|rule| rule.to_string())
+        .map_err(|_| "a rule is `Tool` or `Tool(pattern)`, e.g. `Bash(cargo test *)`".to_owned())
 }
 
 #[derive(Debug, Args, Default)]
@@ -70,6 +116,7 @@ pub fn engine_options(model: Option<String>) -> EngineOptions {
         model: model.or_else(|| env("MAIA_MODEL")),
         env_api_key: env("LITELLM_API_KEY"),
         route: None,
+        allow: Vec::new(),
     }
 }
 
@@ -114,6 +161,42 @@ mod tests {
             Command::Doctor(args) => assert!(args.json),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn parses_exec() {
+        let cli = p(&[
+            "exec",
+            "--json",
+            "--mode",
+            "accept-edits",
+            "--allow",
+            "Bash(ls *)",
+            "--allow",
+            "Read",
+            "--cwd",
+            "/tmp",
+            "--model",
+            "m",
+            "fix it",
+        ])
+        .unwrap();
+        assert_eq!(cli.model.as_deref(), Some("m"));
+        let Command::Exec(args) = cli.command else {
+            panic!("not exec")
+        };
+        assert_eq!(args.prompt.as_deref(), Some("fix it"));
+        assert!(args.json && !args.continue_latest);
+        assert_eq!(args.mode, Some(Mode::AcceptEdits));
+        assert_eq!(args.allow, ["Bash(ls *)", "Read"]);
+        assert_eq!(args.cwd, Some(PathBuf::from("/tmp")));
+        let Command::Exec(args) = p(&["exec", "-c"]).unwrap().command else {
+            panic!("not exec")
+        };
+        assert!(args.continue_latest && args.prompt.is_none());
+        assert!(p(&["exec", "--mode", "plan", "x"]).is_err());
+        assert!(p(&["exec", "--allow", "Bash(", "x"]).is_err());
+        assert!(p(&["exec", "--resume", "a", "--continue", "x"]).is_err());
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Logging through `tracing`: stderr by default, or the file named by
-//! `MAIA_LOG_FILE`; the level comes from `MAIA_LOG` (default `info`).
+//! `MAIA_LOG_FILE`; the level comes from `MAIA_LOG` (default `info`, `warn`
+//! for `maia exec`, whose stderr is read by a person).
 //! Nothing is ever written to stdout.
 
 use std::fs::OpenOptions;
 
 use tracing_subscriber::EnvFilter;
 
-pub fn init() -> std::io::Result<()> {
-    let filter = EnvFilter::try_from_env("MAIA_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+/// Sets up logging; `default` is the level when `MAIA_LOG` is not set.
+pub fn init(default: &str) -> std::io::Result<()> {
+    let filter = EnvFilter::try_from_env("MAIA_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match std::env::var_os("MAIA_LOG_FILE") {
         Some(path) if !path.is_empty() => {

@@ -3,12 +3,14 @@
 //! `maia acp` speaks the Agent Client Protocol on stdin/stdout, `maia lsp`
 //! the Language Server Protocol (crate `maia-lsp`). stdout
 //! carries protocol messages only; logs go to stderr (level from
-//! `MAIA_LOG`, optional file from `MAIA_LOG_FILE`). `maia login` and
-//! `maia doctor` are for people at a terminal.
+//! `MAIA_LOG`, optional file from `MAIA_LOG_FILE`). `maia login`,
+//! `maia doctor` and `maia exec` (one prompt, no editor) are for people at
+//! a terminal and for scripts.
 
 mod acp;
 mod cli;
 mod doctor;
+mod exec;
 mod logging;
 mod login;
 mod probe;
@@ -44,7 +46,7 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
         cli::Command::Acp | cli::Command::Lsp => {
-            if let Err(e) = logging::init() {
+            if let Err(e) = logging::init("info") {
                 eprintln!("maia: cannot set up logging: {e}");
             }
             let lsp = matches!(cli.command, cli::Command::Lsp);
@@ -81,6 +83,12 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+        cli::Command::Exec(args) => {
+            if let Err(e) = logging::init("warn") {
+                eprintln!("maia: cannot set up logging: {e}");
+            }
+            exec::main(args, cli.model)
         }
         cli::Command::Doctor(args) => {
             let options = cli::engine_options(cli.model);
@@ -123,7 +131,7 @@ fn set_guard() {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

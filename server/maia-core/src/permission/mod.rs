@@ -201,6 +201,14 @@ impl Broker {
         }
     }
 
+    /// Adds rules that come from no file (the process's own, see
+    /// [`crate::EngineOptions::allow`]); an empty set changes nothing.
+    pub fn add_rules(&mut self, set: RuleSet) {
+        if !set.is_empty() {
+            self.sets.push(set);
+        }
+    }
+
     /// Sets the session's additional workspace roots (absolute, existing
     /// folders; see [`crate::workspace`]).
     pub fn set_roots(&mut self, roots: Vec<PathBuf>) {

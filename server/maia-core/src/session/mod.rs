@@ -270,6 +270,15 @@ impl Session {
         });
     }
 
+    /// Ends the turn as failed: tells the user `text`, then says the turn
+    /// failed ([`Event::TurnFailed`]) for front doors that report it.
+    pub(crate) fn fail(&self, text: String) -> crate::event::StopReason {
+        let message = text.trim().replace("**", "");
+        self.say(text);
+        self.emit(Event::TurnFailed(message));
+        crate::event::StopReason::EndTurn
+    }
+
     /// Saves a record of what the user saw (see [`Conversation::record`]).
     pub fn record(&mut self, record: &Record) {
         self.conversation.record(record);

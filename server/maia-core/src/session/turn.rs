@@ -195,11 +195,10 @@ impl Session {
     /// Tells the user their message cannot fit and takes it out of the
     /// model's history (the journal keeps what they saw).
     fn refuse_prompt(&mut self, error: &CompactError) -> StopReason {
-        self.say(format!("\n\n**Not sent**: {error}.\n"));
         if let Some(prompt) = self.turn.prompt.take() {
             self.conversation.truncate(prompt.index);
         }
-        StopReason::EndTurn
+        self.fail(format!("\n\n**Not sent**: {error}.\n"))
     }
 
     /// Whether requests to `model` carry prompt-caching marks: the
@@ -391,19 +390,17 @@ impl Session {
             return StopReason::Cancelled;
         }
         if let Err(e) = &self.project.llm {
-            self.say(format!(
+            return self.fail(format!(
                 "MAIA cannot reach a model: {e}. Check `LiteLLM_URL` in .maia/settings.json."
             ));
-            return StopReason::EndTurn;
         }
         let model = match self.resolve_model(cancel).await {
             Ok(model) => model,
             Err(_) if cancel.is_cancelled() => return StopReason::Cancelled,
             Err(e) => {
-                self.say(format!(
+                return self.fail(format!(
                     "MAIA cannot start: {e}. Set `model` in .maia/settings.json or start MAIA with --model."
                 ));
-                return StopReason::EndTurn;
             }
         };
         let window = self.known_window(&model, cancel).await;
@@ -530,10 +527,9 @@ impl Session {
                             )));
                         }
                         Err(e) => {
-                            self.say(format!(
+                            return self.fail(format!(
                                 "\n\n**The conversation no longer fits in the model's context window** and could not be compacted: {e}\n"
                             ));
-                            return StopReason::EndTurn;
                         }
                     }
                 }
@@ -551,8 +547,7 @@ impl Session {
                         .as_ref()
                         .map(|c| c.chat_url())
                         .unwrap_or_default();
-                    self.say(describe_failure(&e, &url));
-                    return StopReason::EndTurn;
+                    return self.fail(describe_failure(&e, &url));
                 }
             };
             let Completion {
@@ -691,12 +686,11 @@ impl Session {
                 return StopReason::EndTurn;
             }
             if looping {
-                self.say(format!(
+                return self.fail(format!(
                     "\n\nStopped: the same tool call with the same result came back more than {} times in the last {} steps; the model seems stuck in a loop.\n",
                     LoopGuard::MAX_REPEATS,
                     LoopGuard::WINDOW
                 ));
-                return StopReason::EndTurn;
             }
         }
     }
