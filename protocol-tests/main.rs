@@ -31,5 +31,6 @@ mod litellm;
 mod lsp;
 mod lsp_lifecycle;
 mod neovim;
+mod readme;
 mod registry;
 mod robustness;

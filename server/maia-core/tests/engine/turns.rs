@@ -209,3 +209,24 @@ async fn a_waiting_call_does_not_hold_back_the_rest_of_its_batch() {
         "{second:#?}"
     );
 }
+
+#[tokio::test]
+async fn a_failed_model_request_says_the_turn_failed_before_it_ends() {
+    let mut h = Harness::start(json!({"llm_max_retries": 0})).await;
+    h.mock.push(mock::error_reply(400, "no such model"));
+    let events = h.prompt("hi").await;
+    let n = events.len();
+    assert!(
+        matches!(&events[n - 2], Event::TurnFailed(m) if m.contains("Model request failed")),
+        "{events:#?}"
+    );
+    assert!(agent_text(&events).contains("**Model request failed**"));
+    assert_eq!(stop_of(&events), StopReason::EndTurn);
+    // A turn that went well says nothing of the kind.
+    h.mock.push(mock::text_reply("fine"));
+    let events = h.prompt("again").await;
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::TurnFailed(_))),
+        "{events:#?}"
+    );
+}
