@@ -35,6 +35,8 @@ pub fn stop_name(stop: StopReason) -> &'static str {
 struct Call {
     title: String,
     content: Vec<ToolContent>,
+    /// Refused for want of a person (already reported).
+    refused: bool,
 }
 
 /// The printer of one run.
@@ -200,6 +202,7 @@ impl Output {
         let call = Call {
             title: view.title,
             content: view.content,
+            refused: false,
         };
         self.calls.insert(view.id, call);
     }
@@ -217,10 +220,13 @@ impl Output {
             _ => return,
         };
         let line = format!("  {done} {}", summary(&call.title, &call.content));
+        let refused = call.refused;
         if self.current.as_deref() == Some(call.title.as_str()) {
             self.current = None;
         }
-        self.note(&line);
+        if !refused {
+            self.note(&line);
+        }
     }
 
     /// A permission question nobody can answer, refused.
@@ -231,6 +237,9 @@ impl Output {
                 "title": call.title, "rule": rule,
             }));
             return;
+        }
+        if let Some(known) = self.calls.get_mut(&call.id) {
+            known.refused = true;
         }
         let hint = match rule {
             Some(rule) => format!("--allow '{rule}' or --mode would allow it"),
@@ -309,7 +318,12 @@ fn summary(title: &str, content: &[ToolContent]) -> String {
                 let mut lines = text.lines().filter(|l| !l.trim().is_empty());
                 let Some(first) = lines.next() else { continue };
                 let more = lines.count();
-                let mut first: String = first.trim().chars().take(SHOWN_CHARS).collect();
+                let mut first: String = first
+                    .trim()
+                    .replace('\t', " ")
+                    .chars()
+                    .take(SHOWN_CHARS)
+                    .collect();
                 if more > 0 {
                     first.push_str(&format!(" (+{more} lines)"));
                 }
