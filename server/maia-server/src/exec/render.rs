@@ -93,13 +93,20 @@ impl Output {
         self.answered = true;
     }
 
+    /// Ends the answer's open line on stdout.
+    fn end_answer_line(&mut self) {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(b"\n");
+        let _ = stdout.flush();
+        self.stdout_at_line_start = true;
+    }
+
     /// One line on stderr (plain output only).
     fn note(&mut self, line: &str) {
         self.clear_spinner();
         if self.tty && self.stdout_tty && !self.stdout_at_line_start {
             // One terminal: the answer's open line is ended first.
-            println!();
-            self.stdout_at_line_start = true;
+            self.end_answer_line();
         }
         eprintln!("{line}");
     }
@@ -295,8 +302,7 @@ impl Output {
             return;
         }
         if self.answered && !self.stdout_at_line_start {
-            println!();
-            self.stdout_at_line_start = true;
+            self.end_answer_line();
         }
         let ended = if stop_reason == "end_turn" {
             String::new()
