@@ -3,8 +3,8 @@
 //! LLM. The answer alone on stdout, tool calls on stderr; `--json` events;
 //! a question nobody can answer refused and the run going on; `--allow`;
 //! SIGINT → 130 with nothing left running; `--resume`/`--continue`; the
-//! prompt from stdin; a failed model request → exit 1; and the thread an
-//! ordinary one an editor lists and loads.
+//! prompt from stdin; a failed model request → exit 1; the thread an
+//! ordinary one an editor lists and loads; a spinner on a terminal only.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -453,4 +453,66 @@ async fn an_editor_lists_and_loads_a_thread_made_by_exec() {
     let replayed = replay.iter().map(Value::to_string).collect::<String>();
     assert!(replayed.contains("hello from exec"), "{replayed}");
     assert!(replayed.contains("Made in a terminal."), "{replayed}");
+}
+
+#[tokio::test]
+async fn on_a_terminal_a_spinner_names_the_running_tool() {
+    use std::io::Read;
+    let place = Place::new().await;
+    place.mock.push(mock::tool_calls_reply(&[(
+        "c1",
+        "Bash",
+        json!({"command": "sleep 2"}),
+    )]));
+    place.mock.push(mock::text_reply("Slept."));
+    // stderr on a terminal, stdout piped.
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_maia"));
+    command
+        .args(["exec", "--mode", "bypass", "sleep a second"])
+        .env("HOME", place.home.path())
+        .env_remove("LITELLM_API_KEY")
+        .env_remove("MAIA_MODEL")
+        .current_dir(place.project.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::from(pty.slave)))
+        .kill_on_drop(true);
+    let child = command.spawn().unwrap();
+    // Only the child holds the terminal now: its end ends the reads.
+    drop(command);
+    let mut master = std::fs::File::from(pty.master);
+    let terminal = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = master.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let out = tokio::time::timeout(WAIT, child.wait_with_output())
+        .await
+        .expect("maia exec did not finish")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // The answer alone on stdout.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Slept.\n");
+    let terminal = tokio::task::spawn_blocking(move || terminal.join().unwrap())
+        .await
+        .unwrap();
+    // Redrawn in place, naming the tool while it runs, and cleared before
+    // the lines that stay.
+    let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+    let spinning = frames
+        .iter()
+        .filter(|f| terminal.contains(&format!("\r\x1b[2K{f} Run `sleep 2`")))
+        .count();
+    assert!(spinning >= 2, "{terminal:?}");
+    assert!(
+        terminal.contains("\r\x1b[2K  ✓ Run `sleep 2`"),
+        "{terminal:?}"
+    );
 }
