@@ -55,7 +55,8 @@ pub struct ExecArgs {
     pub json: bool,
     /// What may run without a question: default, accept-edits, read-only
     /// or bypass. Nobody can answer a question here: a call that would ask
-    /// is refused and the run goes on.
+    /// is refused and the run goes on. Reading and searching inside the
+    /// project always runs.
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     pub mode: Option<Mode>,
     /// Allow calls matching RULE (`Tool` or `Tool(pattern)`, as in
