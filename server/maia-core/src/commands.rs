@@ -144,6 +144,7 @@ async fn run_bang(
     };
     session.record(&Record::UserDisplay {
         text: typed.to_owned(),
+        steer: false,
     });
     let input = ToolInput::Bash(BashInput {
         command: command.clone(),

@@ -162,6 +162,8 @@ pub enum Event {
     UserMessage {
         message_id: String,
         text: String,
+        /// Sent while a turn ran (`_session/steering`) and taken by it.
+        steer: bool,
     },
     /// An image of a replayed user message (same `message_id` as its text).
     UserImage {

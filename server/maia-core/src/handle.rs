@@ -19,6 +19,7 @@ use crate::mode::Mode;
 use crate::options::EngineOptions;
 use crate::project::Project;
 use crate::prompt::PromptPart;
+use crate::session::steer::{Steer, SteerOutcome};
 use crate::session::{Change, Parts, Services, Session, default_model, fresh_name};
 use crate::settings;
 use crate::store::{self, Journal, Loaded, Record};
@@ -87,6 +88,34 @@ impl SessionHandle {
             return Err(Busy);
         }
         Ok(())
+    }
+
+    /// Adds a message to the running turn (`_session/steering`): it joins
+    /// the history at the turn's next tool-round boundary, or starts a turn
+    /// after it when the turn ends without one. When no turn runs it starts
+    /// one, unless `prompt_required` ([`SteerOutcome::PromptRequired`]).
+    /// The future resolves once the message was used (or not).
+    pub fn steer(
+        &self,
+        parts: Vec<PromptPart>,
+        prompt_required: bool,
+    ) -> impl std::future::Future<Output = SteerOutcome> + Send + use<> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self
+            .changes
+            .send(Change::Steer(Steer {
+                parts,
+                prompt_required,
+                reply,
+            }))
+            .is_ok();
+        async move {
+            let ended = || SteerOutcome::Failed("the session has ended".into());
+            if !sent {
+                return ended();
+            }
+            answer.await.unwrap_or_else(|_| ended())
+        }
     }
 
     /// Cancels the running turn, if any: the model stream is dropped and
@@ -281,33 +310,55 @@ pub(crate) fn spawn(
     crate::mcp::watch(&session.services().mcp, session.services().events.clone());
     prefetch_window(&session);
     tokio::spawn(async move {
+        // A turn to start at once: a steer's, with its cancellation token.
+        let mut next: Option<(Vec<PromptPart>, CancellationToken)> = None;
         loop {
-            // A change sent before a prompt is taken before it.
-            let op = tokio::select! {
-                biased;
-                Some(change) = session.next_change() => {
-                    session.apply(change);
-                    continue;
-                }
-                op = ops_rx.recv() => op,
-            };
-            let Some(op) = op else { break };
-            match op {
-                Op::Prompt { parts, cancel } => {
-                    session.apply_changes();
-                    let stop = crate::commands::run_prompt(&mut session, parts, &cancel).await;
-                    let stop = if cancel.is_cancelled() {
-                        StopReason::Cancelled
-                    } else {
-                        stop
+            let (parts, cancel) = match next.take() {
+                Some(turn) => turn,
+                None => {
+                    // A change sent before a prompt is taken before it.
+                    let op = tokio::select! {
+                        biased;
+                        Some(change) = session.next_change() => {
+                            match change {
+                                Change::Steer(steer) => {
+                                    next = idle_steer(&mut session, steer, &busy, &turn);
+                                }
+                                other => session.apply(other),
+                            }
+                            continue;
+                        }
+                        op = ops_rx.recv() => op,
                     };
-                    if let Ok(mut turn) = turn.lock() {
-                        *turn = None;
-                    }
-                    busy.store(false, Ordering::Release);
-                    session.emit(Event::TurnEnded(stop));
+                    let Some(Op::Prompt { parts, cancel }) = op else {
+                        break;
+                    };
+                    (parts, cancel)
                 }
+            };
+            session.apply_changes();
+            let stop = crate::commands::run_prompt(&mut session, parts, &cancel).await;
+            let stop = if cancel.is_cancelled() {
+                StopReason::Cancelled
+            } else {
+                stop
+            };
+            // A steer the turn did not take starts the next one at once:
+            // the session stays busy, so no prompt slips in between.
+            next = session.leftover_steers(stop).map(|parts| {
+                let cancel = CancellationToken::new();
+                if let Ok(mut turn) = turn.lock() {
+                    *turn = Some(cancel.clone());
+                }
+                (parts, cancel)
+            });
+            if next.is_none() {
+                if let Ok(mut turn) = turn.lock() {
+                    *turn = None;
+                }
+                busy.store(false, Ordering::Release);
             }
+            session.emit(Event::TurnEnded(stop));
         }
         session.services().mcp.shutdown();
         tracing::debug!(session = %session.id(), "session ended");
@@ -316,6 +367,33 @@ pub(crate) fn spawn(
         ended.cancel();
     });
     (handle, events_rx)
+}
+
+/// A steer that reached the idle session: it starts a turn (returned, the
+/// session marked busy), or is told a prompt is required; when a prompt is
+/// already on its way it waits for that prompt's turn.
+fn idle_steer(
+    session: &mut Session,
+    steer: Steer,
+    busy: &AtomicBool,
+    turn: &Mutex<Option<CancellationToken>>,
+) -> Option<(Vec<PromptPart>, CancellationToken)> {
+    if !busy.load(Ordering::Acquire) && steer.prompt_required {
+        steer.answer(SteerOutcome::PromptRequired);
+        return None;
+    }
+    if busy
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        session.keep_steer(steer);
+        return None;
+    }
+    let cancel = CancellationToken::new();
+    if let Ok(mut turn) = turn.lock() {
+        *turn = Some(cancel.clone());
+    }
+    Some((steer.answer(SteerOutcome::StartedNewTurn), cancel))
 }
 
 /// Learns the model's context window in the background as the session

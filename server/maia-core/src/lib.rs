@@ -53,4 +53,5 @@ pub use event::{
 pub use handle::{Busy, SessionHandle};
 pub use mode::Mode;
 pub use prompt::PromptPart;
+pub use session::steer::SteerOutcome;
 pub use tools::reserved_tool_names;

@@ -43,8 +43,13 @@ pub struct Header {
 pub enum Record {
     /// An entry of the model-facing history.
     Message { message: ChatMessage },
-    /// What the user typed, as shown in the editor.
-    UserDisplay { text: String },
+    /// What the user typed, as shown in the editor; `steer` when it was
+    /// sent while a turn ran and taken by that turn (`session::steer`).
+    UserDisplay {
+        text: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        steer: bool,
+    },
     /// An image the user sent with the message recorded just before; its
     /// bytes are stored beside the journal (`images.rs`).
     UserImage { image: ImageRef },
@@ -668,8 +673,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cwd = dir.path();
         let mut j = Journal::create(cwd, "first", &header(cwd, "t1"), &[]).unwrap();
-        j.append(&Record::UserDisplay { text: "hi".into() })
-            .unwrap();
+        j.append(&Record::UserDisplay {
+            text: "hi".into(),
+            steer: false,
+        })
+        .unwrap();
         j.append(&Record::Message {
             message: ChatMessage::user("hi"),
         })
@@ -708,22 +716,34 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cwd = dir.path();
         let mut j = Journal::create(cwd, "t", &header(cwd, "t1"), &[]).unwrap();
-        j.append(&Record::UserDisplay { text: "one".into() })
-            .unwrap();
+        j.append(&Record::UserDisplay {
+            text: "one".into(),
+            steer: false,
+        })
+        .unwrap();
         let path = j.path().to_path_buf();
         drop(j);
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"{\"type\":\"user_disp").unwrap();
         drop(f);
         let mut j = Journal::open(&path).unwrap();
-        j.append(&Record::UserDisplay { text: "two".into() })
-            .unwrap();
+        j.append(&Record::UserDisplay {
+            text: "two".into(),
+            steer: false,
+        })
+        .unwrap();
         let loaded = load(&path).unwrap();
         assert_eq!(
             loaded.records,
             vec![
-                Record::UserDisplay { text: "one".into() },
-                Record::UserDisplay { text: "two".into() }
+                Record::UserDisplay {
+                    text: "one".into(),
+                    steer: false,
+                },
+                Record::UserDisplay {
+                    text: "two".into(),
+                    steer: false,
+                }
             ]
         );
     }
@@ -780,13 +800,13 @@ mod tests {
                             Some(j) => j,
                             None => journal.insert(Journal::open(&path).unwrap()),
                         };
-                        let record = Record::UserDisplay { text };
+                        let record = Record::UserDisplay { text, steer: false };
                         j.append(&record).unwrap();
                         acknowledged.push(record);
                     }
                     Step::Crash(text, cut) => {
                         drop(journal.take());
-                        let bytes = line(&Record::UserDisplay { text });
+                        let bytes = line(&Record::UserDisplay { text, steer: false });
                         // A crash tears the line before its newline.
                         let cut = cut % bytes.len();
                         let mut f = OpenOptions::new().append(true).open(&path).unwrap();

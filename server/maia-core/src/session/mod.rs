@@ -46,6 +46,7 @@ use crate::session_tools::Todo;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
+pub(crate) mod steer;
 mod text;
 mod turn;
 
@@ -65,6 +66,9 @@ pub(crate) enum Change {
     /// The endpoint's model list, when the session has no model yet.
     DefaultModel(Vec<String>),
     Client(crate::client::ClientTools),
+    /// A message for the running turn ([`steer`]): taken at its tool-round
+    /// boundary, or it starts the next turn.
+    Steer(steer::Steer),
 }
 
 /// Everything a running session owns, in parts with one owner each: what
@@ -131,6 +135,8 @@ pub(crate) struct TurnState {
     /// An `AskUser` question was shown as text: the turn ends after the
     /// batch, so the user can answer.
     pub(crate) asked_as_text: Arc<AtomicBool>,
+    /// Steers waiting for the turn's next tool-round boundary.
+    pub(crate) steers: Vec<steer::Steer>,
 }
 
 /// What a session starts with; the rest starts empty.
@@ -244,6 +250,7 @@ impl Session {
                 }
             }
             Change::Client(tools) => self.client = tools,
+            Change::Steer(steer) => self.keep_steer(steer),
         }
     }
 
@@ -656,6 +663,7 @@ impl Session {
         if let Some((prompt, message)) = &kept {
             records.push(Record::UserDisplay {
                 text: prompt.display.clone(),
+                steer: false,
             });
             records.push(Record::Message {
                 message: message.clone(),
@@ -746,11 +754,12 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
     let mut user_message = id();
     for record in &loaded.records {
         match record {
-            Record::UserDisplay { text } => {
+            Record::UserDisplay { text, steer } => {
                 user_message = id();
                 out.push(Event::UserMessage {
                     message_id: user_message.clone(),
                     text: text.clone(),
+                    steer: *steer,
                 });
             }
             Record::UserImage { image } => match crate::images::load(cwd, image) {
@@ -763,6 +772,7 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
                 None => out.push(Event::UserMessage {
                     message_id: user_message.clone(),
                     text: format!("[image {} is no longer stored]", image.name),
+                    steer: false,
                 }),
             },
             Record::Thought { text } => out.push(Event::Thought {

@@ -152,6 +152,7 @@ impl Session {
         let turn_start = self.conversation.len();
         self.record(&Record::UserDisplay {
             text: display.clone(),
+            steer: false,
         });
         for refused in &message.refused {
             self.say(format!("**Image not attached**: {refused}.\n\n"));
@@ -281,7 +282,7 @@ impl Session {
     /// Stores the prompt's images beside the journal and records them for
     /// replay; names them in `text` as shown, or as not shown when the model
     /// does not accept images (and tells the user). Returns those to show.
-    async fn attach_images(
+    pub(super) async fn attach_images(
         &mut self,
         text: &mut String,
         found: Vec<maia_tools::ImageData>,
@@ -692,6 +693,8 @@ impl Session {
                     LoopGuard::WINDOW
                 ));
             }
+            // The tool-round boundary: steers join before the next request.
+            self.inject_steers(cancel).await;
         }
     }
 

@@ -246,9 +246,22 @@ fn compaction(id: String, state: CompactionState, caps: &ClientCapabilities) -> 
 /// The `session/update` for an event, if it has one for this client.
 pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<SessionUpdate> {
     Some(match event {
-        Event::UserMessage { message_id, text } => SessionUpdate::UserMessageChunk(
-            ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
-        ),
+        Event::UserMessage {
+            message_id,
+            text,
+            steer,
+        } => {
+            let chunk =
+                ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id));
+            SessionUpdate::UserMessageChunk(if steer {
+                // A message sent while a turn ran (`_session/steering`).
+                let mut meta = serde_json::Map::new();
+                meta.insert("steering".into(), serde_json::json!(true));
+                chunk.meta(meta)
+            } else {
+                chunk
+            })
+        }
         Event::UserImage {
             message_id,
             mime_type,

@@ -26,6 +26,7 @@ mod peer;
 mod prompt;
 #[cfg(feature = "llm-providers")]
 mod providers;
+mod steer;
 mod terminal;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -238,6 +239,9 @@ impl Agent {
     }
 
     fn handle_request_now(self: &Arc<Self>, id: Id, method: &str, params: Value) {
+        if method == steer::METHOD {
+            return self.steer(id, params);
+        }
         let request = match ClientRequest::from_method_and_params(method, &params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. }) => {
@@ -473,4 +477,5 @@ fn initialize_response() -> InitializeResponse {
                 ),
         )
         .agent_info(Implementation::new("maia", env!("CARGO_PKG_VERSION")).title("MAIA"))
+        .meta(steer::capability())
 }
