@@ -19,6 +19,7 @@ mod acp_mcp;
 mod acp_models;
 mod acp_modes;
 mod acp_prompt;
+mod acp_queue;
 mod acp_sandbox_escape;
 mod acp_sessions;
 mod acp_steering;

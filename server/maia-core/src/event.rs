@@ -204,6 +204,14 @@ pub enum Event {
     /// prompt was not sent, the model looped…): the message, already told
     /// to the user as text. Followed by [`Event::TurnEnded`].
     TurnFailed(String),
+    /// The prompt queue changed (`crate::queue`): list it again.
+    QueueChanged,
+    /// A turn taken from the prompt queue started or ended.
+    QueueTurn {
+        turn_id: String,
+        queued_id: String,
+        status: crate::queue::QueueTurnStatus,
+    },
     /// Always the last event of a turn.
     TurnEnded(StopReason),
 }

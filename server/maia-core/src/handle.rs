@@ -19,6 +19,9 @@ use crate::mode::Mode;
 use crate::options::EngineOptions;
 use crate::project::Project;
 use crate::prompt::PromptPart;
+use crate::queue::{
+    Queue, QueueAnswer, QueueError, QueueOp, QueueRequest, QueueTurnStatus, Queued,
+};
 use crate::session::steer::{Steer, SteerOutcome};
 use crate::session::{Change, Parts, Services, Session, default_model, fresh_name};
 use crate::settings;
@@ -44,6 +47,7 @@ pub struct SessionHandle {
     cwd: PathBuf,
     ops: mpsc::UnboundedSender<Op>,
     changes: mpsc::UnboundedSender<Change>,
+    queue: mpsc::UnboundedSender<QueueRequest>,
     turn: Arc<Mutex<Option<CancellationToken>>>,
     busy: Arc<AtomicBool>,
     /// The model the session started with (forced or configured).
@@ -115,6 +119,22 @@ impl SessionHandle {
                 return ended();
             }
             answer.await.unwrap_or_else(|_| ended())
+        }
+    }
+
+    /// Works on the session's prompt queue ([`crate::queue`]); answered at
+    /// once, also while a turn runs.
+    pub fn queue(
+        &self,
+        op: QueueOp,
+    ) -> impl std::future::Future<Output = Result<QueueAnswer, QueueError>> + Send + use<> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.queue.send(QueueRequest { op, reply }).is_ok();
+        async move {
+            if !sent {
+                return Err(QueueError::Ended);
+            }
+            answer.await.unwrap_or(Err(QueueError::Ended))
         }
     }
 
@@ -219,6 +239,7 @@ pub(crate) fn spawn(
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
     let (changes_tx, changes) = mpsc::unbounded_channel();
+    let (queue_tx, mut queue_rx) = mpsc::unbounded_channel();
     let busy = Arc::new(AtomicBool::new(false));
     let turn = Arc::new(Mutex::new(None));
     let ended = CancellationToken::new();
@@ -227,6 +248,7 @@ pub(crate) fn spawn(
         cwd: cwd.clone(),
         ops: ops_tx,
         changes: changes_tx,
+        queue: queue_tx,
         turn: turn.clone(),
         busy: busy.clone(),
         initial_model: model.clone(),
@@ -309,11 +331,18 @@ pub(crate) fn spawn(
     }
     crate::mcp::watch(&session.services().mcp, session.services().events.clone());
     prefetch_window(&session);
+    let mut queue = Queue::load(store::queue_path(&session.services().cwd, session.id()));
+    let events = session.services().events.clone();
     tokio::spawn(async move {
-        // A turn to start at once: a steer's, with its cancellation token.
-        let mut next: Option<(Vec<PromptPart>, CancellationToken)> = None;
+        let ctl = TurnControl { busy, turn };
+        // A turn to start at once: a steer's or the queue's.
+        let mut next: Option<NextTurn> = None;
         loop {
-            let (parts, cancel) = match next.take() {
+            let NextTurn {
+                parts,
+                cancel,
+                queued,
+            } = match next.take() {
                 Some(turn) => turn,
                 None => {
                     // A change sent before a prompt is taken before it.
@@ -322,10 +351,14 @@ pub(crate) fn spawn(
                         Some(change) = session.next_change() => {
                             match change {
                                 Change::Steer(steer) => {
-                                    next = idle_steer(&mut session, steer, &busy, &turn);
+                                    next = idle_steer(&mut session, steer, &ctl);
                                 }
                                 other => session.apply(other),
                             }
+                            continue;
+                        }
+                        Some(request) = queue_rx.recv() => {
+                            next = idle_queue(&session, &mut queue, request, &ctl);
                             continue;
                         }
                         op = ops_rx.recv() => op,
@@ -333,32 +366,78 @@ pub(crate) fn spawn(
                     let Some(Op::Prompt { parts, cancel }) = op else {
                         break;
                     };
-                    (parts, cancel)
+                    NextTurn {
+                        parts,
+                        cancel,
+                        queued: None,
+                    }
                 }
             };
             session.apply_changes();
-            let stop = crate::commands::run_prompt(&mut session, parts, &cancel).await;
+            let stop = {
+                let run = crate::commands::run_prompt(&mut session, parts, &cancel);
+                tokio::pin!(run);
+                // The queue is edited while the turn runs.
+                loop {
+                    tokio::select! {
+                        stop = &mut run => break stop,
+                        Some(request) = queue_rx.recv() => {
+                            let QueueRequest { op, reply } = request;
+                            let answer = queue.edit(op).map(|(answer, changed)| {
+                                if changed {
+                                    let _ = events.send(Event::QueueChanged);
+                                }
+                                answer
+                            });
+                            let _ = reply.send(answer);
+                        }
+                    }
+                }
+            };
             let stop = if cancel.is_cancelled() {
                 StopReason::Cancelled
             } else {
                 stop
             };
-            // A steer the turn did not take starts the next one at once:
-            // the session stays busy, so no prompt slips in between.
-            next = session.leftover_steers(stop).map(|parts| {
-                let cancel = CancellationToken::new();
-                if let Ok(mut turn) = turn.lock() {
-                    *turn = Some(cancel.clone());
-                }
-                (parts, cancel)
-            });
+            if let Some((turn_id, queued_id)) = queued {
+                let status = if stop == StopReason::Cancelled {
+                    QueueTurnStatus::Interrupted
+                } else {
+                    QueueTurnStatus::Completed
+                };
+                session.emit(Event::QueueTurn {
+                    turn_id,
+                    queued_id,
+                    status,
+                });
+            }
+            // A cancelled turn pauses the queue; any other end resumes it.
+            queue.paused = stop == StopReason::Cancelled;
+            // A steer the turn did not take starts the next one at once,
+            // else the queue's head: the session stays busy, so no prompt
+            // slips in between.
+            next = session
+                .leftover_steers(stop)
+                .map(|parts| NextTurn {
+                    parts,
+                    cancel: ctl.begin(),
+                    queued: None,
+                })
+                .or_else(|| {
+                    let item = queue.next()?;
+                    Some(NextTurn::queued(item, ctl.begin()))
+                });
             if next.is_none() {
-                if let Ok(mut turn) = turn.lock() {
-                    *turn = None;
-                }
-                busy.store(false, Ordering::Release);
+                ctl.end();
             }
             session.emit(Event::TurnEnded(stop));
+            if let Some(NextTurn {
+                queued: Some((turn_id, queued_id)),
+                ..
+            }) = &next
+            {
+                announce_queue_turn(&session, turn_id, queued_id);
+            }
         }
         session.services().mcp.shutdown();
         tracing::debug!(session = %session.id(), "session ended");
@@ -369,31 +448,124 @@ pub(crate) fn spawn(
     (handle, events_rx)
 }
 
+/// The busy flag and the running turn's token, as the session task sets
+/// them for the turns it starts itself.
+struct TurnControl {
+    busy: Arc<AtomicBool>,
+    turn: Arc<Mutex<Option<CancellationToken>>>,
+}
+
+impl TurnControl {
+    /// Marks the session busy, when it is idle.
+    fn claim(&self) -> bool {
+        self.busy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The token of a turn the session starts (already busy).
+    fn begin(&self) -> CancellationToken {
+        let cancel = CancellationToken::new();
+        if let Ok(mut turn) = self.turn.lock() {
+            *turn = Some(cancel.clone());
+        }
+        cancel
+    }
+
+    fn end(&self) {
+        if let Ok(mut turn) = self.turn.lock() {
+            *turn = None;
+        }
+        self.busy.store(false, Ordering::Release);
+    }
+}
+
+/// A turn the session task starts without a prompt from the handle.
+struct NextTurn {
+    parts: Vec<PromptPart>,
+    cancel: CancellationToken,
+    /// Taken from the queue: the turn's id and the queued prompt's.
+    queued: Option<(String, String)>,
+}
+
+impl NextTurn {
+    fn queued(item: Queued, cancel: CancellationToken) -> Self {
+        NextTurn {
+            parts: crate::queue::parts(&item.input),
+            cancel,
+            queued: Some((format!("turn-{}", uuid::Uuid::new_v4().simple()), item.id)),
+        }
+    }
+}
+
+fn announce_queue_turn(session: &Session, turn_id: &str, queued_id: &str) {
+    session.emit(Event::QueueChanged);
+    session.emit(Event::QueueTurn {
+        turn_id: turn_id.to_owned(),
+        queued_id: queued_id.to_owned(),
+        status: QueueTurnStatus::InProgress,
+    });
+}
+
+/// A queue request that reached the idle session: `start` starts a turn
+/// (returned, the session marked busy); the rest edits the queue.
+fn idle_queue(
+    session: &Session,
+    queue: &mut Queue,
+    request: QueueRequest,
+    ctl: &TurnControl,
+) -> Option<NextTurn> {
+    let QueueRequest { op, reply } = request;
+    let QueueOp::Start { id } = op else {
+        let answer = queue.edit(op).map(|(answer, changed)| {
+            if changed {
+                session.emit(Event::QueueChanged);
+            }
+            answer
+        });
+        let _ = reply.send(answer);
+        return None;
+    };
+    if !ctl.claim() {
+        let _ = reply.send(Err(QueueError::Busy));
+        return None;
+    }
+    let item = match queue.take(id.as_deref()) {
+        Ok(item) => item,
+        Err(e) => {
+            ctl.end();
+            let _ = reply.send(Err(e));
+            return None;
+        }
+    };
+    queue.paused = false;
+    let next = NextTurn::queued(item, ctl.begin());
+    if let Some((turn_id, queued_id)) = &next.queued {
+        let _ = reply.send(Ok(QueueAnswer::Started {
+            turn_id: turn_id.clone(),
+        }));
+        announce_queue_turn(session, turn_id, queued_id);
+    }
+    Some(next)
+}
+
 /// A steer that reached the idle session: it starts a turn (returned, the
 /// session marked busy), or is told a prompt is required; when a prompt is
 /// already on its way it waits for that prompt's turn.
-fn idle_steer(
-    session: &mut Session,
-    steer: Steer,
-    busy: &AtomicBool,
-    turn: &Mutex<Option<CancellationToken>>,
-) -> Option<(Vec<PromptPart>, CancellationToken)> {
-    if !busy.load(Ordering::Acquire) && steer.prompt_required {
+fn idle_steer(session: &mut Session, steer: Steer, ctl: &TurnControl) -> Option<NextTurn> {
+    if !ctl.busy.load(Ordering::Acquire) && steer.prompt_required {
         steer.answer(SteerOutcome::PromptRequired);
         return None;
     }
-    if busy
-        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-        .is_err()
-    {
+    if !ctl.claim() {
         session.keep_steer(steer);
         return None;
     }
-    let cancel = CancellationToken::new();
-    if let Ok(mut turn) = turn.lock() {
-        *turn = Some(cancel.clone());
-    }
-    Some((steer.answer(SteerOutcome::StartedNewTurn), cancel))
+    Some(NextTurn {
+        parts: steer.answer(SteerOutcome::StartedNewTurn),
+        cancel: ctl.begin(),
+        queued: None,
+    })
 }
 
 /// Learns the model's context window in the background as the session

@@ -31,6 +31,7 @@ pub mod permission;
 mod project;
 pub mod prompt;
 pub mod prompt_syntax;
+pub mod queue;
 mod session;
 pub mod session_tools;
 pub mod settings;

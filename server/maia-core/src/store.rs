@@ -534,6 +534,16 @@ fn roots_path(cwd: &Path, id: &str) -> Option<PathBuf> {
     })
 }
 
+/// Where the prompt queue of thread `id` is saved (`crate::queue`).
+pub(crate) fn queue_path(cwd: &Path, id: &str) -> Option<PathBuf> {
+    pointer_path(cwd, id).map(|p| {
+        sessions_dir(cwd)
+            .join(".queue")
+            .join(p.file_name().unwrap_or_default())
+            .with_extension("json")
+    })
+}
+
 /// Records the additional workspace roots thread `id` was last opened
 /// with (`.maia/.sessions/.roots/<id>`, a JSON array, replaced whole; removed
 /// when there are none).
@@ -585,6 +595,9 @@ pub fn delete(cwd: &Path, id: &str) -> Result<usize, StoreError> {
     }
     if let Some(roots) = roots_path(cwd, id) {
         let _ = std::fs::remove_file(roots);
+    }
+    if let Some(queue) = queue_path(cwd, id) {
+        let _ = std::fs::remove_file(queue);
     }
     Ok(removed)
 }

@@ -320,7 +320,11 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         ),
         Event::ToolCall(view) => SessionUpdate::ToolCall(tool_call(&view)),
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
-        Event::Permission(_) | Event::TurnFailed(_) | Event::TurnEnded(_) => return None,
+        Event::Permission(_)
+        | Event::TurnFailed(_)
+        | Event::QueueChanged
+        | Event::QueueTurn { .. }
+        | Event::TurnEnded(_) => return None,
     })
 }
 

@@ -96,6 +96,16 @@ impl Forwarder {
                     let _ = request.reply.send(reply);
                 });
             }
+            Event::QueueChanged => super::queue::notify_changed(&self.conn, &self.session_id),
+            Event::QueueTurn {
+                turn_id,
+                queued_id,
+                status,
+            } => super::queue::notify_turn(
+                &self.conn,
+                &self.session_id,
+                (turn_id, queued_id, status),
+            ),
             Event::ModelChanged(name) => {
                 let options = {
                     let mut choices = self.choices.lock();

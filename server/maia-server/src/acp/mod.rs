@@ -26,6 +26,7 @@ mod peer;
 mod prompt;
 #[cfg(feature = "llm-providers")]
 mod providers;
+mod queue;
 mod steer;
 mod terminal;
 
@@ -242,6 +243,9 @@ impl Agent {
         if method == steer::METHOD {
             return self.steer(id, params);
         }
+        if method == queue::METHOD {
+            return self.queue(id, params);
+        }
         let request = match ClientRequest::from_method_and_params(method, &params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. }) => {
@@ -456,6 +460,13 @@ fn named_session(params: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// `initialize`'s `_meta`: the private extensions MAIA serves.
+fn meta() -> serde_json::Map<String, Value> {
+    let mut meta = steer::capability();
+    meta.insert("queue".into(), queue::capability());
+    meta
+}
+
 fn initialize_response() -> InitializeResponse {
     let capabilities = AgentCapabilities::new();
     #[cfg(feature = "llm-providers")]
@@ -477,5 +488,5 @@ fn initialize_response() -> InitializeResponse {
                 ),
         )
         .agent_info(Implementation::new("maia", env!("CARGO_PKG_VERSION")).title("MAIA"))
-        .meta(steer::capability())
+        .meta(meta())
 }

@@ -413,6 +413,8 @@ fn json_event(event: Event) -> Option<Value> {
         Event::UserMessage { .. }
         | Event::UserImage { .. }
         | Event::Commands(_)
+        | Event::QueueChanged
+        | Event::QueueTurn { .. }
         | Event::Permission(_)
         | Event::TurnFailed(_)
         | Event::TurnEnded(_) => return None,
