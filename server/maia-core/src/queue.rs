@@ -244,3 +244,72 @@ pub(crate) fn parts(input: &[QueueInput]) -> Vec<PromptPart> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add(queue: &mut Queue, text: &str) -> String {
+        let op = QueueOp::Add {
+            input: vec![QueueInput::Text { text: text.into() }],
+            client_user_message_id: format!("c-{text}"),
+        };
+        match queue.edit(op) {
+            Ok((QueueAnswer::Written(item), true)) => item.id,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn texts(queue: &mut Queue) -> Vec<String> {
+        match queue.edit(QueueOp::List) {
+            Ok((QueueAnswer::List(items), false)) => items
+                .iter()
+                .map(|i| match &i.input[0] {
+                    QueueInput::Text { text } => text.clone(),
+                    QueueInput::Mention { name, .. } => name.clone(),
+                })
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn reorder_takes_every_id_once_and_the_queue_is_saved_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".queue").join("t.json");
+        let mut queue = Queue::load(Some(path.clone()));
+        let (a, b, c) = (
+            add(&mut queue, "a"),
+            add(&mut queue, "b"),
+            add(&mut queue, "c"),
+        );
+        for stale in [
+            vec![a.clone(), b.clone()],
+            vec![a.clone(), a.clone(), b.clone()],
+        ] {
+            assert_eq!(
+                queue.edit(QueueOp::Reorder { ids: stale }).unwrap_err(),
+                QueueError::Order
+            );
+        }
+        let ids = vec![c.clone(), a.clone(), b.clone()];
+        queue.edit(QueueOp::Reorder { ids }).unwrap();
+        assert_eq!(texts(&mut queue), ["c", "a", "b"]);
+        assert_eq!(queue.take(Some(&a)).unwrap().id, a);
+        let mut reloaded = Queue::load(Some(path.clone()));
+        assert_eq!(texts(&mut reloaded), ["c", "b"]);
+        reloaded.paused = true;
+        assert!(
+            reloaded.next().is_none(),
+            "a paused queue runs nothing by itself"
+        );
+        assert_eq!(reloaded.take(None).unwrap().id, c);
+        assert_eq!(reloaded.take(Some(&b)).unwrap().id, b);
+        assert_eq!(reloaded.take(None).unwrap_err(), QueueError::Empty);
+        assert!(!path.exists(), "an empty queue leaves no file");
+        assert!(matches!(
+            reloaded.edit(QueueOp::Delete { id: b }),
+            Ok((QueueAnswer::Deleted(false), false))
+        ));
+    }
+}
