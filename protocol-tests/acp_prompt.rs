@@ -52,7 +52,9 @@ async fn streams_text_before_the_response() {
             "WebFetch",
             "TodoWrite",
             "CurrentModel",
-            "AskUser"
+            "AskUser",
+            "TaskOutput",
+            "TaskStop"
         ]
     );
 

@@ -6,6 +6,7 @@ mod harness;
 
 mod acp_ask;
 mod acp_auth;
+mod acp_background;
 mod acp_cancel;
 mod acp_compaction;
 mod acp_config;

@@ -150,6 +150,7 @@ async fn run_bang(
         command: command.clone(),
         timeout_ms: None,
         description: None,
+        run_in_background: false,
     });
     let mut view = ToolCallView {
         id: format!("tool-{}", uuid::Uuid::new_v4().simple()),
@@ -237,7 +238,12 @@ pub(crate) async fn run_command(
             });
             session.report_estimate();
         }
+        "tasks" => {
+            let list = session.tools().tasks.list();
+            session.say(list);
+        }
         "clear" => {
+            session.tools().tasks.stop_all();
             let dropped = session.conversation().len();
             session.clear();
             session.say(format!(

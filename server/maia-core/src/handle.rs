@@ -48,6 +48,8 @@ pub struct SessionHandle {
     ops: mpsc::UnboundedSender<Op>,
     changes: mpsc::UnboundedSender<Change>,
     queue: mpsc::UnboundedSender<QueueRequest>,
+    /// The session's background tasks (`_session/async_task/stop`).
+    tasks: crate::background::Tasks,
     turn: Arc<Mutex<Option<CancellationToken>>>,
     busy: Arc<AtomicBool>,
     /// The model the session started with (forced or configured).
@@ -136,6 +138,12 @@ impl SessionHandle {
             }
             answer.await.unwrap_or(Err(QueueError::Ended))
         }
+    }
+
+    /// Stops background task `task_id` (its whole process tree); its tool
+    /// call then completes. `Ok(false)`: it had ended already.
+    pub fn stop_task(&self, task_id: &str) -> Result<bool, String> {
+        self.tasks.stop(task_id)
     }
 
     /// Cancels the running turn, if any: the model stream is dropped and
@@ -243,12 +251,13 @@ pub(crate) fn spawn(
     let busy = Arc::new(AtomicBool::new(false));
     let turn = Arc::new(Mutex::new(None));
     let ended = CancellationToken::new();
-    let handle = SessionHandle {
+    let mut handle = SessionHandle {
         id: id.clone(),
         cwd: cwd.clone(),
         ops: ops_tx,
         changes: changes_tx,
         queue: queue_tx,
+        tasks: crate::background::Tasks::default(),
         turn: turn.clone(),
         busy: busy.clone(),
         initial_model: model.clone(),
@@ -333,6 +342,8 @@ pub(crate) fn spawn(
     prefetch_window(&session);
     let mut queue = Queue::load(store::queue_path(&session.services().cwd, session.id()));
     let events = session.services().events.clone();
+    let tasks = session.tools().tasks.clone();
+    handle.tasks = tasks.clone();
     tokio::spawn(async move {
         let ctl = TurnControl { busy, turn };
         // A turn to start at once: a steer's or the queue's.
@@ -359,6 +370,11 @@ pub(crate) fn spawn(
                         }
                         Some(request) = queue_rx.recv() => {
                             next = idle_queue(&session, &mut queue, request, &ctl);
+                            continue;
+                        }
+                        () = tasks.ended() => {
+                            // Journaled now; the model hears of it next turn.
+                            session.record_task_ends();
                             continue;
                         }
                         op = ops_rx.recv() => op,

@@ -8,6 +8,7 @@
 //! are events carrying a reply channel, so they stay ordered with the
 //! updates around them.
 
+mod background;
 mod blocking;
 pub mod catalogue;
 pub mod client;

@@ -53,6 +53,11 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: None,
     },
     CommandInfo {
+        name: "tasks",
+        description: "List the background tasks and their state",
+        hint: None,
+    },
+    CommandInfo {
         name: "mcp",
         description: "List the MCP servers, their state and their tools",
         hint: None,

@@ -118,7 +118,9 @@ pub fn definitions() -> Vec<ToolDefinition> {
             narrow_hint: "Run the command again with its output narrowed (grep, head, tail, sed -n) to see them",
             description: "Run a shell command with /bin/sh in the working directory. stdout and \
                 stderr are combined; long output is truncated in the middle. Default timeout 2 \
-                minutes (at most 10 minutes). Do not start long-running servers or interactive \
+                minutes (at most 10 minutes). Start long-running servers and watchers with \
+                run_in_background: true (the call returns at once with a task id; read new output \
+                with TaskOutput, stop it with TaskStop; you are told when it ends). No interactive \
                 programs; stdin is closed."
                 .into(),
             parameters: json!({
@@ -126,7 +128,8 @@ pub fn definitions() -> Vec<ToolDefinition> {
                 "properties": {
                     "command": {"type": "string", "description": "The command to run."},
                     "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000, "description": "Timeout in milliseconds (default 120000)."},
-                    "description": {"type": "string", "description": "A short description of what the command does."}
+                    "description": {"type": "string", "description": "A short description of what the command does."},
+                    "run_in_background": {"type": "boolean", "description": "Run in the background and return at once with a task id."}
                 },
                 "required": ["command"],
                 "additionalProperties": false

@@ -109,6 +109,9 @@ pub struct BashInput {
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub description: Option<String>,
+    /// Returns at once with a task id (`maia_tools::background`).
+    #[serde(default)]
+    pub run_in_background: bool,
 }
 
 impl BashInput {

@@ -9,6 +9,7 @@
 //! The crate knows nothing about protocols; files go through the
 //! [`FileSystem`] in the [`ToolContext`].
 
+pub mod background;
 mod context;
 mod definitions;
 mod error;

@@ -66,8 +66,7 @@ pub(crate) enum Change {
     /// The endpoint's model list, when the session has no model yet.
     DefaultModel(Vec<String>),
     Client(crate::client::ClientTools),
-    /// A message for the running turn ([`steer`]): taken at its tool-round
-    /// boundary, or it starts the next turn.
+    /// A message for the running turn, or the next ([`steer`]).
     Steer(steer::Steer),
 }
 
@@ -123,6 +122,8 @@ pub(crate) struct ToolState {
     pub(crate) sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
     /// What was read of each file, for Edit's read-before-edit check.
     pub(crate) reads: Arc<ReadTracker>,
+    /// Commands run in the background (`Bash` with `run_in_background`).
+    pub(crate) tasks: crate::background::Tasks,
 }
 
 /// The running turn's state (empty between turns).

@@ -61,6 +61,10 @@ impl Session {
     /// steer. Returns how many it took.
     pub(crate) async fn inject_steers(&mut self, cancel: &CancellationToken) -> usize {
         self.apply_changes();
+        // Background tasks that ended come first, on the same path.
+        if let Some(notes) = self.task_notes() {
+            self.push_message(ChatMessage::user(notes));
+        }
         let steers = std::mem::take(&mut self.turn.steers);
         let taken = steers.len();
         for steer in steers {
@@ -84,6 +88,21 @@ impl Session {
             steer.answer(SteerOutcome::Injected);
         }
         taken
+    }
+
+    /// Journals the final state of the calls of background tasks that ended.
+    pub(crate) fn record_task_ends(&mut self) {
+        for call in self.tools.tasks.take_views() {
+            self.record(&Record::ToolCall { call });
+        }
+    }
+
+    /// The notes on background tasks that ended, for the model (their
+    /// calls' final state journaled first).
+    pub(crate) fn task_notes(&mut self) -> Option<String> {
+        self.record_task_ends();
+        let notes = self.tools.tasks.take_notes();
+        (!notes.is_empty()).then(|| notes.join("\n"))
     }
 
     /// After a turn ended with `stop`: the steers it did not take. A

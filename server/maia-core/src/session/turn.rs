@@ -30,6 +30,7 @@ impl Session {
             model: self.model.clone(),
             asker: self.client.asker.clone(),
             asked_as_text: self.turn.asked_as_text.clone(),
+            tasks: self.tools.tasks.clone(),
         })
     }
 
@@ -147,6 +148,9 @@ impl Session {
         if !self.bang_output.is_empty() {
             let pending = std::mem::take(&mut self.bang_output).join("\n\n");
             user_text = format!("{pending}\n\n{user_text}");
+        }
+        if let Some(notes) = self.task_notes() {
+            user_text = format!("{notes}\n\n{user_text}");
         }
         let display = display.unwrap_or_else(|| display_text(&parts));
         let turn_start = self.conversation.len();

@@ -14,13 +14,18 @@ use crate::permission::{Effect, builtin_facts};
 /// One built-in tool.
 pub(crate) struct Builtin {
     definition: ToolDefinition,
+    /// Where `Bash` with `run_in_background` starts its command.
+    tasks: crate::background::Tasks,
 }
 
 /// Every built-in tool, in the order offered to the model.
-pub(crate) fn all() -> Vec<Builtin> {
+pub(crate) fn all(tasks: &crate::background::Tasks) -> Vec<Builtin> {
     maia_tools::definitions()
         .into_iter()
-        .map(|definition| Builtin { definition })
+        .map(|definition| Builtin {
+            definition,
+            tasks: tasks.clone(),
+        })
         .collect()
 }
 
@@ -82,7 +87,25 @@ impl Tool for Builtin {
     }
 
     async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
+        let (title, kind, locations) = (plan.title.clone(), plan.kind, plan.locations.clone());
         match plan.take::<State>() {
+            Some(State::Prepared(Prepared {
+                input: ToolInput::Bash(bash),
+                ..
+            })) if bash.run_in_background => {
+                let view = crate::event::ToolCallView {
+                    id: env.id.to_owned(),
+                    name: self.definition.name.to_owned(),
+                    title,
+                    kind,
+                    locations,
+                    raw_input: serde_json::json!({"command": bash.command, "run_in_background": true}),
+                    status: crate::event::ToolStatus::InProgress,
+                    content: Vec::new(),
+                };
+                self.tasks
+                    .start(&bash, env.ctx, view, env.batch.events.clone())
+            }
             Some(State::Prepared(prepared)) => maia_tools::execute(prepared, env.ctx).await,
             _ => ToolOutput::error("internal error: the call was not prepared"),
         }

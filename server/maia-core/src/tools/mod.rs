@@ -11,6 +11,7 @@ pub(crate) mod registry;
 pub(crate) mod router;
 mod session;
 mod skill;
+mod tasks;
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
@@ -35,6 +36,8 @@ pub(crate) struct Sources {
     pub asker: Option<Arc<dyn crate::client::Asker>>,
     /// Set when an `AskUser` question was shown as text.
     pub asked_as_text: Arc<AtomicBool>,
+    /// The session's background tasks.
+    pub tasks: crate::background::Tasks,
 }
 
 /// The registry of one turn: built-in tools, then session tools, the
@@ -64,7 +67,7 @@ pub(crate) fn registry(s: Sources) -> ToolRegistry {
 /// The tools every session has (the Skill tool is offered only with
 /// skills, but its name is always reserved).
 fn fixed(s: &Sources) -> Vec<Arc<dyn registry::Tool>> {
-    let mut tools: Vec<Arc<dyn registry::Tool>> = builtin::all()
+    let mut tools: Vec<Arc<dyn registry::Tool>> = builtin::all(&s.tasks)
         .into_iter()
         .map(|b| Arc::new(b) as Arc<dyn registry::Tool>)
         .collect();
@@ -77,6 +80,12 @@ fn fixed(s: &Sources) -> Vec<Arc<dyn registry::Tool>> {
     tools.push(Arc::new(session::AskUser {
         asker: s.asker.clone(),
         asked_as_text: s.asked_as_text.clone(),
+    }));
+    tools.push(Arc::new(tasks::TaskOutput {
+        tasks: s.tasks.clone(),
+    }));
+    tools.push(Arc::new(tasks::TaskStop {
+        tasks: s.tasks.clone(),
     }));
     if !s.skills.skills.is_empty() {
         tools.push(Arc::new(skill::Skill {
@@ -99,6 +108,8 @@ pub fn reserved_tool_names() -> Vec<String> {
             crate::session_tools::current_model_definition(),
             crate::session_tools::ask_user_definition(),
             crate::skills::tool_definition(),
+            tasks::output_definition(),
+            tasks::stop_definition(),
         ]
         .map(|spec| spec.name),
     );

@@ -391,6 +391,9 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
     }
     let status = if output.is_error {
         ToolStatus::Failed
+    } else if output.content.starts_with(crate::background::STARTED) {
+        // Completed by the task when its command ends.
+        ToolStatus::InProgress
     } else {
         ToolStatus::Completed
     };

@@ -28,6 +28,7 @@ mod prompt;
 mod providers;
 mod queue;
 mod steer;
+mod tasks;
 mod terminal;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -245,6 +246,9 @@ impl Agent {
         }
         if method == queue::METHOD {
             return self.queue(id, params);
+        }
+        if method == tasks::METHOD {
+            return self.conn.respond(id, self.stop_task(params));
         }
         let request = match ClientRequest::from_method_and_params(method, &params) {
             Ok(request) => request,
