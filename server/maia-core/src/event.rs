@@ -182,7 +182,14 @@ pub enum Event {
     Usage {
         used: u64,
         size: u64,
+        /// The thread's cost so far, US dollars; `None`: unknown.
+        cost: Option<f64>,
     },
+    /// The session switched to this mode by itself (an approved plan).
+    ModeChanged(crate::mode::Mode),
+    /// A plan the model proposes for approval (`ExitPlanMode`), as Markdown;
+    /// one id per plan, a later one replaces it.
+    PlanProposed { id: String, markdown: String },
     /// The session's task list changed (the whole list).
     Plan(Vec<crate::session_tools::Todo>),
     /// The commands the user can type changed (the whole list).

@@ -3,7 +3,8 @@
 //! the context accounting, the compaction's state changes, and the start-up
 //! notices. The fields are private: other modules use the state operations
 //! and the accessors that lend out its parts. The turn loop is the child
-//! module `turn` (the second and last file with an `impl Session`); the
+//! module `turn`, the tools of a turn the child `tooling` (the only other
+//! files with an `impl Session`); the
 //! summary a compaction continues from is written by
 //! [`crate::compaction::Compactor`] from borrowed parts. The task that runs
 //! its turns and the handle a front door drives it with are in
@@ -47,6 +48,7 @@ use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
 mod text;
+mod tooling;
 mod turn;
 
 /// A change to what the session uses, sent by its handle. The session
@@ -131,6 +133,10 @@ pub(crate) struct TurnState {
     /// An `AskUser` question was shown as text: the turn ends after the
     /// batch, so the user can answer.
     pub(crate) asked_as_text: Arc<AtomicBool>,
+    /// The mode an approved plan chose, applied after the batch.
+    pub(crate) mode_switch: Arc<Mutex<Option<Mode>>>,
+    /// The turn offers read-only tools only (`/review`).
+    pub(crate) read_only: bool,
 }
 
 /// What a session starts with; the rest starts empty.
@@ -521,10 +527,7 @@ impl Session {
     /// `/clear`, `/new`, `/load`, a cancelled turn), when the window is known.
     pub(crate) fn report_estimate(&self) {
         if let Some(size) = self.meter.window {
-            self.emit(Event::Usage {
-                used: self.context_tokens(),
-                size,
-            });
+            self.emit_usage(self.context_tokens(), size);
         }
     }
 
@@ -636,6 +639,9 @@ impl Session {
         let mut records = vec![Record::Compaction {
             summary: summary.clone(),
         }];
+        records.push(Record::Costs {
+            ledger: self.conversation.ledger().clone(),
+        });
         if let Some(title) = self.conversation.title() {
             records.push(Record::Title {
                 title: title.to_owned(),
@@ -699,7 +705,7 @@ impl Session {
             },
         );
         if let Some(size) = self.meter.window {
-            self.emit(Event::Usage { used: after, size });
+            self.emit_usage(after, size);
         }
         Ok(())
     }
@@ -774,6 +780,7 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
             Record::Title { title } => out.push(Event::Title(title.clone())),
             Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
             Record::Message { .. } | Record::Clear | Record::Compaction { .. } => {}
+            Record::Usage { .. } | Record::Costs { .. } => {}
         }
     }
     out

@@ -1,7 +1,7 @@
 //! Engine events and values in ACP v1 wire types.
 
 use agent_client_protocol_schema::v1::{
-    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ClientCapabilities,
+    AvailableCommand, AvailableCommandInput, Cost, AvailableCommandsUpdate, ClientCapabilities,
     CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff, ImageContent, MessageId,
     Notice, NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
     PlanEntryPriority, PlanEntryStatus, PlanUpdate, PlanUpdateContent, RequestPermissionOutcome,
@@ -283,7 +283,12 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
             };
             SessionUpdate::Notice(Notice::new(severity, text))
         }
-        Event::ModelChanged(_) => return None,
+        Event::ModelChanged(_) | Event::ModeChanged(_) => return None,
+        Event::PlanProposed { id, markdown } => {
+            // Clients without `plan` see the plan in the permission question.
+            caps.plan.as_ref()?;
+            SessionUpdate::PlanUpdate(PlanUpdate::new(PlanUpdateContent::markdown(id, markdown)))
+        }
         Event::Plan(todos) => plan(&todos, caps),
         Event::Commands(commands) => {
             SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(
@@ -297,7 +302,14 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
                     .collect(),
             ))
         }
-        Event::Usage { used, size } => SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)),
+        Event::Usage { used, size, cost } => {
+            let update = UsageUpdate::new(used, size);
+            // No `cost` when it is unknown: never a made-up number.
+            SessionUpdate::UsageUpdate(match cost {
+                Some(amount) => update.cost(Cost::new(amount, maia_core::cost::CURRENCY)),
+                None => update,
+            })
+        }
         Event::Compaction { id, state } => compaction(id, state, caps),
         Event::AgentText { message_id, text } => SessionUpdate::AgentMessageChunk(
             ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),

@@ -24,6 +24,7 @@ mod manage;
 mod open;
 mod peer;
 mod prompt;
+mod reason;
 #[cfg(feature = "llm-providers")]
 mod providers;
 mod terminal;
