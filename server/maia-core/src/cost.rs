@@ -290,7 +290,10 @@ mod tests {
         ledger.add(&Charge::new("b", &u, None));
         assert_eq!(ledger.total(), None);
         let report = report(&ledger, None);
-        assert!(report.contains("| a | 2 |") && report.contains("$0.7500"), "{report}");
+        assert!(
+            report.contains("| a | 2 |") && report.contains("$0.7500"),
+            "{report}"
+        );
         assert!(report.contains("| b | 1 |") && report.contains("unknown (no price)"));
     }
 

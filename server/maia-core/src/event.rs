@@ -189,7 +189,10 @@ pub enum Event {
     ModeChanged(crate::mode::Mode),
     /// A plan the model proposes for approval (`ExitPlanMode`), as Markdown;
     /// one id per plan, a later one replaces it.
-    PlanProposed { id: String, markdown: String },
+    PlanProposed {
+        id: String,
+        markdown: String,
+    },
     /// The session's task list changed (the whole list).
     Plan(Vec<crate::session_tools::Todo>),
     /// The commands the user can type changed (the whole list).

@@ -87,8 +87,9 @@ struct Input {
 
 /// The plan of an `ExitPlanMode` call.
 pub fn parse(arguments: &str) -> Result<String, String> {
-    let input: Input = serde_json::from_str(arguments)
-        .map_err(|e| format!("invalid arguments for ExitPlanMode: {e}; expected {{\"plan\": \"…\"}}"))?;
+    let input: Input = serde_json::from_str(arguments).map_err(|e| {
+        format!("invalid arguments for ExitPlanMode: {e}; expected {{\"plan\": \"…\"}}")
+    })?;
     if input.plan.trim().is_empty() {
         return Err("ExitPlanMode needs the plan (Markdown) in `plan`".to_owned());
     }
@@ -202,7 +203,9 @@ mod tests {
         assert!(told.starts_with("The user rejected this: use sqlite."));
         assert_eq!(answer(selected("bypass", None)).unwrap().0, None);
         assert_eq!(
-            answer(PermissionReply::Rejected { reason: None }).unwrap().0,
+            answer(PermissionReply::Rejected { reason: None })
+                .unwrap()
+                .0,
             None
         );
         assert!(answer(PermissionReply::Cancelled).is_none());

@@ -472,7 +472,10 @@ mod tests {
             panic!("rejected");
         };
         assert_eq!(kind, ChoiceKind::RejectOnce);
-        assert!(to_model.contains("run this tool") && to_model.starts_with("The user rejected this: no."));
+        assert!(
+            to_model.contains("run this tool")
+                && to_model.starts_with("The user rejected this: no.")
+        );
         // A rejection without an option (ACP client error) is a rejection.
         assert!(matches!(
             q.answer(PermissionReply::Rejected { reason: None }),

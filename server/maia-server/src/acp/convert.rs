@@ -1,9 +1,9 @@
 //! Engine events and values in ACP v1 wire types.
 
 use agent_client_protocol_schema::v1::{
-    AvailableCommand, AvailableCommandInput, Cost, AvailableCommandsUpdate, ClientCapabilities,
-    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff, ImageContent, MessageId,
-    Notice, NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ClientCapabilities,
+    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Cost, Diff, ImageContent,
+    MessageId, Notice, NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
     PlanEntryPriority, PlanEntryStatus, PlanUpdate, PlanUpdateContent, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate, SessionMode,

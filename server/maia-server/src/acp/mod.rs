@@ -24,9 +24,9 @@ mod manage;
 mod open;
 mod peer;
 mod prompt;
-mod reason;
 #[cfg(feature = "llm-providers")]
 mod providers;
+mod reason;
 mod terminal;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
