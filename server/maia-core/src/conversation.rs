@@ -161,7 +161,7 @@ impl Conversation {
             Record::Clear => self.summary = None,
             Record::Compaction { summary } => self.summary = Some(summary.clone()),
             Record::Title { title } => self.title = Some(title.clone()),
-            other => crate::cost::absorb(&mut self.ledger, other),
+            other => other.absorb_cost(&mut self.ledger),
         }
     }
 

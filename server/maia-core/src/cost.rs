@@ -3,11 +3,11 @@
 //! LiteLLM's `/model/info` prices; without any of them the charge is
 //! *unpriced* and every total it enters is unknown, never a made-up number.
 //!
-//! The charges are journal records ([`crate::store::Record::Usage`]); the
+//! The charges are journal records (the store's `Record::Usage`); the
 //! [`Ledger`] that adds them up is derived from the journal by the
-//! [`crate::conversation::Conversation`] that writes it, as a reload
-//! derives it, so a reloaded thread shows the same cost. A compaction
-//! carries the ledger into the new journal ([`crate::store::Record::Costs`]).
+//! conversation that writes it, as a reload derives it, so a reloaded
+//! thread shows the same cost. A compaction carries the ledger into the
+//! new journal (`Record::Costs`).
 //! Amounts are US dollars, the unit LiteLLM prices in.
 
 use std::collections::{BTreeMap, HashMap};
@@ -154,16 +154,6 @@ impl Ledger {
             }
         }
         out
-    }
-}
-
-/// Keeps `ledger` in step with one journal record: a charge adds up, a
-/// carried ledger replaces it (the same on reload and live).
-pub fn absorb(ledger: &mut Ledger, record: &crate::store::Record) {
-    match record {
-        crate::store::Record::Usage { charge } => ledger.add(charge),
-        crate::store::Record::Costs { ledger: carried } => ledger.clone_from(carried),
-        _ => {}
     }
 }
 

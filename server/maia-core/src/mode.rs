@@ -7,7 +7,7 @@
 //! - `read-only`: every tool that changes files or runs programs is denied;
 //! - `plan`: as `read-only`, and the model is offered only the read-only
 //!   tools plus `ExitPlanMode`, whose approval by the user switches the mode
-//!   (see [`crate::plan_mode`]);
+//!   (see the `plan_mode` module);
 //! - `bypass`: everything is allowed except what a deny rule forbids.
 
 /// A session mode.

@@ -69,6 +69,18 @@ pub enum Record {
     Costs { ledger: crate::cost::Ledger },
 }
 
+impl Record {
+    /// Keeps `ledger` in step with this record: a charge adds up, a carried
+    /// ledger replaces it (the same on reload and live).
+    pub fn absorb_cost(&self, ledger: &mut crate::cost::Ledger) {
+        match self {
+            Record::Usage { charge } => ledger.add(charge),
+            Record::Costs { ledger: carried } => ledger.clone_from(carried),
+            _ => {}
+        }
+    }
+}
+
 /// A stored image, as journal records name it; its bytes are stored beside
 /// the journal (`images.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -340,11 +352,11 @@ impl Loaded {
     }
 
     /// What the thread cost: the last carried [`Record::Costs`] plus the
-    /// charges after it (as [`crate::conversation::Conversation`] adds them up).
+    /// charges after it (as the live conversation adds them up).
     pub fn ledger(&self) -> crate::cost::Ledger {
         let mut ledger = crate::cost::Ledger::default();
         for record in &self.records {
-            crate::cost::absorb(&mut ledger, record);
+            record.absorb_cost(&mut ledger);
         }
         ledger
     }
