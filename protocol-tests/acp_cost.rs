@@ -121,3 +121,23 @@ async fn cost_needs_no_usage_update_window_to_be_reported() {
     let report = said(&mut maia, &sid, "/cost").await;
     assert!(report.contains("$0.1250"), "{report}");
 }
+
+#[tokio::test]
+async fn summaries_are_charged_and_the_cost_carries_over_a_compaction() {
+    let (mut maia, sid) = open(json!({}), None).await;
+    maia.mock.set_stream_headers(vec![(
+        "x-litellm-response-cost".to_owned(),
+        "0.25".to_owned(),
+    )]);
+    assert_eq!(amount(&turn_cost(&mut maia, &sid).await), 0.25);
+    maia.mock.push(mock::text_reply("summary"));
+    let (_, before) = maia.turn(&sid, "/compact").await;
+    assert!(agent_text(&before).contains("compacted"), "{before:?}");
+    // The summary's response was charged, and the new file carries the total.
+    assert_eq!(amount(&turn_cost(&mut maia, &sid).await), 0.75);
+    let report = said(&mut maia, &sid, "/cost").await;
+    assert!(
+        report.contains("$0.7500") && report.contains("| mock-model | 3 |"),
+        "{report}"
+    );
+}

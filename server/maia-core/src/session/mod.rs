@@ -34,9 +34,7 @@ use maia_tools::{FileSystem, ReadTracker};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::{
-    CompactError, Compactor, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name,
-};
+use crate::compaction::{CompactError, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name};
 use crate::conversation::Conversation;
 use crate::event::{CompactionState, Event, NoticeLevel};
 use crate::meter::{Meter, message_chars};
@@ -483,7 +481,7 @@ impl Session {
 }
 
 /// The context accounting and the compaction of the conversation: the
-/// summary is written by [`Compactor`], the session then continues from it.
+/// summary is written by [`crate::compaction::Compactor`], the session then continues from it.
 impl Session {
     /// Tokens the next request would carry: the last measured size plus an
     /// estimate of what was added since, else an estimate of everything;
@@ -612,19 +610,9 @@ impl Session {
             Trigger::Rejected(tokens) => Some(tokens),
             _ => None,
         };
-        let result = match self.summary_model(cancel).await {
-            Ok(model) => {
-                let compactor = Compactor {
-                    llm: &self.project.llm,
-                    meter: &self.meter,
-                    earlier: self.conversation.summary(),
-                };
-                compactor
-                    .summarise(model, &to_summarise, keep.is_some(), rejected, cancel)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let result = self
+            .write_summary(&to_summarise, keep.is_some(), rejected, cancel)
+            .await;
         let summary = match result {
             Ok(summary) => summary,
             Err(CompactError::Cancelled) => {

@@ -1,11 +1,13 @@
 //! The tools of a session's turn: the registry it offers (its tool set
 //! follows the mode and whether the turn is read-only, see
 //! [`crate::plan_mode`]), running one batch of calls, and the mode switch
-//! an approved plan leaves behind. A child of `session`, like `turn`.
+//! an approved plan leaves behind; and what each model response costs
+//! (turns and summaries alike). A child of `session`, like `turn`.
 
 use maia_llm::{ChatMessage, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
+use crate::compaction::{CompactError, Compactor};
 use crate::event::Event;
 use crate::session::Session;
 
@@ -146,5 +148,32 @@ impl Session {
         let stop = self.run_turn(parts, Some(typed.to_owned()), cancel).await;
         self.turn.read_only = false;
         stop
+    }
+
+    /// The summary of `messages` by the summary model ([`Compactor`]); what
+    /// its requests cost is charged to the thread, whatever the outcome.
+    pub(crate) async fn write_summary(
+        &mut self,
+        messages: &[ChatMessage],
+        kept: bool,
+        rejected: Option<u64>,
+        cancel: &CancellationToken,
+    ) -> Result<String, CompactError> {
+        let (model, window) = self.summary_model(cancel).await?;
+        let spent = std::sync::Mutex::new(Vec::new());
+        let compactor = Compactor {
+            llm: &self.project.llm,
+            meter: &self.meter,
+            earlier: self.conversation.summary(),
+            spent: &spent,
+        };
+        let result = compactor
+            .summarise((model.clone(), window), messages, kept, rejected, cancel)
+            .await;
+        let spent = spent.into_inner().unwrap_or_default();
+        for (usage, header) in spent {
+            self.charge(&model, usage.as_ref(), header, cancel).await;
+        }
+        result
     }
 }
