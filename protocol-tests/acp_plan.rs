@@ -315,6 +315,17 @@ async fn review_sends_staged_unstaged_and_new_files_with_read_only_tools() {
         ["Read", "Glob", "Grep", "WebFetch", "TodoWrite", "AskUser"]
     );
     assert!(crate::harness::agent_text(&before).contains("staged.txt:2"));
+    // The finding as a location the editor can open.
+    let found: Vec<Value> = updates_of(&before, "tool_call")
+        .into_iter()
+        .filter(|c| c["title"] == "Review findings (1)")
+        .collect();
+    assert_eq!(found.len(), 1, "{before:?}");
+    assert_eq!(found[0]["status"], "completed");
+    assert_eq!(
+        found[0]["locations"],
+        json!([{"path": cwd.join("staged.txt"), "line": 2}])
+    );
 
     // The next turn has every tool again.
     maia.mock.push(mock::text_reply("ok"));

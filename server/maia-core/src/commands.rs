@@ -96,7 +96,21 @@ async fn run_review(
         }
         Ok(diff) => {
             let message = crate::review::prompt(&cwd, base, &diff);
-            session.run_read_only_turn(message, typed, cancel).await
+            let stop = session.run_read_only_turn(message, typed, cancel).await;
+            let answer = match session.conversation().history().last() {
+                Some(maia_llm::ChatMessage::Assistant {
+                    content: Some(text),
+                    ..
+                }) => crate::review::findings(text, &cwd),
+                _ => Vec::new(),
+            };
+            if !answer.is_empty() {
+                session.emit(Event::Findings {
+                    id: format!("review-{}", uuid::Uuid::new_v4().simple()),
+                    findings: answer,
+                });
+            }
+            stop
         }
         Err(e) => {
             session.say(format!("Cannot review: {e}."));

@@ -193,6 +193,12 @@ pub enum Event {
         id: String,
         markdown: String,
     },
+    /// The findings of a `/review`, each a file and line to open; `id` is
+    /// unique in the session.
+    Findings {
+        id: String,
+        findings: Vec<crate::review::Finding>,
+    },
     /// The session's task list changed (the whole list).
     Plan(Vec<crate::session_tools::Todo>),
     /// The commands the user can type changed (the whole list).

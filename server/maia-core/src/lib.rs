@@ -33,7 +33,7 @@ pub mod plan_mode;
 mod project;
 pub mod prompt;
 pub mod prompt_syntax;
-mod review;
+pub mod review;
 mod session;
 pub mod session_tools;
 pub mod settings;

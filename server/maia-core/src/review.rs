@@ -4,11 +4,22 @@
 //! plus each untracked file as a new file); `/review BRANCH` the current
 //! branch against BRANCH (`git diff BRANCH...HEAD`, from their merge
 //! base). The diff goes to the model with instructions to report each
-//! finding as a link to its file and line the editor can open. A skill
-//! or Markdown command named `review` replaces it.
+//! finding as a link to its file and line; the links of its answer are
+//! then sent as [`Finding`]s (an ACP tool call with a location per
+//! finding, which the editor can open). A skill or Markdown command named
+//! `review` replaces it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// One finding of a review: where, and what the answer says of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub path: PathBuf,
+    /// 1-based.
+    pub line: u32,
+    pub text: String,
+}
 
 /// The name the command is typed as.
 pub const NAME: &str = "review";
@@ -97,9 +108,50 @@ it. End with a one-line verdict. If there is nothing to report, say so.\n\n\
     )
 }
 
+/// The findings of a review answer: each `[path:LINE](…)` link, resolved
+/// against `cwd`, with the text of its line (at most 50).
+pub fn findings(answer: &str, cwd: &Path) -> Vec<Finding> {
+    static LINK: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\[([^\]\[]+?):(\d+)\]\(").ok());
+    let Some(link) = LINK.as_ref() else {
+        return Vec::new();
+    };
+    answer
+        .lines()
+        .filter_map(|text| {
+            let found = link.captures(text)?;
+            let path = found.get(1)?.as_str().trim().trim_matches('`');
+            let line = found
+                .get(2)?
+                .as_str()
+                .parse()
+                .ok()
+                .filter(|&l: &u32| l > 0)?;
+            Some(Finding {
+                path: maia_tools::path::resolve(cwd, path),
+                line,
+                text: text.trim().trim_start_matches(['-', '*']).trim().to_owned(),
+            })
+        })
+        .take(50)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn findings_are_read_from_the_links() {
+        let answer = "Findings:\n- [src/a.rs:12](file:///w/src/a.rs#L12) **high** — bug\n\
+                      - no link here\n* [`b.rs:0`](b.rs) zero is no line\n- [c.rs:3](c.rs#L3) ok";
+        let found = findings(answer, Path::new("/w"));
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].path, Path::new("/w/src/a.rs"));
+        assert_eq!(found[0].line, 12);
+        assert!(found[0].text.starts_with("[src/a.rs:12]"));
+        assert_eq!(found[1].path, Path::new("/w/c.rs"));
+    }
 
     #[test]
     fn the_prompt_carries_the_diff_and_the_link_format() {

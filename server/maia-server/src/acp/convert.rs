@@ -290,6 +290,7 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
             SessionUpdate::PlanUpdate(PlanUpdate::new(PlanUpdateContent::markdown(id, markdown)))
         }
         Event::Plan(todos) => plan(&todos, caps),
+        Event::Findings { id, findings } => SessionUpdate::ToolCall(review_findings(id, &findings)),
         Event::Commands(commands) => {
             SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(
                 commands
@@ -321,6 +322,24 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
         Event::Permission(_) | Event::TurnEnded(_) => return None,
     })
+}
+
+/// A review's findings as one completed `read` tool call: a location
+/// (file and line) per finding, and the findings as its text.
+fn review_findings(id: String, findings: &[maia_core::review::Finding]) -> ToolCall {
+    let text: Vec<String> = findings.iter().map(|f| format!("- {}", f.text)).collect();
+    ToolCall::new(id, format!("Review findings ({})", findings.len()))
+        .kind(ToolKind::Read)
+        .status(ToolCallStatus::Completed)
+        .locations(
+            findings
+                .iter()
+                .map(|f| ToolCallLocation::new(f.path.clone()).line(f.line))
+                .collect(),
+        )
+        .content(vec![ToolCallContent::from(ContentBlock::from(
+            text.join("\n"),
+        ))])
 }
 
 pub fn notification(session_id: &str, update: SessionUpdate) -> serde_json::Result<Value> {
