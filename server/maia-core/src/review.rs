@@ -1,5 +1,5 @@
 //! `/review`: the built-in review command, run as a read-only turn (the
-//! tools of [`crate::plan_mode::ToolSet::ReadOnly`]). `/review` reviews
+//! tools of the plan mode's `ToolSet::ReadOnly`). `/review` reviews
 //! the uncommitted changes (`git diff HEAD`: the index and the worktree,
 //! plus each untracked file as a new file); `/review BRANCH` the current
 //! branch against BRANCH (`git diff BRANCH...HEAD`, from their merge
