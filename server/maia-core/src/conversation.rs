@@ -4,7 +4,8 @@
 //! reloads is what the model saw.
 //!
 //! State derived from the journal lives here too and is derived the way a
-//! reload derives it ([`Loaded::summary`], [`Loaded::title`]): every record
+//! reload derives it ([`Loaded::summary`], [`Loaded::title`],
+//! [`Loaded::ledger`]): every record
 //! written passes [`Conversation::absorb`], so the live thread and the
 //! reloaded one cannot disagree about the summary or the title.
 
@@ -29,6 +30,10 @@ pub(crate) struct Conversation {
     summary: Option<String>,
     /// The conversation's title.
     title: Option<String>,
+    /// What the thread cost so far (its charges, see [`crate::cost`]).
+    ledger: crate::cost::Ledger,
+    /// The ledger when the running (or last) turn started.
+    turn_mark: crate::cost::Ledger,
     journal: Option<Journal>,
     /// Creating the journal failed (told once; the conversation goes on
     /// unsaved).
@@ -54,6 +59,8 @@ impl Conversation {
             history: Vec::new(),
             summary: None,
             title: None,
+            ledger: crate::cost::Ledger::default(),
+            turn_mark: crate::cost::Ledger::default(),
             journal: None,
             unsaved: false,
             events,
@@ -78,6 +85,8 @@ impl Conversation {
             history: loaded.history(),
             summary: loaded.summary().map(str::to_owned),
             title: loaded.title().map(str::to_owned),
+            ledger: loaded.ledger(),
+            turn_mark: loaded.ledger(),
             journal: Some(journal),
             unsaved: false,
             events,
@@ -99,6 +108,21 @@ impl Conversation {
 
     pub fn title(&self) -> Option<&str> {
         self.title.as_deref()
+    }
+
+    /// What the thread cost so far.
+    pub fn ledger(&self) -> &crate::cost::Ledger {
+        &self.ledger
+    }
+
+    /// A turn starts: its cost is counted from here.
+    pub fn mark_turn(&mut self) {
+        self.turn_mark.clone_from(&self.ledger);
+    }
+
+    /// What the running or last turn cost.
+    pub fn turn_cost(&self) -> crate::cost::Ledger {
+        self.ledger.since(&self.turn_mark)
     }
 
     pub fn len(&self) -> usize {
@@ -137,7 +161,7 @@ impl Conversation {
             Record::Clear => self.summary = None,
             Record::Compaction { summary } => self.summary = Some(summary.clone()),
             Record::Title { title } => self.title = Some(title.clone()),
-            _ => {}
+            other => other.absorb_cost(&mut self.ledger),
         }
     }
 
@@ -193,6 +217,8 @@ impl Conversation {
         self.history.clear();
         self.summary = None;
         self.title = None;
+        self.ledger = crate::cost::Ledger::default();
+        self.turn_mark = crate::cost::Ledger::default();
         self.name = name;
         self.open_journal();
     }
@@ -231,6 +257,8 @@ impl Conversation {
         self.history = loaded.history();
         self.summary = loaded.summary().map(str::to_owned);
         self.title = loaded.title().map(str::to_owned);
+        self.ledger = loaded.ledger();
+        self.turn_mark = loaded.ledger();
         Ok(())
     }
 

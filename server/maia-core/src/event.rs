@@ -182,6 +182,22 @@ pub enum Event {
     Usage {
         used: u64,
         size: u64,
+        /// The thread's cost so far, US dollars; `None`: unknown.
+        cost: Option<f64>,
+    },
+    /// The session switched to this mode by itself (an approved plan).
+    ModeChanged(crate::mode::Mode),
+    /// A plan the model proposes for approval (`ExitPlanMode`), as Markdown;
+    /// one id per plan, a later one replaces it.
+    PlanProposed {
+        id: String,
+        markdown: String,
+    },
+    /// The findings of a `/review`, each a file and line to open; `id` is
+    /// unique in the session.
+    Findings {
+        id: String,
+        findings: Vec<crate::review::Finding>,
     },
     /// The session's task list changed (the whole list).
     Plan(Vec<crate::session_tools::Todo>),

@@ -219,6 +219,14 @@ impl Project {
                     .or_else(|| command.takes_arguments.then(|| "arguments".to_owned())),
             });
         }
+        // Built in, but a skill or Markdown command of its name replaces it.
+        if !out.iter().any(|c| c.name == crate::review::NAME) {
+            out.push(CommandEntry {
+                name: crate::review::NAME.to_owned(),
+                description: crate::review::DESCRIPTION.to_owned(),
+                hint: Some(crate::review::HINT.to_owned()),
+            });
+        }
         out
     }
 }

@@ -13,7 +13,9 @@
 //! shown images, over what the endpoint says), `mcpServers`
 //! (`{"<name>": {"command", "args", "env", "disabledTools"}}` or
 //! `{"<name>": {"url", "headers", "disabledTools"}}`; merged server by
-//! server, the folder's entry winning).
+//! server, the folder's entry winning), `prices` (`{"<model>":
+//! {"input_cost_per_token", "output_cost_per_token", …}}`, see
+//! [`crate::cost`]).
 //! A file that is not valid JSON is reported and ignored. The API key is
 //! never logged.
 
@@ -38,6 +40,8 @@ pub struct Settings {
     pub max_turn_requests: u32,
     /// Manual context windows per model (`contextWindows`).
     pub context_windows: HashMap<String, u64>,
+    /// Prices per model over what the proxy says (`prices`, [`crate::cost`]).
+    pub prices: HashMap<String, maia_llm::Prices>,
     /// The model that writes compaction summaries (`smallModel`).
     pub small_model: Option<String>,
     /// `promptCaching`: forced on or off; `None` decides by provider.
@@ -617,11 +621,13 @@ fn from_map(
             "visionModels must be a list of models or an object of true/false; ignored".into(),
         ),
     }
+    let prices = crate::cost::parse_setting(map.get("prices"), &mut warnings);
     Settings {
         llm,
         model: text("model"),
         max_turn_requests,
         context_windows,
+        prices,
         small_model: text("smallModel"),
         prompt_caching,
         tool_result_share,

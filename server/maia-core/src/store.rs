@@ -63,6 +63,22 @@ pub enum Record {
     /// A compaction: the history starts again after this point, with this
     /// summary as starting context (first record of a `name__n` file).
     Compaction { summary: String },
+    /// One model response's usage and what it cost ([`crate::cost`]).
+    Usage { charge: crate::cost::Charge },
+    /// The thread's costs so far, carried into a compaction's new file.
+    Costs { ledger: crate::cost::Ledger },
+}
+
+impl Record {
+    /// Keeps `ledger` in step with this record: a charge adds up, a carried
+    /// ledger replaces it (the same on reload and live).
+    pub fn absorb_cost(&self, ledger: &mut crate::cost::Ledger) {
+        match self {
+            Record::Usage { charge } => ledger.add(charge),
+            Record::Costs { ledger: carried } => ledger.clone_from(carried),
+            _ => {}
+        }
+    }
 }
 
 /// A stored image, as journal records name it; its bytes are stored beside
@@ -333,6 +349,16 @@ impl Loaded {
             Record::Title { title } => Some(title.as_str()),
             _ => None,
         })
+    }
+
+    /// What the thread cost: the last carried [`Record::Costs`] plus the
+    /// charges after it (as the live conversation adds them up).
+    pub fn ledger(&self) -> crate::cost::Ledger {
+        let mut ledger = crate::cost::Ledger::default();
+        for record in &self.records {
+            record.absorb_cost(&mut ledger);
+        }
+        ledger
     }
 
     /// The model-facing history (what follows the last `/clear` or

@@ -362,6 +362,20 @@ pub async fn resolve(
     }
 }
 
+/// What `/model/info` says of `model` (asked once per server and process,
+/// shared with window discovery); `None` when it says nothing or cannot be
+/// read now.
+pub async fn model_info_entry(
+    cache: &WindowCache,
+    client: &LlmClient,
+    model: &str,
+    cancel: &CancellationToken,
+) -> Option<ModelInfoEntry> {
+    let info = cell(&cache.model_info, client.config().join(MODEL_INFO_PATH));
+    let infos = fetch_once(&info, "the model info", cancel, || client.model_info()).await;
+    infos.ok()?.get(model).cloned()
+}
+
 /// The proxy's own sources: `/model/info`, then the models list. `Err(None)` when
 /// cancelled; `Ok((None, transient))` when neither knows.
 async fn fast_sources(

@@ -297,6 +297,9 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: Option<FinishReason>,
     pub usage: Option<Usage>,
+    /// What the proxy says the response cost (LiteLLM's
+    /// `x-litellm-response-cost` header, US dollars), when it says.
+    pub response_cost: Option<f64>,
 }
 
 /// One model of the models endpoint.

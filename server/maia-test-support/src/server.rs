@@ -53,6 +53,8 @@ struct Shared {
     model_info_gets: AtomicUsize,
     requests: Mutex<Vec<Value>>,
     headers: Mutex<Vec<Vec<(String, String)>>>,
+    /// Headers added to every streamed reply (e.g. `x-litellm-response-cost`).
+    stream_headers: Mutex<Vec<(String, String)>>,
     dropped: AtomicUsize,
     /// When each streamed piece was handed to the HTTP body, and the
     /// piece, in order.
@@ -259,6 +261,12 @@ impl MockLlm {
     /// Scripted replies not used yet.
     pub fn pending_replies(&self) -> usize {
         lock(&self.shared.replies).len()
+    }
+
+    /// Adds these headers to every streamed reply from now on (LiteLLM's
+    /// `x-litellm-response-cost`, say).
+    pub fn set_stream_headers(&self, headers: Vec<(String, String)>) {
+        *lock(&self.shared.stream_headers) = headers;
     }
 
     /// Sets the `data` of `GET /v1/models`.
@@ -507,7 +515,19 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             }
             response
         }
-        Some(Reply::Stream { pieces, gap }) => sse_response(stream_body(shared, pieces, gap)),
+        Some(Reply::Stream { pieces, gap }) => {
+            let extra = lock(&shared.stream_headers).clone();
+            let mut response = sse_response(stream_body(shared, pieces, gap));
+            for (name, value) in extra {
+                if let (Ok(name), Ok(value)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_str(&value),
+                ) {
+                    response.headers_mut().append(name, value);
+                }
+            }
+            response
+        }
         Some(Reply::Hang) => sse_response(hang_body(shared)),
     }
 }

@@ -3,7 +3,8 @@
 //! the context accounting, the compaction's state changes, and the start-up
 //! notices. The fields are private: other modules use the state operations
 //! and the accessors that lend out its parts. The turn loop is the child
-//! module `turn` (the second and last file with an `impl Session`); the
+//! module `turn`, the tools of a turn the child `tooling` (the only other
+//! files with an `impl Session`); the
 //! summary a compaction continues from is written by
 //! [`crate::compaction::Compactor`] from borrowed parts. The task that runs
 //! its turns and the handle a front door drives it with are in
@@ -33,9 +34,7 @@ use maia_tools::{FileSystem, ReadTracker};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::{
-    CompactError, Compactor, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name,
-};
+use crate::compaction::{CompactError, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name};
 use crate::conversation::Conversation;
 use crate::event::{CompactionState, Event, NoticeLevel};
 use crate::meter::{Meter, message_chars};
@@ -47,6 +46,7 @@ use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
 mod text;
+mod tooling;
 mod turn;
 
 /// A change to what the session uses, sent by its handle. The session
@@ -131,6 +131,10 @@ pub(crate) struct TurnState {
     /// An `AskUser` question was shown as text: the turn ends after the
     /// batch, so the user can answer.
     pub(crate) asked_as_text: Arc<AtomicBool>,
+    /// The mode an approved plan chose, applied after the batch.
+    pub(crate) mode_switch: Arc<Mutex<Option<Mode>>>,
+    /// The turn offers read-only tools only (`/review`).
+    pub(crate) read_only: bool,
 }
 
 /// What a session starts with; the rest starts empty.
@@ -486,7 +490,7 @@ impl Session {
 }
 
 /// The context accounting and the compaction of the conversation: the
-/// summary is written by [`Compactor`], the session then continues from it.
+/// summary is written by [`crate::compaction::Compactor`], the session then continues from it.
 impl Session {
     /// Tokens the next request would carry: the last measured size plus an
     /// estimate of what was added since, else an estimate of everything;
@@ -530,10 +534,7 @@ impl Session {
     /// `/clear`, `/new`, `/load`, a cancelled turn), when the window is known.
     pub(crate) fn report_estimate(&self) {
         if let Some(size) = self.meter.window {
-            self.emit(Event::Usage {
-                used: self.context_tokens(),
-                size,
-            });
+            self.emit_usage(self.context_tokens(), size);
         }
     }
 
@@ -618,19 +619,9 @@ impl Session {
             Trigger::Rejected(tokens) => Some(tokens),
             _ => None,
         };
-        let result = match self.summary_model(cancel).await {
-            Ok(model) => {
-                let compactor = Compactor {
-                    llm: &self.project.llm,
-                    meter: &self.meter,
-                    earlier: self.conversation.summary(),
-                };
-                compactor
-                    .summarise(model, &to_summarise, keep.is_some(), rejected, cancel)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let result = self
+            .write_summary(&to_summarise, keep.is_some(), rejected, cancel)
+            .await;
         let summary = match result {
             Ok(summary) => summary,
             Err(CompactError::Cancelled) => {
@@ -645,6 +636,9 @@ impl Session {
         let mut records = vec![Record::Compaction {
             summary: summary.clone(),
         }];
+        records.push(Record::Costs {
+            ledger: self.conversation.ledger().clone(),
+        });
         if let Some(title) = self.conversation.title() {
             records.push(Record::Title {
                 title: title.to_owned(),
@@ -708,7 +702,7 @@ impl Session {
             },
         );
         if let Some(size) = self.meter.window {
-            self.emit(Event::Usage { used: after, size });
+            self.emit_usage(after, size);
         }
         Ok(())
     }
@@ -783,6 +777,7 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
             Record::Title { title } => out.push(Event::Title(title.clone())),
             Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
             Record::Message { .. } | Record::Clear | Record::Compaction { .. } => {}
+            Record::Usage { .. } | Record::Costs { .. } => {}
         }
     }
     out

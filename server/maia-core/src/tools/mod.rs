@@ -1,12 +1,13 @@
 //! The tools of a session behind one registry. Each family is one file
 //! implementing [`registry::Tool`]: built-in ([`builtin`]), session
-//! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`]
-//! and [`mcp`]; [`registry`] builds the registry of one turn (one line per
+//! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`],
+//! [`mcp`] and [`plan`] (`ExitPlanMode`, in the `plan` mode only); [`registry`] builds the registry of one turn (one line per
 //! family) and [`router`] runs the calls of one model response.
 
 pub(crate) mod builtin;
 mod custom;
 mod mcp;
+mod plan;
 pub(crate) mod registry;
 pub(crate) mod router;
 mod session;
@@ -35,6 +36,10 @@ pub(crate) struct Sources {
     pub asker: Option<Arc<dyn crate::client::Asker>>,
     /// Set when an `AskUser` question was shown as text.
     pub asked_as_text: Arc<AtomicBool>,
+    /// Which tools the turn offers (the mode, a read-only turn).
+    pub set: crate::plan_mode::ToolSet,
+    /// Where `ExitPlanMode` leaves the mode the user chose.
+    pub mode_switch: Arc<Mutex<Option<crate::mode::Mode>>>,
 }
 
 /// The registry of one turn: built-in tools, then session tools, the
@@ -58,6 +63,10 @@ pub(crate) fn registry(s: Sources) -> ToolRegistry {
             tool,
         }));
     }
+    r.register(Arc::new(plan::ExitPlanMode {
+        switch: s.mode_switch.clone(),
+    }));
+    r.retain(|name| s.set.offers(name));
     r
 }
 
@@ -99,6 +108,7 @@ pub fn reserved_tool_names() -> Vec<String> {
             crate::session_tools::current_model_definition(),
             crate::session_tools::ask_user_definition(),
             crate::skills::tool_definition(),
+            crate::plan_mode::definition(),
         ]
         .map(|spec| spec.name),
     );

@@ -131,6 +131,11 @@ impl ToolRegistry {
         true
     }
 
+    /// Keeps only the tools whose name `keep` accepts.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.tools.retain(|(spec, _)| keep(&spec.name));
+    }
+
     /// The tool called exactly `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools

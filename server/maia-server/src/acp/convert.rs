@@ -2,8 +2,8 @@
 
 use agent_client_protocol_schema::v1::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ClientCapabilities,
-    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff, ImageContent, MessageId,
-    Notice, NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
+    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Cost, Diff, ImageContent,
+    MessageId, Notice, NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
     PlanEntryPriority, PlanEntryStatus, PlanUpdate, PlanUpdateContent, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate, SessionMode,
@@ -283,8 +283,14 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
             };
             SessionUpdate::Notice(Notice::new(severity, text))
         }
-        Event::ModelChanged(_) => return None,
+        Event::ModelChanged(_) | Event::ModeChanged(_) => return None,
+        Event::PlanProposed { id, markdown } => {
+            // Clients without `plan` see the plan in the permission question.
+            caps.plan.as_ref()?;
+            SessionUpdate::PlanUpdate(PlanUpdate::new(PlanUpdateContent::markdown(id, markdown)))
+        }
         Event::Plan(todos) => plan(&todos, caps),
+        Event::Findings { id, findings } => SessionUpdate::ToolCall(review_findings(id, &findings)),
         Event::Commands(commands) => {
             SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(
                 commands
@@ -297,7 +303,14 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
                     .collect(),
             ))
         }
-        Event::Usage { used, size } => SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)),
+        Event::Usage { used, size, cost } => {
+            let update = UsageUpdate::new(used, size);
+            // No `cost` when it is unknown: never a made-up number.
+            SessionUpdate::UsageUpdate(match cost {
+                Some(amount) => update.cost(Cost::new(amount, maia_core::cost::CURRENCY)),
+                None => update,
+            })
+        }
         Event::Compaction { id, state } => compaction(id, state, caps),
         Event::AgentText { message_id, text } => SessionUpdate::AgentMessageChunk(
             ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
@@ -309,6 +322,24 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
         Event::Permission(_) | Event::TurnFailed(_) | Event::TurnEnded(_) => return None,
     })
+}
+
+/// A review's findings as one completed `read` tool call: a location
+/// (file and line) per finding, and the findings as its text.
+fn review_findings(id: String, findings: &[maia_core::review::Finding]) -> ToolCall {
+    let text: Vec<String> = findings.iter().map(|f| format!("- {}", f.text)).collect();
+    ToolCall::new(id, format!("Review findings ({})", findings.len()))
+        .kind(ToolKind::Read)
+        .status(ToolCallStatus::Completed)
+        .locations(
+            findings
+                .iter()
+                .map(|f| ToolCallLocation::new(f.path.clone()).line(f.line))
+                .collect(),
+        )
+        .content(vec![ToolCallContent::from(ContentBlock::from(
+            text.join("\n"),
+        ))])
 }
 
 pub fn notification(session_id: &str, update: SessionUpdate) -> serde_json::Result<Value> {

@@ -5,13 +5,13 @@
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
-    ClientCapabilities, ConfigOptionUpdate, PromptResponse, SessionUpdate,
+    ClientCapabilities, ConfigOptionUpdate, CurrentModeUpdate, PromptResponse, SessionUpdate,
 };
 use maia_core::Event;
 use maia_rpc::{Connection, Id};
 use tokio::sync::mpsc;
 
-use super::{Agent, SharedChoices, convert, to_value};
+use super::{Agent, SharedChoices, convert, reason, to_value};
 
 /// The id of the `session/prompt` request being served, if any.
 pub(super) type Pending = Arc<Mutex<Option<Id>>>;
@@ -75,7 +75,12 @@ impl Forwarder {
                     self.conn.respond(id, response);
                 }
             }
-            Event::Permission(request) => {
+            Event::Permission(mut request) => {
+                // "Reject and tell MAIA why", for clients with forms.
+                let offered = request.options.clone();
+                if reason::supported(&self.caps) {
+                    request.options = reason::with_reason_option(&offered);
+                }
                 // Queued now, in order with this turn's other messages (so
                 // never after its response); answered on a task.
                 let answer = match convert::permission_request(&self.session_id, &request) {
@@ -88,13 +93,34 @@ impl Forwarder {
                         None
                     }
                 };
+                let (conn, session_id) = (self.conn.clone(), self.session_id.clone());
                 tokio::spawn(async move {
                     let reply = match answer {
                         Some(answer) => convert::permission_reply(answer.await),
                         None => maia_core::PermissionReply::Cancelled,
                     };
+                    let view = &request.tool_call;
+                    let reply = reason::resolve(
+                        reply,
+                        &offered,
+                        (&conn, &session_id, &view.id, &view.title),
+                    )
+                    .await;
                     let _ = request.reply.send(reply);
                 });
+            }
+            Event::ModeChanged(mode) => {
+                let options = {
+                    let mut choices = self.choices.lock();
+                    choices.mode = mode;
+                    choices.options()
+                };
+                self.notify(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                    mode.id(),
+                )));
+                self.notify(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+                    options,
+                )));
             }
             Event::ModelChanged(name) => {
                 let options = {

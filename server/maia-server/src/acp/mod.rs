@@ -26,6 +26,7 @@ mod peer;
 mod prompt;
 #[cfg(feature = "llm-providers")]
 mod providers;
+mod reason;
 mod terminal;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
