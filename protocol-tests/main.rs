@@ -21,6 +21,7 @@ mod acp_modes;
 mod acp_prompt;
 mod acp_sandbox_escape;
 mod acp_sessions;
+mod acp_surface;
 mod acp_terminal;
 mod acp_tools;
 mod acp_workspace;

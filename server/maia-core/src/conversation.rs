@@ -29,6 +29,8 @@ pub(crate) struct Conversation {
     summary: Option<String>,
     /// The conversation's title.
     title: Option<String>,
+    /// The options the user chose for this thread.
+    options: store::SessionOptions,
     journal: Option<Journal>,
     /// Creating the journal failed (told once; the conversation goes on
     /// unsaved).
@@ -54,6 +56,7 @@ impl Conversation {
             history: Vec::new(),
             summary: None,
             title: None,
+            options: store::SessionOptions::new(),
             journal: None,
             unsaved: false,
             events,
@@ -78,6 +81,7 @@ impl Conversation {
             history: loaded.history(),
             summary: loaded.summary().map(str::to_owned),
             title: loaded.title().map(str::to_owned),
+            options: loaded.options(),
             journal: Some(journal),
             unsaved: false,
             events,
@@ -99,6 +103,19 @@ impl Conversation {
 
     pub fn title(&self) -> Option<&str> {
         self.title.as_deref()
+    }
+
+    /// The options the user chose for this thread (recorded in its journal).
+    pub fn options(&self) -> &store::SessionOptions {
+        &self.options
+    }
+
+    /// Sets an option for this thread and records it (unchanged: nothing
+    /// is written).
+    pub fn set_option(&mut self, key: String, value: serde_json::Value) {
+        if self.options.get(&key) != Some(&value) {
+            self.record(&Record::Option { key, value });
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -137,6 +154,9 @@ impl Conversation {
             Record::Clear => self.summary = None,
             Record::Compaction { summary } => self.summary = Some(summary.clone()),
             Record::Title { title } => self.title = Some(title.clone()),
+            Record::Option { key, value } => {
+                self.options.insert(key.clone(), value.clone());
+            }
             _ => {}
         }
     }

@@ -198,6 +198,9 @@ pub enum Event {
         level: NoticeLevel,
         text: String,
     },
+    /// What the turn's model requests used, summed, when the server said
+    /// (sent just before [`Event::TurnEnded`]).
+    TurnUsage(maia_llm::Usage),
     /// Always the last event of a turn.
     TurnEnded(StopReason),
 }

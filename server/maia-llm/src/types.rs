@@ -156,6 +156,9 @@ pub struct ChatRequest {
     /// `cache_control: {"type": "ephemeral"}` (Anthropic-family prompt
     /// caching, passed through by LiteLLM). Never for other providers.
     pub cache: bool,
+    /// LiteLLM's `reasoning_effort` (`low`, `medium`, `high`…), for models
+    /// that take one; `None` leaves it out (the model's default).
+    pub reasoning_effort: Option<String>,
 }
 
 /// Sets `cache_control` on a message's text: its `content` becomes one text part carrying
@@ -215,6 +218,9 @@ impl ChatRequest {
             }
             if let Some(max) = self.max_tokens {
                 map.insert("max_tokens".into(), max.into());
+            }
+            if let Some(effort) = &self.reasoning_effort {
+                map.insert("reasoning_effort".into(), effort.clone().into());
             }
         }
         body
@@ -599,6 +605,7 @@ mod tests {
             tools: vec![],
             max_tokens: None,
             cache: true,
+            reasoning_effort: None,
         };
         let body = req.body();
         let marked: Vec<usize> = body["messages"]
@@ -689,6 +696,7 @@ mod tests {
             tools: vec![],
             max_tokens: None,
             cache: false,
+            reasoning_effort: None,
         };
         assert_eq!(
             req.body(),

@@ -65,6 +65,14 @@ pub(crate) enum Change {
     /// The endpoint's model list, when the session has no model yet.
     DefaultModel(Vec<String>),
     Client(crate::client::ClientTools),
+    /// Set one of the thread's options (recorded in its journal).
+    Option(String, serde_json::Value),
+    /// Rename the conversation (as `/rename`); the answer is the name kept,
+    /// or why not.
+    Rename {
+        name: String,
+        reply: tokio::sync::oneshot::Sender<Result<String, String>>,
+    },
 }
 
 /// Everything a running session owns, in parts with one owner each: what
@@ -131,6 +139,23 @@ pub(crate) struct TurnState {
     /// An `AskUser` question was shown as text: the turn ends after the
     /// batch, so the user can answer.
     pub(crate) asked_as_text: Arc<AtomicBool>,
+    /// The usage the server reported for this turn's requests, summed.
+    pub(crate) usage: Option<maia_llm::Usage>,
+}
+
+impl TurnState {
+    /// Adds one response's usage to the turn's.
+    pub(crate) fn add_usage(&mut self, usage: &maia_llm::Usage) {
+        let sum = self.usage.get_or_insert_with(maia_llm::Usage::default);
+        sum.prompt_tokens = sum.prompt_tokens.saturating_add(usage.prompt_tokens);
+        sum.completion_tokens = sum.completion_tokens.saturating_add(usage.completion_tokens);
+        sum.total_tokens = sum.total_tokens.saturating_add(usage.total_tokens);
+        sum.reasoning_tokens = sum.reasoning_tokens.saturating_add(usage.reasoning_tokens);
+        sum.cached_tokens = sum.cached_tokens.saturating_add(usage.cached_tokens);
+        sum.cache_write_tokens = sum
+            .cache_write_tokens
+            .saturating_add(usage.cache_write_tokens);
+    }
 }
 
 /// What a session starts with; the rest starts empty.
@@ -244,6 +269,13 @@ impl Session {
                 }
             }
             Change::Client(tools) => self.client = tools,
+            Change::Option(key, value) => self.conversation.set_option(key, value),
+            Change::Rename { name, reply } => {
+                let renamed = crate::blocking::off_runtime(|| self.rename(name.clone()))
+                    .map(|()| name)
+                    .map_err(|e| e.to_string());
+                let _ = reply.send(renamed);
+            }
         }
     }
 
@@ -256,6 +288,21 @@ impl Session {
                 self.emit(Event::ModelChanged(name.clone()));
             }
         }
+    }
+
+    /// The reasoning effort the user chose for this thread (the
+    /// `reasoning_effort` option), if any.
+    pub(crate) fn reasoning_effort(&self) -> Option<String> {
+        self.conversation
+            .options()
+            .get(crate::options::REASONING_EFFORT)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    }
+
+    /// The usage of the turn that just ended (reset for the next).
+    pub(crate) fn take_turn_usage(&mut self) -> Option<maia_llm::Usage> {
+        self.turn.usage.take()
     }
 
     pub fn emit(&self, event: Event) {
@@ -641,6 +688,16 @@ impl Session {
                 title: title.to_owned(),
             });
         }
+        // The thread's options go on in the new file.
+        records.extend(
+            self.conversation
+                .options()
+                .iter()
+                .map(|(key, value)| Record::Option {
+                    key: key.clone(),
+                    value: value.clone(),
+                }),
+        );
         let kept = keep
             .as_ref()
             .and_then(|k| Some((k, self.conversation.history().get(k.index)?.clone())));
@@ -773,7 +830,10 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
             Record::ToolCall { call } => out.push(Event::ToolCall(call.clone())),
             Record::Title { title } => out.push(Event::Title(title.clone())),
             Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
-            Record::Message { .. } | Record::Clear | Record::Compaction { .. } => {}
+            Record::Message { .. }
+            | Record::Clear
+            | Record::Compaction { .. }
+            | Record::Option { .. } => {}
         }
     }
     out

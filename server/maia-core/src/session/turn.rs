@@ -470,6 +470,7 @@ impl Session {
                 tools: tools.clone(),
                 max_tokens: None,
                 cache,
+                reasoning_effort: self.reasoning_effort(),
             };
             // Measured without the images, whose tokens are counted apart.
             let request_chars = serde_json::to_string(&request.body())
@@ -562,6 +563,10 @@ impl Session {
                 usage,
                 ..
             } = completion;
+            // The turn's usage is what the server billed, believed or not.
+            if let Some(usage) = &usage {
+                self.turn.add_usage(usage);
+            }
             // Numbers no request of this size has (a proxy's bug) are not
             // believed: the estimate stands in for them.
             let answer_chars = crate::meter::message_chars(&[ChatMessage::Assistant {
