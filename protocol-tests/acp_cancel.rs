@@ -47,8 +47,7 @@ fn last_status(messages: &[Value], id: &Value) -> Value {
 /// Asserts a cancelled prompt response.
 fn assert_cancelled(resp: &Value) {
     assert_eq!(
-        resp["result"]["stopReason"],
-        "cancelled",
+        resp["result"]["stopReason"], "cancelled",
         "a cancelled turn answers with a result, not an error: {resp}"
     );
     // Besides the stop reason, only what the turn used.

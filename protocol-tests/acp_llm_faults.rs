@@ -22,8 +22,7 @@ async fn turn_text(maia: &mut Maia, sid: &str, text: &str) -> String {
     let id = maia.prompt(sid, text).await;
     let (resp, before) = maia.response(id).await;
     assert_eq!(
-        resp["result"]["stopReason"],
-        "end_turn",
+        resp["result"]["stopReason"], "end_turn",
         "a model failure is not a protocol error: {resp}"
     );
     assert!(resp.get("error").is_none(), "{resp}");

@@ -41,14 +41,16 @@ async fn logout_forgets_the_saved_key_and_the_next_session_needs_a_login() {
     );
     let resp = new_session_response(&mut maia).await;
     assert!(resp["result"]["sessionId"].is_string(), "{resp}");
-    let before: Value = serde_json::from_str(&std::fs::read_to_string(settings_file(&maia)).unwrap()).unwrap();
+    let before: Value =
+        serde_json::from_str(&std::fs::read_to_string(settings_file(&maia)).unwrap()).unwrap();
 
     let id = maia.request("logout", json!({})).await;
     let (resp, _) = maia.response_with(id, |_| None).await;
     assert_eq!(resp["result"], json!({}), "{resp}");
 
     // Only the key left the file.
-    let after: Value = serde_json::from_str(&std::fs::read_to_string(settings_file(&maia)).unwrap()).unwrap();
+    let after: Value =
+        serde_json::from_str(&std::fs::read_to_string(settings_file(&maia)).unwrap()).unwrap();
     let mut expected = before.clone();
     expected.as_object_mut().unwrap().remove("LiteLLM_API_Key");
     assert_eq!(after, expected);
@@ -63,7 +65,8 @@ async fn logout_forgets_the_saved_key_and_the_next_session_needs_a_login() {
 #[tokio::test]
 async fn a_cancelled_slow_load_answers_32800_and_nothing_follows() {
     let (mut maia, sid) = Maia::ready().await;
-    maia.answered_turn(&sid, "hello", "an answer to replay").await;
+    maia.answered_turn(&sid, "hello", "an answer to replay")
+        .await;
     let mut maia = maia.restart().await;
     maia.initialize().await;
     // A slow proxy: the load waits for its model list.
@@ -143,7 +146,11 @@ async fn every_tool_call_carries_the_tool_s_real_name() {
     std::fs::write(maia.path("a.txt"), "alpha\n").unwrap();
     maia.mock.push(mock::tool_calls_reply(&[
         ("call_read", "Read", json!({"file_path": "a.txt"})),
-        ("call_write", "Write", json!({"file_path": "b.txt", "content": "beta"})),
+        (
+            "call_write",
+            "Write",
+            json!({"file_path": "b.txt", "content": "beta"}),
+        ),
         ("call_mcp", "mcp__web__echo", json!({"text": "hi"})),
     ]));
     maia.mock.push(mock::text_reply("done"));
@@ -167,7 +174,11 @@ async fn every_tool_call_carries_the_tool_s_real_name() {
     let only_names = |calls: &[(String, String)]| -> Vec<String> {
         calls.iter().map(|(name, _)| name.clone()).collect()
     };
-    assert_eq!(only_names(&live), ["Read", "Write", "mcp__web__echo"], "{before:?}");
+    assert_eq!(
+        only_names(&live),
+        ["Read", "Write", "mcp__web__echo"],
+        "{before:?}"
+    );
     // The permission questions name the tool too.
     let asked: Vec<&Value> = before
         .iter()
@@ -265,24 +276,30 @@ async fn set_title_renames_like_rename_and_the_list_shows_it() {
         )
         .await;
     let (resp, before) = maia.response(id).await;
-    assert_eq!(resp["result"], json!({"title": "Fix the login bug"}), "{resp}");
+    assert_eq!(
+        resp["result"],
+        json!({"title": "Fix the login bug"}),
+        "{resp}"
+    );
     // The update comes from the session's pump, the answer from the
     // request: either may be first.
     let info = match updates_of(&before, "session_info_update").pop() {
         Some(info) => info,
-        None => {
-            maia.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "session_info_update")
-                .await
-                .0["params"]["update"]
-                .clone()
-        }
+        None => maia
+            .wait_for(|m| m["params"]["update"]["sessionUpdate"] == "session_info_update")
+            .await
+            .0["params"]["update"]
+            .clone(),
     };
     assert_eq!(info["title"], "Fix the login bug", "{before:?}");
     let cwd = maia.cwd();
     let sessions = list(&mut maia, json!({"cwd": cwd})).await;
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].1["title"], "Fix the login bug");
-    assert!(maia.path(".maia/.sessions/Fix the login bug.jsonl").exists());
+    assert!(
+        maia.path(".maia/.sessions/Fix the login bug.jsonl")
+            .exists()
+    );
     // The same path as `/rename`: the conversation goes on in that file.
     maia.answered_turn(&sid, "more", "sure").await;
     let journal = crate::harness::read(&maia.path(".maia/.sessions/Fix the login bug.jsonl"));
@@ -321,9 +338,14 @@ async fn archived_sessions_leave_the_list_until_unarchived_and_it_persists() {
     both.sort();
     assert_eq!(ids(&list(&mut maia, json!({"cwd": cwd})).await), both);
 
-    let id = maia.request("session/archive", json!({"sessionId": a})).await;
+    let id = maia
+        .request("session/archive", json!({"sessionId": a}))
+        .await;
     assert_eq!(maia.response(id).await.0["result"], json!({}));
-    assert_eq!(ids(&list(&mut maia, json!({"cwd": cwd})).await), [b.clone()]);
+    assert_eq!(
+        ids(&list(&mut maia, json!({"cwd": cwd})).await),
+        [b.clone()]
+    );
     let only = list(&mut maia, json!({"cwd": cwd, "archived": "only"})).await;
     assert_eq!(ids(&only), [a.clone()]);
     assert_eq!(only[0].1["archived"], true);
@@ -333,14 +355,24 @@ async fn archived_sessions_leave_the_list_until_unarchived_and_it_persists() {
     // Kept across a restart; unarchive brings it back.
     let mut maia = maia.restart().await;
     maia.initialize().await;
-    assert_eq!(ids(&list(&mut maia, json!({"cwd": cwd})).await), [b.clone()]);
-    let id = maia.request("session/unarchive", json!({"sessionId": a})).await;
+    assert_eq!(
+        ids(&list(&mut maia, json!({"cwd": cwd})).await),
+        [b.clone()]
+    );
+    let id = maia
+        .request("session/unarchive", json!({"sessionId": a}))
+        .await;
     assert_eq!(maia.response(id).await.0["result"], json!({}));
     let sessions = list(&mut maia, json!({"cwd": cwd})).await;
     assert_eq!(ids(&sessions), both);
-    assert!(sessions.iter().all(|(_, s)| s.get("archived").is_none()), "{sessions:?}");
+    assert!(
+        sessions.iter().all(|(_, s)| s.get("archived").is_none()),
+        "{sessions:?}"
+    );
 
-    let id = maia.request("session/archive", json!({"sessionId": "nope"})).await;
+    let id = maia
+        .request("session/archive", json!({"sessionId": "nope"}))
+        .await;
     assert_eq!(maia.response(id).await.0["error"]["code"], -32002);
     let id = maia
         .request("session/list", json!({"cwd": cwd, "archived": "sometimes"}))
@@ -384,40 +416,97 @@ async fn a_reasoning_effort_reaches_the_request_and_is_kept_with_the_thread() {
         .iter()
         .map(|o| &o["value"])
         .collect();
-    assert_eq!(values, [&json!("default"), &json!("low"), &json!("medium"), &json!("high")]);
+    assert_eq!(
+        values,
+        [
+            &json!("default"),
+            &json!("low"),
+            &json!("medium"),
+            &json!("high")
+        ]
+    );
     // Without a client capability there is no boolean option.
     assert!(option(&result, "show_thinking").is_none(), "{result}");
 
     maia.answered_turn(&sid, "one", "a").await;
     assert!(maia.mock.requests()[0].get("reasoning_effort").is_none());
-    let resp = set_option(&mut maia, &sid, json!({"configId": "reasoning_effort", "value": "high"})).await;
-    assert_eq!(option(&resp["result"], "reasoning_effort").unwrap()["currentValue"], "high", "{resp}");
-    assert!(option(&resp["result"], "model").is_some(), "the complete list: {resp}");
+    let resp = set_option(
+        &mut maia,
+        &sid,
+        json!({"configId": "reasoning_effort", "value": "high"}),
+    )
+    .await;
+    assert_eq!(
+        option(&resp["result"], "reasoning_effort").unwrap()["currentValue"],
+        "high",
+        "{resp}"
+    );
+    assert!(
+        option(&resp["result"], "model").is_some(),
+        "the complete list: {resp}"
+    );
     maia.answered_turn(&sid, "two", "b").await;
     assert_eq!(maia.mock.requests()[1]["reasoning_effort"], "high");
-    let resp = set_option(&mut maia, &sid, json!({"configId": "reasoning_effort", "value": "extreme"})).await;
+    let resp = set_option(
+        &mut maia,
+        &sid,
+        json!({"configId": "reasoning_effort", "value": "extreme"}),
+    )
+    .await;
     assert_eq!(resp["error"]["code"], -32602, "{resp}");
 
     // Kept with the thread: a load shows it and the next request sends it.
     let mut maia = maia.restart().await;
     maia.initialize().await;
     let (resp, _) = maia.load(&sid).await;
-    assert_eq!(option(&resp["result"], "reasoning_effort").unwrap()["currentValue"], "high", "{resp}");
+    assert_eq!(
+        option(&resp["result"], "reasoning_effort").unwrap()["currentValue"],
+        "high",
+        "{resp}"
+    );
     maia.answered_turn(&sid, "three", "c").await;
-    assert_eq!(maia.mock.requests().last().unwrap()["reasoning_effort"], "high");
+    assert_eq!(
+        maia.mock.requests().last().unwrap()["reasoning_effort"],
+        "high"
+    );
     // Back to the model's own: nothing sent.
-    set_option(&mut maia, &sid, json!({"configId": "reasoning_effort", "value": "default"})).await;
+    set_option(
+        &mut maia,
+        &sid,
+        json!({"configId": "reasoning_effort", "value": "default"}),
+    )
+    .await;
     maia.answered_turn(&sid, "four", "d").await;
-    assert!(maia.mock.requests().last().unwrap().get("reasoning_effort").is_none());
+    assert!(
+        maia.mock
+            .requests()
+            .last()
+            .unwrap()
+            .get("reasoning_effort")
+            .is_none()
+    );
 }
 
 #[tokio::test]
 async fn the_effort_is_offered_only_for_models_that_take_one() {
     // `/model/info` says nothing: no effort option, and setting one fails.
     let (mut maia, sid) = Maia::ready().await;
-    let resp = set_option(&mut maia, &sid, json!({"configId": "mode", "value": "default"})).await;
-    assert!(option(&resp["result"], "reasoning_effort").is_none(), "{resp}");
-    let resp = set_option(&mut maia, &sid, json!({"configId": "reasoning_effort", "value": "low"})).await;
+    let resp = set_option(
+        &mut maia,
+        &sid,
+        json!({"configId": "mode", "value": "default"}),
+    )
+    .await;
+    assert!(
+        option(&resp["result"], "reasoning_effort").is_none(),
+        "{resp}"
+    );
+    let resp = set_option(
+        &mut maia,
+        &sid,
+        json!({"configId": "reasoning_effort", "value": "low"}),
+    )
+    .await;
     assert_eq!(resp["error"]["code"], -32602, "{resp}");
     // The `reasoningModels` setting says so.
     let mut maia = Maia::start_with(with(json!({"reasoningModels": ["mock-model"]}))).await;
@@ -436,9 +525,13 @@ async fn show_thinking_is_a_boolean_for_clients_that_take_one_and_hides_the_reas
     assert_eq!(thinking["type"], "boolean");
     assert_eq!(thinking["currentValue"], true);
 
-    maia.mock.push(mock::reasoning_then_text("pondering", "shown"));
+    maia.mock
+        .push(mock::reasoning_then_text("pondering", "shown"));
     let (_, before) = maia.turn(&sid, "think").await;
-    assert!(!updates_of(&before, "agent_thought_chunk").is_empty(), "{before:?}");
+    assert!(
+        !updates_of(&before, "agent_thought_chunk").is_empty(),
+        "{before:?}"
+    );
 
     let resp = set_option(
         &mut maia,
@@ -446,21 +539,41 @@ async fn show_thinking_is_a_boolean_for_clients_that_take_one_and_hides_the_reas
         json!({"configId": "show_thinking", "type": "boolean", "value": false}),
     )
     .await;
-    assert_eq!(option(&resp["result"], "show_thinking").unwrap()["currentValue"], false, "{resp}");
-    maia.mock.push(mock::reasoning_then_text("secret pondering", "hidden"));
+    assert_eq!(
+        option(&resp["result"], "show_thinking").unwrap()["currentValue"],
+        false,
+        "{resp}"
+    );
+    maia.mock
+        .push(mock::reasoning_then_text("secret pondering", "hidden"));
     let (_, before) = maia.turn(&sid, "think again").await;
-    assert!(updates_of(&before, "agent_thought_chunk").is_empty(), "{before:?}");
+    assert!(
+        updates_of(&before, "agent_thought_chunk").is_empty(),
+        "{before:?}"
+    );
     assert_eq!(crate::harness::agent_text(&before), "hidden");
     // A select value for a boolean option is refused.
-    let resp = set_option(&mut maia, &sid, json!({"configId": "show_thinking", "value": "yes"})).await;
+    let resp = set_option(
+        &mut maia,
+        &sid,
+        json!({"configId": "show_thinking", "value": "yes"}),
+    )
+    .await;
     assert_eq!(resp["error"]["code"], -32602, "{resp}");
 
     // Kept with the thread; the replay hides the reasoning too.
     let mut maia = maia.restart().await;
     maia.initialize_with(caps).await;
     let (resp, replay) = maia.load(&sid).await;
-    assert_eq!(option(&resp["result"], "show_thinking").unwrap()["currentValue"], false, "{resp}");
-    assert!(updates_of(&replay, "agent_thought_chunk").is_empty(), "{replay:?}");
+    assert_eq!(
+        option(&resp["result"], "show_thinking").unwrap()["currentValue"],
+        false,
+        "{resp}"
+    );
+    assert!(
+        updates_of(&replay, "agent_thought_chunk").is_empty(),
+        "{replay:?}"
+    );
 
     // Without the capability: no boolean option, and setting it fails.
     let (mut maia, sid) = Maia::ready().await;
@@ -471,7 +584,10 @@ async fn show_thinking_is_a_boolean_for_clients_that_take_one_and_hides_the_reas
     )
     .await;
     assert_eq!(resp["error"]["code"], -32602, "{resp}");
-    assert!(maia.seen.iter().all(|m| option_free(m)), "no boolean option was sent");
+    assert!(
+        maia.seen.iter().all(|m| option_free(m)),
+        "no boolean option was sent"
+    );
 }
 
 fn option_free(message: &Value) -> bool {

@@ -105,9 +105,17 @@ impl Conversation {
         self.title.as_deref()
     }
 
-    /// The options the user chose for this thread (recorded in its journal).
-    pub fn options(&self) -> &store::SessionOptions {
-        &self.options
+    /// The thread's option `key` when it is a string.
+    pub fn option_text(&self, key: &str) -> Option<String> {
+        self.options.get(key)?.as_str().map(str::to_owned)
+    }
+
+    /// The thread's options as journal records (for a new file).
+    pub fn option_records(&self) -> impl Iterator<Item = Record> + '_ {
+        self.options.iter().map(|(key, value)| Record::Option {
+            key: key.clone(),
+            value: value.clone(),
+        })
     }
 
     /// Sets an option for this thread and records it (unchanged: nothing

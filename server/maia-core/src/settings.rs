@@ -622,9 +622,9 @@ fn model_flags(
                     Some(name) => {
                         flags.insert(name.to_owned(), true);
                     }
-                    None => warnings.push(format!(
-                        "{key} must list model names; an entry was ignored"
-                    )),
+                    None => {
+                        warnings.push(format!("{key} must list model names; an entry was ignored"))
+                    }
                 }
             }
         }

@@ -288,6 +288,20 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Adds `other`'s counts to these (the usage of several requests).
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+    }
+
     /// What stays in the conversation: the prompt and the answer, without reasoning.
     pub fn kept(&self) -> u64 {
         self.prompt_tokens

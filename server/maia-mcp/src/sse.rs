@@ -55,7 +55,9 @@ pub(crate) async fn connect(
                 Err(e) => return Err(format!("the event stream of {url} failed: {e}")),
             }
         }
-        Err(format!("{url} closed its event stream before naming an endpoint"))
+        Err(format!(
+            "{url} closed its event stream before naming an endpoint"
+        ))
     })
     .await
     .map_err(|_| {

@@ -678,7 +678,8 @@ mod tests {
             .unwrap();
         // An answered request is not cancelled when dropped.
         let c2 = conn.clone();
-        let answered = tokio::spawn(async move { c2.request("fs/read_text_file", json!({})).await });
+        let answered =
+            tokio::spawn(async move { c2.request("fs/read_text_file", json!({})).await });
         let asked: Value =
             serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {}});

@@ -211,7 +211,10 @@ pub async fn spawn_sse() -> std::io::Result<String> {
                 (Some(first), lines),
                 |(first, mut lines)| async move {
                     if let Some(first) = first {
-                        return Some((Ok::<_, std::convert::Infallible>(Bytes::from(first)), (None, lines)));
+                        return Some((
+                            Ok::<_, std::convert::Infallible>(Bytes::from(first)),
+                            (None, lines),
+                        ));
                     }
                     let line = lines.next_line().await.ok()??;
                     let event = format!("event: message\ndata: {line}\n\n");

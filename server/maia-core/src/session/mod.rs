@@ -24,7 +24,7 @@
 //! session makes itself (settings, `/model`, the model list) through
 //! [`Event::ModelChanged`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -46,8 +46,11 @@ use crate::session_tools::Todo;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
+mod replay;
 mod text;
 mod turn;
+
+pub(crate) use replay::replay;
 
 /// A change to what the session uses, sent by its handle. The session
 /// owns its mode, model and client tools as plain fields and applies the
@@ -141,21 +144,6 @@ pub(crate) struct TurnState {
     pub(crate) asked_as_text: Arc<AtomicBool>,
     /// The usage the server reported for this turn's requests, summed.
     pub(crate) usage: Option<maia_llm::Usage>,
-}
-
-impl TurnState {
-    /// Adds one response's usage to the turn's.
-    pub(crate) fn add_usage(&mut self, usage: &maia_llm::Usage) {
-        let sum = self.usage.get_or_insert_with(maia_llm::Usage::default);
-        sum.prompt_tokens = sum.prompt_tokens.saturating_add(usage.prompt_tokens);
-        sum.completion_tokens = sum.completion_tokens.saturating_add(usage.completion_tokens);
-        sum.total_tokens = sum.total_tokens.saturating_add(usage.total_tokens);
-        sum.reasoning_tokens = sum.reasoning_tokens.saturating_add(usage.reasoning_tokens);
-        sum.cached_tokens = sum.cached_tokens.saturating_add(usage.cached_tokens);
-        sum.cache_write_tokens = sum
-            .cache_write_tokens
-            .saturating_add(usage.cache_write_tokens);
-    }
 }
 
 /// What a session starts with; the rest starts empty.
@@ -288,16 +276,6 @@ impl Session {
                 self.emit(Event::ModelChanged(name.clone()));
             }
         }
-    }
-
-    /// The reasoning effort the user chose for this thread (the
-    /// `reasoning_effort` option), if any.
-    pub(crate) fn reasoning_effort(&self) -> Option<String> {
-        self.conversation
-            .options()
-            .get(crate::options::REASONING_EFFORT)
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
     }
 
     /// The usage of the turn that just ended (reset for the next).
@@ -689,15 +667,7 @@ impl Session {
             });
         }
         // The thread's options go on in the new file.
-        records.extend(
-            self.conversation
-                .options()
-                .iter()
-                .map(|(key, value)| Record::Option {
-                    key: key.clone(),
-                    value: value.clone(),
-                }),
-        );
+        records.extend(self.conversation.option_records());
         let kept = keep
             .as_ref()
             .and_then(|k| Some((k, self.conversation.history().get(k.index)?.clone())));
@@ -784,57 +754,4 @@ impl Session {
             _ => Ok((session_model, self.meter.window)),
         }
     }
-}
-
-/// The replay of a saved conversation, as events (images read from
-/// beside the journal, in `cwd`).
-pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
-    let id = || uuid::Uuid::new_v4().to_string();
-    let mut out = Vec::new();
-    let mut user_message = id();
-    for record in &loaded.records {
-        match record {
-            Record::UserDisplay { text } => {
-                user_message = id();
-                out.push(Event::UserMessage {
-                    message_id: user_message.clone(),
-                    text: text.clone(),
-                });
-            }
-            Record::UserImage { image } => match crate::images::load(cwd, image) {
-                Some(bytes) => out.push(Event::UserImage {
-                    message_id: user_message.clone(),
-                    mime_type: image.mime_type.clone(),
-                    data: bytes.into(),
-                    name: image.name.clone(),
-                }),
-                None => out.push(Event::UserMessage {
-                    message_id: user_message.clone(),
-                    text: format!("[image {} is no longer stored]", image.name),
-                }),
-            },
-            Record::Thought { text } => out.push(Event::Thought {
-                message_id: id(),
-                text: text.clone(),
-            }),
-            Record::Message {
-                message:
-                    ChatMessage::Assistant {
-                        content: Some(text),
-                        ..
-                    },
-            } if !text.is_empty() => out.push(Event::AgentText {
-                message_id: id(),
-                text: text.clone(),
-            }),
-            Record::ToolCall { call } => out.push(Event::ToolCall(call.clone())),
-            Record::Title { title } => out.push(Event::Title(title.clone())),
-            Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
-            Record::Message { .. }
-            | Record::Clear
-            | Record::Compaction { .. }
-            | Record::Option { .. } => {}
-        }
-    }
-    out
 }

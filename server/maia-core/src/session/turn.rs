@@ -470,7 +470,9 @@ impl Session {
                 tools: tools.clone(),
                 max_tokens: None,
                 cache,
-                reasoning_effort: self.reasoning_effort(),
+                reasoning_effort: self
+                    .conversation
+                    .option_text(crate::options::REASONING_EFFORT),
             };
             // Measured without the images, whose tokens are counted apart.
             let request_chars = serde_json::to_string(&request.body())
@@ -565,7 +567,10 @@ impl Session {
             } = completion;
             // The turn's usage is what the server billed, believed or not.
             if let Some(usage) = &usage {
-                self.turn.add_usage(usage);
+                self.turn
+                    .usage
+                    .get_or_insert_with(Default::default)
+                    .add(usage);
             }
             // Numbers no request of this size has (a proxy's bug) are not
             // believed: the estimate stands in for them.

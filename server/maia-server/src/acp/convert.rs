@@ -93,7 +93,9 @@ pub fn effort_option(current: Option<&str>) -> SessionConfigOption {
         current.unwrap_or(EFFORT_DEFAULT).to_owned(),
         values,
     )
-    .description("How hard the model thinks before it answers (LiteLLM's reasoning_effort)".to_owned())
+    .description(
+        "How hard the model thinks before it answers (LiteLLM's reasoning_effort)".to_owned(),
+    )
     .category(SessionConfigOptionCategory::ModelConfig)
 }
 

@@ -33,7 +33,9 @@ impl Agent {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every change is one push or retain: a panic cannot leave it half-made.
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Forwards one session's engine events to the client, in order, and

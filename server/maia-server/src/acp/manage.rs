@@ -90,7 +90,9 @@ impl Agent {
                 } else if convert::EFFORTS.contains(&value.as_str()) {
                     Some(value)
                 } else {
-                    return Err(invalid_params(format!("unknown reasoning effort `{value}`")));
+                    return Err(invalid_params(format!(
+                        "unknown reasoning effort `{value}`"
+                    )));
                 };
                 entry.handle.set_option(
                     maia_core::REASONING_EFFORT,
@@ -99,7 +101,9 @@ impl Agent {
                 entry.choices.lock().effort = effort;
             }
             (convert::THINKING_OPTION, Err(show)) if entry.choices.lock().booleans => {
-                entry.handle.set_option(convert::THINKING_OPTION, Value::Bool(show));
+                entry
+                    .handle
+                    .set_option(convert::THINKING_OPTION, Value::Bool(show));
                 entry.choices.lock().show_thinking = show;
             }
             (convert::MODEL_OPTION | convert::MODE_OPTION | convert::EFFORT_OPTION, Err(_)) => {

@@ -33,11 +33,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
-    AgentAuthCapabilities, AgentCapabilities, ClientCapabilities, ClientNotification, ClientRequest, Implementation,
-    InitializeResponse, LogoutCapabilities, McpCapabilities, PromptCapabilities,
-    SessionAdditionalDirectoriesCapabilities, SessionArchiveCapabilities, SessionCapabilities, SessionCloseCapabilities,
-    SessionDeleteCapabilities, SessionListCapabilities, SessionResumeCapabilities,
-    SessionTitleCapabilities,
+    AgentAuthCapabilities, AgentCapabilities, ClientCapabilities, ClientNotification,
+    ClientRequest, Implementation, InitializeResponse, LogoutCapabilities, McpCapabilities,
+    PromptCapabilities, SessionAdditionalDirectoriesCapabilities, SessionArchiveCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities,
+    SessionListCapabilities, SessionResumeCapabilities, SessionTitleCapabilities,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use maia_core::{Engine, EngineOptions, SessionHandle};
@@ -405,7 +405,9 @@ impl Agent {
                         work.archive_session(sid.0.as_ref(), archived)
                     })
                     .await
-                    .unwrap_or_else(|e| Err(RpcError::new(ErrorCode::InternalError, e.to_string())));
+                    .unwrap_or_else(|e| {
+                        Err(RpcError::new(ErrorCode::InternalError, e.to_string()))
+                    });
                     agent.conn.respond(id, result);
                 });
                 return;

@@ -208,7 +208,12 @@ impl Agent {
             checked = checks => Some(checked),
         };
         let Some((checked, reasoning_models)) = checked else {
-            self.fail_open(id, how.session_id().as_deref(), generation, maia_rpc::cancelled());
+            self.fail_open(
+                id,
+                how.session_id().as_deref(),
+                generation,
+                maia_rpc::cancelled(),
+            );
             return;
         };
         let listed = match checked {
