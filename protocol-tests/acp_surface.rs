@@ -344,10 +344,10 @@ async fn archived_sessions_leave_the_list_until_unarchived_and_it_persists() {
     assert_eq!(maia.response(id).await.0["result"], json!({}));
     assert_eq!(
         ids(&list(&mut maia, json!({"cwd": cwd})).await),
-        [b.clone()]
+        std::slice::from_ref(&b)
     );
     let only = list(&mut maia, json!({"cwd": cwd, "archived": "only"})).await;
-    assert_eq!(ids(&only), [a.clone()]);
+    assert_eq!(ids(&only), std::slice::from_ref(&a));
     assert_eq!(only[0].1["archived"], true);
     let all = list(&mut maia, json!({"cwd": cwd, "archived": "include"})).await;
     assert_eq!(ids(&all), both);
@@ -357,7 +357,7 @@ async fn archived_sessions_leave_the_list_until_unarchived_and_it_persists() {
     maia.initialize().await;
     assert_eq!(
         ids(&list(&mut maia, json!({"cwd": cwd})).await),
-        [b.clone()]
+        std::slice::from_ref(&b)
     );
     let id = maia
         .request("session/unarchive", json!({"sessionId": a}))
@@ -585,7 +585,7 @@ async fn show_thinking_is_a_boolean_for_clients_that_take_one_and_hides_the_reas
     .await;
     assert_eq!(resp["error"]["code"], -32602, "{resp}");
     assert!(
-        maia.seen.iter().all(|m| option_free(m)),
+        maia.seen.iter().all(option_free),
         "no boolean option was sent"
     );
 }

@@ -567,7 +567,7 @@ async fn cancel_kills_the_terminal_then_releases_it() {
         "{methods:?}"
     );
     // The wait MAIA gave up is cancelled (`$/cancel_request`) before the kill.
-    let at = |pred: &dyn Fn(&Value) -> bool| seen.iter().position(|m| pred(m));
+    let at = |pred: &dyn Fn(&Value) -> bool| seen.iter().position(pred);
     let wait = at(&|m| m["method"] == "terminal/wait_for_exit").expect("a wait");
     let cancelled =
         at(&|m| m["method"] == "$/cancel_request" && m["params"]["requestId"] == seen[wait]["id"])
