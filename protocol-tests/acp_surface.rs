@@ -198,6 +198,12 @@ async fn every_tool_call_carries_the_tool_s_real_name() {
     maia.initialize().await;
     let (_, replay) = maia.load(&sid).await;
     assert_eq!(names(&replay), live, "{replay:?}");
+    // A compaction shown as a tool call (no `session.compaction`) has one too.
+    maia.mock.push(mock::text_reply("summary"));
+    let (_, before) = maia.turn(&sid, "/compact").await;
+    let compaction = updates_of(&before, "tool_call");
+    assert_eq!(compaction.len(), 1, "{before:?}");
+    assert_eq!(compaction[0]["name"], "Compact", "{before:?}");
 }
 
 #[tokio::test]
