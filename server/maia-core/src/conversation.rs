@@ -223,6 +223,10 @@ impl Conversation {
         self.title = None;
         self.name = name;
         self.open_journal();
+        // The thread's options (the editor's choices) go on in the new file.
+        for (key, value) in std::mem::take(&mut self.options) {
+            self.set_option(key, value);
+        }
     }
 
     /// After a compaction: the thread continues in a new journal `name`
@@ -259,6 +263,11 @@ impl Conversation {
         self.history = loaded.history();
         self.summary = loaded.summary().map(str::to_owned);
         self.title = loaded.title().map(str::to_owned);
+        // The thread's options (the editor's choices) win over the adopted
+        // conversation's.
+        for (key, value) in std::mem::replace(&mut self.options, loaded.options()) {
+            self.set_option(key, value);
+        }
         Ok(())
     }
 
@@ -399,6 +408,39 @@ mod tests {
         .unwrap();
         assert!(c.is_empty());
         assert_eq!(store::find(dir.path(), "t1").unwrap().name, "second__1");
+    }
+
+    #[test]
+    fn the_thread_s_options_are_saved_and_follow_it_to_new_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _rx) = fresh(dir.path());
+        c.set_option("reasoning_effort".into(), "high".into());
+        c.set_option("show_thinking".into(), false.into());
+        c.set_option("reasoning_effort".into(), "low".into());
+        let options = |name: &str| {
+            store::load(&store::session_path(dir.path(), name))
+                .unwrap()
+                .options()
+        };
+        assert_eq!(options("first"), c.options);
+        assert_eq!(c.option_text("reasoning_effort").as_deref(), Some("low"));
+        // Unchanged: nothing written.
+        let before = std::fs::read_to_string(store::session_path(dir.path(), "first")).unwrap();
+        c.set_option("show_thinking".into(), false.into());
+        let after = std::fs::read_to_string(store::session_path(dir.path(), "first")).unwrap();
+        assert_eq!(before, after);
+        // `/rename` and `/new` keep them.
+        c.rename("second".into()).unwrap();
+        assert_eq!(options("second"), c.options);
+        c.restart("third".into());
+        assert_eq!(options("third"), c.options);
+        assert_eq!(c.option_text("reasoning_effort").as_deref(), Some("low"));
+        // A saved conversation taken over (`/load`) gets the thread's.
+        let loaded = store::load(&store::session_path(dir.path(), "second")).unwrap();
+        c.set_option("reasoning_effort".into(), "medium".into());
+        c.adopt("fourth".into(), &loaded).unwrap();
+        assert_eq!(c.option_text("reasoning_effort").as_deref(), Some("medium"));
+        assert_eq!(options("fourth"), c.options);
     }
 
     #[test]
