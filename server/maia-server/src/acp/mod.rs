@@ -390,27 +390,14 @@ impl Agent {
             }
             ClientRequest::SetSessionConfigOptionRequest(req) => self.set_config_option(&req),
             ClientRequest::SetSessionTitleRequest(req) => return self.set_title(id, req),
-            request @ (ClientRequest::ArchiveSessionRequest(_)
-            | ClientRequest::UnarchiveSessionRequest(_)) => {
-                let (sid, archived) = match request {
-                    ClientRequest::ArchiveSessionRequest(r) => (r.session_id, true),
-                    ClientRequest::UnarchiveSessionRequest(r) => (r.session_id, false),
-                    _ => return,
-                };
-                let agent = self.clone();
-                // Folders are searched off the runtime.
-                tokio::spawn(async move {
-                    let work = agent.clone();
-                    let result = tokio::task::spawn_blocking(move || {
-                        work.archive_session(sid.0.as_ref(), archived)
-                    })
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(RpcError::new(ErrorCode::InternalError, e.to_string()))
-                    });
-                    agent.conn.respond(id, result);
-                });
-                return;
+            // Folders are searched off the runtime.
+            ClientRequest::ArchiveSessionRequest(r) => {
+                let sid = r.session_id.0.to_string();
+                return self.respond_off_runtime(id, move |a| a.archive_session(&sid, true));
+            }
+            ClientRequest::UnarchiveSessionRequest(r) => {
+                let sid = r.session_id.0.to_string();
+                return self.respond_off_runtime(id, move |a| a.archive_session(&sid, false));
             }
             ClientRequest::SetSessionModeRequest(req) => self.set_mode(&req),
             ClientRequest::PromptRequest(req) => match self.prompt(&id, req) {
@@ -427,17 +414,7 @@ impl Agent {
             #[cfg(feature = "llm-providers")]
             ClientRequest::DisableProviderRequest(req) => Err(providers::disable(&req)),
             ClientRequest::LogoutRequest(_) => {
-                let agent = self.clone();
-                tokio::spawn(async move {
-                    let work = agent.clone();
-                    let result = tokio::task::spawn_blocking(move || auth::logout(&work.engine))
-                        .await
-                        .unwrap_or_else(|e| {
-                            Err(RpcError::new(ErrorCode::InternalError, e.to_string()))
-                        });
-                    agent.conn.respond(id, result);
-                });
-                return;
+                return self.respond_off_runtime(id, |a| auth::logout(&a.engine));
             }
             ClientRequest::AuthenticateRequest(req) => {
                 let method = req.method_id.0.to_string();
@@ -467,6 +444,23 @@ impl Agent {
             )),
         };
         self.conn.respond(id, result);
+    }
+
+    /// Answers request `id` with what `work` gives, run on the blocking
+    /// pool (it reads or writes files).
+    fn respond_off_runtime(
+        self: &Arc<Self>,
+        id: Id,
+        work: impl FnOnce(&Agent) -> Result<Value, RpcError> + Send + 'static,
+    ) {
+        let agent = self.clone();
+        tokio::spawn(async move {
+            let worker = agent.clone();
+            let result = tokio::task::spawn_blocking(move || work(&worker))
+                .await
+                .unwrap_or_else(|e| Err(RpcError::new(ErrorCode::InternalError, e.to_string())));
+            agent.conn.respond(id, result);
+        });
     }
 
     fn handle_notification(self: &Arc<Self>, method: &str, params: Value) {
