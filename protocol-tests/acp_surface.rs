@@ -640,3 +640,55 @@ async fn an_mcp_server_over_legacy_sse_from_the_editor() {
         maia.mock.requests()
     );
 }
+
+#[tokio::test]
+async fn a_model_that_takes_no_effort_is_sent_none() {
+    let mut maia = Maia::start().await;
+    maia.mock.set_models(vec![
+        json!({"id": "mock-model", "object": "model"}),
+        json!({"id": "plain-model", "object": "model"}),
+    ]);
+    maia.mock.set_model_info(reasoning_model_info());
+    maia.initialize().await;
+    let (sid, _) = maia.new_session_result().await;
+    set_option(
+        &mut maia,
+        &sid,
+        json!({"configId": "reasoning_effort", "value": "medium"}),
+    )
+    .await;
+    // `/model` (the session's own switch): the effort stays the thread's
+    // choice but only a model that takes one is sent it.
+    maia.turn(&sid, "/model plain-model").await;
+    maia.answered_turn(&sid, "one", "a").await;
+    let last = maia.mock.requests().last().unwrap().clone();
+    assert_eq!(last["model"], "plain-model");
+    assert!(last.get("reasoning_effort").is_none(), "{last}");
+    maia.turn(&sid, "/model mock-model").await;
+    maia.answered_turn(&sid, "two", "b").await;
+    assert_eq!(
+        maia.mock.requests().last().unwrap()["reasoning_effort"],
+        "medium"
+    );
+    // The editor's switch to a model without one resets it.
+    let resp = set_option(
+        &mut maia,
+        &sid,
+        json!({"configId": "model", "value": "plain-model"}),
+    )
+    .await;
+    assert!(
+        option(&resp["result"], "reasoning_effort").is_none(),
+        "{resp}"
+    );
+    let resp = set_option(
+        &mut maia,
+        &sid,
+        json!({"configId": "model", "value": "mock-model"}),
+    )
+    .await;
+    assert_eq!(
+        option(&resp["result"], "reasoning_effort").unwrap()["currentValue"],
+        "default"
+    );
+}

@@ -278,6 +278,25 @@ impl Session {
         }
     }
 
+    /// The reasoning effort the thread chose (its `reasoning_effort`
+    /// option), for a `model` known to take one: the `reasoningModels`
+    /// setting, else `/model/info`'s `supports_reasoning` (read when the
+    /// session opened). Another model (after `/model`) is sent none.
+    pub(crate) fn reasoning_effort(&self, model: &str) -> Option<String> {
+        let effort = self
+            .conversation
+            .option_text(crate::options::REASONING_EFFORT)?;
+        let takes = self.project.settings.reasoning_models.get(model).copied();
+        let takes = takes.or_else(|| {
+            let llm = self.project.llm.as_ref().ok()?;
+            self.services
+                .windows
+                .model_info(llm, model)?
+                .supports_reasoning
+        });
+        takes.unwrap_or(false).then_some(effort)
+    }
+
     /// The usage of the turn that just ended (reset for the next).
     pub(crate) fn take_turn_usage(&mut self) -> Option<maia_llm::Usage> {
         self.turn.usage.take()

@@ -470,9 +470,7 @@ impl Session {
                 tools: tools.clone(),
                 max_tokens: None,
                 cache,
-                reasoning_effort: self
-                    .conversation
-                    .option_text(crate::options::REASONING_EFFORT),
+                reasoning_effort: self.reasoning_effort(&model),
             };
             // Measured without the images, whose tokens are counted apart.
             let request_chars = serde_json::to_string(&request.body())
