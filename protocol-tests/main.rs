@@ -23,6 +23,7 @@ mod acp_plan;
 mod acp_prompt;
 mod acp_sandbox_escape;
 mod acp_sessions;
+mod acp_surface;
 mod acp_terminal;
 mod acp_tools;
 mod acp_workspace;

@@ -515,6 +515,7 @@ impl Compactor<'_> {
                     interim_tokens.min(summary_tokens)
                 }),
                 cache: false,
+                reasoning_effort: None,
             };
             let tokens = self.meter.calibrated(message_chars(&request.messages));
             stats.requests.push(tokens);

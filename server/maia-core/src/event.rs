@@ -218,6 +218,9 @@ pub enum Event {
     /// prompt was not sent, the model looped…): the message, already told
     /// to the user as text. Followed by [`Event::TurnEnded`].
     TurnFailed(String),
+    /// What the turn's model requests used, summed, when the server said
+    /// (sent just before [`Event::TurnEnded`]).
+    TurnUsage(maia_llm::Usage),
     /// Always the last event of a turn.
     TurnEnded(StopReason),
 }

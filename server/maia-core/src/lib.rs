@@ -55,5 +55,6 @@ pub use event::{
 };
 pub use handle::{Busy, SessionHandle};
 pub use mode::Mode;
+pub use options::REASONING_EFFORT;
 pub use prompt::PromptPart;
 pub use tools::reserved_tool_names;

@@ -247,6 +247,16 @@ impl WindowCache {
         &self.catalogue
     }
 
+    /// What `/model/info` says of each model of `client`'s server, read
+    /// once (the same read as window discovery's); empty when the server
+    /// cannot say.
+    pub async fn model_infos(&self, client: &LlmClient, cancel: &CancellationToken) -> Infos {
+        let info = cell(&self.model_info, client.config().join(MODEL_INFO_PATH));
+        fetch_once(&info, "the model info", cancel, || client.model_info())
+            .await
+            .unwrap_or_default()
+    }
+
     /// What `/model/info` said of `model`, if it was read already.
     pub fn model_info(&self, client: &LlmClient, model: &str) -> Option<ModelInfoEntry> {
         let url = client.config().join(MODEL_INFO_PATH);

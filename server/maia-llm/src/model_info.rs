@@ -115,6 +115,7 @@ impl LlmClient {
             tools: Vec::new(),
             max_tokens: Some(ASK_MAX_TOKENS),
             cache: false,
+            reasoning_effort: None,
         };
         let mut ignore = |_| {};
         let completion = match tokio::time::timeout(
@@ -215,6 +216,9 @@ pub struct ModelInfoEntry {
     pub supports_vision: Option<bool>,
     /// Its prices, when the first deployment that has them says.
     pub prices: Option<Prices>,
+    /// Whether it takes a reasoning effort (`model_info.supports_reasoning`); `None` when no
+    /// deployment says, `false` when deployments of one name disagree.
+    pub supports_reasoning: Option<bool>,
 }
 
 impl ModelInfoEntry {
@@ -258,6 +262,12 @@ fn entries_from_model_info(value: &Value) -> Option<HashMap<String, ModelInfoEnt
         };
         if let Some(vision) = crate::types::entry_supports_vision(entry) {
             known.supports_vision = Some(known.supports_vision.unwrap_or(true) && vision);
+        }
+        if let Some(reasoning) = entry
+            .pointer("/model_info/supports_reasoning")
+            .and_then(Value::as_bool)
+        {
+            known.supports_reasoning = Some(known.supports_reasoning.unwrap_or(true) && reasoning);
         }
         if known.provider.is_none() {
             known.provider = provider;

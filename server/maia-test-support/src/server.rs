@@ -48,6 +48,8 @@ struct Shared {
     models: Mutex<Vec<Value>>,
     model_info: Mutex<Value>,
     models_gets: AtomicUsize,
+    /// How long `GET /v1/models` takes to answer.
+    models_delay: Mutex<Duration>,
     /// When set, every route answers 401 unless `Authorization: Bearer <key>`.
     required_key: Mutex<Option<String>>,
     model_info_gets: AtomicUsize,
@@ -281,6 +283,11 @@ impl MockLlm {
         *lock(&self.shared.model_info) = body;
     }
 
+    /// Makes `GET /v1/models` answer only after `delay` (a slow proxy).
+    pub fn set_models_delay(&self, delay: Duration) {
+        *lock(&self.shared.models_delay) = delay;
+    }
+
     /// Number of `GET /v1/models` (or `/models`) requests received so far.
     pub fn models_requests(&self) -> usize {
         self.shared.models_gets.load(Ordering::SeqCst)
@@ -416,6 +423,10 @@ async fn model_info(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Re
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     shared.models_gets.fetch_add(1, Ordering::SeqCst);
+    let delay = *lock(&shared.models_delay);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     if let Some(refused) = refused(&shared, &headers) {
         return refused;
     }

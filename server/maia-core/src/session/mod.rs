@@ -25,7 +25,7 @@
 //! session makes itself (settings, `/model`, the model list) through
 //! [`Event::ModelChanged`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -45,9 +45,12 @@ use crate::session_tools::Todo;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
+mod replay;
 mod text;
 mod tooling;
 mod turn;
+
+pub(crate) use replay::replay;
 
 /// A change to what the session uses, sent by its handle. The session
 /// owns its mode, model and client tools as plain fields and applies the
@@ -65,6 +68,14 @@ pub(crate) enum Change {
     /// The endpoint's model list, when the session has no model yet.
     DefaultModel(Vec<String>),
     Client(crate::client::ClientTools),
+    /// Set one of the thread's options (recorded in its journal).
+    Option(String, serde_json::Value),
+    /// Rename the conversation (as `/rename`); the answer is the name kept,
+    /// or why not.
+    Rename {
+        name: String,
+        reply: tokio::sync::oneshot::Sender<Result<String, String>>,
+    },
 }
 
 /// Everything a running session owns, in parts with one owner each: what
@@ -135,6 +146,8 @@ pub(crate) struct TurnState {
     pub(crate) mode_switch: Arc<Mutex<Option<Mode>>>,
     /// The turn offers read-only tools only (`/review`).
     pub(crate) read_only: bool,
+    /// The usage the server reported for this turn's requests, summed.
+    pub(crate) usage: Option<maia_llm::Usage>,
 }
 
 /// What a session starts with; the rest starts empty.
@@ -248,6 +261,13 @@ impl Session {
                 }
             }
             Change::Client(tools) => self.client = tools,
+            Change::Option(key, value) => self.conversation.set_option(key, value),
+            Change::Rename { name, reply } => {
+                let renamed = crate::blocking::off_runtime(|| self.rename(name.clone()))
+                    .map(|()| name)
+                    .map_err(|e| e.to_string());
+                let _ = reply.send(renamed);
+            }
         }
     }
 
@@ -260,6 +280,30 @@ impl Session {
                 self.emit(Event::ModelChanged(name.clone()));
             }
         }
+    }
+
+    /// The reasoning effort the thread chose (its `reasoning_effort`
+    /// option), for a `model` known to take one: the `reasoningModels`
+    /// setting, else `/model/info`'s `supports_reasoning` (read when the
+    /// session opened). Another model (after `/model`) is sent none.
+    pub(crate) fn reasoning_effort(&self, model: &str) -> Option<String> {
+        let effort = self
+            .conversation
+            .option_text(crate::options::REASONING_EFFORT)?;
+        let takes = self.project.settings.reasoning_models.get(model).copied();
+        let takes = takes.or_else(|| {
+            let llm = self.project.llm.as_ref().ok()?;
+            self.services
+                .windows
+                .model_info(llm, model)?
+                .supports_reasoning
+        });
+        takes.unwrap_or(false).then_some(effort)
+    }
+
+    /// The usage of the turn that just ended (reset for the next).
+    pub(crate) fn take_turn_usage(&mut self) -> Option<maia_llm::Usage> {
+        self.turn.usage.take()
     }
 
     pub fn emit(&self, event: Event) {
@@ -644,6 +688,8 @@ impl Session {
                 title: title.to_owned(),
             });
         }
+        // The thread's options go on in the new file.
+        records.extend(self.conversation.option_records());
         let kept = keep
             .as_ref()
             .and_then(|k| Some((k, self.conversation.history().get(k.index)?.clone())));
@@ -730,55 +776,4 @@ impl Session {
             _ => Ok((session_model, self.meter.window)),
         }
     }
-}
-
-/// The replay of a saved conversation, as events (images read from
-/// beside the journal, in `cwd`).
-pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
-    let id = || uuid::Uuid::new_v4().to_string();
-    let mut out = Vec::new();
-    let mut user_message = id();
-    for record in &loaded.records {
-        match record {
-            Record::UserDisplay { text } => {
-                user_message = id();
-                out.push(Event::UserMessage {
-                    message_id: user_message.clone(),
-                    text: text.clone(),
-                });
-            }
-            Record::UserImage { image } => match crate::images::load(cwd, image) {
-                Some(bytes) => out.push(Event::UserImage {
-                    message_id: user_message.clone(),
-                    mime_type: image.mime_type.clone(),
-                    data: bytes.into(),
-                    name: image.name.clone(),
-                }),
-                None => out.push(Event::UserMessage {
-                    message_id: user_message.clone(),
-                    text: format!("[image {} is no longer stored]", image.name),
-                }),
-            },
-            Record::Thought { text } => out.push(Event::Thought {
-                message_id: id(),
-                text: text.clone(),
-            }),
-            Record::Message {
-                message:
-                    ChatMessage::Assistant {
-                        content: Some(text),
-                        ..
-                    },
-            } if !text.is_empty() => out.push(Event::AgentText {
-                message_id: id(),
-                text: text.clone(),
-            }),
-            Record::ToolCall { call } => out.push(Event::ToolCall(call.clone())),
-            Record::Title { title } => out.push(Event::Title(title.clone())),
-            Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
-            Record::Message { .. } | Record::Clear | Record::Compaction { .. } => {}
-            Record::Usage { .. } | Record::Costs { .. } => {}
-        }
-    }
-    out
 }

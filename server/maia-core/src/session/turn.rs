@@ -413,6 +413,7 @@ impl Session {
                 tools: tools.clone(),
                 max_tokens: None,
                 cache,
+                reasoning_effort: self.reasoning_effort(&model),
             };
             // Measured without the images, whose tokens are counted apart.
             let request_chars = serde_json::to_string(&request.body())
@@ -504,6 +505,13 @@ impl Session {
                 response_cost,
                 ..
             } = completion;
+            // The turn's usage is what the server billed, believed or not.
+            if let Some(usage) = &usage {
+                self.turn
+                    .usage
+                    .get_or_insert_with(Default::default)
+                    .add(usage);
+            }
             // Numbers no request of this size has (a proxy's bug) are not
             // believed: the estimate stands in for them.
             let answer_chars = crate::meter::message_chars(&[ChatMessage::Assistant {

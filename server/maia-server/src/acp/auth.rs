@@ -12,6 +12,12 @@
 //!   true` without `auth.terminal`), the same `login` entry is an agent
 //!   method carrying that `_meta`; `authenticate` with it checks like
 //!   `agent`.
+//! - `logout` (advertised as `agentCapabilities.auth.logout`) removes the
+//!   key `maia login` saved (`LiteLLM_API_Key` of `~/.maia/settings.json`,
+//!   edited in place, every other byte kept) and forgets the models the
+//!   proxy listed for it, so the next `session/new` asks the proxy again
+//!   and answers `auth_required` when it wants a key. Running sessions
+//!   keep the client they opened with.
 
 use std::path::Path;
 
@@ -80,6 +86,30 @@ fn legacy_terminal(caps: &ClientCapabilities) -> bool {
 /// with `caps` (a method that was not offered is an unknown one).
 pub fn known(id: &str, caps: &ClientCapabilities) -> bool {
     methods(caps).iter().any(|m| m.id().0.as_ref() == id)
+}
+
+/// `logout`: the saved key is removed from the user's settings file (no
+/// file, or no key in it, is already logged out) and the model lists kept
+/// for any key are forgotten.
+pub fn logout(engine: &Engine) -> Result<serde_json::Value, RpcError> {
+    let home = engine.home().ok_or_else(|| {
+        RpcError::new(
+            ErrorCode::InternalError,
+            "HOME is not set, so there is no saved key to forget",
+        )
+    })?;
+    let path = home.join(".maia").join("settings.json");
+    let saved = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .is_some_and(|v| v.get("LiteLLM_API_Key").is_some());
+    if saved {
+        crate::settings_file::update(&path, &[("LiteLLM_API_Key", None)])
+            .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?;
+        tracing::info!("logged out: the saved API key was removed");
+    }
+    engine.forget_models();
+    Ok(json!({}))
 }
 
 /// The `auth_required` error for `problem`.

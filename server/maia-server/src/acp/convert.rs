@@ -9,7 +9,7 @@ use agent_client_protocol_schema::v1::{
     SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate, SessionMode,
     SessionModeState, SessionNotification, SessionUpdate, StopReason, Terminal, ToolCall,
     ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind, UnstructuredCommandInput, UsageUpdate,
+    ToolKind, UnstructuredCommandInput, Usage, UsageUpdate,
 };
 use maia_core::{
     ChoiceKind, CompactionState, Event, PermissionReply, PermissionRequest, ToolCallPatch,
@@ -59,6 +59,52 @@ pub fn config_options(
             .category(SessionConfigOptionCategory::Mode),
     );
     out
+}
+
+/// The id of the reasoning-effort config option (and the thread option
+/// it is saved under, [`maia_core::REASONING_EFFORT`]).
+pub const EFFORT_OPTION: &str = "reasoning_effort";
+
+/// The value of [`EFFORT_OPTION`] that sends no effort (the model's own).
+pub const EFFORT_DEFAULT: &str = "default";
+
+/// The efforts offered, as LiteLLM's `reasoning_effort` takes them.
+pub const EFFORTS: [&str; 3] = ["low", "medium", "high"];
+
+/// The id of the boolean "Show thinking" option (and the thread option it
+/// is saved under).
+pub const THINKING_OPTION: &str = "show_thinking";
+
+/// The reasoning-effort option (`category: model_config`), `current`
+/// `None` being the model's default.
+pub fn effort_option(current: Option<&str>) -> SessionConfigOption {
+    let mut values = vec![
+        SessionConfigSelectOption::new(EFFORT_DEFAULT, "Default")
+            .description("No effort sent: the model's own".to_owned()),
+    ];
+    values.extend(EFFORTS.iter().map(|e| {
+        let mut name = (*e).to_owned();
+        name[..1].make_ascii_uppercase();
+        SessionConfigSelectOption::new(*e, name)
+    }));
+    SessionConfigOption::select(
+        EFFORT_OPTION,
+        "Reasoning effort",
+        current.unwrap_or(EFFORT_DEFAULT).to_owned(),
+        values,
+    )
+    .description(
+        "How hard the model thinks before it answers (LiteLLM's reasoning_effort)".to_owned(),
+    )
+    .category(SessionConfigOptionCategory::ModelConfig)
+}
+
+/// The boolean "Show thinking" option: the model's reasoning is sent as
+/// `agent_thought_chunk`s, or not at all.
+pub fn thinking_option(show: bool) -> SessionConfigOption {
+    SessionConfigOption::boolean(THINKING_OPTION, "Show thinking", show)
+        .description("Show the model's reasoning as it thinks".to_owned())
+        .category(SessionConfigOptionCategory::ModelConfig)
 }
 
 /// The ACP modes of a session.
@@ -185,6 +231,10 @@ fn plan(todos: &[maia_core::session_tools::Todo], caps: &ClientCapabilities) -> 
 /// The id of the task-list plan.
 const TODO_PLAN_ID: &str = "maia-todos";
 
+/// The `name` of the tool call a compaction is shown as (for a client
+/// without `session.compaction`): every `tool_call` carries one.
+pub const COMPACTION_TOOL: &str = "Compact";
+
 /// Whether the client shows compactions itself.
 fn takes_compaction(caps: &ClientCapabilities) -> bool {
     caps.session
@@ -213,6 +263,7 @@ fn compaction(id: String, state: CompactionState, caps: &ClientCapabilities) -> 
     match state {
         CompactionState::Started => SessionUpdate::ToolCall(
             ToolCall::new(id, "Compacting conversation…")
+                .name(COMPACTION_TOOL.to_owned())
                 .kind(ToolKind::Think)
                 .status(ToolCallStatus::InProgress),
         ),
@@ -320,7 +371,9 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         ),
         Event::ToolCall(view) => SessionUpdate::ToolCall(tool_call(&view)),
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
-        Event::Permission(_) | Event::TurnFailed(_) | Event::TurnEnded(_) => return None,
+        Event::Permission(_) | Event::TurnFailed(_) | Event::TurnUsage(_) | Event::TurnEnded(_) => {
+            return None;
+        }
     })
 }
 
@@ -340,6 +393,21 @@ fn review_findings(id: String, findings: &[maia_core::review::Finding]) -> ToolC
         .content(vec![ToolCallContent::from(ContentBlock::from(
             text.join("\n"),
         ))])
+}
+
+/// A turn's usage as `PromptResponse.usage` (unstable
+/// `unstable_end_turn_token_usage`): the parts the server did not report
+/// (zero) are left out.
+pub fn turn_usage(usage: &maia_llm::Usage) -> Usage {
+    let some = |n: u64| (n > 0).then_some(n);
+    Usage::new(
+        usage.total_tokens,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+    )
+    .thought_tokens(some(usage.reasoning_tokens))
+    .cached_read_tokens(some(usage.cached_tokens))
+    .cached_write_tokens(some(usage.cache_write_tokens))
 }
 
 pub fn notification(session_id: &str, update: SessionUpdate) -> serde_json::Result<Value> {
@@ -420,7 +488,7 @@ pub fn permission_reply(answer: Result<Value, RequestError>) -> PermissionReply 
 }
 
 /// The session's MCP servers as engine configurations. Stdio servers start
-/// in the session's folder; SSE servers (not advertised) are skipped.
+/// in the session's folder.
 pub fn mcp_servers(
     servers: Vec<agent_client_protocol_schema::v1::McpServer>,
     cwd: &std::path::Path,
@@ -452,10 +520,14 @@ pub fn mcp_servers(
                 },
                 disabled_tools: Vec::new(),
             }),
-            McpServer::Sse(sse) => {
-                tracing::warn!(server = %sse.name, "SSE MCP servers are not supported; skipped");
-                None
-            }
+            McpServer::Sse(sse) => Some(McpServerConfig {
+                name: sse.name,
+                transport: McpTransport::Sse {
+                    url: sse.url,
+                    headers: sse.headers.into_iter().map(|h| (h.name, h.value)).collect(),
+                },
+                disabled_tools: Vec::new(),
+            }),
             _ => {
                 tracing::warn!("an MCP server of an unknown transport was skipped");
                 None

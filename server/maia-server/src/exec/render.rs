@@ -199,6 +199,7 @@ impl Output {
                 level: NoticeLevel::Warning,
                 text,
             } => self.note(&format!("! {}", text.trim())),
+            Event::ModeChanged(mode) => self.note(&format!("• mode: {}", mode.id())),
             _ => {}
         }
     }
@@ -379,7 +380,29 @@ fn json_event(event: Event) -> Option<Value> {
         Event::Plan(todos) => json!({"type": "plan", "entries": todos}),
         Event::Title(title) => json!({"type": "title", "title": title}),
         Event::ModelChanged(model) => json!({"type": "model", "model": model}),
-        Event::Usage { used, size } => json!({"type": "usage", "used": used, "size": size}),
+        Event::Usage { used, size, cost } => {
+            json!({"type": "usage", "used": used, "size": size, "cost_usd": cost})
+        }
+        Event::ModeChanged(mode) => json!({"type": "mode", "mode": mode.id()}),
+        Event::PlanProposed { id, markdown } => {
+            json!({"type": "plan_proposed", "id": id, "markdown": markdown})
+        }
+        Event::Findings { id, findings } => {
+            let findings: Vec<Value> = findings
+                .iter()
+                .map(|f| json!({"path": f.path, "line": f.line, "text": f.text}))
+                .collect();
+            json!({"type": "findings", "id": id, "findings": findings})
+        }
+        Event::TurnUsage(usage) => json!({
+            "type": "turn_usage",
+            "input": usage.prompt_tokens,
+            "output": usage.completion_tokens,
+            "total": usage.total_tokens,
+            "thought": usage.reasoning_tokens,
+            "cached_read": usage.cached_tokens,
+            "cached_write": usage.cache_write_tokens,
+        }),
         Event::Compaction { id, state } => {
             let mut value = json!({"type": "compaction", "id": id});
             match state {
