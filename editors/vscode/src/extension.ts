@@ -19,19 +19,24 @@ import {
   ShowDocumentResult,
   WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
-import { askArgument, Intent, isAnswerUri, serverCommand, StreamMessage, TurnTracker } from './logic';
+import { askArgument, commandExists, Intent, isAnswerUri, serverCommand, StreamMessage, TurnTracker } from './logic';
+import { MissingBinary, Output } from './notices';
+import { notFoundMessage } from './acp/connection';
 
 let client: LanguageClient | undefined;
+let missing: MissingBinary | undefined;
+let output: Output | undefined;
 const tracker = new TurnTracker();
 /** Notification progress per turn token. */
 const progressSinks = new Map<string, { report: (message: string) => void; finish: () => void }>();
 
-function makeClient(): LanguageClient {
+function lspCommand() {
   const cfg = vscode.workspace.getConfiguration('maia');
-  const server = serverCommand(
-    { path: cfg.get<string>('path'), args: cfg.get('args'), env: cfg.get('env') },
-    process.env,
-  );
+  return serverCommand({ path: cfg.get<string>('path'), args: cfg.get('args'), env: cfg.get('env') }, process.env);
+}
+
+function makeClient(): LanguageClient {
+  const server = lspCommand();
   const serverOptions: ServerOptions = {
     command: server.command,
     args: server.args,
@@ -66,6 +71,13 @@ function makeClient(): LanguageClient {
 }
 
 async function start(context: vscode.ExtensionContext): Promise<void> {
+  const server = lspCommand();
+  if (!commandExists(server.command, server.env.PATH)) {
+    // Said once for the panel and the language client; the client is not
+    // started (it would add notifications of its own).
+    missing?.report(notFoundMessage(server.command));
+    return;
+  }
   client = makeClient();
   context.subscriptions.push(
     client.onNotification('maia/stream', (msg: StreamMessage) => onStream(msg)),
@@ -73,10 +85,8 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
   try {
     await client.start();
   } catch (e) {
-    void vscode.window.showErrorMessage(
-      `MAIA: cannot start \`${vscode.workspace.getConfiguration('maia').get('path')} lsp\`: ${e}. ` +
-        'Install maia (cargo install --path server/maia-server) or set "maia.path".',
-    );
+    // The language client has shown its own notification; the detail goes to the log.
+    output?.appendLine(`MAIA: cannot start \`${server.command} ${server.args.join(' ')}\`: ${e}`);
   }
 }
 
@@ -174,10 +184,12 @@ function lspEnabled(): boolean {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  const output = vscode.window.createOutputChannel('MAIA Agent');
-  const panel = new MaiaPanel(context, output);
+  const out = new Output(vscode.window.createOutputChannel('MAIA Agent'));
+  output = out;
+  missing = new MissingBinary(context.extensionUri, out);
+  const panel = new MaiaPanel(context, out, missing);
   context.subscriptions.push(
-    output,
+    out,
     panel,
     vscode.window.registerWebviewViewProvider(VIEW_ID, panel, { webviewOptions: { retainContextWhenHidden: true } }),
     vscode.commands.registerCommand('maia.focusInput', () => panel.reveal(true)),
@@ -205,6 +217,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     }),
     vscode.workspace.onDidChangeConfiguration(async (e) => {
+      if (e.affectsConfiguration('maia.path')) {
+        missing?.reset();
+      }
       if (e.affectsConfiguration('maia.lsp.enabled')) {
         await client?.stop();
         client = undefined;

@@ -187,13 +187,18 @@ function appendChunk(kind: 'agent' | 'thought' | 'user', content: acp.ContentBlo
   markDirty(current!.body, current!.text);
 }
 
+/** A chip's label: the name, with the line range of a selection. */
+function chipLabel(a: Attachment): string {
+  return a.kind === 'selection' ? `${a.name}:${a.startLine}-${a.endLine}` : a.name;
+}
+
 function addUserMessage(text: string, att: Attachment[]): void {
   const m = newMessage('user');
   m.text = text;
   m.body.classList.add('plain');
   m.body.textContent = text;
   if (att.length) {
-    m.el.append(h('div', { class: 'chips' }, ...att.map((a) => h('span', { class: 'chip', text: a.name }))));
+    m.el.append(h('div', { class: 'chips' }, ...att.map((a) => h('span', { class: 'chip', title: a.uri, text: chipLabel(a) }))));
   }
   current = undefined;
   log.scrollTop = log.scrollHeight;
@@ -212,6 +217,8 @@ interface ToolCard {
   ask?: HTMLElement;
   /** How the permission question was answered. */
   answered?: string;
+  /** Set once the user opens or closes the details. */
+  expanded?: boolean;
 }
 
 function toolCard(id: string): ToolCard {
@@ -232,14 +239,7 @@ function renderTool(card: ToolCard): void {
   const name = s.title ?? 'Tool call';
   card.el.setAttribute('aria-label', `Tool call: ${name}, ${status.replace('_', ' ')}`);
   card.el.dataset.status = status;
-  const head = h(
-    'div',
-    { class: 'tool-head' },
-    h('span', { class: `badge ${status}`, text: status.replace('_', ' ') }),
-    h('span', { class: 'kind', text: s.kind ?? 'other' }),
-    h('span', { class: 'tool-title', text: name }),
-  );
-  const parts: Node[] = [head];
+  const details: Node[] = [];
   if (s.locations?.length) {
     const locs = h('div', { class: 'locations' });
     for (const loc of s.locations) {
@@ -251,8 +251,9 @@ function renderTool(card: ToolCard): void {
       });
       locs.append(a);
     }
-    parts.push(locs);
+    details.push(locs);
   }
+  const actions: Node[] = [];
   for (const c of s.content ?? []) {
     if (c.type === 'diff') {
       const added = c.newText.split('\n').length;
@@ -266,17 +267,49 @@ function renderTool(card: ToolCard): void {
       btn.addEventListener('click', () =>
         post({ type: 'openDiff', path: c.path, oldText: c.oldText ?? null, newText: c.newText }),
       );
-      parts.push(h('div', { class: 'diff' }, btn));
+      // The diff stays in reach on the compact card.
+      actions.push(h('div', { class: 'diff' }, btn));
     } else if (c.type === 'content') {
       const block = c.content;
       if (block.type === 'text') {
         const out = h('pre', { class: 'output' });
         out.textContent = block.text;
-        parts.push(h('details', { class: 'output-wrap', ...(status === 'failed' ? { open: '' } : {}) }, h('summary', { text: 'Output' }), out));
+        details.push(out);
       }
     } else if (c.type === 'terminal') {
-      parts.push(h('div', { class: 'output', text: `terminal ${c.terminalId}` }));
+      details.push(h('div', { class: 'output', text: `terminal ${c.terminalId}` }));
     }
+  }
+  // Compact: one line; the details open on demand (and by themselves when
+  // the call failed or asks permission).
+  const expanded = card.expanded ?? (status === 'failed' || !!card.ask);
+  const bodyId = `tool-body-${card.el.dataset.toolCallId}`;
+  const toggle = h(
+    'button',
+    {
+      class: 'tool-head',
+      'aria-expanded': String(expanded && details.length > 0),
+      'aria-controls': bodyId,
+      title: details.length ? (expanded ? 'Hide details' : 'Show details') : name,
+    },
+    h('span', { class: 'chevron', 'aria-hidden': 'true', text: details.length ? (expanded ? '▾' : '▸') : '·' }),
+    h('span', { class: `badge ${status}`, text: status.replace('_', ' ') }),
+    h('span', { class: 'kind', text: s.kind ?? 'other' }),
+    h('span', { class: 'tool-title', text: name }),
+  );
+  if (!details.length) {
+    toggle.setAttribute('aria-disabled', 'true');
+  }
+  toggle.addEventListener('click', () => {
+    if (details.length) {
+      card.expanded = !expanded;
+      renderTool(card);
+      card.el.querySelector<HTMLElement>('.tool-head')?.focus();
+    }
+  });
+  const parts: Node[] = [toggle, ...actions];
+  if (details.length) {
+    parts.push(h('div', { class: 'tool-body', id: bodyId, ...(expanded ? {} : { hidden: '' }) }, ...details));
   }
   if (card.answered) {
     parts.push(h('div', { class: 'answered', text: card.answered }));
@@ -315,6 +348,13 @@ function showPermission(m: Extract<ToWebview, { type: 'permission' }>): void {
     placeholder: 'Reason (sent with a rejection, optional)',
     'aria-label': 'Reason for rejecting',
   });
+  const answer = (o: acp.PermissionOption) =>
+    post({
+      type: 'permission',
+      requestId: m.requestId,
+      optionId: o.optionId,
+      reason: o.kind.startsWith('reject') ? reason.value : undefined,
+    });
   const buttons = m.options.map((o) => {
     const b = h('button', {
       class: `option ${o.kind.startsWith('allow') ? 'allow' : 'reject'}${o.kind === 'allow_once' ? ' primary' : ''}`,
@@ -322,30 +362,40 @@ function showPermission(m: Extract<ToWebview, { type: 'permission' }>): void {
       'data-kind': o.kind,
       text: o.name,
     });
-    b.addEventListener('click', () =>
-      post({
-        type: 'permission',
-        requestId: m.requestId,
-        optionId: o.optionId,
-        reason: o.kind.startsWith('reject') ? reason.value : undefined,
-      }),
-    );
+    b.addEventListener('click', () => answer(o));
     return b;
   });
+  const reject = m.options.find((o) => o.kind === 'reject_once') ?? m.options.find((o) => o.kind.startsWith('reject'));
   const ask = h(
     'div',
     {
       class: 'permission',
       role: 'alertdialog',
       'aria-label': `MAIA asks permission: ${m.toolCall.title ?? card.state.title ?? 'tool call'}`,
+      'aria-describedby': `question-${m.requestId}`,
       'data-request-id': String(m.requestId),
     },
-    h('div', { class: 'question', text: 'Allow this?' }),
+    h(
+      'div',
+      { class: 'question', id: `question-${m.requestId}` },
+      'Allow this?',
+      h('span', { class: 'hint', text: reject ? 'Enter: the focused answer · Esc: reject' : 'Enter: the focused answer' }),
+    ),
     h('div', { class: 'options' }, ...buttons),
     reason,
   );
+  // Keyboard: Enter on a button is that answer; Enter in the reason field or
+  // Escape anywhere in the card rejects (with the reason). Escape here does
+  // not stop the turn.
+  ask.addEventListener('keydown', (e) => {
+    if (reject && (e.key === 'Escape' || (e.key === 'Enter' && e.target === reason))) {
+      e.preventDefault();
+      e.stopPropagation();
+      answer(reject);
+    }
+  });
   card.ask = ask;
-  card.el.append(ask);
+  renderTool(card);
   permissionCards.set(m.requestId, card.el);
   scrollDown();
   buttons[0]?.focus();
@@ -508,8 +558,7 @@ function renderChips(): void {
         attachments.splice(i, 1);
         renderChips();
       });
-      const label = a.kind === 'selection' ? `${a.name}:${a.startLine}-${a.endLine}` : a.name;
-      return h('span', { class: 'chip', title: a.uri }, label, x);
+      return h('span', { class: 'chip', title: a.uri }, chipLabel(a), x);
     }),
   );
 }
