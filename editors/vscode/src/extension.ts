@@ -26,6 +26,54 @@ import { notFoundMessage } from './acp/connection';
 let client: LanguageClient | undefined;
 let missing: MissingBinary | undefined;
 let output: Output | undefined;
+/** Set when the extension is deactivated (window reload or close). */
+let closing = false;
+
+/** Whether the language server can take requests now. */
+function serving(): boolean {
+  return !closing && !!client?.isRunning();
+}
+
+/** Requests VS Code makes on its own (code actions, hovers) while they run. */
+const inflight = new Set<vscode.CancellationTokenSource>();
+
+/**
+ * Runs a provider request unless the client is stopping. VS Code asks for
+ * code actions in the same batch of messages that reloads the window; a
+ * request that entered the client just before `deactivate` stopped it fails
+ * with "Starting server failed" in the log. So the request waits for the
+ * batch to be handled (one turn of the event loop) and runs only if the
+ * client still serves; requests still waiting when it stops are cancelled.
+ */
+async function quietly<T>(token: vscode.CancellationToken, fallback: T, run: (token: vscode.CancellationToken) => vscode.ProviderResult<T>): Promise<T> {
+  if (!serving()) {
+    return fallback;
+  }
+  await new Promise((resolve) => setImmediate(resolve));
+  if (!serving() || token.isCancellationRequested) {
+    return fallback;
+  }
+  const source = new vscode.CancellationTokenSource();
+  const link = token.onCancellationRequested(() => source.cancel());
+  inflight.add(source);
+  try {
+    return (await run(source.token)) ?? fallback;
+  } finally {
+    inflight.delete(source);
+    link.dispose();
+    source.dispose();
+  }
+}
+
+/** Stops the language client, its waiting requests cancelled first. */
+async function stopClient(): Promise<void> {
+  for (const source of inflight) {
+    source.cancel();
+  }
+  const old = client;
+  client = undefined;
+  await old?.stop();
+}
 const tracker = new TurnTracker();
 /** Notification progress per turn token. */
 const progressSinks = new Map<string, { report: (message: string) => void; finish: () => void }>();
@@ -46,6 +94,11 @@ function makeClient(): LanguageClient {
     documentSelector: [{ scheme: 'file' }],
     outputChannelName: 'MAIA',
     middleware: {
+      // Not while the client stops (see `quietly`).
+      provideCodeActions: (document, range, context, token, next) =>
+        quietly(token, [] as (vscode.Command | vscode.CodeAction)[], (t) => next(document, range, context, t)),
+      provideHover: (document, position, token, next) =>
+        quietly<vscode.Hover | undefined>(token, undefined, (t) => next(document, position, t)),
       window: {
         showDocument: async (params: ShowDocumentParams, next): Promise<ShowDocumentResult> => {
           if (params.external || !isAnswerUri(params.uri)) {
@@ -184,6 +237,7 @@ function lspEnabled(): boolean {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  closing = false;
   const out = new Output(vscode.window.createOutputChannel('MAIA Agent'));
   output = out;
   missing = new MissingBinary(context.extensionUri, out);
@@ -210,8 +264,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       runOnServer('maia.newSession', () => 'MAIA: the next question starts a new conversation'),
     ),
     vscode.commands.registerCommand('maia.restartServer', async () => {
-      await client?.stop();
-      client = undefined;
+      await stopClient();
       if (lspEnabled()) {
         await start(context);
       }
@@ -221,14 +274,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         missing?.reset();
       }
       if (e.affectsConfiguration('maia.lsp.enabled')) {
-        await client?.stop();
-        client = undefined;
+        await stopClient();
         if (lspEnabled()) {
           await start(context);
         }
       }
     }),
-    { dispose: () => void client?.stop() },
+    {
+      dispose: () => {
+        closing = true;
+        void stopClient();
+      },
+    },
   );
   if (lspEnabled()) {
     await start(context);
@@ -236,5 +293,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 }
 
 export async function deactivate(): Promise<void> {
-  await client?.stop();
+  closing = true;
+  await stopClient();
 }

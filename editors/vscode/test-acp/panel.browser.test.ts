@@ -343,13 +343,14 @@ test('native look and keyboard: bordered tables, VS Code buttons, compact tool c
 
     // Enter on the focused answer allows.
     await typeAndEnter(page, 'Write b.txt');
-    await page.waitForSelector('.tool[data-tool-call-id=call_b] .permission button[data-kind=allow_once]');
+    await page.waitForFunction(() => document.querySelectorAll('.permission button[data-kind=allow_once]').length === 1);
+    const cardId = await page.$eval('.permission', (e) => (e.closest('.tool') as HTMLElement).dataset.toolCallId);
     await page.keyboard.press('Enter');
     await turnEnded(p, 3);
     assert.equal(fs.readFileSync(path.join(f.cwd, 'b.txt'), 'utf8'), 'b\n');
 
     // The finished card is one line with its diff in reach; Enter on its head expands it; Tab goes on to the diff.
-    const card = '.tool[data-tool-call-id=call_b]';
+    const card = `.tool[data-tool-call-id="${cardId}"]`;
     assert.equal(await page.$eval(`${card} .tool-head`, (e) => e.getAttribute('aria-expanded')), 'false');
     assert.equal(await page.$eval(`${card} .tool-body`, (e) => e.hasAttribute('hidden')), true);
     assert.ok(await page.$eval(`${card} .diff-button`, (e) => (e as HTMLElement).offsetParent !== null), 'Open diff shows on the compact card');

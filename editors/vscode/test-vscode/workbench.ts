@@ -43,6 +43,7 @@ export function baseSettings(theme: 'dark' | 'light'): Record<string, unknown> {
     'files.hotExit': 'off',
     'editor.minimap.enabled': false,
     'window.commandCenter': false,
+    'workbench.secondarySideBar.defaultVisibility': 'hidden',
   };
 }
 
@@ -222,20 +223,36 @@ export class Workbench {
     await this.ready();
   }
 
+  /** The workbench is restored: its views are drawn and the status bar has entries. */
   async ready(): Promise<void> {
-    await this.page.waitForSelector('.monaco-workbench .part.activitybar', { timeout: 60_000 });
-    await this.page.waitForSelector('.monaco-workbench .part.statusbar', { timeout: 60_000 });
+    await this.page.waitForSelector('.monaco-workbench .part.activitybar .action-item[aria-label]', { timeout: 90_000 });
+    await this.page.waitForSelector('.monaco-workbench .part.statusbar .statusbar-item', { timeout: 90_000 });
+    await this.page.waitForSelector('.monaco-workbench .part.sidebar .pane-body, .monaco-workbench .part.sidebar .webview', { timeout: 90_000 });
   }
 
-  /** Runs a command through the palette, by its title as the palette shows it. */
-  async command(title: string): Promise<void> {
-    await this.openPalette(title);
-    await until(`palette entry "${title}"`, () =>
+  /** Runs a command through the palette, by its title as the palette shows it
+   * (retried while the extension host is still registering contributions). */
+  async command(title: string, timeoutMs = 60_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const matches = () =>
       this.page.evaluate((t) => {
         const first = document.querySelector('.quick-input-widget .monaco-list-row.focused .label-name');
         return (first?.textContent ?? '').replace(/\s+/g, ' ').trim() === t;
-      }, title),
-    );
+      }, title);
+    for (;;) {
+      await this.openPalette(title);
+      try {
+        await until(`palette entry "${title}"`, matches, 5_000);
+        break;
+      } catch (e) {
+        if (Date.now() > deadline) {
+          await this.screenshot(`failed-palette-${title.replace(/\W+/g, '-')}`);
+          const rows = await this.page.$$eval('.quick-input-widget .monaco-list-row', (els) => els.map((el) => el.textContent));
+          throw new Error(`${e instanceof Error ? e.message : e}; rows: ${JSON.stringify(rows)}`);
+        }
+        await this.page.keyboard.press('Escape');
+      }
+    }
     await this.page.keyboard.press('Enter');
     await until('palette closed', () => this.page.evaluate(() => !document.querySelector('.quick-input-widget:not([style*="display: none"])')));
   }
@@ -303,6 +320,20 @@ export class Workbench {
     );
     await this.command('Notifications: Hide Notifications');
     return all;
+  }
+
+  /** Clicks a notification's button (through the notification center). */
+  async clickNotificationButton(label: string): Promise<void> {
+    await this.command('Notifications: Show Notifications');
+    await this.page.waitForSelector('.notifications-center', { visible: true });
+    const clicked = await this.page.evaluate((l) => {
+      const b = [...Array.from(document.querySelectorAll<HTMLElement>('.notifications-center .monaco-button'))].find((e) => e.textContent?.trim() === l);
+      b?.click();
+      return !!b;
+    }, label);
+    if (!clicked) {
+      throw new Error(`no notification button "${label}"`);
+    }
   }
 
   async clearNotifications(): Promise<void> {

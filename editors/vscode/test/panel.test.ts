@@ -54,6 +54,8 @@ test('a replayed user message gets its attachments back as chips', () => {
   });
   // Typed text alone, or a mention inside the text, stays as it is.
   assert.deepEqual(replayedUserMessage('Read @notes.md please', '/p'), { text: 'Read @notes.md please', attachments: [] });
+  // The same file twice (typed as `@name` and attached) is one chip.
+  assert.deepEqual(replayedUserMessage('Read @a.ts\n@/p/a.ts\n@/p/a.ts', '/p').attachments.length, 1);
   // Attachments sent without text.
   assert.deepEqual(replayedUserMessage('@/p/a.ts', '/p'), { text: '', attachments: [{ kind: 'file', uri: 'file:///p/a.ts', name: 'a.ts' }] });
 });

@@ -28,7 +28,10 @@ export function replayedUserMessage(text: string, root: string): { text: string;
     if (!a) {
       break;
     }
-    attachments.unshift(a);
+    // An `@name` typed in the text and the same file attached are one chip.
+    if (!attachments.some((b) => b.kind === a.kind && b.uri === a.uri)) {
+      attachments.unshift(a);
+    }
     lines.pop();
   }
   return { text: lines.join('\n'), attachments };
