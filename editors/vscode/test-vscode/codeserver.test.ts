@@ -33,8 +33,9 @@ const SCRIPT: ScriptItem[] = [
   { text: 'These three lines define `greet`.' },
   // 4. Explain selection (maia lsp)
   { text: 'The function `greet` returns a greeting for `name`.' },
-  { text: 'spare' },
-  { text: 'spare' },
+  // 5. light theme: a Write rejected with Escape in the permission card
+  { tool_calls: [{ id: 'call_x', name: 'Write', arguments: { file_path: 'other.txt', content: 'no\n' } }] },
+  { text: 'Understood, other.txt is not written.' },
 ];
 
 let browser: Browser | undefined;
@@ -185,6 +186,17 @@ test('the packaged extension in VS Code (code-server): panel, writes, diff, relo
     await wb.command('MAIA: Focus the panel input');
     panel = await wb.panel();
     await wb.screenshot('10-reloaded-light');
+    await panel.click('#input');
+    await page.keyboard.type('Create other.txt');
+    await page.keyboard.press('Enter');
+    await panel.waitForSelector('.permission button[data-kind=allow_once]', { timeout: 30_000 });
+    await wb.screenshot('11-permission-light');
+    // Keyboard only: the first answer has focus; Escape rejects (the turn goes on).
+    await page.keyboard.press('Escape');
+    await panel.waitForFunction(() => document.querySelector('.log')?.textContent?.includes('other.txt is not written'), { timeout: 30_000 });
+    assert.match(await text(panel, '.tool:last-of-type .answered'), /Reject/);
+    assert.equal(fs.existsSync(path.join(cwd, 'other.txt')), false);
+    await wb.screenshot('12-rejected-light');
 
     // 8. A missing binary: exactly one error notification; "How to install" opens the README.
     server.updateSettings({ 'maia.path': path.join(root, 'no-such-maia') });
@@ -198,12 +210,12 @@ test('the packaged extension in VS Code (code-server): panel, writes, diff, relo
     const errors = (await wb.allNotifications()).filter((n) => n.severity === 'error');
     assert.equal(errors.length, 1, JSON.stringify(errors));
     assert.match(errors[0].text, /cannot find/);
-    await wb.screenshot('11-missing-binary-light');
+    await wb.screenshot('13-missing-binary-light');
     await wb.clickNotificationButton('How to install');
     await until('the README preview', async () => (await wb.tabLabels()).some((t) => /preview/i.test(t) && /readme/i.test(t)), 30_000);
     const after = await wb.allNotifications();
     assert.ok(!after.some((t) => /cannot be found|Unable to open/.test(t.text)), JSON.stringify(after));
-    await wb.screenshot('12-how-to-install-light');
+    await wb.screenshot('14-how-to-install-light');
 
     // The logs: no defect left a trace.
     const logs = server.logs();
