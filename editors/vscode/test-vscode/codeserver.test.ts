@@ -84,6 +84,9 @@ test('the packaged extension in VS Code (code-server): panel, writes, diff, relo
   browser = await launchBrowser(path.join(root, 'chromium'));
   const page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 820, deviceScaleFactor: 1 });
+  // The workbench's console: extension-host errors reported to the window land here too.
+  const consoleLines: string[] = [];
+  page.on('console', (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
   const wb = new Workbench(page, artifacts);
   try {
     await wb.open(`${server.url}/?folder=${encodeURIComponent(cwd)}`);
@@ -218,7 +221,7 @@ test('the packaged extension in VS Code (code-server): panel, writes, diff, relo
     await wb.screenshot('14-how-to-install-light');
 
     // The logs: no defect left a trace.
-    const logs = server.logs();
+    const logs = `${server.logs()}\n==> browser console\n${consoleLines.join('\n')}`;
     fs.mkdirSync(artifacts, { recursive: true });
     fs.writeFileSync(path.join(artifacts, 'logs.txt'), logs);
     // (Other extensions' lines are not MAIA's: json-language-features also writes to a closed channel on reload.)
@@ -231,7 +234,7 @@ test('the packaged extension in VS Code (code-server): panel, writes, diff, relo
   } catch (e) {
     await wb.screenshot('failed').catch(() => {});
     fs.mkdirSync(artifacts, { recursive: true });
-    fs.writeFileSync(path.join(artifacts, 'logs.txt'), server?.logs() ?? '');
+    fs.writeFileSync(path.join(artifacts, 'logs.txt'), `${server?.logs() ?? ''}\n==> browser console\n${consoleLines.join('\n')}`);
     throw e;
   }
 });
