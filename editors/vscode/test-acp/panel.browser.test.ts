@@ -315,6 +315,8 @@ test('native look and keyboard: bordered tables, VS Code buttons, compact tool c
     await page.waitForFunction(() => !document.querySelector('#status')?.textContent);
     await typeAndEnter(page, 'A table');
     await turnEnded(p, 1);
+    // Markdown renders on the next animation frame.
+    await page.waitForSelector('.message.agent td');
     // Tables have borders; buttons take VS Code's button colours.
     const cell = await page.$eval('.message.agent td', (e) => {
       const st = getComputedStyle(e);
@@ -327,6 +329,13 @@ test('native look and keyboard: bordered tables, VS Code buttons, compact tool c
     await typeAndEnter(page, 'Write a.txt');
     await page.waitForSelector('.permission button[data-kind=allow_once]');
     assert.equal(await page.evaluate(() => (document.activeElement as HTMLElement)?.dataset.kind), 'allow_once', 'the first answer has focus');
+    // An update of the card re-renders it; the focus stays on the answer.
+    await page.evaluate(() => {
+      const id = (document.querySelector('.permission')!.closest('.tool') as HTMLElement).dataset.toolCallId;
+      window.postMessage({ type: 'update', update: { sessionUpdate: 'tool_call_update', toolCallId: id, title: 'Write a.txt' } }, '*');
+    });
+    await page.waitForFunction(() => document.querySelector('.permission')?.isConnected);
+    assert.equal(await page.evaluate(() => (document.activeElement as HTMLElement)?.dataset.kind), 'allow_once', 'focus kept over a re-render');
     assert.equal(await page.$eval('.permission [data-kind=allow_once]', (e) => getComputedStyle(e).backgroundColor), 'rgb(0, 120, 212)');
     assert.equal(await page.$eval('.permission [data-kind=reject_once]', (e) => getComputedStyle(e).backgroundColor), 'rgb(49, 49, 49)');
     await page.focus('.permission .reason');

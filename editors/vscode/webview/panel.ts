@@ -314,9 +314,14 @@ function renderTool(card: ToolCard): void {
   if (card.answered) {
     parts.push(h('div', { class: 'answered', text: card.answered }));
   }
+  // Re-rendering moves the permission question: keep the focus in it.
+  const focused = document.activeElement;
   card.el.replaceChildren(...parts);
   if (card.ask) {
     card.el.append(card.ask);
+    if (focused instanceof HTMLElement && card.ask.contains(focused) && document.activeElement !== focused) {
+      focused.focus();
+    }
   }
 }
 
