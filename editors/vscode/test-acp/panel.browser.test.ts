@@ -107,6 +107,8 @@ async function openPanel(script: ScriptItem[]): Promise<PanelPage> {
   const file = path.join(dir, 'panel.html');
   fs.writeFileSync(file, html.replace("style-src file:", `style-src file: 'nonce-${nonce}'`));
   await page.goto(pathToFileURL(file).href);
+  // The panel renders Markdown on animation frames, which a background tab does not get.
+  await page.bringToFront();
   await page.waitForFunction(() => document.querySelector('#input') !== null);
   return {
     page,
@@ -315,14 +317,18 @@ test('native look and keyboard: bordered tables, VS Code buttons, compact tool c
     await page.waitForFunction(() => !document.querySelector('#status')?.textContent);
     await typeAndEnter(page, 'A table');
     await turnEnded(p, 1);
-    // Markdown renders on the next animation frame.
-    await page.waitForSelector('.message.agent td');
-    // Tables have borders; buttons take VS Code's button colours.
-    const cell = await page.$eval('.message.agent td', (e) => {
-      const st = getComputedStyle(e);
+    // Markdown renders on animation frames: wait for the whole table, then read
+    // its style in the same step (a later render replaces the elements).
+    const cell = await page.waitForFunction(() => {
+      const cells = document.querySelectorAll('.message.agent td');
+      if (cells.length !== 4) {
+        return undefined;
+      }
+      const st = getComputedStyle(cells[0]);
       return `${st.borderTopWidth} ${st.borderTopStyle}`;
     });
-    assert.equal(cell, '1px solid');
+    // Tables have borders; buttons take VS Code's button colours.
+    assert.equal(await cell.jsonValue(), '1px solid');
     assert.equal(await page.$eval('#send', (e) => getComputedStyle(e).backgroundColor), 'rgb(0, 120, 212)');
 
     // Escape in the permission card rejects (with the typed reason) and does not stop the turn.

@@ -1,34 +1,10 @@
 // The MAIA panel (runs inside the webview). It renders what the extension
 // forwards from `maia acp` and posts the user's actions back; it never talks
 // to maia itself.
-import { marked } from 'marked';
-import DOMPurify from 'dompurify';
 import type * as acp from '@agentclientprotocol/sdk';
-import type { Attachment, ToHost, ToWebview } from '../src/panel/protocol';
-
-declare function acquireVsCodeApi(): { postMessage(message: unknown): void };
-
-const vscode = acquireVsCodeApi();
-const post = (m: ToHost) => vscode.postMessage(m);
-
-function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  props: Record<string, string> = {},
-  ...children: (Node | string)[]
-): HTMLElementTagNameMap[K] {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === 'class') {
-      el.className = v;
-    } else if (k === 'text') {
-      el.textContent = v;
-    } else {
-      el.setAttribute(k, v);
-    }
-  }
-  el.append(...children);
-  return el;
-}
+import type { Attachment, ToWebview } from '../src/panel/protocol';
+import { h, post, renderMarkdown } from './dom';
+import { renderTool, ToolCard } from './tools';
 
 // ---------- layout ----------
 const app = document.getElementById('app')!;
@@ -98,31 +74,6 @@ function scrollDown(): void {
   const nearBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 120;
   if (nearBottom) {
     log.scrollTop = log.scrollHeight;
-  }
-}
-
-// ---------- markdown ----------
-function renderMarkdown(target: HTMLElement, text: string): void {
-  const html = marked.parse(text, { async: false, gfm: true, breaks: false }) as string;
-  target.innerHTML = DOMPurify.sanitize(html, { USE_PROFILES: { html: true } });
-  for (const a of Array.from(target.querySelectorAll('a'))) {
-    a.setAttribute('rel', 'noopener');
-  }
-  for (const pre of Array.from(target.querySelectorAll('pre'))) {
-    const code = pre.querySelector('code');
-    const source = code?.textContent ?? pre.textContent ?? '';
-    const copy = h('button', { class: 'code-action', 'data-action': 'copy', text: 'Copy', 'aria-label': 'Copy code' });
-    copy.addEventListener('click', () => post({ type: 'copy', text: source }));
-    const insert = h('button', {
-      class: 'code-action',
-      'data-action': 'insert',
-      text: 'Insert',
-      'aria-label': 'Insert code at the cursor',
-    });
-    insert.addEventListener('click', () => post({ type: 'insert', text: source }));
-    const bar = h('div', { class: 'code-bar' }, copy, insert);
-    pre.parentElement?.insertBefore(h('div', { class: 'code-block' }, bar, pre.cloneNode(true)), pre);
-    pre.remove();
   }
 }
 
@@ -211,16 +162,6 @@ function addNote(text: string, level: string): void {
 }
 
 // ---------- tool calls ----------
-interface ToolCard {
-  el: HTMLElement;
-  state: acp.ToolCallUpdate & { title?: string | null };
-  ask?: HTMLElement;
-  /** How the permission question was answered. */
-  answered?: string;
-  /** Set once the user opens or closes the details. */
-  expanded?: boolean;
-}
-
 function toolCard(id: string): ToolCard {
   let card = toolCards.get(id);
   if (!card) {
@@ -231,98 +172,6 @@ function toolCard(id: string): ToolCard {
     current = undefined;
   }
   return card;
-}
-
-function renderTool(card: ToolCard): void {
-  const s = card.state;
-  const status = s.status ?? 'pending';
-  const name = s.title ?? 'Tool call';
-  card.el.setAttribute('aria-label', `Tool call: ${name}, ${status.replace('_', ' ')}`);
-  card.el.dataset.status = status;
-  const details: Node[] = [];
-  if (s.locations?.length) {
-    const locs = h('div', { class: 'locations' });
-    for (const loc of s.locations) {
-      const label = loc.line ? `${loc.path}:${loc.line}` : loc.path;
-      const a = h('a', { href: '#', class: 'location', text: label, title: `Open ${label}` });
-      a.addEventListener('click', (e) => {
-        e.preventDefault();
-        post({ type: 'openLocation', path: loc.path, line: loc.line ?? undefined });
-      });
-      locs.append(a);
-    }
-    details.push(locs);
-  }
-  const actions: Node[] = [];
-  for (const c of s.content ?? []) {
-    if (c.type === 'diff') {
-      const added = c.newText.split('\n').length;
-      const removed = c.oldText ? c.oldText.split('\n').length : 0;
-      const btn = h('button', {
-        class: 'diff-button',
-        'data-path': c.path,
-        text: `Open diff: ${c.path.split(/[\\/]/).pop()} (${c.oldText == null ? 'new file' : `−${removed} +${added} lines`})`,
-        'aria-label': `Open the diff of ${c.path}`,
-      });
-      btn.addEventListener('click', () =>
-        post({ type: 'openDiff', path: c.path, oldText: c.oldText ?? null, newText: c.newText }),
-      );
-      // The diff stays in reach on the compact card.
-      actions.push(h('div', { class: 'diff' }, btn));
-    } else if (c.type === 'content') {
-      const block = c.content;
-      if (block.type === 'text') {
-        const out = h('pre', { class: 'output' });
-        out.textContent = block.text;
-        details.push(out);
-      }
-    } else if (c.type === 'terminal') {
-      details.push(h('div', { class: 'output', text: `terminal ${c.terminalId}` }));
-    }
-  }
-  // Compact: one line; the details open on demand (and by themselves when
-  // the call failed or asks permission).
-  const expanded = card.expanded ?? (status === 'failed' || !!card.ask);
-  const bodyId = `tool-body-${card.el.dataset.toolCallId}`;
-  const toggle = h(
-    'button',
-    {
-      class: 'tool-head',
-      'aria-expanded': String(expanded && details.length > 0),
-      'aria-controls': bodyId,
-      title: details.length ? (expanded ? 'Hide details' : 'Show details') : name,
-    },
-    h('span', { class: 'chevron', 'aria-hidden': 'true', text: details.length ? (expanded ? '▾' : '▸') : '·' }),
-    h('span', { class: `badge ${status}`, text: status.replace('_', ' ') }),
-    h('span', { class: 'kind', text: s.kind ?? 'other' }),
-    h('span', { class: 'tool-title', text: name }),
-  );
-  if (!details.length) {
-    toggle.setAttribute('aria-disabled', 'true');
-  }
-  toggle.addEventListener('click', () => {
-    if (details.length) {
-      card.expanded = !expanded;
-      renderTool(card);
-      card.el.querySelector<HTMLElement>('.tool-head')?.focus();
-    }
-  });
-  const parts: Node[] = [toggle, ...actions];
-  if (details.length) {
-    parts.push(h('div', { class: 'tool-body', id: bodyId, ...(expanded ? {} : { hidden: '' }) }, ...details));
-  }
-  if (card.answered) {
-    parts.push(h('div', { class: 'answered', text: card.answered }));
-  }
-  // Re-rendering moves the permission question: keep the focus in it.
-  const focused = document.activeElement;
-  card.el.replaceChildren(...parts);
-  if (card.ask) {
-    card.el.append(card.ask);
-    if (focused instanceof HTMLElement && card.ask.contains(focused) && document.activeElement !== focused) {
-      focused.focus();
-    }
-  }
 }
 
 function onToolUpdate(u: acp.ToolCall | acp.ToolCallUpdate, fresh: boolean): void {
