@@ -200,6 +200,7 @@ impl Output {
                 text,
             } => self.note(&format!("! {}", text.trim())),
             Event::ModeChanged(mode) => self.note(&format!("• mode: {}", mode.id())),
+            Event::PlanProposed { markdown, .. } => self.answer(&format!("\n{markdown}\n")),
             _ => {}
         }
     }
