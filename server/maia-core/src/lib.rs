@@ -20,6 +20,7 @@ mod engine;
 mod event;
 mod handle;
 pub mod images;
+mod langs;
 pub mod markdown_commands;
 mod mcp;
 mod md_files;
@@ -54,3 +55,5 @@ pub use handle::{Busy, SessionHandle};
 pub use mode::Mode;
 pub use prompt::PromptPart;
 pub use tools::reserved_tool_names;
+/// The language servers a session would use ([`maia_lsp_client`]).
+pub use langs::settings as language_servers;

@@ -70,6 +70,7 @@ pub struct LspManager {
     notify: Notify,
     slots: Mutex<HashMap<(String, PathBuf), Arc<Slot>>>,
     stopped: CancellationToken,
+    offers: std::sync::OnceLock<bool>,
 }
 
 impl std::fmt::Debug for LspManager {
@@ -103,12 +104,37 @@ impl LspManager {
             notify,
             slots: Mutex::default(),
             stopped: CancellationToken::new(),
+            offers: std::sync::OnceLock::new(),
         }
     }
 
     /// Whether no server is configured (the tools are not offered then).
     pub fn is_empty(&self) -> bool {
         self.settings.servers.is_empty()
+    }
+
+    /// Whether a server serves the project: one whose root marker is in
+    /// the workspace folder or a folder right under it (the model is
+    /// offered the language-server tools then).
+    pub fn offers_tools(&self) -> bool {
+        *self.offers.get_or_init(|| self.find_project())
+    }
+
+    fn find_project(&self) -> bool {
+        let mut dirs = vec![self.workspace.clone()];
+        if let Ok(entries) = std::fs::read_dir(&self.workspace) {
+            dirs.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path())
+                    .take(200),
+            );
+        }
+        self.settings.servers.iter().any(|config| {
+            config.root_markers.is_empty()
+                || dirs.iter().any(|d| config.root_markers.iter().any(|m| d.join(m).exists()))
+        })
     }
 
     /// Whether some server would serve `path`.
