@@ -276,7 +276,10 @@ fn initialize_params(config: &ServerConfig, root: &Path) -> InitializeParams {
     let uri = uri_of(root);
     #[allow(deprecated)]
     InitializeParams {
-        process_id: Some(std::process::id()),
+        // No process id: in the sandbox's namespaces MAIA's id may not be
+        // the server's view of it, and a server watching it would exit; the
+        // guard stops the server with MAIA anyway.
+        process_id: None,
         root_uri: uri.clone(),
         initialization_options: config.init_options.clone(),
         capabilities: ClientCapabilities {

@@ -348,7 +348,8 @@ impl LspManager {
             }
             tokio::select! {
                 changed = published.changed() => if changed.is_err() {
-                    return Err(format!("`{name}` stopped"));
+                    client.dead.cancelled().await;
+                    return Err(format!("`{name}` stopped ({})", client.stop_reason().unwrap_or_default()));
                 },
                 () = client.dead.cancelled() => {
                     return Err(format!("`{name}` stopped ({})", client.stop_reason().unwrap_or_default()));
@@ -377,8 +378,19 @@ impl LspManager {
                 self.sync(&client, path, old, false).await?;
             }
             let current = client.docs.lock().await.get(path).map(|(v, _)| *v);
+            // What the file had before: a server that pushes gets a part of
+            // the wait for it (one that never reported the file leaves it
+            // empty, so all its problems count as new); pulls are answered.
             let before = match current {
-                Some(v) => self.diagnostics(&client, path, (v, 0), deadline).await?,
+                Some(v) if client.pulls() => self.diagnostics(&client, path, (v, 0), deadline).await?,
+                Some(v) => {
+                    let part = Instant::now() + self.settings.wait / 3;
+                    match self.diagnostics(&client, path, (v, 0), part.min(deadline)).await {
+                        Ok(items) => items,
+                        Err(_) if client.stop_reason().is_none() => Vec::new(),
+                        Err(why) => return Err(why),
+                    }
+                }
                 None => Vec::new(),
             };
             let at = self.sync(&client, path, new, true).await?;

@@ -16,7 +16,7 @@ fn shown(path: &Path, cwd: &Path) -> String {
 
 fn line_of(d: &Diag) -> String {
     let code = d.code.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
-    format!("line {}, col {}: {}: {}{code}", d.line, d.column, d.severity.label(), d.message)
+    format!("line {}, col {}: {}: {}{code}", d.line, d.column, d.severity.label(), d.message.replace('\n', "\n    "))
 }
 
 fn plural(n: usize, one: &str) -> String {
