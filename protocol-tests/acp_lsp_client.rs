@@ -33,7 +33,10 @@ fn pyright() -> Option<String> {
 }
 
 fn fake(mode: &str) -> Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../protocol-tests/fixtures/fake_lsp.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../protocol-tests/fixtures/fake_lsp.py"
+    );
     json!({"command": "python3", "args": [script, mode], "fileTypes": ["py"], "rootMarkers": []})
 }
 
@@ -59,9 +62,7 @@ async fn open(lsp: Value, wait_ms: u64, files: &[(&str, &str)]) -> (Maia, String
 /// The `tool` message of `call_id` in the model's last request.
 fn result_for(maia: &Maia, call_id: &str) -> String {
     let requests = maia.mock.requests();
-    requests
-        .last()
-        .unwrap()["messages"]
+    requests.last().unwrap()["messages"]
         .as_array()
         .unwrap()
         .iter()
@@ -74,7 +75,8 @@ fn result_for(maia: &Maia, call_id: &str) -> String {
 /// answers "done"; returns the messages before the prompt's response.
 async fn turn(maia: &mut Maia, sid: &str, calls: &[(&str, &str, Value)]) -> Vec<Value> {
     for call in calls {
-        maia.mock.push(mock::tool_calls_reply(std::slice::from_ref(call)));
+        maia.mock
+            .push(mock::tool_calls_reply(std::slice::from_ref(call)));
     }
     maia.mock.push(mock::text_reply("done"));
     let id = maia.prompt(sid, "go").await;
@@ -116,14 +118,22 @@ async fn pyright_reports_what_an_edit_breaks_and_fixes_and_nothing_else() {
     )
     .await;
     let result = result_for(&maia, "call_e");
-    assert!(result.contains("Diagnostics after this edit (pyright)"), "{result}");
+    assert!(
+        result.contains("Diagnostics after this edit (pyright)"),
+        "{result}"
+    );
     assert!(result.contains("New in a.py:"), "{result}");
     assert!(result.contains("line 5, col "), "{result}");
     assert!(result.contains("error: "), "{result}");
-    assert!(result.contains("Literal['two']"), "the type error: {result}");
+    assert!(
+        result.contains("Literal['two']"),
+        "the type error: {result}"
+    );
     // The editor is shown it with the diff.
     assert!(
-        shown_texts(&before).iter().any(|t| t.starts_with("Diagnostics after this edit")),
+        shown_texts(&before)
+            .iter()
+            .any(|t| t.starts_with("Diagnostics after this edit")),
         "{before:?}"
     );
     // The model's next request (the "done" one) held it: it is the last.
@@ -131,31 +141,58 @@ async fn pyright_reports_what_an_edit_breaks_and_fixes_and_nothing_else() {
     assert_eq!(requests.len(), 3);
 
     // A fixing edit reports the error gone.
-    turn(&mut maia, &sid, &[("call_f", "Edit", edit("double(\"two\")", "double(2)"))]).await;
+    turn(
+        &mut maia,
+        &sid,
+        &[("call_f", "Edit", edit("double(\"two\")", "double(2)"))],
+    )
+    .await;
     let result = result_for(&maia, "call_f");
-    assert!(result.contains("Gone after this edit (1 problem)"), "{result}");
+    assert!(
+        result.contains("Gone after this edit (1 problem)"),
+        "{result}"
+    );
     assert!(!result.contains("New in"), "{result}");
 
     // An edit that breaks nothing appends nothing.
-    turn(&mut maia, &sid, &[("call_h", "Edit", edit("total", "grand_total"))]).await;
+    turn(
+        &mut maia,
+        &sid,
+        &[("call_h", "Edit", edit("total", "grand_total"))],
+    )
+    .await;
     let result = result_for(&maia, "call_h");
     assert!(!result.contains("Diagnostics"), "{result}");
 
     // Diagnostics and References on the project.
-    std::fs::write(maia.path("b.py"), "from a import double\n\nn: str = double(3)\n").unwrap();
+    std::fs::write(
+        maia.path("b.py"),
+        "from a import double\n\nn: str = double(3)\n",
+    )
+    .unwrap();
     turn(
         &mut maia,
         &sid,
         &[
             ("call_d", "Diagnostics", json!({"path": "b.py"})),
-            ("call_x", "References", json!({"path": "a.py", "line": 1, "column": 5})),
+            (
+                "call_x",
+                "References",
+                json!({"path": "a.py", "line": 1, "column": 5}),
+            ),
         ],
     )
     .await;
     let diags = result_for(&maia, "call_d");
-    assert!(diags.starts_with("b.py:\n  line 3, col 10: error: "), "{diags}");
+    assert!(
+        diags.starts_with("b.py:\n  line 3, col 10: error: "),
+        "{diags}"
+    );
     let refs = result_for(&maia, "call_x");
-    assert!(refs.contains("a.py:1:5: def double(x: int) -> int:"), "{refs}");
+    assert!(
+        refs.contains("a.py:1:5: def double(x: int) -> int:"),
+        "{refs}"
+    );
     assert!(refs.contains("a.py:5:"), "{refs}");
 }
 
@@ -173,11 +210,20 @@ async fn a_server_that_crashes_mid_turn_leaves_the_turn_intact_and_says_so() {
     .await;
     let result = result_for(&maia, "call_e");
     assert!(result.starts_with("Edited"), "the edit is made: {result}");
-    assert!(result.contains("Diagnostics unavailable: `fake` stopped"), "{result}");
-    assert!(result.contains("not checked"), "{result}");
-    assert!(std::fs::read_to_string(maia.path("a.py")).unwrap().contains("double(3)"));
     assert!(
-        shown_texts(&before).iter().any(|t| t.starts_with("Diagnostics unavailable")),
+        result.contains("Diagnostics unavailable: `fake` stopped"),
+        "{result}"
+    );
+    assert!(result.contains("not checked"), "{result}");
+    assert!(
+        std::fs::read_to_string(maia.path("a.py"))
+            .unwrap()
+            .contains("double(3)")
+    );
+    assert!(
+        shown_texts(&before)
+            .iter()
+            .any(|t| t.starts_with("Diagnostics unavailable")),
         "{before:?}"
     );
 }
@@ -197,11 +243,26 @@ async fn a_server_that_never_answers_leaves_the_turn_intact_and_says_so() {
     .await;
     let result = result_for(&maia, "call_e");
     assert!(result.starts_with("Edited"), "{result}");
-    assert!(result.contains("Diagnostics unavailable: `fake` is still starting"), "{result}");
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        result.contains("Diagnostics unavailable: `fake` is still starting"),
+        "{result}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
 
     // Its tools say the server is unavailable, not "no errors".
-    turn(&mut maia, &sid, &[("call_d", "Diagnostics", json!({"path": "a.py"}))]).await;
+    turn(
+        &mut maia,
+        &sid,
+        &[("call_d", "Diagnostics", json!({"path": "a.py"}))],
+    )
+    .await;
     let result = result_for(&maia, "call_d");
-    assert!(result.starts_with("Language server unavailable: `fake` is still starting"), "{result}");
+    assert!(
+        result.starts_with("Language server unavailable: `fake` is still starting"),
+        "{result}"
+    );
 }

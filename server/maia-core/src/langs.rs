@@ -44,7 +44,12 @@ pub(crate) fn manager(
             text,
         });
     });
-    Arc::new(LspManager::new(settings, cwd.to_path_buf(), sandbox, notify))
+    Arc::new(LspManager::new(
+        settings,
+        cwd.to_path_buf(),
+        sandbox,
+        notify,
+    ))
 }
 
 /// What the result of an edit of `path` (from `old`, `None` for a new
@@ -59,7 +64,10 @@ pub(crate) async fn after_edit(
 ) -> Option<String> {
     let report = lsp.after_edit(path, old, new).await?;
     let text = maia_lsp_client::format_edit_report(&report, cwd)?;
-    Some(format!("{SECTION}{}", text.trim_start_matches("Diagnostics ")))
+    Some(format!(
+        "{SECTION}{}",
+        text.trim_start_matches("Diagnostics ")
+    ))
 }
 
 /// The diagnostics section of a tool result, shown in the editor too.

@@ -52,8 +52,8 @@ pub use event::{
     ToolStatus,
 };
 pub use handle::{Busy, SessionHandle};
+/// The language servers a session would use ([`maia_lsp_client`]).
+pub use langs::settings as language_servers;
 pub use mode::Mode;
 pub use prompt::PromptPart;
 pub use tools::reserved_tool_names;
-/// The language servers a session would use ([`maia_lsp_client`]).
-pub use langs::settings as language_servers;

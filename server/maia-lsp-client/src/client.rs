@@ -15,8 +15,8 @@ use ls_types::notification::Notification as _;
 use ls_types::request::Request as _;
 use ls_types::{
     ClientCapabilities, Diagnostic, DiagnosticClientCapabilities, InitializeParams,
-    InitializeResult, PublishDiagnosticsClientCapabilities, PublishDiagnosticsParams, ServerCapabilities,
-    TextDocumentClientCapabilities, Uri, WorkspaceFolder,
+    InitializeResult, PublishDiagnosticsClientCapabilities, PublishDiagnosticsParams,
+    ServerCapabilities, TextDocumentClientCapabilities, Uri, WorkspaceFolder,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -79,7 +79,7 @@ pub(crate) struct Client {
     _child: Mutex<tokio::process::Child>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -157,7 +157,10 @@ impl Client {
         let result = match init {
             Ok(v) => v,
             Err(Failure::Timeout) => {
-                return Err(format!("no answer to `initialize` in {} s", timeout.as_secs()));
+                return Err(format!(
+                    "no answer to `initialize` in {} s",
+                    timeout.as_secs()
+                ));
             }
             Err(Failure::Stopped(why)) => return Err(format!("it stopped while starting: {why}")),
             Err(Failure::Error(e)) => return Err(format!("`initialize` failed: {e}")),
@@ -174,7 +177,7 @@ impl Client {
         client
             .notify(ls_types::notification::Initialized::METHOD, json!({}))
             .await;
-        tracing::info!(server = %name, root = %root.display(), "language server started");
+        tracing::info!(server = %name, root = %root.display(), pulls = client.pulls(), "language server started");
         Ok(client)
     }
 
@@ -193,11 +196,20 @@ impl Client {
         if !self.dead.is_cancelled() {
             return None;
         }
-        Some(lock(&self.reason).clone().unwrap_or_else(|| "it stopped".into()))
+        Some(
+            lock(&self.reason)
+                .clone()
+                .unwrap_or_else(|| "it stopped".into()),
+        )
     }
 
     /// Sends a request and waits at most `timeout` for its answer.
-    pub async fn request(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, Failure> {
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, Failure> {
         if let Some(why) = self.stop_reason() {
             return Err(Failure::Stopped(why));
         }
@@ -208,7 +220,10 @@ impl Client {
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         if !self.send(&message).await {
             lock(&self.pending).remove(&id);
-            return Err(Failure::Stopped(self.stop_reason().unwrap_or_else(|| "its input closed".into())));
+            return Err(Failure::Stopped(
+                self.stop_reason()
+                    .unwrap_or_else(|| "its input closed".into()),
+            ));
         }
         let answer = tokio::select! {
             answer = rx => answer.unwrap_or_else(|_| Err(Failure::Stopped("it stopped".into()))),
@@ -232,7 +247,12 @@ impl Client {
     async fn send(&self, message: &Value) -> bool {
         let mut stdin = self.stdin.lock().await;
         // A server that stopped reading must not hold the writer forever.
-        match tokio::time::timeout(Duration::from_secs(5), crate::wire::write(&mut *stdin, message)).await {
+        match tokio::time::timeout(
+            Duration::from_secs(5),
+            crate::wire::write(&mut *stdin, message),
+        )
+        .await
+        {
             Ok(Ok(())) => true,
             Ok(Err(e)) => {
                 tracing::debug!(server = %self.name, "cannot write to the server: {e}");
@@ -338,7 +358,11 @@ pub(crate) fn keep(
     seq: u64,
     items: &[Diagnostic],
 ) -> Vec<Diag> {
-    let items: Vec<Diag> = items.iter().take(MAX_PER_FILE).map(|d| diag_of(path, d)).collect();
+    let items: Vec<Diag> = items
+        .iter()
+        .take(MAX_PER_FILE)
+        .map(|d| diag_of(path, d))
+        .collect();
     let mut map = lock(diags);
     if map.len() >= MAX_FILES && !map.contains_key(path) {
         return items;
@@ -366,14 +390,19 @@ async fn read_loop(
             Ok(None) => break "its output ended".to_owned(),
             Err(e) => break format!("unreadable output ({e})"),
         };
-        let Some(client) = client.upgrade() else { return };
+        let Some(client) = client.upgrade() else {
+            return;
+        };
         let method = message.get("method").and_then(Value::as_str);
         match (method, message.get("id")) {
             (None, Some(id)) => {
                 let Some(id) = id.as_i64() else { continue };
                 let answer = match message.get("error") {
                     Some(e) => Err(Failure::Error(
-                        e.get("message").and_then(Value::as_str).unwrap_or("error").to_owned(),
+                        e.get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("error")
+                            .to_owned(),
                     )),
                     None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
                 };
@@ -390,7 +419,9 @@ async fn read_loop(
                 };
                 client.send(&out).await;
             }
-            (Some(method), None) if method == ls_types::notification::PublishDiagnostics::METHOD => {
+            (Some(method), None)
+                if method == ls_types::notification::PublishDiagnostics::METHOD =>
+            {
                 let Some(params) = message
                     .get("params")
                     .cloned()
@@ -400,7 +431,13 @@ async fn read_loop(
                 };
                 if let Some(path) = path_of(&params.uri) {
                     let seq = *publish.borrow() + 1;
-                    keep(&client.diags, &path, params.version, seq, &params.diagnostics);
+                    keep(
+                        &client.diags,
+                        &path,
+                        params.version,
+                        seq,
+                        &params.diagnostics,
+                    );
                     publish.send_replace(seq);
                 }
             }

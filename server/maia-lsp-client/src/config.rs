@@ -52,22 +52,47 @@ fn strings(list: &[&str]) -> Vec<String> {
 
 /// The servers MAIA knows, found or not: (name, command, args, file types,
 /// root markers). The first of a name whose command is found is used.
-const KNOWN: &[(&str, &str, &[&str], &[&str], &[&str])] = &[
-    ("rust-analyzer", "rust-analyzer", &[], &["rs"], &["Cargo.toml"]),
+type Known = (
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [&'static str],
+);
+const KNOWN: &[Known] = &[
+    (
+        "rust-analyzer",
+        "rust-analyzer",
+        &[],
+        &["rs"],
+        &["Cargo.toml"],
+    ),
     ("gopls", "gopls", &[], &["go"], &["go.mod", "go.work"]),
     (
         "pyright",
         "basedpyright-langserver",
         &["--stdio"],
         &["py", "pyi"],
-        &["pyproject.toml", "pyrightconfig.json", "setup.py", "setup.cfg", "requirements.txt"],
+        &[
+            "pyproject.toml",
+            "pyrightconfig.json",
+            "setup.py",
+            "setup.cfg",
+            "requirements.txt",
+        ],
     ),
     (
         "pyright",
         "pyright-langserver",
         &["--stdio"],
         &["py", "pyi"],
-        &["pyproject.toml", "pyrightconfig.json", "setup.py", "setup.cfg", "requirements.txt"],
+        &[
+            "pyproject.toml",
+            "pyrightconfig.json",
+            "setup.py",
+            "setup.cfg",
+            "requirements.txt",
+        ],
     ),
     (
         "typescript",
@@ -133,12 +158,11 @@ pub fn from_values(
             Some(Value::Bool(true)) | None => {}
             Some(_) => warnings.push("lsp must be an object of servers (or false); ignored".into()),
         }
-        match file.get("lspWaitMs") {
-            Some(v) => match v.as_u64() {
+        if let Some(v) = file.get("lspWaitMs") {
+            match v.as_u64() {
                 Some(ms) => wait = Duration::from_millis(ms).min(MAX_WAIT),
                 None => warnings.push("lspWaitMs must be a number of milliseconds; ignored".into()),
-            },
-            None => {}
+            }
         }
     }
     if off {
@@ -187,7 +211,14 @@ fn server(
                 .iter()
                 .map(|v| {
                     v.as_str()
-                        .map(|s| if trim_dot { s.trim_start_matches('.') } else { s }.to_owned())
+                        .map(|s| {
+                            if trim_dot {
+                                s.trim_start_matches('.')
+                            } else {
+                                s
+                            }
+                            .to_owned()
+                        })
                         .ok_or_else(|| format!("{key} must be a list of strings"))
                 })
                 .collect::<Result<Vec<_>, _>>()
@@ -343,7 +374,10 @@ mod tests {
         let (s, _) = from_values(&[], defaults(&|c| c == "pyright-langserver"));
         let py = &s.servers[0];
         assert!(py.serves(&ws.join("a.py")) && !py.serves(&ws.join("a.rs")));
-        assert_eq!(py.root_for(&ws.join("sub/pkg/a.py"), ws), Some(ws.join("sub")));
+        assert_eq!(
+            py.root_for(&ws.join("sub/pkg/a.py"), ws),
+            Some(ws.join("sub"))
+        );
         assert_eq!(py.root_for(&ws.join("a.py"), ws), None);
     }
 }

@@ -17,6 +17,7 @@
 
 mod client;
 pub mod config;
+mod convert;
 mod manager;
 mod report;
 pub mod wire;

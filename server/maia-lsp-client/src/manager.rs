@@ -14,13 +14,14 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use ls_types::notification::Notification as _;
 use ls_types::request::Request as _;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, Failure, uri_of};
+use crate::client::{Client, Failure, lock, uri_of};
 use crate::config::{LspSettings, ServerConfig, language_id};
+use crate::convert::{compare, places_of, pulled, read_small, utf16_column};
 use crate::{Diag, EditReport, Place};
 
 /// How long a server may take to start and answer `initialize`.
@@ -29,8 +30,6 @@ pub const INIT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_RESTARTS: u32 = 3;
 /// How long a question of the model's tools may wait.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest file opened in a server.
-const MAX_FILE: u64 = 4 << 20;
 
 /// Told once per server that goes off ("X stopped; …").
 pub type Notify = Arc<dyn Fn(String) + Send + Sync>;
@@ -81,10 +80,6 @@ impl std::fmt::Debug for LspManager {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
@@ -133,7 +128,9 @@ impl LspManager {
         }
         self.settings.servers.iter().any(|config| {
             config.root_markers.is_empty()
-                || dirs.iter().any(|d| config.root_markers.iter().any(|m| d.join(m).exists()))
+                || dirs
+                    .iter()
+                    .any(|d| config.root_markers.iter().any(|m| d.join(m).exists()))
         })
     }
 
@@ -260,7 +257,13 @@ impl LspManager {
 
     /// Sends `text` as the new content of `path` (opening it if need be);
     /// returns the version it now has and the publication count before.
-    async fn sync(&self, client: &Client, path: &Path, text: &str, save: bool) -> Result<(i32, u64), String> {
+    async fn sync(
+        &self,
+        client: &Client,
+        path: &Path,
+        text: &str,
+        save: bool,
+    ) -> Result<(i32, u64), String> {
         let uri = uri_of(path).ok_or_else(|| format!("{} is not a file path", path.display()))?;
         let mut docs = client.docs.lock().await;
         let since = *client.published.borrow();
@@ -336,7 +339,9 @@ impl LspManager {
                 .await;
             return match answer {
                 Ok(report) => Ok(pulled(client, path, version, report)),
-                Err(Failure::Timeout) => Err(format!("`{name}` gave no diagnostics within {waited}")),
+                Err(Failure::Timeout) => {
+                    Err(format!("`{name}` gave no diagnostics within {waited}"))
+                }
                 Err(Failure::Stopped(why)) => Err(format!("`{name}` stopped ({why})")),
                 Err(Failure::Error(e)) => Err(format!("`{name}` failed: {e}")),
             };
@@ -364,7 +369,12 @@ impl LspManager {
     /// After an edit of `path` from `old` (`None`: a new file) to `new`:
     /// what it changed in the file's diagnostics, within the wait
     /// ([`LspSettings::wait`]). `None` when no server serves the file.
-    pub async fn after_edit(&self, path: &Path, old: Option<&str>, new: &str) -> Option<EditReport> {
+    pub async fn after_edit(
+        &self,
+        path: &Path,
+        old: Option<&str>,
+        new: &str,
+    ) -> Option<EditReport> {
         let slots = self.slots_for(path, true);
         if slots.is_empty() {
             return None;
@@ -382,10 +392,15 @@ impl LspManager {
             // the wait for it (one that never reported the file leaves it
             // empty, so all its problems count as new); pulls are answered.
             let before = match current {
-                Some(v) if client.pulls() => self.diagnostics(&client, path, (v, 0), deadline).await?,
+                Some(v) if client.pulls() => {
+                    self.diagnostics(&client, path, (v, 0), deadline).await?
+                }
                 Some(v) => {
                     let part = Instant::now() + self.settings.wait / 3;
-                    match self.diagnostics(&client, path, (v, 0), part.min(deadline)).await {
+                    match self
+                        .diagnostics(&client, path, (v, 0), part.min(deadline))
+                        .await
+                    {
                         Ok(items) => items,
                         Err(_) if client.stop_reason().is_none() => Vec::new(),
                         Err(why) => return Err(why),
@@ -426,7 +441,11 @@ impl LspManager {
         let (mut errors, mut files) = (0, 0);
         for client in self.ready() {
             for (file, p) in lock(&client.diags).iter() {
-                let n = p.items.iter().filter(|d| d.severity == crate::Severity::Error).count();
+                let n = p
+                    .items
+                    .iter()
+                    .filter(|d| d.severity == crate::Severity::Error)
+                    .count();
                 if file != path && n > 0 {
                     errors += n;
                     files += 1;
@@ -455,11 +474,17 @@ impl LspManager {
         }
         let (manager, path) = (Arc::downgrade(self), path.to_path_buf());
         tokio::spawn(async move {
-            let Some(text) = read_small(&path) else { return };
+            let Some(text) = read_small(&path) else {
+                return;
+            };
             for slot in slots {
-                let Some(manager) = manager.upgrade() else { return };
+                let Some(manager) = manager.upgrade() else {
+                    return;
+                };
                 let deadline = Instant::now() + INIT_TIMEOUT;
-                let Ok(client) = manager.client(&slot, deadline).await else { continue };
+                let Ok(client) = manager.client(&slot, deadline).await else {
+                    continue;
+                };
                 if client.docs.lock().await.contains_key(&path) {
                     continue;
                 }
@@ -472,7 +497,11 @@ impl LspManager {
     }
 
     /// The running server for `path` with `text` open in it.
-    async fn open(&self, path: &Path, text: &str) -> Result<(Arc<Client>, (i32, u64), Instant), String> {
+    async fn open(
+        &self,
+        path: &Path,
+        text: &str,
+    ) -> Result<(Arc<Client>, (i32, u64), Instant), String> {
         let slots = self.slots_for(path, true);
         let Some(slot) = slots.first() else {
             return Err(format!("no language server serves {}", path.display()));
@@ -538,7 +567,10 @@ impl LspManager {
             )
         };
         let left = deadline.saturating_duration_since(Instant::now());
-        let answer = client.request(method, params, left).await.map_err(|f| failure(&client, f))?;
+        let answer = client
+            .request(method, params, left)
+            .await
+            .map_err(|f| failure(&client, f))?;
         Ok(places_of(&answer))
     }
 
@@ -565,7 +597,11 @@ impl LspManager {
             let client = self.client(slot, deadline).await?;
             let left = deadline.saturating_duration_since(Instant::now());
             client
-                .request(ls_types::request::WorkspaceSymbolRequest::METHOD, json!({"query": query}), left)
+                .request(
+                    ls_types::request::WorkspaceSymbolRequest::METHOD,
+                    json!({"query": query}),
+                    left,
+                )
                 .await
                 .map_err(|f| failure(&client, f))
         });
@@ -580,7 +616,11 @@ impl LspManager {
                 Err(e) => errors.push(e),
             }
         }
-        if answered { Ok(out) } else { Err(errors.join("; ")) }
+        if answered {
+            Ok(out)
+        } else {
+            Err(errors.join("; "))
+        }
     }
 
     /// What `maia doctor` shows: each server, the root it would serve in
@@ -592,9 +632,20 @@ impl LspManager {
             let root = config.root_for(&probe, &self.workspace);
             let started = match (&root, try_start) {
                 (Some(root), true) => Some(
-                    match Client::start(config, root, self.sandbox.as_ref(), Duration::from_secs(20)).await {
+                    match Client::start(
+                        config,
+                        root,
+                        self.sandbox.as_ref(),
+                        Duration::from_secs(20),
+                    )
+                    .await
+                    {
                         Ok(client) => {
-                            let info = client.info.get().cloned().unwrap_or_else(|| config.name.clone());
+                            let info = client
+                                .info
+                                .get()
+                                .cloned()
+                                .unwrap_or_else(|| config.name.clone());
                             client.stop().await;
                             Ok(info)
                         }
@@ -621,7 +672,10 @@ impl LspManager {
         self.stopped.cancel();
         let slots: Vec<Arc<Slot>> = lock(&self.slots).drain().map(|(_, s)| s).collect();
         for slot in slots {
-            if let State::Ready(client) = slot.state.send_replace(State::Off("the session ended".into())) {
+            if let State::Ready(client) = slot
+                .state
+                .send_replace(State::Off("the session ended".into()))
+            {
                 tokio::spawn(async move { client.stop().await });
             }
         }
@@ -669,164 +723,5 @@ fn failure(client: &Client, f: Failure) -> String {
         Failure::Timeout => format!("`{}` did not answer in time", client.name),
         Failure::Stopped(why) => format!("`{}` stopped ({why})", client.name),
         Failure::Error(e) => format!("`{}` failed: {e}", client.name),
-    }
-}
-
-/// Keeps a pulled report; an "unchanged" report keeps what was there.
-fn pulled(client: &Client, path: &Path, version: i32, report: Value) -> Vec<Diag> {
-    use ls_types::{DocumentDiagnosticReport, DocumentDiagnosticReportResult};
-    match serde_json::from_value::<DocumentDiagnosticReportResult>(report) {
-        Ok(DocumentDiagnosticReportResult::Report(DocumentDiagnosticReport::Full(r))) => {
-            crate::client::keep(&client.diags, path, Some(version), 0, &r.full_document_diagnostic_report.items)
-        }
-        _ => {
-            let mut map = lock(&client.diags);
-            let entry = map.entry(path.to_path_buf()).or_default();
-            entry.version = Some(version);
-            entry.items.clone()
-        }
-    }
-}
-
-/// The errors and warnings of `after` that `before` did not have, and
-/// those of `before` that went away (compared by severity, message and
-/// code, not by line, so lines shifted by the edit do not count).
-pub(crate) fn compare(before: &[Diag], after: &[Diag]) -> (Vec<Diag>, Vec<Diag>) {
-    fn minus(a: &[Diag], b: &[Diag]) -> Vec<Diag> {
-        let mut left: HashMap<(crate::Severity, &str, Option<&str>), usize> = HashMap::new();
-        for d in b {
-            *left.entry((d.severity, d.message.as_str(), d.code.as_deref())).or_default() += 1;
-        }
-        a.iter()
-            .filter(|d| d.severity.counts())
-            .filter(|d| {
-                match left.get_mut(&(d.severity, d.message.as_str(), d.code.as_deref())) {
-                    Some(n) if *n > 0 => {
-                        *n -= 1;
-                        false
-                    }
-                    _ => true,
-                }
-            })
-            .cloned()
-            .collect()
-    }
-    (minus(after, before), minus(before, after))
-}
-
-/// Locations of an answer: `Location`, `Location[]`, `LocationLink[]` or
-/// `SymbolInformation[]` / `WorkspaceSymbol[]`.
-fn places_of(answer: &Value) -> Vec<Place> {
-    let items: Vec<&Value> = match answer {
-        Value::Array(items) => items.iter().collect(),
-        Value::Object(_) => vec![answer],
-        _ => Vec::new(),
-    };
-    items
-        .into_iter()
-        .filter_map(|item| {
-            let location = item.get("location").unwrap_or(item);
-            let uri = location
-                .get("uri")
-                .or_else(|| location.get("targetUri"))
-                .and_then(Value::as_str)?;
-            let range = location
-                .get("range")
-                .or_else(|| location.get("targetSelectionRange"));
-            let uri: ls_types::Uri = uri.parse().ok()?;
-            let path = crate::client::path_of(&uri)?;
-            let at = |k: &str| {
-                range
-                    .and_then(|r| r.get("start"))
-                    .and_then(|s| s.get(k))
-                    .and_then(Value::as_u64)
-                    .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX).saturating_add(1))
-            };
-            let label = item.get("name").and_then(Value::as_str).map(|name| {
-                match item.get("kind").and_then(Value::as_u64).and_then(symbol_kind) {
-                    Some(kind) => format!("{kind} {name}"),
-                    None => name.to_owned(),
-                }
-            });
-            Some(Place {
-                path,
-                line: at("line"),
-                column: at("character"),
-                label,
-            })
-        })
-        .collect()
-}
-
-fn symbol_kind(kind: u64) -> Option<&'static str> {
-    const NAMES: [&str; 26] = [
-        "file", "module", "namespace", "package", "class", "method", "property", "field",
-        "constructor", "enum", "interface", "function", "variable", "constant", "string",
-        "number", "boolean", "array", "object", "key", "null", "enum member", "struct", "event",
-        "operator", "type parameter",
-    ];
-    NAMES.get(usize::try_from(kind).ok()?.checked_sub(1)?).copied()
-}
-
-/// The UTF-16 offset of the 1-based `column` (in characters) of 1-based
-/// `line` of `text`.
-fn utf16_column(text: &str, line: u32, column: u32) -> u32 {
-    let Some(content) = text.lines().nth(line.saturating_sub(1) as usize) else {
-        return column.saturating_sub(1);
-    };
-    let n: usize = content
-        .chars()
-        .take(column.saturating_sub(1) as usize)
-        .map(char::len_utf16)
-        .sum();
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-/// A file's text for a server, when it is small enough and text.
-fn read_small(path: &Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    if meta.len() > MAX_FILE {
-        return None;
-    }
-    std::fs::read_to_string(path).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Severity;
-
-    fn d(line: u32, severity: Severity, message: &str) -> Diag {
-        Diag {
-            path: "a.py".into(),
-            line,
-            column: 1,
-            severity,
-            message: message.into(),
-            source: None,
-            code: None,
-        }
-    }
-
-    #[test]
-    fn compare_ignores_shifted_lines_and_hints() {
-        let before = vec![d(3, Severity::Error, "x"), d(4, Severity::Hint, "unused")];
-        let after = vec![
-            d(5, Severity::Error, "x"),
-            d(6, Severity::Error, "y"),
-            d(7, Severity::Hint, "h"),
-        ];
-        let (new, gone) = compare(&before, &after);
-        assert_eq!(new, vec![d(6, Severity::Error, "y")]);
-        assert!(gone.is_empty());
-        let (new, gone) = compare(&after, &before);
-        assert!(new.is_empty());
-        assert_eq!(gone, vec![d(6, Severity::Error, "y")]);
-    }
-
-    #[test]
-    fn columns_count_utf16_units() {
-        assert_eq!(utf16_column("a😀b", 1, 3), 3);
-        assert_eq!(utf16_column("x\nabc", 2, 2), 1);
     }
 }

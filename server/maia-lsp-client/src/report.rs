@@ -15,8 +15,18 @@ fn shown(path: &Path, cwd: &Path) -> String {
 }
 
 fn line_of(d: &Diag) -> String {
-    let code = d.code.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
-    format!("line {}, col {}: {}: {}{code}", d.line, d.column, d.severity.label(), d.message.replace('\n', "\n    "))
+    let code = d
+        .code
+        .as_deref()
+        .map(|c| format!(" [{c}]"))
+        .unwrap_or_default();
+    format!(
+        "line {}, col {}: {}: {}{code}",
+        d.line,
+        d.column,
+        d.severity.label(),
+        d.message.replace('\n', "\n    ")
+    )
 }
 
 fn plural(n: usize, one: &str) -> String {
@@ -40,17 +50,26 @@ pub fn format_edit_report(report: &EditReport, cwd: &Path) -> Option<String> {
         } => {
             let mut out = format!("Diagnostics after this edit ({}):", servers.join(", "));
             if !introduced.is_empty() {
-                let file = introduced.first().map(|d| shown(&d.path, cwd)).unwrap_or_default();
+                let file = introduced
+                    .first()
+                    .map(|d| shown(&d.path, cwd))
+                    .unwrap_or_default();
                 out.push_str(&format!("\nNew in {file}:"));
                 for d in introduced.iter().take(MAX_AFTER_EDIT) {
                     out.push_str(&format!("\n  {}", line_of(d)));
                 }
                 if introduced.len() > MAX_AFTER_EDIT {
-                    out.push_str(&format!("\n  … and {} more", introduced.len() - MAX_AFTER_EDIT));
+                    out.push_str(&format!(
+                        "\n  … and {} more",
+                        introduced.len() - MAX_AFTER_EDIT
+                    ));
                 }
             }
             if !resolved.is_empty() {
-                out.push_str(&format!("\nGone after this edit ({}):", plural(resolved.len(), "problem")));
+                out.push_str(&format!(
+                    "\nGone after this edit ({}):",
+                    plural(resolved.len(), "problem")
+                ));
                 for d in resolved.iter().take(MAX_AFTER_EDIT) {
                     out.push_str(&format!("\n  was {}", line_of(d)));
                 }
@@ -90,7 +109,11 @@ pub fn format_diags(diags: &[Diag], cwd: &Path) -> String {
 
 /// A list of places as `path:line:col`, with the symbol or the line's
 /// text, bounded.
-pub fn format_places(places: &[Place], cwd: &Path, line_text: &dyn Fn(&Path, u32) -> Option<String>) -> String {
+pub fn format_places(
+    places: &[Place],
+    cwd: &Path,
+    line_text: &dyn Fn(&Path, u32) -> Option<String>,
+) -> String {
     if places.is_empty() {
         return "Nothing found.".to_owned();
     }
@@ -101,7 +124,12 @@ pub fn format_places(places: &[Place], cwd: &Path, line_text: &dyn Fn(&Path, u32
             .clone()
             .or_else(|| line_text(&p.path, p.line).map(|t| t.trim().chars().take(200).collect()))
             .unwrap_or_default();
-        out.push_str(&format!("{}:{}:{}: {what}\n", shown(&p.path, cwd), p.line, p.column));
+        out.push_str(&format!(
+            "{}:{}:{}: {what}\n",
+            shown(&p.path, cwd),
+            p.line,
+            p.column
+        ));
     }
     if places.len() > MAX_LISTED {
         out.push_str(&format!("… and {} more\n", places.len() - MAX_LISTED));

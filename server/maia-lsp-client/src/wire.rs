@@ -22,7 +22,10 @@ pub async fn read<R: AsyncBufRead + Unpin>(r: &mut R, cap: usize) -> io::Result<
     let mut first = true;
     loop {
         let mut line = Vec::new();
-        let n = (&mut *r).take(MAX_HEADER).read_until(b'\n', &mut line).await?;
+        let n = (&mut *r)
+            .take(MAX_HEADER)
+            .read_until(b'\n', &mut line)
+            .await?;
         if n == 0 {
             return if first {
                 Ok(None)

@@ -13,7 +13,9 @@ fn pyright() -> Option<PathBuf> {
     match std::env::var_os("MAIA_PYRIGHT") {
         Some(p) => Some(PathBuf::from(p)),
         None => {
-            eprintln!("SKIPPED: MAIA_PYRIGHT is not set (the path of pyright-langserver; .ci/run sets it)");
+            eprintln!(
+                "SKIPPED: MAIA_PYRIGHT is not set (the path of pyright-langserver; .ci/run sets it)"
+            );
             None
         }
     }
@@ -32,7 +34,12 @@ fn manager(command: PathBuf, dir: &std::path::Path) -> Arc<LspManager> {
         }],
         wait: Duration::from_secs(8),
     };
-    Arc::new(LspManager::new(settings, dir.to_path_buf(), None, Arc::new(|_| {})))
+    Arc::new(LspManager::new(
+        settings,
+        dir.to_path_buf(),
+        None,
+        Arc::new(|_| {}),
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,7 +55,12 @@ async fn an_edit_reports_what_it_broke_and_fixed() {
 
     let bad = good.replace("f(2)", "f(\"two\")");
     let report = m.after_edit(&file, Some(good), &bad).await.unwrap();
-    let EditReport::Checked { introduced, resolved, .. } = &report else {
+    let EditReport::Checked {
+        introduced,
+        resolved,
+        ..
+    } = &report
+    else {
         panic!("{report:?}")
     };
     assert_eq!(introduced.len(), 1, "{report:?}");
@@ -56,7 +68,12 @@ async fn an_edit_reports_what_it_broke_and_fixed() {
     assert!(resolved.is_empty());
 
     let report = m.after_edit(&file, Some(&bad), good).await.unwrap();
-    let EditReport::Checked { introduced, resolved, .. } = &report else {
+    let EditReport::Checked {
+        introduced,
+        resolved,
+        ..
+    } = &report
+    else {
         panic!("{report:?}")
     };
     assert!(introduced.is_empty() && resolved.len() == 1, "{report:?}");

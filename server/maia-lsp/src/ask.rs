@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{
     CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, Command, DiagnosticSeverity,
-    Position, Range,
-    Uri,
+    Position, Range, Uri,
 };
 
 use crate::Inner;
@@ -340,7 +339,10 @@ fn editor_diagnostics(diagnostics: &[EditorDiagnostic]) -> String {
             d.line,
             d.severity.as_deref().unwrap_or("error"),
             d.message,
-            d.source.as_deref().map(|s| format!(" ({s})")).unwrap_or_default()
+            d.source
+                .as_deref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default()
         ));
     }
     out

@@ -38,10 +38,20 @@ pub(crate) fn all(lsp: &Arc<LspManager>) -> Vec<Arc<dyn Tool>> {
     if !lsp.offers_tools() {
         return Vec::new();
     }
-    [Which::Diagnostics, Which::References, Which::Definition, Which::Symbols]
-        .into_iter()
-        .map(|which| Arc::new(Lsp { which, lsp: lsp.clone() }) as Arc<dyn Tool>)
-        .collect()
+    [
+        Which::Diagnostics,
+        Which::References,
+        Which::Definition,
+        Which::Symbols,
+    ]
+    .into_iter()
+    .map(|which| {
+        Arc::new(Lsp {
+            which,
+            lsp: lsp.clone(),
+        }) as Arc<dyn Tool>
+    })
+    .collect()
 }
 
 #[derive(Deserialize)]
@@ -90,7 +100,12 @@ impl Lsp {
             Some(path) if !allowed(path) => {
                 return Err(format!("{} is denied by a Read rule", path.display()));
             }
-            Some(path) => Some(ctx.fs.read_to_string(path).await.map_err(|e| e.to_string())?),
+            Some(path) => Some(
+                ctx.fs
+                    .read_to_string(path)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
             None => None,
         };
         let cwd = &ctx.cwd;
@@ -103,9 +118,11 @@ impl Lsp {
             (Which::Diagnostics, _, _) => {
                 let running = self.lsp.running();
                 if running.is_empty() {
-                    return Err("no language server has checked a file in this session yet; \
+                    return Err(
+                        "no language server has checked a file in this session yet; \
                          pass a `path` to check one"
-                        .into());
+                            .into(),
+                    );
                 }
                 let diags: Vec<_> = self
                     .lsp
@@ -182,7 +199,10 @@ impl Tool for Lsp {
     fn plan(&self, call: &ToolCall, raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
         let args: Args = serde_json::from_value(raw.clone())
             .map_err(|e| format!("{}: invalid arguments: {e}", self.name()))?;
-        let path = args.path.as_deref().map(|p| maia_tools::path::resolve(cwd, p));
+        let path = args
+            .path
+            .as_deref()
+            .map(|p| maia_tools::path::resolve(cwd, p));
         let shown = args.path.clone().unwrap_or_else(|| ".".to_owned());
         // Gated as a Read of the file (or of the working folder).
         let read = ToolInput::Read(ReadInput {

@@ -55,7 +55,9 @@ pub(crate) fn registry(s: Sources) -> ToolRegistry {
             pending: s.pending_tools.clone(),
         }));
     }
-    lsp::all(&s.lsp).into_iter().for_each(|tool| _ = r.register(tool));
+    lsp::all(&s.lsp)
+        .into_iter()
+        .for_each(|tool| _ = r.register(tool));
     for tool in crate::mcp::offered_tools(&s.mcp) {
         r.register(Arc::new(mcp::Mcp {
             manager: s.mcp.clone(),
