@@ -1,7 +1,8 @@
 //! MAIA as a language client (issue 24), through the binary: an Edit that
 //! breaks a type gets the error appended to its result in the same turn
 //! (and shown in the editor); the model's next request holds it; a fixing
-//! edit reports it gone; a harmless edit appends nothing; `Diagnostics` and
+//! edit reports it gone; a harmless edit appends nothing; a Bash command
+//! that breaks an open file is told too; `Diagnostics` and
 //! `References` on a small project; a server that crashes mid-turn and one
 //! that never answers leave the turn intact and say so.
 //!
@@ -46,7 +47,7 @@ async fn open(lsp: Value, wait_ms: u64, files: &[(&str, &str)]) -> (Maia, String
         settings: json!({
             "lsp": lsp,
             "lspWaitMs": wait_ms,
-            "permissions": {"allow": ["Read", "Edit", "Write"]},
+            "permissions": {"allow": ["Read", "Edit", "Write", "Bash"]},
         }),
         ..Options::default()
     })
@@ -194,6 +195,17 @@ async fn pyright_reports_what_an_edit_breaks_and_fixes_and_nothing_else() {
         "{refs}"
     );
     assert!(refs.contains("a.py:5:"), "{refs}");
+
+    // A command that breaks an open file is told too.
+    let command =
+        json!({"command": "python3 -c \"open('a.py', 'a').write('bad: int = None\\n')\""});
+    turn(&mut maia, &sid, &[("call_b", "Bash", command)]).await;
+    let result = result_for(&maia, "call_b");
+    assert!(
+        result.contains("Diagnostics after this command (pyright):\nNew in a.py:"),
+        "{result}"
+    );
+    assert!(result.contains("line 6, col 12: error: "), "{result}");
 }
 
 #[tokio::test]

@@ -1,8 +1,8 @@
 //! The session's language servers, a service like MCP: their settings
 //! (`lsp`, `lspWaitMs`) from the settings files, the manager started with
 //! the session (its one notice per server that goes off becomes a
-//! warning), and what the result of an edit gains: the diagnostics it
-//! introduced or removed, or why they were not available.
+//! warning), and what the result of an edit or a command gains: the
+//! diagnostics it introduced or removed, or why they were not available.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -63,7 +63,18 @@ pub(crate) async fn after_edit(
     cwd: &Path,
 ) -> Option<String> {
     let report = lsp.after_edit(path, old, new).await?;
-    let text = maia_lsp_client::format_edit_report(&report, cwd)?;
+    let text = maia_lsp_client::format_edit_report(&report, cwd, "edit")?;
+    Some(format!(
+        "{SECTION}{}",
+        text.trim_start_matches("Diagnostics ")
+    ))
+}
+
+/// What the result of a command gains: the diagnostics it changed in the
+/// files the servers have open (those it changed on disk).
+pub(crate) async fn after_command(lsp: &LspManager, cwd: &Path) -> Option<String> {
+    let report = lsp.after_command().await?;
+    let text = maia_lsp_client::format_edit_report(&report, cwd, "command")?;
     Some(format!(
         "{SECTION}{}",
         text.trim_start_matches("Diagnostics ")

@@ -28,8 +28,14 @@ use crate::{Diag, EditReport, Place};
 pub const INIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Restarts after crashes before a server is off for the session.
 pub const MAX_RESTARTS: u32 = 3;
+/// Files a command changed that are checked after it.
+pub const MAX_COMMAND_FILES: usize = 20;
 /// How long a question of the model's tools may wait.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One server's check of one file: its name, the diagnostics before and
+/// after.
+type Check = (String, Vec<Diag>, Vec<Diag>);
 
 /// Told once per server that goes off ("X stopped; …").
 pub type Notify = Arc<dyn Fn(String) + Send + Sync>;
@@ -412,12 +418,69 @@ impl LspManager {
             let after = self.diagnostics(&client, path, at, deadline).await?;
             Ok::<_, String>((client.name.clone(), before, after))
         });
-        let mut servers = Vec::new();
+        self.combine(join_all(checks).await, Some(path))
+    }
+
+    /// After a command (Bash): the files open in the running servers whose
+    /// content on disk changed are sent to them, and what that changed in
+    /// their diagnostics is told as for an edit (at most
+    /// [`MAX_COMMAND_FILES`] files, within the wait). `None` when no open
+    /// file changed.
+    pub async fn after_command(&self) -> Option<EditReport> {
+        let mut changed: Vec<(Arc<Client>, PathBuf, String)> = Vec::new();
+        for client in self.ready() {
+            let docs = client.docs.lock().await;
+            for (path, (_, text)) in docs.iter() {
+                if changed.len() >= MAX_COMMAND_FILES {
+                    break;
+                }
+                if let Some(now) = read_small(path).filter(|now| now != text) {
+                    changed.push((client.clone(), path.clone(), now));
+                }
+            }
+        }
+        if changed.is_empty() {
+            return None;
+        }
+        let deadline = Instant::now() + self.settings.wait;
+        let checks = changed.iter().map(|(client, path, text)| async move {
+            let current = client.docs.lock().await.get(path).map(|(v, _)| *v);
+            let before = match current {
+                Some(v) => {
+                    let part = Instant::now() + self.settings.wait / 3;
+                    let until = if client.pulls() {
+                        deadline
+                    } else {
+                        part.min(deadline)
+                    };
+                    self.diagnostics(client, path, (v, 0), until)
+                        .await
+                        .unwrap_or_default()
+                }
+                None => Vec::new(),
+            };
+            let at = self.sync(client, path, text, true).await?;
+            let after = self.diagnostics(client, path, at, deadline).await?;
+            Ok::<_, String>((client.name.clone(), before, after))
+        });
+        self.combine(join_all(checks).await, None)
+    }
+
+    /// One report of several checks (`path`: the file edited, left out of
+    /// the count of errors elsewhere).
+    fn combine(
+        &self,
+        results: Vec<Result<Check, String>>,
+        path: Option<&Path>,
+    ) -> Option<EditReport> {
+        let mut servers: Vec<String> = Vec::new();
         let (mut introduced, mut resolved, mut unavailable) = (Vec::new(), Vec::new(), Vec::new());
-        for result in join_all(checks).await {
+        for result in results {
             match result {
                 Ok((name, before, after)) => {
-                    servers.push(name);
+                    if !servers.contains(&name) {
+                        servers.push(name);
+                    }
                     let (new, gone) = compare(&before, &after);
                     introduced.extend(new);
                     resolved.extend(gone);
@@ -428,16 +491,22 @@ impl LspManager {
         if servers.is_empty() {
             return Some(EditReport::Unavailable(unavailable.join("; ")));
         }
+        let touched: Vec<PathBuf> = introduced
+            .iter()
+            .chain(&resolved)
+            .map(|d| d.path.clone())
+            .chain(path.map(Path::to_path_buf))
+            .collect();
         Some(EditReport::Checked {
             servers,
             introduced,
             resolved,
-            elsewhere: self.errors_elsewhere(path),
+            elsewhere: self.errors_elsewhere(&touched),
         })
     }
 
-    /// Errors known in files other than `path`, and in how many files.
-    fn errors_elsewhere(&self, path: &Path) -> (usize, usize) {
+    /// Errors known in files other than `touched`, and in how many files.
+    fn errors_elsewhere(&self, touched: &[PathBuf]) -> (usize, usize) {
         let (mut errors, mut files) = (0, 0);
         for client in self.ready() {
             for (file, p) in lock(&client.diags).iter() {
@@ -446,7 +515,7 @@ impl LspManager {
                     .iter()
                     .filter(|d| d.severity == crate::Severity::Error)
                     .count();
-                if file != path && n > 0 {
+                if !touched.contains(file) && n > 0 {
                     errors += n;
                     files += 1;
                 }

@@ -33,14 +33,15 @@ fn plural(n: usize, one: &str) -> String {
     format!("{n} {one}{}", if n == 1 { "" } else { "s" })
 }
 
-/// The text appended to an edit's result, or `None` when nothing changed.
-pub fn format_edit_report(report: &EditReport, cwd: &Path) -> Option<String> {
+/// The text appended to the result of an edit (`what`: "edit", or
+/// "command" for Bash), or `None` when nothing changed.
+pub fn format_edit_report(report: &EditReport, cwd: &Path, what: &str) -> Option<String> {
     if !report.worth_telling() {
         return None;
     }
     match report {
         EditReport::Unavailable(why) => Some(format!(
-            "Diagnostics unavailable: {why}. This edit was not checked; do not take it as error-free."
+            "Diagnostics unavailable: {why}. This {what} was not checked; do not take it as error-free."
         )),
         EditReport::Checked {
             servers,
@@ -48,21 +49,21 @@ pub fn format_edit_report(report: &EditReport, cwd: &Path) -> Option<String> {
             resolved,
             elsewhere,
         } => {
-            let mut out = format!("Diagnostics after this edit ({}):", servers.join(", "));
-            if !introduced.is_empty() {
-                let file = introduced
-                    .first()
-                    .map(|d| shown(&d.path, cwd))
-                    .unwrap_or_default();
-                out.push_str(&format!("\nNew in {file}:"));
-                for d in introduced.iter().take(MAX_AFTER_EDIT) {
+            let mut out = format!("Diagnostics after this {what} ({}):", servers.join(", "));
+            let mut files: Vec<&Path> = Vec::new();
+            for d in introduced {
+                if !files.contains(&d.path.as_path()) {
+                    files.push(&d.path);
+                }
+            }
+            for file in files {
+                out.push_str(&format!("\nNew in {}:", shown(file, cwd)));
+                let here: Vec<&Diag> = introduced.iter().filter(|d| d.path == file).collect();
+                for d in here.iter().take(MAX_AFTER_EDIT) {
                     out.push_str(&format!("\n  {}", line_of(d)));
                 }
-                if introduced.len() > MAX_AFTER_EDIT {
-                    out.push_str(&format!(
-                        "\n  … and {} more",
-                        introduced.len() - MAX_AFTER_EDIT
-                    ));
+                if here.len() > MAX_AFTER_EDIT {
+                    out.push_str(&format!("\n  … and {} more", here.len() - MAX_AFTER_EDIT));
                 }
             }
             if !resolved.is_empty() {
@@ -71,7 +72,7 @@ pub fn format_edit_report(report: &EditReport, cwd: &Path) -> Option<String> {
                     plural(resolved.len(), "problem")
                 ));
                 for d in resolved.iter().take(MAX_AFTER_EDIT) {
-                    out.push_str(&format!("\n  was {}", line_of(d)));
+                    out.push_str(&format!("\n  was {} {}", shown(&d.path, cwd), line_of(d)));
                 }
             }
             let (errors, files) = *elsewhere;

@@ -52,6 +52,9 @@ async fn an_edit_reports_what_it_broke_and_fixed() {
     let good = "def f(x: int) -> int:\n    return x + 1\n\ny: int = f(2)\n";
     std::fs::write(&file, good).unwrap();
     let m = manager(command, &dir);
+    // Started and warm (a cold start on a loaded machine takes seconds).
+    let known = m.file_diagnostics(&file, good).await.unwrap();
+    assert!(known.is_empty(), "{known:?}");
 
     let bad = good.replace("f(2)", "f(\"two\")");
     let report = m.after_edit(&file, Some(good), &bad).await.unwrap();
@@ -84,5 +87,15 @@ async fn an_edit_reports_what_it_broke_and_fixed() {
 
     let refs = m.places(&file, &harmless, (1, 5), true).await.unwrap();
     assert_eq!(refs.len(), 2, "{refs:?}");
+
+    // A command that changes the open file on disk: its new error is told.
+    std::fs::write(&file, &harmless).unwrap();
+    assert_eq!(m.after_command().await, None, "nothing changed on disk");
+    std::fs::write(&file, harmless.replace("f(2)", "f(None)")).unwrap();
+    let report = m.after_command().await.unwrap();
+    let EditReport::Checked { introduced, .. } = &report else {
+        panic!("{report:?}")
+    };
+    assert_eq!(introduced.len(), 1, "{report:?}");
     m.shutdown();
 }

@@ -1,7 +1,8 @@
 //! The built-in tools (Read, Write, Edit, Glob, Grep, Bash, WebFetch) as
 //! [`Tool`]s: one adapter over `maia_tools::{ToolInput, prepare, execute}`;
-//! a file read is opened in its language servers, an edit's result gains
-//! the diagnostics it changed ([`crate::langs::after_edit`]).
+//! a file read is opened in its language servers, an edit's (or a Bash
+//! command's) result gains the diagnostics it changed
+//! ([`crate::langs::after_edit`]).
 
 use std::path::Path;
 
@@ -105,6 +106,12 @@ impl Tool for Builtin {
                     && let Some(note) =
                         crate::langs::after_edit(lsp, &path, old.as_deref(), &new, &ctx.cwd).await
                 {
+                    output.content.push_str(&note);
+                }
+            }
+            // A command may have changed files the servers have open.
+            None if matches!(self.definition.name, "Bash") && !ctx.cancel.is_cancelled() => {
+                if let Some(note) = crate::langs::after_command(lsp, &ctx.cwd).await {
                     output.content.push_str(&note);
                 }
             }

@@ -390,6 +390,9 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         content.push(ToolContent::Terminal {
             terminal_id: terminal_id.clone(),
         });
+        if let Some(text) = crate::langs::section(&output.content) {
+            content.push(ToolContent::Text { text });
+        }
     } else if !output.content.is_empty() && (content.is_empty() || output.is_error) {
         content.push(text.clone());
     }
