@@ -794,3 +794,44 @@ fn failure(client: &Client, f: Failure) -> String {
         Failure::Error(e) => format!("`{}` failed: {e}", client.name),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_server_failing_again_and_again_is_off_with_one_notice() {
+        let told: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = told.clone();
+        let notify: Notify = Arc::new(move |text| lock(&sink).push(text));
+        let slot = Slot {
+            config: crate::config::defaults(&|c| c == "gopls").remove(0),
+            root: "/p".into(),
+            state: watch::channel(State::Starting).0,
+            failures: AtomicU32::new(0),
+        };
+        let mut waits = Vec::new();
+        for _ in 0..=MAX_RESTARTS {
+            slot.state.send_replace(State::Starting);
+            fail(&slot, None, "exit status: 3".into(), &notify);
+            match &*slot.state.borrow() {
+                State::Backoff { until, .. } => waits.push(
+                    until
+                        .duration_since(Instant::now())
+                        .as_millis()
+                        .div_ceil(100),
+                ),
+                State::Off(why) => assert_eq!(
+                    why,
+                    "`gopls` stopped (exit status: 3); diagnostics off for this session"
+                ),
+                _ => panic!("neither backoff nor off"),
+            }
+        }
+        assert_eq!(waits, [10, 20, 40], "1 s, 2 s, 4 s");
+        assert_eq!(lock(&told).len(), 1, "{told:?}");
+        // A stale failure (of a server no longer current) changes nothing.
+        fail(&slot, None, "late".into(), &notify);
+        assert_eq!(lock(&told).len(), 1);
+    }
+}

@@ -87,6 +87,19 @@ async fn an_edit_reports_what_it_broke_and_fixed() {
 
     let refs = m.places(&file, &harmless, (1, 5), true).await.unwrap();
     assert_eq!(refs.len(), 2, "{refs:?}");
+    let def = m.places(&file, &harmless, (4, 10), false).await.unwrap();
+    assert_eq!(
+        (def.len(), def[0].line, def[0].column),
+        (1, 1, 5),
+        "{def:?}"
+    );
+    let symbols = m.symbols("f").await.unwrap();
+    assert!(
+        symbols
+            .iter()
+            .any(|p| p.label.as_deref() == Some("function f") && p.line == 1),
+        "{symbols:?}"
+    );
 
     // A command that changes the open file on disk: its new error is told.
     std::fs::write(&file, &harmless).unwrap();
