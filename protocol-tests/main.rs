@@ -16,6 +16,7 @@ mod acp_images;
 mod acp_impolite;
 mod acp_initialize;
 mod acp_llm_faults;
+mod acp_lsp_client;
 mod acp_mcp;
 mod acp_models;
 mod acp_modes;

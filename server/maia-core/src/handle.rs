@@ -256,6 +256,12 @@ pub(crate) fn spawn(
         settings::merge_mcp_servers(mcp_servers, &project.settings),
         mcp_sandbox,
     ));
+    let lsp = crate::langs::manager(
+        project.lsp.clone(),
+        &cwd,
+        project.sandbox.clone(),
+        events_tx.clone(),
+    );
     let (conversation, restored) = match start {
         Start::New => (
             Conversation::create(
@@ -291,6 +297,7 @@ pub(crate) fn spawn(
             fs,
             events: events_tx,
             mcp,
+            lsp,
             windows: windows.clone(),
             vision: crate::images::VisionCache::new(windows.catalogue().clone()),
             changes,
@@ -347,6 +354,7 @@ pub(crate) fn spawn(
             }
         }
         session.services().mcp.shutdown();
+        session.services().lsp.shutdown();
         tracing::debug!(session = %session.id(), "session ended");
         // The journal (and its lock) goes with the session.
         drop(session);

@@ -21,6 +21,7 @@ mod engine;
 mod event;
 mod handle;
 pub mod images;
+mod langs;
 pub mod markdown_commands;
 mod mcp;
 mod md_files;
@@ -54,6 +55,8 @@ pub use event::{
     ToolStatus,
 };
 pub use handle::{Busy, SessionHandle};
+/// The language servers a session would use ([`maia_lsp_client`]).
+pub use langs::settings as language_servers;
 pub use mode::Mode;
 pub use options::REASONING_EFFORT;
 pub use prompt::PromptPart;

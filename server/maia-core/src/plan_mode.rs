@@ -23,7 +23,19 @@ pub const EXIT_PLAN_MODE: &str = "ExitPlanMode";
 
 /// The tools a read-only turn (and the `plan` mode) offers: they change
 /// nothing outside the conversation.
-pub const READ_ONLY_TOOLS: &[&str] = &["Read", "Glob", "Grep", "WebFetch", "TodoWrite", "AskUser"];
+pub const READ_ONLY_TOOLS: &[&str] = &[
+    "Read",
+    "Glob",
+    "Grep",
+    "WebFetch",
+    "TodoWrite",
+    "AskUser",
+    // The language servers' queries (offered when a server applies).
+    "Diagnostics",
+    "References",
+    "Definition",
+    "Symbols",
+];
 
 /// The id of the plan shown to clients that take Markdown plans.
 pub const PLAN_ID: &str = "maia-plan";

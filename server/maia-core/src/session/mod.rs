@@ -112,6 +112,8 @@ pub(crate) struct Services {
     pub(crate) events: mpsc::UnboundedSender<Event>,
     /// The session's MCP servers (stopped when the session ends).
     pub(crate) mcp: Arc<maia_mcp::McpManager>,
+    /// The session's language servers (stopped when the session ends).
+    pub(crate) lsp: Arc<maia_lsp_client::LspManager>,
     /// Context windows found so far (process-wide).
     pub(crate) windows: Arc<WindowCache>,
     /// What the endpoint said about vision (asked when an image is sent).

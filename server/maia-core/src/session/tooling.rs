@@ -19,6 +19,7 @@ impl Session {
             custom: self.project.custom_tools.clone(),
             pending_tools: self.project.pending_tools.clone(),
             mcp: self.services.mcp.clone(),
+            lsp: self.services.lsp.clone(),
             todos: self.tools.todos.clone(),
             model: self.model.clone(),
             asker: self.client.asker.clone(),
@@ -67,6 +68,7 @@ impl Session {
             home: self.services.options.home.clone(),
             sandbox_failures: self.tools.sandbox_failures.clone(),
             ask: tokio::sync::Mutex::new(()),
+            lsp: self.services.lsp.clone(),
         };
         crate::tools::router::run_batch(&registry, calls, batch).await
     }

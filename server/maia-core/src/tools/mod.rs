@@ -1,11 +1,12 @@
 //! The tools of a session behind one registry. Each family is one file
 //! implementing [`registry::Tool`]: built-in ([`builtin`]), session
 //! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`],
-//! [`mcp`] and [`plan`] (`ExitPlanMode`, in the `plan` mode only); [`registry`] builds the registry of one turn (one line per
+//! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols) and [`plan`] (`ExitPlanMode`, in the `plan` mode only); [`registry`] builds the registry of one turn (one line per
 //! family) and [`router`] runs the calls of one model response.
 
 pub(crate) mod builtin;
 mod custom;
+mod lsp;
 mod mcp;
 mod plan;
 pub(crate) mod registry;
@@ -31,6 +32,7 @@ pub(crate) struct Sources {
     /// Custom tools not confirmed as they are now.
     pub pending_tools: Arc<Mutex<HashSet<String>>>,
     pub mcp: Arc<McpManager>,
+    pub lsp: Arc<maia_lsp_client::LspManager>,
     pub todos: Arc<Mutex<Vec<Todo>>>,
     pub model: Option<String>,
     pub asker: Option<Arc<dyn crate::client::Asker>>,
@@ -43,7 +45,8 @@ pub(crate) struct Sources {
 }
 
 /// The registry of one turn: built-in tools, then session tools, the
-/// Skill tool (when there are skills), custom tools and MCP tools. A name
+/// Skill tool (when there are skills), custom tools, the language-server
+/// tools (when a server serves the project) and MCP tools. A name
 /// taken already is left out (custom tools are checked at load against
 /// [`reserved_tool_names`], so the clash is reported there once).
 pub(crate) fn registry(s: Sources) -> ToolRegistry {
@@ -57,6 +60,9 @@ pub(crate) fn registry(s: Sources) -> ToolRegistry {
             pending: s.pending_tools.clone(),
         }));
     }
+    lsp::all(&s.lsp)
+        .into_iter()
+        .for_each(|tool| _ = r.register(tool));
     for tool in crate::mcp::offered_tools(&s.mcp) {
         r.register(Arc::new(mcp::Mcp {
             manager: s.mcp.clone(),

@@ -66,6 +66,8 @@ pub(crate) struct Batch {
     pub sandbox_failures: Arc<Mutex<HashSet<String>>>,
     /// Questions to the user (permissions, `AskUser`) go one at a time.
     pub ask: tokio::sync::Mutex<()>,
+    /// The language servers: Write and Edit report what they broke.
+    pub lsp: Arc<maia_lsp_client::LspManager>,
 }
 
 /// What a tool's `run` gets besides its plan.
