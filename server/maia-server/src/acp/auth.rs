@@ -19,8 +19,6 @@
 //!   and answers `auth_required` when it wants a key. Running sessions
 //!   keep the client they opened with.
 
-use std::path::Path;
-
 use agent_client_protocol_schema::v1::{
     AuthMethod, AuthMethodAgent, AuthMethodTerminal, ClientCapabilities,
 };
@@ -121,37 +119,4 @@ pub fn required(problem: &Problem) -> RpcError {
             problem.fix()
         ),
     )
-}
-
-/// Asks the proxy a session in `cwd` would use for its models. `Ok` with
-/// the list, or `Err` with the problem when the proxy cannot be reached
-/// or refuses the key; other failures (a slow proxy, a 5xx) are not a
-/// login matter and give an empty list. Once the proxy has answered for
-/// these settings, its answer is reused without a request (the engine's
-/// model catalogue, dropped when the key is refused); `fresh` asks again
-/// whatever is kept (`authenticate`).
-pub async fn check(
-    engine: &Engine,
-    cwd: &Path,
-    wait: std::time::Duration,
-    fresh: bool,
-) -> Result<Vec<String>, Problem> {
-    let llm = engine.settings(cwd).llm;
-    match tokio::time::timeout(wait, engine.probe_models(&llm, fresh)).await {
-        Ok(Ok(models)) => Ok(models),
-        Ok(Err(e)) => {
-            let problem = Problem::from_error(&e, &llm);
-            if problem.needs_login() {
-                tracing::warn!("the proxy cannot be used: {problem}");
-                Err(problem)
-            } else {
-                tracing::warn!("cannot list the models: {e}");
-                Ok(Vec::new())
-            }
-        }
-        Err(_) => {
-            tracing::warn!("the model list did not arrive in time");
-            Ok(Vec::new())
-        }
-    }
 }

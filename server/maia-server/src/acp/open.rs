@@ -198,7 +198,7 @@ impl Agent {
         // Which models take a reasoning effort is asked alongside.
         let checks = async {
             tokio::join!(
-                auth::check(&self.engine, &cwd, MODEL_LIST_WAIT, false),
+                crate::probe::check_proxy(&self.engine, &cwd, MODEL_LIST_WAIT, false),
                 self.engine.reasoning_models(&cwd, MODEL_LIST_WAIT)
             )
         };
@@ -371,7 +371,7 @@ impl Agent {
             .and_then(|c| c.clone())
             .or_else(|| self.engine.home().map(Path::to_path_buf))
             .unwrap_or_else(std::env::temp_dir);
-        match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT, true).await {
+        match crate::probe::check_proxy(&self.engine, &cwd, MODEL_LIST_WAIT, true).await {
             Ok(_) => Ok(json!({})),
             Err(problem) => Err(auth::required(&problem)),
         }
