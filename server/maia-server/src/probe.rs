@@ -2,7 +2,8 @@
 //! then `/model/info`) and turns every failure into the cause a user can
 //! fix: nothing listening, TLS, an unknown host, a refused key, a wrong
 //! path, an empty model list. Shared by `maia login`, `maia doctor` and
-//! ACP authentication. Nothing here prints the key.
+//! ACP authentication and `maia exec` ([`check_proxy`]). Nothing here prints
+//! the key.
 
 use std::collections::HashMap;
 use std::time::Duration;
