@@ -80,7 +80,14 @@ function scrollDown(): void {
 let pendingRender: HTMLElement[] = [];
 function scheduleRender(): void {
   if (pendingRender.length === 1) {
-    requestAnimationFrame(() => {
+    // On the next frame; a timer too, since frames stop while the page is
+    // hidden or throttled (a render must not wait for the panel to show).
+    let done = false;
+    const render = (): void => {
+      if (done) {
+        return;
+      }
+      done = true;
       const items = pendingRender;
       pendingRender = [];
       for (const el of items) {
@@ -88,7 +95,9 @@ function scheduleRender(): void {
         renderMarkdown(el, msg._text ?? '');
       }
       scrollDown();
-    });
+    };
+    requestAnimationFrame(render);
+    setTimeout(render, 100);
   }
 }
 
