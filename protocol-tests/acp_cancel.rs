@@ -47,9 +47,14 @@ fn last_status(messages: &[Value], id: &Value) -> Value {
 /// Asserts a cancelled prompt response.
 fn assert_cancelled(resp: &Value) {
     assert_eq!(
-        resp["result"],
-        json!({"stopReason": "cancelled"}),
+        resp["result"]["stopReason"], "cancelled",
         "a cancelled turn answers with a result, not an error: {resp}"
+    );
+    // Besides the stop reason, only what the turn used.
+    let keys: Vec<&String> = resp["result"].as_object().unwrap().keys().collect();
+    assert!(
+        keys.iter().all(|k| *k == "stopReason" || *k == "usage"),
+        "{resp}"
     );
     assert!(resp.get("error").is_none(), "{resp}");
 }
@@ -288,6 +293,15 @@ async fn cancel_resolves_even_if_the_permission_is_never_answered() {
     let (resp, rest) = maia.response_with(id, |_| None).await;
     assert!(sent.elapsed() < PROMPTLY);
     assert_cancelled(&resp);
+    // MAIA gives the question up before it answers the prompt (ACP's
+    // cancellation cascade): one `$/cancel_request` naming it.
+    let given_up: Vec<&Value> = rest
+        .iter()
+        .filter(|m| m["method"] == "$/cancel_request")
+        .collect();
+    assert_eq!(given_up.len(), 1, "{rest:?}");
+    assert_eq!(given_up[0]["params"]["requestId"], permission["id"]);
+    assert!(given_up[0].get("id").is_none(), "a notification");
     seen.extend(rest);
     assert_eq!(last_status(&seen, &call_id), "failed", "{seen:?}");
 

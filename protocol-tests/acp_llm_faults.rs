@@ -22,10 +22,10 @@ async fn turn_text(maia: &mut Maia, sid: &str, text: &str) -> String {
     let id = maia.prompt(sid, text).await;
     let (resp, before) = maia.response(id).await;
     assert_eq!(
-        resp["result"],
-        json!({"stopReason": "end_turn"}),
+        resp["result"]["stopReason"], "end_turn",
         "a model failure is not a protocol error: {resp}"
     );
+    assert!(resp.get("error").is_none(), "{resp}");
     for m in &before {
         assert_eq!(m["method"], "session/update", "{m}");
         assert_eq!(m["params"]["sessionId"], sid);

@@ -42,8 +42,11 @@ async fn modes_are_offered_both_ways() {
         .iter()
         .map(|m| m["id"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(ids, ["default", "accept-edits", "read-only", "bypass"]);
-    let bypass = &result["modes"]["availableModes"][3];
+    assert_eq!(
+        ids,
+        ["default", "accept-edits", "read-only", "plan", "bypass"]
+    );
+    let bypass = &result["modes"]["availableModes"][4];
     assert!(
         bypass["name"].as_str().unwrap().contains("dangerous"),
         "{bypass}"

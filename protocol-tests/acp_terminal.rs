@@ -553,7 +553,7 @@ async fn cancel_kills_the_terminal_then_releases_it() {
     let id = maia.prompt(&sid, "run").await;
     let mut editor = Editor::default();
     let sid2 = sid.clone();
-    let (resp, _) = serve_turn(&mut maia, &mut editor, id, |_, _, m| {
+    let (resp, seen) = serve_turn(&mut maia, &mut editor, id, |_, _, m| {
         embedded(m).map(|_| {
             json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid2}})
         })
@@ -566,6 +566,14 @@ async fn cancel_kills_the_terminal_then_releases_it() {
         ["terminal/kill", "terminal/release"],
         "{methods:?}"
     );
+    // The wait MAIA gave up is cancelled (`$/cancel_request`) before the kill.
+    let at = |pred: &dyn Fn(&Value) -> bool| seen.iter().position(pred);
+    let wait = at(&|m| m["method"] == "terminal/wait_for_exit").expect("a wait");
+    let cancelled =
+        at(&|m| m["method"] == "$/cancel_request" && m["params"]["requestId"] == seen[wait]["id"])
+            .unwrap_or_else(|| panic!("the wait was not cancelled: {seen:?}"));
+    let kill = at(&|m| m["method"] == "terminal/kill").expect("a kill");
+    assert!(wait < cancelled && cancelled < kill, "{seen:?}");
     let term = editor
         .terms
         .values()

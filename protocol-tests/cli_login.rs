@@ -299,6 +299,10 @@ async fn doctor_reports_every_check_and_exits_zero_when_ready() {
         json!({"id": "silent"}),
     ]);
     let mcp_url = maia_test_support::mock_mcp::spawn_http().await.unwrap();
+    let fake_lsp = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../protocol-tests/fixtures/fake_lsp.py"
+    );
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join(".maia/cache")).unwrap();
@@ -322,6 +326,11 @@ async fn doctor_reports_every_check_and_exits_zero_when_ready() {
             "mcpServers": {
                 "docs": {"url": mcp_url},
                 "broken": {"command": "/nonexistent/mcp-server"}
+            },
+            "lsp": {
+                "fake": {"command": "python3", "args": [fake_lsp, "crash"],
+                         "fileTypes": ["py"], "rootMarkers": []},
+                "nols": {"command": "/nonexistent/ls", "fileTypes": ["x"]}
             }
         }),
     );
@@ -351,6 +360,10 @@ async fn doctor_reports_every_check_and_exits_zero_when_ready() {
         "- no custom tools",
         "✓ MCP server docs: ",
         "✗ MCP server broken: ",
+        "✓ language server fake (`python3 ",
+        "crash`) starts for ",
+        ": fake 0",
+        "✗ language server nols (`/nonexistent/ls`): cannot start",
         " sandbox: Landlock ABI ",
         " sandbox: unprivileged user and mount namespaces: ",
         "Ready: MAIA can answer a prompt here.",
@@ -373,6 +386,11 @@ async fn doctor_reports_every_check_and_exits_zero_when_ready() {
         checks
             .iter()
             .any(|c| c["id"] == "model" && c["ok"] == true && c["blocking"] == true)
+    );
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["id"] == "lsp" && c["ok"] == false && c["blocking"] == false)
     );
 }
 

@@ -1218,3 +1218,48 @@ async fn progress_cancel_stops_the_turn() {
     let r = lsp.response(id, &mut |_| None).await;
     assert_eq!(r["result"]["cancelled"], 0, "{r}");
 }
+
+/// "Fix" on a range the editor marks with a diagnostic: the code action
+/// carries the editor's diagnostic (MAIA's own review notes left out) and
+/// the model's prompt lists it.
+#[tokio::test]
+async fn fix_takes_the_editors_diagnostics_from_the_code_action_context() {
+    let mut lsp = Lsp::start(json!({})).await;
+    lsp.initialize(vscode_caps()).await;
+    lsp.open("a.py", "x: int = \"one\"\n").await;
+    let uri = lsp.uri("a.py");
+    let id = lsp
+        .request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": uri}, "range": range(0, 0, 0, 14),
+                   "context": {"diagnostics": [
+                {"range": range(0, 10, 0, 15), "severity": 1, "source": "Pylance",
+                 "message": "\"Literal['one']\" is not assignable to \"int\""},
+                {"range": range(0, 0, 0, 1), "severity": 3, "source": "maia",
+                 "message": "a review note"}]}}),
+        )
+        .await;
+    let actions = lsp.response(id, &mut |_| None).await["result"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let fix = find_action(&actions, "MAIA: Fix");
+    let args = &fix["command"]["arguments"][0];
+    assert_eq!(
+        args["diagnostics"],
+        json!([{"line": 1, "severity": "error", "source": "Pylance",
+                "message": "\"Literal['one']\" is not assignable to \"int\""}]),
+        "{fix}"
+    );
+    lsp.mock.push(mock::text_reply("Use an int."));
+    lsp.execute(fix, &mut |_| None).await;
+    lsp.turn(&mut |_| None).await;
+    let request = lsp.mock.requests()[0].to_string();
+    assert!(
+        request.contains(
+            "The editor reports these problems in the selection:\\n- line 1: error: \\\"Literal['one']\\\" is not assignable to \\\"int\\\" (Pylance)"
+        ),
+        "{request}"
+    );
+    assert!(!request.contains("a review note"), "{request}");
+}

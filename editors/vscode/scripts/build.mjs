@@ -13,6 +13,11 @@ await Promise.all([
     format: 'cjs',
     target: 'node18',
     external: ['vscode'],
+    // zod (in the ACP SDK) probes `typeof navigator`; in VS Code's extension
+    // host (Node 22+) reading that global logs `PendingMigrationError:
+    // navigator is now a global` on every activation. The extension runs in
+    // Node only, where there is no browser to detect.
+    define: { navigator: 'undefined' },
   }),
   build({
     ...common,

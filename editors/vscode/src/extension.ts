@@ -19,19 +19,72 @@ import {
   ShowDocumentResult,
   WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
-import { askArgument, Intent, isAnswerUri, serverCommand, StreamMessage, TurnTracker } from './logic';
+import { askArgument, commandExists, Intent, isAnswerUri, serverCommand, StreamMessage, TurnTracker } from './logic';
+import { MissingBinary, Output } from './notices';
+import { notFoundMessage } from './acp/connection';
 
 let client: LanguageClient | undefined;
+let missing: MissingBinary | undefined;
+let output: Output | undefined;
+/** Set when the extension is deactivated (window reload or close). */
+let closing = false;
+
+/** Whether the language server can take requests now. */
+function serving(): boolean {
+  return !closing && !!client?.isRunning();
+}
+
+/** Requests VS Code makes on its own (code actions, hovers) while they run. */
+const inflight = new Set<vscode.CancellationTokenSource>();
+
+/**
+ * Runs a provider request unless the client is stopping. VS Code asks for
+ * code actions in the same batch of messages that reloads the window; a
+ * request that entered the client just before `deactivate` stopped it fails
+ * with "Starting server failed" in the log. So the request waits for the
+ * batch to be handled (one turn of the event loop) and runs only if the
+ * client still serves; requests still waiting when it stops are cancelled.
+ */
+async function quietly<T>(token: vscode.CancellationToken, fallback: T, run: (token: vscode.CancellationToken) => vscode.ProviderResult<T>): Promise<T> {
+  if (!serving()) {
+    return fallback;
+  }
+  await new Promise((resolve) => setImmediate(resolve));
+  if (!serving() || token.isCancellationRequested) {
+    return fallback;
+  }
+  const source = new vscode.CancellationTokenSource();
+  const link = token.onCancellationRequested(() => source.cancel());
+  inflight.add(source);
+  try {
+    return (await run(source.token)) ?? fallback;
+  } finally {
+    inflight.delete(source);
+    link.dispose();
+    source.dispose();
+  }
+}
+
+/** Stops the language client, its waiting requests cancelled first. */
+async function stopClient(): Promise<void> {
+  for (const source of inflight) {
+    source.cancel();
+  }
+  const old = client;
+  client = undefined;
+  await old?.stop();
+}
 const tracker = new TurnTracker();
 /** Notification progress per turn token. */
 const progressSinks = new Map<string, { report: (message: string) => void; finish: () => void }>();
 
-function makeClient(): LanguageClient {
+function lspCommand() {
   const cfg = vscode.workspace.getConfiguration('maia');
-  const server = serverCommand(
-    { path: cfg.get<string>('path'), args: cfg.get('args'), env: cfg.get('env') },
-    process.env,
-  );
+  return serverCommand({ path: cfg.get<string>('path'), args: cfg.get('args'), env: cfg.get('env') }, process.env);
+}
+
+function makeClient(): LanguageClient {
+  const server = lspCommand();
   const serverOptions: ServerOptions = {
     command: server.command,
     args: server.args,
@@ -41,6 +94,11 @@ function makeClient(): LanguageClient {
     documentSelector: [{ scheme: 'file' }],
     outputChannelName: 'MAIA',
     middleware: {
+      // Not while the client stops (see `quietly`).
+      provideCodeActions: (document, range, context, token, next) =>
+        quietly(token, [] as (vscode.Command | vscode.CodeAction)[], (t) => next(document, range, context, t)),
+      provideHover: (document, position, token, next) =>
+        quietly<vscode.Hover | undefined>(token, undefined, (t) => next(document, position, t)),
       window: {
         showDocument: async (params: ShowDocumentParams, next): Promise<ShowDocumentResult> => {
           if (params.external || !isAnswerUri(params.uri)) {
@@ -66,6 +124,13 @@ function makeClient(): LanguageClient {
 }
 
 async function start(context: vscode.ExtensionContext): Promise<void> {
+  const server = lspCommand();
+  if (!commandExists(server.command, server.env.PATH)) {
+    // Said once for the panel and the language client; the client is not
+    // started (it would add notifications of its own).
+    missing?.report(notFoundMessage(server.command));
+    return;
+  }
   client = makeClient();
   context.subscriptions.push(
     client.onNotification('maia/stream', (msg: StreamMessage) => onStream(msg)),
@@ -73,10 +138,8 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
   try {
     await client.start();
   } catch (e) {
-    void vscode.window.showErrorMessage(
-      `MAIA: cannot start \`${vscode.workspace.getConfiguration('maia').get('path')} lsp\`: ${e}. ` +
-        'Install maia (cargo install --path server/maia-server) or set "maia.path".',
-    );
+    // The language client has shown its own notification; the detail goes to the log.
+    output?.appendLine(`MAIA: cannot start \`${server.command} ${server.args.join(' ')}\`: ${e}`);
   }
 }
 
@@ -174,10 +237,13 @@ function lspEnabled(): boolean {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  const output = vscode.window.createOutputChannel('MAIA Agent');
-  const panel = new MaiaPanel(context, output);
+  closing = false;
+  const out = new Output(vscode.window.createOutputChannel('MAIA Agent'));
+  output = out;
+  missing = new MissingBinary(context.extensionUri, out);
+  const panel = new MaiaPanel(context, out, missing);
   context.subscriptions.push(
-    output,
+    out,
     panel,
     vscode.window.registerWebviewViewProvider(VIEW_ID, panel, { webviewOptions: { retainContextWhenHidden: true } }),
     vscode.commands.registerCommand('maia.focusInput', () => panel.reveal(true)),
@@ -198,22 +264,28 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       runOnServer('maia.newSession', () => 'MAIA: the next question starts a new conversation'),
     ),
     vscode.commands.registerCommand('maia.restartServer', async () => {
-      await client?.stop();
-      client = undefined;
+      await stopClient();
       if (lspEnabled()) {
         await start(context);
       }
     }),
     vscode.workspace.onDidChangeConfiguration(async (e) => {
+      if (e.affectsConfiguration('maia.path')) {
+        missing?.reset();
+      }
       if (e.affectsConfiguration('maia.lsp.enabled')) {
-        await client?.stop();
-        client = undefined;
+        await stopClient();
         if (lspEnabled()) {
           await start(context);
         }
       }
     }),
-    { dispose: () => void client?.stop() },
+    {
+      dispose: () => {
+        closing = true;
+        void stopClient();
+      },
+    },
   );
   if (lspEnabled()) {
     await start(context);
@@ -221,5 +293,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 }
 
 export async function deactivate(): Promise<void> {
-  await client?.stop();
+  closing = true;
+  await stopClient();
 }

@@ -1,5 +1,7 @@
 // The extension's pure logic: no `vscode` import, so it is unit-tested with
 // Node's test runner (test/logic.test.ts) without a VS Code binary.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 
 export interface Position {
   line: number;
@@ -208,4 +210,27 @@ export function endMessage(stopReason: string | undefined): string {
     default:
       return `MAIA: the turn ended (${stopReason ?? 'unknown'})`;
   }
+}
+
+/** The README among a folder's files, whatever its case (`vsce` packages it as `readme.md`). */
+export function findReadme(names: string[]): string | undefined {
+  return names.find((n) => n === 'README.md') ?? names.find((n) => n.toLowerCase() === 'readme.md');
+}
+
+/** Whether `command` can be run: an executable path, or a name found on `searchPath`. */
+export function commandExists(command: string, searchPath: string | undefined): boolean {
+  const runnable = (p: string) => {
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      return fs.statSync(p).isFile();
+    } catch {
+      return false;
+    }
+  };
+  if (command.includes('/') || command.includes('\\')) {
+    return runnable(command);
+  }
+  const dirs = (searchPath ?? '').split(path.delimiter).filter(Boolean);
+  const exts = process.platform === 'win32' ? ['', '.exe', '.cmd', '.bat'] : [''];
+  return dirs.some((d) => exts.some((e) => runnable(path.join(d, command + e))));
 }

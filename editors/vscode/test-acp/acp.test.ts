@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type * as acp from '@agentclientprotocol/sdk';
 import { PanelController } from '../src/panel/controller';
 import { ToWebview } from '../src/panel/protocol';
@@ -188,11 +189,8 @@ test('after a crash maia is restarted and the thread is reloaded', async () => {
     assert.ok(f.host.posted.slice(from).some((m) => m.type === 'status' && m.state === 'restarting'));
     assert.notEqual(f.panel.live!.pid, pid, 'a new process');
     // The replay re-creates both sides of the conversation.
-    const replay = f.host.updates(from);
-    const user = replay
-      .flatMap((u) => (u.sessionUpdate === 'user_message_chunk' && u.content.type === 'text' ? [u.content.text] : []))
-      .join('');
-    assert.match(user, /Remember this/);
+    const user = f.host.posted.slice(from).flatMap((m) => (m.type === 'userMessage' ? [m.text] : []));
+    assert.deepEqual(user, ['Remember this']);
     assert.equal(f.host.agentText(from), 'First answer, kept in the thread.');
     // And the thread goes on.
     const next = f.host.posted.length;
@@ -204,22 +202,37 @@ test('after a crash maia is restarted and the thread is reloaded', async () => {
   }
 });
 
-test('a new window reopens the saved thread (session/load replay)', async () => {
+test('a new window reopens the saved thread (session/load replay) with its chips and usage', async () => {
   const f = await start([{ text: 'An answer worth keeping.' }]);
   try {
     await f.host.waitFor((m) => m.type === 'session');
-    assert.equal(await f.panel.send('Keep this', []), 'end_turn');
+    const file = path.join(f.cwd, 'hello.py');
+    fs.writeFileSync(file, 'a\nb\nc\n');
+    const selection = { kind: 'selection' as const, uri: pathToFileURL(file).href, name: 'hello.py', text: 'a\nb\nc\n', startLine: 1, endLine: 3 };
+    const notes = { kind: 'file' as const, uri: pathToFileURL(path.join(f.cwd, 'notes.md')).href, name: 'notes.md' };
+    fs.writeFileSync(path.join(f.cwd, 'notes.md'), 'n\n');
+    assert.equal(await f.panel.send('Keep this', [selection, notes]), 'end_turn');
     const saved = f.host.saved;
     assert.equal(saved, f.panel.currentSession);
+    const usage = f.host.usage.get(saved!);
+    assert.ok(usage && usage.sessionUpdate === 'usage_update', 'the usage was saved');
     await f.panel.dispose();
     const host = new TestHost(f.cwd, () => launchFor(f.home, f.cwd));
     host.saved = saved;
+    host.usage = f.host.usage;
     const panel = new PanelController(host);
     try {
       await panel.onMessage({ type: 'ready' });
       await host.waitFor((m) => m.type === 'replayed');
       assert.equal(panel.currentSession, saved);
       assert.equal(host.agentText(), 'An answer worth keeping.');
+      // The user message comes back as typed, its attachments as chips.
+      const replayedUser = host.posted.filter((m) => m.type === 'userMessage');
+      assert.deepEqual(replayedUser, [
+        { type: 'userMessage', text: 'Keep this', attachments: [{ ...selection, text: '' }, notes] },
+      ]);
+      // The meter shows the thread's usage at once (maia sends none on load).
+      assert.deepEqual(host.updates().filter((u) => u.sessionUpdate === 'usage_update'), [usage]);
     } finally {
       await panel.dispose();
     }

@@ -177,6 +177,14 @@ export class TestHost implements EditorHost {
   saveSession(id: string | undefined): void {
     this.saved = id;
   }
+  /** The workspace state's last usage per thread. */
+  usage = new Map<string, acp.SessionUpdate>();
+  savedUsage(sessionId: string): acp.SessionUpdate | undefined {
+    return this.usage.get(sessionId);
+  }
+  saveUsage(sessionId: string, update: acp.SessionUpdate): void {
+    this.usage.set(sessionId, update);
+  }
   log(): void {}
 
   /** Waits until a posted message matches (looking at all so far). */

@@ -107,6 +107,8 @@ async function openPanel(script: ScriptItem[]): Promise<PanelPage> {
   const file = path.join(dir, 'panel.html');
   fs.writeFileSync(file, html.replace("style-src file:", `style-src file: 'nonce-${nonce}'`));
   await page.goto(pathToFileURL(file).href);
+  // The panel renders Markdown on animation frames, which a background tab does not get.
+  await page.bringToFront();
   await page.waitForFunction(() => document.querySelector('#input') !== null);
   return {
     page,
@@ -293,7 +295,94 @@ test('/ completes slash commands and @ completes workspace files', async () => {
     await waitUntil(() => f.host.posted.some((m) => m.type === 'replayed'));
     await page.waitForFunction(() => document.querySelector('.message.user')?.textContent?.includes('Read @notes.md'));
     assert.match(await agentText(page), /Got the file\./);
+    // The replayed message shows its attachment as a chip, not as a raw `@/path` line.
+    assert.equal(await page.$eval('.message.user .body', (e) => e.textContent?.trim()), 'Read @notes.md');
+    assert.deepEqual(await page.$$eval('.message.user .chip', (els) => els.map((e) => e.textContent)), ['notes.md']);
     assert.equal(await page.$eval('#threads', (e) => e.hasAttribute('hidden')), true);
+  } finally {
+    await p.close();
+  }
+});
+
+test('native look and keyboard: bordered tables, VS Code buttons, compact tool cards, Enter/Escape in the permission card', async () => {
+  const p = await openPanel([
+    { text: '| Step | What |\n|---|---|\n| 1 | read |\n| 2 | write |' },
+    { tool_calls: [{ id: 'call_a', name: 'Write', arguments: { file_path: 'a.txt', content: 'a\n' } }] },
+    { text: 'OK, not writing a.txt.' },
+    { tool_calls: [{ id: 'call_b', name: 'Write', arguments: { file_path: 'b.txt', content: 'b\n' } }] },
+    { text: 'Wrote b.txt.' },
+  ]);
+  const { page, f } = p;
+  try {
+    await page.waitForFunction(() => !document.querySelector('#status')?.textContent);
+    await typeAndEnter(page, 'A table');
+    await turnEnded(p, 1);
+    // Markdown renders on animation frames: wait for the whole table, then read
+    // its style in the same step (a later render replaces the elements).
+    const cell = await page.waitForFunction(() => {
+      const cells = document.querySelectorAll('.message.agent td');
+      if (cells.length !== 4) {
+        return undefined;
+      }
+      const st = getComputedStyle(cells[0]);
+      return `${st.borderTopWidth} ${st.borderTopStyle}`;
+    });
+    // Tables have borders; buttons take VS Code's button colours.
+    assert.equal(await cell.jsonValue(), '1px solid');
+    assert.equal(await page.$eval('#send', (e) => getComputedStyle(e).backgroundColor), 'rgb(0, 120, 212)');
+
+    // Escape in the permission card rejects (with the typed reason) and does not stop the turn.
+    await typeAndEnter(page, 'Write a.txt');
+    await page.waitForSelector('.permission button[data-kind=allow_once]');
+    assert.equal(await page.evaluate(() => (document.activeElement as HTMLElement)?.dataset.kind), 'allow_once', 'the first answer has focus');
+    // An update of the card re-renders it; the focus stays on the answer.
+    await page.evaluate(() => {
+      const id = (document.querySelector('.permission')!.closest('.tool') as HTMLElement).dataset.toolCallId;
+      window.postMessage({ type: 'update', update: { sessionUpdate: 'tool_call_update', toolCallId: id, title: 'Write a.txt' } }, '*');
+    });
+    await page.waitForFunction(() => document.querySelector('.permission')?.isConnected);
+    assert.equal(await page.evaluate(() => (document.activeElement as HTMLElement)?.dataset.kind), 'allow_once', 'focus kept over a re-render');
+    assert.equal(await page.$eval('.permission [data-kind=allow_once]', (e) => getComputedStyle(e).backgroundColor), 'rgb(0, 120, 212)');
+    assert.equal(await page.$eval('.permission [data-kind=reject_once]', (e) => getComputedStyle(e).backgroundColor), 'rgb(49, 49, 49)');
+    await page.focus('.permission .reason');
+    await page.keyboard.type('not now');
+    await page.keyboard.press('Escape');
+    await turnEnded(p, 2);
+    const rejected = p.fromWebview.find((m) => m.type === 'permission');
+    assert.ok(rejected && rejected.type === 'permission');
+    assert.equal(rejected.reason, 'not now');
+    assert.match(await page.$eval('.answered', (e) => e.textContent ?? ''), /Reject/i);
+    assert.ok(!p.fromWebview.some((m) => m.type === 'cancel'), 'Escape in the card does not cancel the turn');
+    assert.ok(f.host.posted.some((m) => m.type === 'turnEnd' && m.stopReason === 'end_turn'));
+    assert.equal(fs.existsSync(path.join(f.cwd, 'a.txt')), false);
+
+    // Enter on the focused answer allows.
+    await typeAndEnter(page, 'Write b.txt');
+    await page.waitForFunction(() => document.querySelectorAll('.permission button[data-kind=allow_once]').length === 1);
+    const cardId = await page.$eval('.permission', (e) => (e.closest('.tool') as HTMLElement).dataset.toolCallId);
+    await page.keyboard.press('Enter');
+    await turnEnded(p, 3);
+    assert.equal(fs.readFileSync(path.join(f.cwd, 'b.txt'), 'utf8'), 'b\n');
+
+    // The finished card is one line with its diff in reach; Enter on its head expands it; Tab goes on to the diff.
+    const card = `.tool[data-tool-call-id="${cardId}"]`;
+    assert.equal(await page.$eval(`${card} .tool-head`, (e) => e.getAttribute('aria-expanded')), 'false');
+    assert.equal(await page.$eval(`${card} .tool-body`, (e) => e.hasAttribute('hidden')), true);
+    assert.ok(await page.$eval(`${card} .diff-button`, (e) => (e as HTMLElement).offsetParent !== null), 'Open diff shows on the compact card');
+    await page.focus(`${card} .tool-head`);
+    await page.keyboard.press('Enter');
+    assert.equal(await page.$eval(`${card} .tool-head`, (e) => e.getAttribute('aria-expanded')), 'true');
+    assert.equal(await page.$eval(`${card} .tool-body`, (e) => e.hasAttribute('hidden')), false);
+    assert.match(await page.$eval(`${card} .tool-body`, (e) => e.textContent ?? ''), /b\.txt/);
+    assert.equal(await page.evaluate(() => document.activeElement?.className), 'tool-head', 'focus stays on the head');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.className), 'diff-button');
+    await page.keyboard.down('Shift');
+    await page.keyboard.press('Tab');
+    await page.keyboard.up('Shift');
+    await page.keyboard.press('Space');
+    assert.equal(await page.$eval(`${card} .tool-head`, (e) => e.getAttribute('aria-expanded')), 'false');
+    await page.screenshot({ path: path.join(artifacts, 'panel-native.png') });
   } finally {
     await p.close();
   }

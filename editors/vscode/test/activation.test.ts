@@ -128,3 +128,109 @@ test('activation registers the contributed commands and the panel view', async (
     loader._load = original;
   }
 });
+
+test('maia stderr after the output channel is disposed (a window reload) is dropped, not written to a closed channel', async () => {
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'maia-act-'));
+  // A "maia" that keeps talking on stderr for a while and never answers.
+  const fake = path.join(dir, 'maia');
+  fs.writeFileSync(fake, '#!/bin/sh\nfor i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do echo "log line $i" >&2; sleep 0.05; done\n', { mode: 0o755 });
+  const disposable = { dispose() {} };
+  const closedWrites: string[] = [];
+  let outputDisposed = false;
+  const views = new Map<string, { resolveWebviewView(view: unknown): void }>();
+  const settings: Record<string, unknown> = { 'lsp.enabled': false, path: fake };
+  const vscode = new Proxy(
+    {
+      Uri: { file: uri, joinPath: (base: Uri, ...parts: string[]) => uri(path.join(base.fsPath, ...parts)), from: (c: { path: string }) => uri(c.path) },
+      commands: { registerCommand: () => disposable, executeCommand: async () => undefined },
+      window: {
+        // VS Code's channel throws "Channel has been closed" once disposed.
+        createOutputChannel: () => ({
+          appendLine(line: string) {
+            if (outputDisposed) {
+              closedWrites.push(line);
+              throw new Error('Channel has been closed');
+            }
+          },
+          show() {},
+          dispose() {
+            outputDisposed = true;
+          },
+        }),
+        registerWebviewViewProvider: (id: string, provider: { resolveWebviewView(view: unknown): void }) => {
+          views.set(id, provider);
+          return disposable;
+        },
+        onDidChangeActiveTextEditor: () => disposable,
+        activeTextEditor: undefined,
+        showErrorMessage: async () => undefined,
+      },
+      workspace: {
+        getConfiguration: () => ({ get: (k: string, d?: unknown) => (k in settings ? settings[k] : d) }),
+        registerTextDocumentContentProvider: () => disposable,
+        onDidChangeConfiguration: () => disposable,
+        workspaceFolders: [{ uri: uri(dir) }],
+        textDocuments: [],
+      },
+    } as Record<string, unknown>,
+    { get: (t, k: string) => (k in t ? t[k] : anything()) },
+  );
+  const uncaught: unknown[] = [];
+  const onUncaught = (e: unknown) => uncaught.push(e);
+  process.on('uncaughtException', onUncaught);
+  const loader = Module as unknown as { _load: (request: string, ...rest: unknown[]) => unknown };
+  const original = loader._load;
+  loader._load = (request: string, ...rest: unknown[]) => (request === 'vscode' ? vscode : original(request, ...rest));
+  try {
+    delete require.cache[require.resolve(path.join(root, manifest.main))];
+    const ext = require(path.join(root, manifest.main));
+    const subscriptions: { dispose(): void }[] = [];
+    await ext.activate({
+      subscriptions,
+      extensionUri: uri(root),
+      globalStorageUri: uri(path.join(dir, 'storage')),
+      workspaceState: { get: () => undefined, update: async () => undefined },
+    });
+    const posted: { type: string; state?: string }[] = [];
+    let onMessage: ((m: unknown) => void) | undefined;
+    views.get(manifest.contributes.views.maia[0].id)!.resolveWebviewView({
+      webview: {
+        options: {},
+        html: '',
+        cspSource: 'vscode-webview://test',
+        asWebviewUri: (u: Uri) => ({ toString: () => `vscode-webview://test${u.fsPath}` }),
+        onDidReceiveMessage: (fn: (m: unknown) => void) => {
+          onMessage = fn;
+          return disposable;
+        },
+        postMessage: async (m: { type: string; state?: string }) => {
+          posted.push(m);
+          return true;
+        },
+      },
+      visible: true,
+      onDidDispose: () => disposable,
+    });
+    onMessage?.({ type: 'ready' });
+    // The window reloads while maia is still writing: everything is disposed, in order.
+    const deadline = Date.now() + 5000;
+    while (!posted.some((m) => m.type === 'status' && m.state === 'starting') && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    for (const s of subscriptions) {
+      s.dispose();
+    }
+    await ext.deactivate();
+    // Until the fake maia is gone (it reports its exit as a failed start).
+    while (!posted.some((m) => m.state === 'error') && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.ok(posted.some((m) => m.state === 'error'), 'the fake maia ended');
+    assert.deepEqual(closedWrites, [], 'nothing written to the closed channel');
+    assert.deepEqual(uncaught, []);
+  } finally {
+    process.off('uncaughtException', onUncaught);
+    loader._load = original;
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

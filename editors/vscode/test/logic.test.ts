@@ -1,9 +1,14 @@
 // Unit tests of the extension's pure logic: `npm test` (node --test).
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import {
   askArgument,
+  commandExists,
   endMessage,
+  findReadme,
   isAnswerUri,
   selectionRange,
   serverCommand,
@@ -96,4 +101,27 @@ test('end messages', () => {
   assert.equal(endMessage('cancelled'), 'MAIA: cancelled');
   assert.match(endMessage('max_tokens'), /token limit/);
   assert.match(endMessage(undefined), /unknown/);
+});
+
+test('the README is found in either case', () => {
+  assert.equal(findReadme(['package.json', 'readme.md', 'LICENSE.txt']), 'readme.md');
+  assert.equal(findReadme(['README.md', 'readme.md']), 'README.md');
+  assert.equal(findReadme(['package.json']), undefined);
+});
+
+test('commandExists: paths and names on PATH', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'maia-cmd-'));
+  try {
+    const exe = path.join(dir, 'maia');
+    fs.writeFileSync(exe, '#!/bin/sh\n', { mode: 0o755 });
+    fs.writeFileSync(path.join(dir, 'plain'), 'x', { mode: 0o644 });
+    assert.equal(commandExists(exe, undefined), true);
+    assert.equal(commandExists(path.join(dir, 'missing'), dir), false);
+    assert.equal(commandExists('maia', `/nonexistent${path.delimiter}${dir}`), true);
+    assert.equal(commandExists('maia', '/nonexistent'), false);
+    assert.equal(commandExists('plain', dir), false, 'not executable');
+    assert.equal(commandExists(dir, undefined), false, 'a folder');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });

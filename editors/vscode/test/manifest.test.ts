@@ -55,3 +55,14 @@ test('the entry point and the webview script are built', () => {
   const bundle = fs.readFileSync(path.join(root, manifest.main), 'utf8');
   assert.ok(/require\("vscode"\)/.test(bundle), 'vscode stays external');
 });
+
+test('the extension bundle never reads `navigator` (VS Code logs PendingMigrationError for it)', () => {
+  const bundle = fs.readFileSync(path.join(root, manifest.main), 'utf8');
+  assert.doesNotMatch(bundle, /\bnavigator\b/);
+});
+
+test('the packaged README is found whatever its case (vsce ships it as readme.md)', () => {
+  const notices = fs.readFileSync(path.join(root, 'src', 'notices.ts'), 'utf8');
+  assert.ok(notices.includes('findReadme('), 'How to install looks the README up');
+  assert.ok(!view.includes("'README.md'"), 'no hard-coded README.md');
+});

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { promptBlocks } from '../src/panel/protocol';
-import { sliceLines } from '../src/panel/text';
+import { replayedUserMessage, sliceLines } from '../src/panel/text';
 import { panelHtml } from '../src/panel/html';
 import { acpCommand } from '../src/logic';
 
@@ -40,4 +40,22 @@ test('the HTML shell allows only its own nonce-d script', () => {
   assert.match(html, /default-src 'none'/);
   assert.match(html, /<script nonce="n0" src="vscode-resource:\/p.js">/);
   assert.doesNotMatch(html, /unsafe-inline|unsafe-eval/);
+});
+
+test('a replayed user message gets its attachments back as chips', () => {
+  const replay = 'What do these lines do?\nand this\n@/p/proj/src/a b.ts\n@file:///p/proj/hello.py#L1-3\n@file:///elsewhere/x.rs';
+  assert.deepEqual(replayedUserMessage(replay, '/p/proj'), {
+    text: 'What do these lines do?\nand this',
+    attachments: [
+      { kind: 'file', uri: 'file:///p/proj/src/a%20b.ts', name: 'src/a b.ts' },
+      { kind: 'selection', uri: 'file:///p/proj/hello.py', name: 'hello.py', text: '', startLine: 1, endLine: 3 },
+      { kind: 'file', uri: 'file:///elsewhere/x.rs', name: 'x.rs' },
+    ],
+  });
+  // Typed text alone, or a mention inside the text, stays as it is.
+  assert.deepEqual(replayedUserMessage('Read @notes.md please', '/p'), { text: 'Read @notes.md please', attachments: [] });
+  // The same file twice (typed as `@name` and attached) is one chip.
+  assert.deepEqual(replayedUserMessage('Read @a.ts\n@/p/a.ts\n@/p/a.ts', '/p').attachments.length, 1);
+  // Attachments sent without text.
+  assert.deepEqual(replayedUserMessage('@/p/a.ts', '/p'), { text: '', attachments: [{ kind: 'file', uri: 'file:///p/a.ts', name: 'a.ts' }] });
 });

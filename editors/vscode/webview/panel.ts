@@ -1,34 +1,10 @@
 // The MAIA panel (runs inside the webview). It renders what the extension
 // forwards from `maia acp` and posts the user's actions back; it never talks
 // to maia itself.
-import { marked } from 'marked';
-import DOMPurify from 'dompurify';
 import type * as acp from '@agentclientprotocol/sdk';
-import type { Attachment, ToHost, ToWebview } from '../src/panel/protocol';
-
-declare function acquireVsCodeApi(): { postMessage(message: unknown): void };
-
-const vscode = acquireVsCodeApi();
-const post = (m: ToHost) => vscode.postMessage(m);
-
-function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  props: Record<string, string> = {},
-  ...children: (Node | string)[]
-): HTMLElementTagNameMap[K] {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === 'class') {
-      el.className = v;
-    } else if (k === 'text') {
-      el.textContent = v;
-    } else {
-      el.setAttribute(k, v);
-    }
-  }
-  el.append(...children);
-  return el;
-}
+import type { Attachment, ToWebview } from '../src/panel/protocol';
+import { h, post, renderMarkdown } from './dom';
+import { renderTool, ToolCard } from './tools';
 
 // ---------- layout ----------
 const app = document.getElementById('app')!;
@@ -101,35 +77,17 @@ function scrollDown(): void {
   }
 }
 
-// ---------- markdown ----------
-function renderMarkdown(target: HTMLElement, text: string): void {
-  const html = marked.parse(text, { async: false, gfm: true, breaks: false }) as string;
-  target.innerHTML = DOMPurify.sanitize(html, { USE_PROFILES: { html: true } });
-  for (const a of Array.from(target.querySelectorAll('a'))) {
-    a.setAttribute('rel', 'noopener');
-  }
-  for (const pre of Array.from(target.querySelectorAll('pre'))) {
-    const code = pre.querySelector('code');
-    const source = code?.textContent ?? pre.textContent ?? '';
-    const copy = h('button', { class: 'code-action', 'data-action': 'copy', text: 'Copy', 'aria-label': 'Copy code' });
-    copy.addEventListener('click', () => post({ type: 'copy', text: source }));
-    const insert = h('button', {
-      class: 'code-action',
-      'data-action': 'insert',
-      text: 'Insert',
-      'aria-label': 'Insert code at the cursor',
-    });
-    insert.addEventListener('click', () => post({ type: 'insert', text: source }));
-    const bar = h('div', { class: 'code-bar' }, copy, insert);
-    pre.parentElement?.insertBefore(h('div', { class: 'code-block' }, bar, pre.cloneNode(true)), pre);
-    pre.remove();
-  }
-}
-
 let pendingRender: HTMLElement[] = [];
 function scheduleRender(): void {
   if (pendingRender.length === 1) {
-    requestAnimationFrame(() => {
+    // On the next frame; a timer too, since frames stop while the page is
+    // hidden or throttled (a render must not wait for the panel to show).
+    let done = false;
+    const render = (): void => {
+      if (done) {
+        return;
+      }
+      done = true;
       const items = pendingRender;
       pendingRender = [];
       for (const el of items) {
@@ -137,7 +95,9 @@ function scheduleRender(): void {
         renderMarkdown(el, msg._text ?? '');
       }
       scrollDown();
-    });
+    };
+    requestAnimationFrame(render);
+    setTimeout(render, 100);
   }
 }
 
@@ -187,13 +147,18 @@ function appendChunk(kind: 'agent' | 'thought' | 'user', content: acp.ContentBlo
   markDirty(current!.body, current!.text);
 }
 
+/** A chip's label: the name, with the line range of a selection. */
+function chipLabel(a: Attachment): string {
+  return a.kind === 'selection' ? `${a.name}:${a.startLine}-${a.endLine}` : a.name;
+}
+
 function addUserMessage(text: string, att: Attachment[]): void {
   const m = newMessage('user');
   m.text = text;
   m.body.classList.add('plain');
   m.body.textContent = text;
   if (att.length) {
-    m.el.append(h('div', { class: 'chips' }, ...att.map((a) => h('span', { class: 'chip', text: a.name }))));
+    m.el.append(h('div', { class: 'chips' }, ...att.map((a) => h('span', { class: 'chip', title: a.uri, text: chipLabel(a) }))));
   }
   current = undefined;
   log.scrollTop = log.scrollHeight;
@@ -206,14 +171,6 @@ function addNote(text: string, level: string): void {
 }
 
 // ---------- tool calls ----------
-interface ToolCard {
-  el: HTMLElement;
-  state: acp.ToolCallUpdate & { title?: string | null };
-  ask?: HTMLElement;
-  /** How the permission question was answered. */
-  answered?: string;
-}
-
 function toolCard(id: string): ToolCard {
   let card = toolCards.get(id);
   if (!card) {
@@ -224,67 +181,6 @@ function toolCard(id: string): ToolCard {
     current = undefined;
   }
   return card;
-}
-
-function renderTool(card: ToolCard): void {
-  const s = card.state;
-  const status = s.status ?? 'pending';
-  const name = s.title ?? 'Tool call';
-  card.el.setAttribute('aria-label', `Tool call: ${name}, ${status.replace('_', ' ')}`);
-  card.el.dataset.status = status;
-  const head = h(
-    'div',
-    { class: 'tool-head' },
-    h('span', { class: `badge ${status}`, text: status.replace('_', ' ') }),
-    h('span', { class: 'kind', text: s.kind ?? 'other' }),
-    h('span', { class: 'tool-title', text: name }),
-  );
-  const parts: Node[] = [head];
-  if (s.locations?.length) {
-    const locs = h('div', { class: 'locations' });
-    for (const loc of s.locations) {
-      const label = loc.line ? `${loc.path}:${loc.line}` : loc.path;
-      const a = h('a', { href: '#', class: 'location', text: label, title: `Open ${label}` });
-      a.addEventListener('click', (e) => {
-        e.preventDefault();
-        post({ type: 'openLocation', path: loc.path, line: loc.line ?? undefined });
-      });
-      locs.append(a);
-    }
-    parts.push(locs);
-  }
-  for (const c of s.content ?? []) {
-    if (c.type === 'diff') {
-      const added = c.newText.split('\n').length;
-      const removed = c.oldText ? c.oldText.split('\n').length : 0;
-      const btn = h('button', {
-        class: 'diff-button',
-        'data-path': c.path,
-        text: `Open diff: ${c.path.split(/[\\/]/).pop()} (${c.oldText == null ? 'new file' : `−${removed} +${added} lines`})`,
-        'aria-label': `Open the diff of ${c.path}`,
-      });
-      btn.addEventListener('click', () =>
-        post({ type: 'openDiff', path: c.path, oldText: c.oldText ?? null, newText: c.newText }),
-      );
-      parts.push(h('div', { class: 'diff' }, btn));
-    } else if (c.type === 'content') {
-      const block = c.content;
-      if (block.type === 'text') {
-        const out = h('pre', { class: 'output' });
-        out.textContent = block.text;
-        parts.push(h('details', { class: 'output-wrap', ...(status === 'failed' ? { open: '' } : {}) }, h('summary', { text: 'Output' }), out));
-      }
-    } else if (c.type === 'terminal') {
-      parts.push(h('div', { class: 'output', text: `terminal ${c.terminalId}` }));
-    }
-  }
-  if (card.answered) {
-    parts.push(h('div', { class: 'answered', text: card.answered }));
-  }
-  card.el.replaceChildren(...parts);
-  if (card.ask) {
-    card.el.append(card.ask);
-  }
 }
 
 function onToolUpdate(u: acp.ToolCall | acp.ToolCallUpdate, fresh: boolean): void {
@@ -315,6 +211,13 @@ function showPermission(m: Extract<ToWebview, { type: 'permission' }>): void {
     placeholder: 'Reason (sent with a rejection, optional)',
     'aria-label': 'Reason for rejecting',
   });
+  const answer = (o: acp.PermissionOption) =>
+    post({
+      type: 'permission',
+      requestId: m.requestId,
+      optionId: o.optionId,
+      reason: o.kind.startsWith('reject') ? reason.value : undefined,
+    });
   const buttons = m.options.map((o) => {
     const b = h('button', {
       class: `option ${o.kind.startsWith('allow') ? 'allow' : 'reject'}${o.kind === 'allow_once' ? ' primary' : ''}`,
@@ -322,30 +225,40 @@ function showPermission(m: Extract<ToWebview, { type: 'permission' }>): void {
       'data-kind': o.kind,
       text: o.name,
     });
-    b.addEventListener('click', () =>
-      post({
-        type: 'permission',
-        requestId: m.requestId,
-        optionId: o.optionId,
-        reason: o.kind.startsWith('reject') ? reason.value : undefined,
-      }),
-    );
+    b.addEventListener('click', () => answer(o));
     return b;
   });
+  const reject = m.options.find((o) => o.kind === 'reject_once') ?? m.options.find((o) => o.kind.startsWith('reject'));
   const ask = h(
     'div',
     {
       class: 'permission',
       role: 'alertdialog',
       'aria-label': `MAIA asks permission: ${m.toolCall.title ?? card.state.title ?? 'tool call'}`,
+      'aria-describedby': `question-${m.requestId}`,
       'data-request-id': String(m.requestId),
     },
-    h('div', { class: 'question', text: 'Allow this?' }),
+    h(
+      'div',
+      { class: 'question', id: `question-${m.requestId}` },
+      'Allow this?',
+      h('span', { class: 'hint', text: reject ? 'Enter: the focused answer · Esc: reject' : 'Enter: the focused answer' }),
+    ),
     h('div', { class: 'options' }, ...buttons),
     reason,
   );
+  // Keyboard: Enter on a button is that answer; Enter in the reason field or
+  // Escape anywhere in the card rejects (with the reason). Escape here does
+  // not stop the turn.
+  ask.addEventListener('keydown', (e) => {
+    if (reject && (e.key === 'Escape' || (e.key === 'Enter' && e.target === reason))) {
+      e.preventDefault();
+      e.stopPropagation();
+      answer(reject);
+    }
+  });
   card.ask = ask;
-  card.el.append(ask);
+  renderTool(card);
   permissionCards.set(m.requestId, card.el);
   scrollDown();
   buttons[0]?.focus();
@@ -508,8 +421,7 @@ function renderChips(): void {
         attachments.splice(i, 1);
         renderChips();
       });
-      const label = a.kind === 'selection' ? `${a.name}:${a.startLine}-${a.endLine}` : a.name;
-      return h('span', { class: 'chip', title: a.uri }, label, x);
+      return h('span', { class: 'chip', title: a.uri }, chipLabel(a), x);
     }),
   );
 }

@@ -64,6 +64,9 @@ pub(crate) async fn run_prompt(
                     .map_err(|e| format!("Cannot read the command `/{}`: {e}", command.name));
                 return run_as_typed(session, message, &text, cancel).await;
             }
+            if name == crate::review::NAME {
+                return run_review(session, args.trim(), &text, cancel).await;
+            }
         }
     }
     let parts = expand_file_refs(session, parts);
@@ -72,6 +75,48 @@ pub(crate) async fn run_prompt(
         session.report_estimate();
     }
     stop
+}
+
+/// `/review [BRANCH]` ([`crate::review`]): a read-only turn over the diff.
+async fn run_review(
+    session: &mut Session,
+    base: &str,
+    typed: &str,
+    cancel: &CancellationToken,
+) -> StopReason {
+    let base = (!base.is_empty()).then_some(base);
+    let cwd = session.services().cwd.clone();
+    match crate::review::changes(&cwd, base).await {
+        Ok(diff) if diff.trim().is_empty() => {
+            session.say(match base {
+                Some(base) => format!("Nothing to review: no change against `{base}`."),
+                None => "Nothing to review: there are no uncommitted changes.".to_owned(),
+            });
+            StopReason::EndTurn
+        }
+        Ok(diff) => {
+            let message = crate::review::prompt(&cwd, base, &diff);
+            let stop = session.run_read_only_turn(message, typed, cancel).await;
+            let answer = match session.conversation().history().last() {
+                Some(maia_llm::ChatMessage::Assistant {
+                    content: Some(text),
+                    ..
+                }) => crate::review::findings(text, &cwd),
+                _ => Vec::new(),
+            };
+            if !answer.is_empty() {
+                session.emit(Event::Findings {
+                    id: format!("review-{}", uuid::Uuid::new_v4().simple()),
+                    findings: answer,
+                });
+            }
+            stop
+        }
+        Err(e) => {
+            session.say(format!("Cannot review: {e}."));
+            StopReason::EndTurn
+        }
+    }
 }
 
 /// Adds the files named by `@` references in typed text (MAIA's forms);
@@ -281,6 +326,11 @@ pub(crate) async fn run_command(
         },
         "model" => model_command(session, args, cancel).await,
         "context" => context_command(session),
+        "cost" => {
+            let turn = session.conversation().turn_cost();
+            let report = crate::cost::report(session.conversation().ledger(), Some(&turn));
+            session.say(report);
+        }
         "permissions" => {
             let text = session
                 .project()
@@ -491,6 +541,7 @@ fn context_command(session: &Session) {
          - messages: {count} (~{msgs} tokens)\n\
          - pending items: {pending}\n\
          - last response: {last}\n\
+         - cost: {cost} this thread, {turn_cost} the last turn (`/cost` for each model)\n\
          - cached prompt tokens this session: {cached}\n\
          - prompt caching: {caching}\n\
          - summaries written by: `{summary_model}`\n\
@@ -508,6 +559,8 @@ fn context_command(session: &Session) {
             .window
             .map_or_else(|| "unknown".to_owned(), |w| format!("{w} tokens")),
         cached = session.meter().cached_total,
+        cost = crate::cost::show(session.conversation().ledger().total()),
+        turn_cost = crate::cost::show(session.conversation().turn_cost().total()),
         retried = session.meter().text_tool_calls.retried,
         shown = session.meter().text_tool_calls.shown,
     );

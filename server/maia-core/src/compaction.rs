@@ -401,6 +401,9 @@ pub(crate) struct Compactor<'a> {
     pub(crate) meter: &'a Meter,
     /// The summary the conversation continues from, if any.
     pub(crate) earlier: Option<&'a str>,
+    /// The usage and the proxy's cost of each summary response, for the
+    /// session to charge.
+    pub(crate) spent: &'a std::sync::Mutex<Vec<(Option<maia_llm::Usage>, Option<f64>)>>,
 }
 
 impl Compactor<'_> {
@@ -512,10 +515,15 @@ impl Compactor<'_> {
                     interim_tokens.min(summary_tokens)
                 }),
                 cache: false,
+                reasoning_effort: None,
             };
             let tokens = self.meter.calibrated(message_chars(&request.messages));
             stats.requests.push(tokens);
-            match llm.stream_chat(&request, cancel, &mut |_| {}).await {
+            let result = llm.stream_chat(&request, cancel, &mut |_| {}).await;
+            if let (Ok(completion), Ok(mut spent)) = (&result, self.spent.lock()) {
+                spent.push((completion.usage.clone(), completion.response_cost));
+            }
+            match result {
                 Ok(completion) if completion.text.trim().is_empty() => {
                     return Err(Attempt::Other(CompactError::Failed(
                         "the model returned an empty summary".into(),

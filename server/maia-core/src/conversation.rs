@@ -4,7 +4,8 @@
 //! reloads is what the model saw.
 //!
 //! State derived from the journal lives here too and is derived the way a
-//! reload derives it ([`Loaded::summary`], [`Loaded::title`]): every record
+//! reload derives it ([`Loaded::summary`], [`Loaded::title`],
+//! [`Loaded::ledger`]): every record
 //! written passes [`Conversation::absorb`], so the live thread and the
 //! reloaded one cannot disagree about the summary or the title.
 
@@ -29,6 +30,12 @@ pub(crate) struct Conversation {
     summary: Option<String>,
     /// The conversation's title.
     title: Option<String>,
+    /// What the thread cost so far (its charges, see [`crate::cost`]).
+    ledger: crate::cost::Ledger,
+    /// The ledger when the running (or last) turn started.
+    turn_mark: crate::cost::Ledger,
+    /// The options the user chose for this thread.
+    options: store::SessionOptions,
     journal: Option<Journal>,
     /// Creating the journal failed (told once; the conversation goes on
     /// unsaved).
@@ -54,6 +61,9 @@ impl Conversation {
             history: Vec::new(),
             summary: None,
             title: None,
+            ledger: crate::cost::Ledger::default(),
+            turn_mark: crate::cost::Ledger::default(),
+            options: store::SessionOptions::new(),
             journal: None,
             unsaved: false,
             events,
@@ -78,6 +88,9 @@ impl Conversation {
             history: loaded.history(),
             summary: loaded.summary().map(str::to_owned),
             title: loaded.title().map(str::to_owned),
+            ledger: loaded.ledger(),
+            turn_mark: loaded.ledger(),
+            options: loaded.options(),
             journal: Some(journal),
             unsaved: false,
             events,
@@ -99,6 +112,42 @@ impl Conversation {
 
     pub fn title(&self) -> Option<&str> {
         self.title.as_deref()
+    }
+
+    /// What the thread cost so far.
+    pub fn ledger(&self) -> &crate::cost::Ledger {
+        &self.ledger
+    }
+
+    /// A turn starts: its cost is counted from here.
+    pub fn mark_turn(&mut self) {
+        self.turn_mark.clone_from(&self.ledger);
+    }
+
+    /// What the running or last turn cost.
+    pub fn turn_cost(&self) -> crate::cost::Ledger {
+        self.ledger.since(&self.turn_mark)
+    }
+
+    /// The thread's option `key` when it is a string.
+    pub fn option_text(&self, key: &str) -> Option<String> {
+        self.options.get(key)?.as_str().map(str::to_owned)
+    }
+
+    /// The thread's options as journal records (for a new file).
+    pub fn option_records(&self) -> impl Iterator<Item = Record> + '_ {
+        self.options.iter().map(|(key, value)| Record::Option {
+            key: key.clone(),
+            value: value.clone(),
+        })
+    }
+
+    /// Sets an option for this thread and records it (unchanged: nothing
+    /// is written).
+    pub fn set_option(&mut self, key: String, value: serde_json::Value) {
+        if self.options.get(&key) != Some(&value) {
+            self.record(&Record::Option { key, value });
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -137,7 +186,10 @@ impl Conversation {
             Record::Clear => self.summary = None,
             Record::Compaction { summary } => self.summary = Some(summary.clone()),
             Record::Title { title } => self.title = Some(title.clone()),
-            _ => {}
+            Record::Option { key, value } => {
+                self.options.insert(key.clone(), value.clone());
+            }
+            other => other.absorb_cost(&mut self.ledger),
         }
     }
 
@@ -193,8 +245,14 @@ impl Conversation {
         self.history.clear();
         self.summary = None;
         self.title = None;
+        self.ledger = crate::cost::Ledger::default();
+        self.turn_mark = crate::cost::Ledger::default();
         self.name = name;
         self.open_journal();
+        // The thread's options (the editor's choices) go on in the new file.
+        for (key, value) in std::mem::take(&mut self.options) {
+            self.set_option(key, value);
+        }
     }
 
     /// After a compaction: the thread continues in a new journal `name`
@@ -231,6 +289,13 @@ impl Conversation {
         self.history = loaded.history();
         self.summary = loaded.summary().map(str::to_owned);
         self.title = loaded.title().map(str::to_owned);
+        self.ledger = loaded.ledger();
+        self.turn_mark = loaded.ledger();
+        // The thread's options (the editor's choices) win over the adopted
+        // conversation's.
+        for (key, value) in std::mem::replace(&mut self.options, loaded.options()) {
+            self.set_option(key, value);
+        }
         Ok(())
     }
 
@@ -371,6 +436,39 @@ mod tests {
         .unwrap();
         assert!(c.is_empty());
         assert_eq!(store::find(dir.path(), "t1").unwrap().name, "second__1");
+    }
+
+    #[test]
+    fn the_thread_s_options_are_saved_and_follow_it_to_new_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _rx) = fresh(dir.path());
+        c.set_option("reasoning_effort".into(), "high".into());
+        c.set_option("show_thinking".into(), false.into());
+        c.set_option("reasoning_effort".into(), "low".into());
+        let options = |name: &str| {
+            store::load(&store::session_path(dir.path(), name))
+                .unwrap()
+                .options()
+        };
+        assert_eq!(options("first"), c.options);
+        assert_eq!(c.option_text("reasoning_effort").as_deref(), Some("low"));
+        // Unchanged: nothing written.
+        let before = std::fs::read_to_string(store::session_path(dir.path(), "first")).unwrap();
+        c.set_option("show_thinking".into(), false.into());
+        let after = std::fs::read_to_string(store::session_path(dir.path(), "first")).unwrap();
+        assert_eq!(before, after);
+        // `/rename` and `/new` keep them.
+        c.rename("second".into()).unwrap();
+        assert_eq!(options("second"), c.options);
+        c.restart("third".into());
+        assert_eq!(options("third"), c.options);
+        assert_eq!(c.option_text("reasoning_effort").as_deref(), Some("low"));
+        // A saved conversation taken over (`/load`) gets the thread's.
+        let loaded = store::load(&store::session_path(dir.path(), "second")).unwrap();
+        c.set_option("reasoning_effort".into(), "medium".into());
+        c.adopt("fourth".into(), &loaded).unwrap();
+        assert_eq!(c.option_text("reasoning_effort").as_deref(), Some("medium"));
+        assert_eq!(options("fourth"), c.options);
     }
 
     #[test]

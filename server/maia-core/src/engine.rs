@@ -46,6 +46,8 @@ pub struct SessionSummary {
     pub title: Option<String>,
     /// ISO 8601.
     pub updated_at: String,
+    /// Archived (`session/archive`): listed only when asked for.
+    pub archived: bool,
 }
 
 /// A started session: its handle and its events.
@@ -195,6 +197,7 @@ impl Engine {
             .into_iter()
             .map(|s| SessionSummary {
                 roots: store::saved_roots(cwd, &s.id),
+                archived: store::is_archived(cwd, &s.id),
                 id: s.id,
                 cwd: s.cwd,
                 name: s.name,
@@ -230,6 +233,58 @@ impl Engine {
             catalogue.list(&client, &never).await
         };
         listed.map(|models| ids(&models))
+    }
+
+    /// Archives thread `id` of `cwd` (or brings it back): `false` when no
+    /// such thread is saved there.
+    pub fn archive_session(
+        &self,
+        cwd: &Path,
+        id: &str,
+        archived: bool,
+    ) -> Result<bool, store::StoreError> {
+        if store::find(cwd, id).is_none() {
+            return Ok(false);
+        }
+        store::set_archived(cwd, id, archived)?;
+        Ok(true)
+    }
+
+    /// The models of the server a session in `cwd` would use that take a
+    /// reasoning effort: those `/model/info` says `supports_reasoning` of
+    /// (read once per server, shared with window discovery), then the
+    /// `reasoningModels` setting, which wins. Waits at most `wait` for the
+    /// server.
+    pub async fn reasoning_models(
+        &self,
+        cwd: &Path,
+        wait: std::time::Duration,
+    ) -> std::collections::HashSet<String> {
+        let settings = self.settings(cwd);
+        let mut models = std::collections::HashMap::new();
+        if let Ok(client) = maia_llm::LlmClient::new(settings.llm.clone()) {
+            let never = tokio_util::sync::CancellationToken::new();
+            if let Ok(infos) =
+                tokio::time::timeout(wait, self.windows.model_infos(&client, &never)).await
+            {
+                for (name, info) in infos {
+                    if let Some(reasoning) = info.supports_reasoning {
+                        models.insert(name, reasoning);
+                    }
+                }
+            }
+        }
+        models.extend(settings.reasoning_models);
+        models
+            .into_iter()
+            .filter_map(|(name, reasoning)| reasoning.then_some(name))
+            .collect()
+    }
+
+    /// Forgets every model list the proxies gave (after `logout`: the next
+    /// check asks the proxy with the credentials then saved).
+    pub fn forget_models(&self) {
+        self.windows.catalogue().clear();
     }
 
     /// Deletes every saved file of thread `id` in `cwd`, and the stored

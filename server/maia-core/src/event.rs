@@ -184,6 +184,22 @@ pub enum Event {
     Usage {
         used: u64,
         size: u64,
+        /// The thread's cost so far, US dollars; `None`: unknown.
+        cost: Option<f64>,
+    },
+    /// The session switched to this mode by itself (an approved plan).
+    ModeChanged(crate::mode::Mode),
+    /// A plan the model proposes for approval (`ExitPlanMode`), as Markdown;
+    /// one id per plan, a later one replaces it.
+    PlanProposed {
+        id: String,
+        markdown: String,
+    },
+    /// The findings of a `/review`, each a file and line to open; `id` is
+    /// unique in the session.
+    Findings {
+        id: String,
+        findings: Vec<crate::review::Finding>,
     },
     /// The session's task list changed (the whole list).
     Plan(Vec<crate::session_tools::Todo>),
@@ -212,6 +228,9 @@ pub enum Event {
         queued_id: String,
         status: crate::queue::QueueTurnStatus,
     },
+    /// What the turn's model requests used, summed, when the server said
+    /// (sent just before [`Event::TurnEnded`]).
+    TurnUsage(maia_llm::Usage),
     /// Always the last event of a turn.
     TurnEnded(StopReason),
 }

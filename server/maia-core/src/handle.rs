@@ -54,6 +54,8 @@ pub struct SessionHandle {
     busy: Arc<AtomicBool>,
     /// The model the session started with (forced or configured).
     initial_model: Option<String>,
+    /// The options of the thread as it was saved (empty for a new one).
+    saved_options: store::SessionOptions,
     /// Cancelled once the session has stopped and released its journal.
     ended: CancellationToken,
 }
@@ -189,6 +191,34 @@ impl SessionHandle {
         default_model(listed.iter().map(String::as_str)).map(str::to_owned)
     }
 
+    /// Renames the conversation as `/rename` does (its title and its file
+    /// name), between turns or at the running turn's next checkpoint. The
+    /// answer is the name kept, or why it could not be; `title` is first
+    /// made a valid name ([`store::name_from_title`]), and `Err` at once
+    /// when nothing of it is left.
+    pub fn rename(
+        &self,
+        title: &str,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<String, String>>, String> {
+        let name = store::name_from_title(title)
+            .ok_or_else(|| format!("`{title}` has nothing a conversation name can hold"))?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.change(Change::Rename { name, reply });
+        Ok(answer)
+    }
+
+    /// The options the thread was saved with (what `set_option` recorded
+    /// before); empty for a new thread.
+    pub fn saved_options(&self) -> &store::SessionOptions {
+        &self.saved_options
+    }
+
+    /// Sets one of the thread's options (such as `reasoning_effort`),
+    /// recorded in its journal and used from the next model request.
+    pub fn set_option(&self, key: &str, value: serde_json::Value) {
+        self.change(Change::Option(key.to_owned(), value));
+    }
+
     /// Gives the session's tools the editor's services (terminals,
     /// questions); they apply from the next batch of tool calls.
     pub fn use_client(&self, tools: crate::client::ClientTools) {
@@ -261,6 +291,10 @@ pub(crate) fn spawn(
         turn: turn.clone(),
         busy: busy.clone(),
         initial_model: model.clone(),
+        saved_options: match &start {
+            Start::New => store::SessionOptions::new(),
+            Start::Restore { loaded, .. } => loaded.options(),
+        },
         ended: ended.clone(),
     };
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
@@ -282,6 +316,12 @@ pub(crate) fn spawn(
         settings::merge_mcp_servers(mcp_servers, &project.settings),
         mcp_sandbox,
     ));
+    let lsp = crate::langs::manager(
+        project.lsp.clone(),
+        &cwd,
+        project.sandbox.clone(),
+        events_tx.clone(),
+    );
     let (conversation, restored) = match start {
         Start::New => (
             Conversation::create(
@@ -317,6 +357,7 @@ pub(crate) fn spawn(
             fs,
             events: events_tx,
             mcp,
+            lsp,
             windows: windows.clone(),
             vision: crate::images::VisionCache::new(windows.catalogue().clone()),
             changes,
@@ -446,6 +487,9 @@ pub(crate) fn spawn(
             if next.is_none() {
                 ctl.end();
             }
+            if let Some(usage) = session.take_turn_usage() {
+                session.emit(Event::TurnUsage(usage));
+            }
             session.emit(Event::TurnEnded(stop));
             if let Some(NextTurn {
                 queued: Some((turn_id, queued_id)),
@@ -456,6 +500,7 @@ pub(crate) fn spawn(
             }
         }
         session.services().mcp.shutdown();
+        session.services().lsp.shutdown();
         tracing::debug!(session = %session.id(), "session ended");
         // The journal (and its lock) goes with the session.
         drop(session);

@@ -16,11 +16,13 @@ pub mod commands;
 mod compaction;
 pub mod context_file;
 mod conversation;
+pub mod cost;
 pub mod custom_tools;
 mod engine;
 mod event;
 mod handle;
 pub mod images;
+mod langs;
 pub mod markdown_commands;
 mod mcp;
 mod md_files;
@@ -29,10 +31,12 @@ pub mod mode;
 mod options;
 mod oversize;
 pub mod permission;
+pub mod plan_mode;
 mod project;
 pub mod prompt;
 pub mod prompt_syntax;
 pub mod queue;
+pub mod review;
 mod session;
 pub mod session_tools;
 pub mod settings;
@@ -53,7 +57,10 @@ pub use event::{
     ToolStatus,
 };
 pub use handle::{Busy, SessionHandle};
+/// The language servers a session would use ([`maia_lsp_client`]).
+pub use langs::settings as language_servers;
 pub use mode::Mode;
+pub use options::REASONING_EFFORT;
 pub use prompt::PromptPart;
 pub use session::steer::SteerOutcome;
 pub use tools::reserved_tool_names;

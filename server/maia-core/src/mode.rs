@@ -4,8 +4,10 @@
 //! - `accept-edits`: Write and Edit inside the workspace (the working folder
 //!   and its additional roots) are allowed without asking (deny rules and
 //!   protected paths still apply), the rest follows the rules;
-//! - `read-only`: every tool that changes files or runs programs is denied —
-//!   a planning mode;
+//! - `read-only`: every tool that changes files or runs programs is denied;
+//! - `plan`: as `read-only`, and the model is offered only the read-only
+//!   tools plus `ExitPlanMode`, whose approval by the user switches the mode
+//!   (see the `plan_mode` module);
 //! - `bypass`: everything is allowed except what a deny rule forbids.
 
 /// A session mode.
@@ -15,15 +17,17 @@ pub enum Mode {
     Default,
     AcceptEdits,
     ReadOnly,
+    Plan,
     Bypass,
 }
 
 impl Mode {
     /// Every mode, in the order offered.
-    pub const ALL: [Mode; 4] = [
+    pub const ALL: [Mode; 5] = [
         Mode::Default,
         Mode::AcceptEdits,
         Mode::ReadOnly,
+        Mode::Plan,
         Mode::Bypass,
     ];
 
@@ -32,6 +36,7 @@ impl Mode {
             Mode::Default => "default",
             Mode::AcceptEdits => "accept-edits",
             Mode::ReadOnly => "read-only",
+            Mode::Plan => "plan",
             Mode::Bypass => "bypass",
         }
     }
@@ -40,7 +45,8 @@ impl Mode {
         match self {
             Mode::Default => "Default",
             Mode::AcceptEdits => "Accept edits",
-            Mode::ReadOnly => "Read-only (plan)",
+            Mode::ReadOnly => "Read-only",
+            Mode::Plan => "Plan",
             Mode::Bypass => "Bypass permissions (dangerous)",
         }
     }
@@ -52,10 +58,18 @@ impl Mode {
                 "File edits inside the project are allowed without asking; the rest follows the rules"
             }
             Mode::ReadOnly => "Nothing is changed or run: edits and commands are refused",
+            Mode::Plan => {
+                "MAIA researches with read-only tools and proposes a plan; nothing changes until you approve it"
+            }
             Mode::Bypass => {
                 "DANGEROUS: every tool runs without asking, except what deny rules forbid"
             }
         }
+    }
+
+    /// Whether nothing that changes files or runs programs is let through.
+    pub fn is_read_only(self) -> bool {
+        matches!(self, Mode::ReadOnly | Mode::Plan)
     }
 
     pub fn from_id(id: &str) -> Option<Mode> {
@@ -72,6 +86,7 @@ mod tests {
         for mode in Mode::ALL {
             assert_eq!(Mode::from_id(mode.id()), Some(mode));
         }
-        assert_eq!(Mode::from_id("plan"), None);
+        assert_eq!(Mode::from_id("plan"), Some(Mode::Plan));
+        assert_eq!(Mode::from_id("planning"), None);
     }
 }

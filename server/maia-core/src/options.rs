@@ -3,6 +3,11 @@
 
 use std::path::PathBuf;
 
+/// The thread option holding the reasoning effort sent to the model
+/// (LiteLLM's `reasoning_effort`: `low`, `medium`, `high`; absent or not
+/// a string: none sent).
+pub const REASONING_EFFORT: &str = "reasoning_effort";
+
 /// Process-wide options, fixed at start.
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {

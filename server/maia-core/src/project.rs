@@ -43,6 +43,8 @@ pub(crate) struct Project {
     /// Custom tools not confirmed since they appeared or changed: every
     /// call is asked, in every mode (the tool confirms it after a "yes").
     pub pending_tools: Arc<Mutex<HashSet<String>>>,
+    /// The language servers (`lsp`), for the session's manager.
+    pub lsp: maia_lsp_client::LspSettings,
 }
 
 /// Where a session's project is: its options, folder, additional roots and
@@ -161,7 +163,9 @@ impl Project {
         } = place;
         let home = options.home.as_deref();
         let files = SettingsFiles::read_with(home, cwd, read);
-        let settings = settings::from_files_with(options, &files, cwd);
+        let mut settings = settings::from_files_with(options, &files, cwd);
+        let (lsp, lsp_warnings) = crate::langs::settings(&files);
+        settings.warnings.extend(lsp_warnings);
         let llm = LlmClient::new(settings.llm.clone());
         let mut broker = Broker::from_files(&files, cwd);
         broker.set_roots(roots.to_vec());
@@ -180,6 +184,7 @@ impl Project {
             sandbox_notes,
             custom_tools: Arc::new(custom_tools),
             pending_tools: Arc::new(Mutex::new(pending_tools)),
+            lsp,
         }
     }
 }
@@ -217,6 +222,14 @@ impl Project {
                     .hint
                     .clone()
                     .or_else(|| command.takes_arguments.then(|| "arguments".to_owned())),
+            });
+        }
+        // Built in, but a skill or Markdown command of its name replaces it.
+        if !out.iter().any(|c| c.name == crate::review::NAME) {
+            out.push(CommandEntry {
+                name: crate::review::NAME.to_owned(),
+                description: crate::review::DESCRIPTION.to_owned(),
+                hint: Some(crate::review::HINT.to_owned()),
             });
         }
         out

@@ -13,7 +13,9 @@
 //! shown images, over what the endpoint says), `mcpServers`
 //! (`{"<name>": {"command", "args", "env", "disabledTools"}}` or
 //! `{"<name>": {"url", "headers", "disabledTools"}}`; merged server by
-//! server, the folder's entry winning).
+//! server, the folder's entry winning), `prices` (`{"<model>":
+//! {"input_cost_per_token", "output_cost_per_token", …}}`, see
+//! [`crate::cost`]).
 //! A file that is not valid JSON is reported and ignored. The API key is
 //! never logged.
 
@@ -38,6 +40,8 @@ pub struct Settings {
     pub max_turn_requests: u32,
     /// Manual context windows per model (`contextWindows`).
     pub context_windows: HashMap<String, u64>,
+    /// Prices per model over what the proxy says (`prices`, [`crate::cost`]).
+    pub prices: HashMap<String, maia_llm::Prices>,
     /// The model that writes compaction summaries (`smallModel`).
     pub small_model: Option<String>,
     /// `promptCaching`: forced on or off; `None` decides by provider.
@@ -47,6 +51,9 @@ pub struct Settings {
     pub tool_result_share: f64,
     /// Models known to accept images or not (`visionModels`).
     pub vision_models: HashMap<String, bool>,
+    /// Models known to take a reasoning effort or not (`reasoningModels`),
+    /// whatever `/model/info` says.
+    pub reasoning_models: HashMap<String, bool>,
     /// MCP servers configured in the settings (`mcpServers`).
     pub mcp_servers: Vec<maia_mcp::McpServerConfig>,
     /// `disabledTools` of entries that only name a server (to apply to a
@@ -436,15 +443,11 @@ fn mcp_servers(
                 cwd: Some(cwd.to_path_buf()),
             },
             (None, Some(url)) => {
+                let headers = pairs(entry.get("headers"));
                 if entry.get("type").and_then(Value::as_str) == Some("sse") {
-                    warnings.push(format!(
-                        "mcpServers.{name}: SSE servers are not supported (use a streamable HTTP url); ignored"
-                    ));
-                    continue;
-                }
-                McpTransport::Http {
-                    url,
-                    headers: pairs(entry.get("headers")),
+                    McpTransport::Sse { url, headers }
+                } else {
+                    McpTransport::Http { url, headers }
                 }
             }
             (None, None) => {
@@ -587,51 +590,65 @@ fn from_map(
             }
         },
     };
-    let mut vision_models = HashMap::new();
-    match map.get("visionModels") {
-        None => {}
-        Some(Value::Array(models)) => {
-            for model in models {
-                match model.as_str() {
-                    Some(name) => {
-                        vision_models.insert(name.to_owned(), true);
-                    }
-                    None => warnings
-                        .push("visionModels must list model names; an entry was ignored".into()),
-                }
-            }
-        }
-        Some(Value::Object(models)) => {
-            for (model, vision) in models {
-                match vision.as_bool() {
-                    Some(vision) => {
-                        vision_models.insert(model.clone(), vision);
-                    }
-                    None => warnings.push(format!(
-                        "visionModels.{model} must be true or false; ignored"
-                    )),
-                }
-            }
-        }
-        Some(_) => warnings.push(
-            "visionModels must be a list of models or an object of true/false; ignored".into(),
-        ),
-    }
+    let vision_models = model_flags(map, "visionModels", &mut warnings);
+    let reasoning_models = model_flags(map, "reasoningModels", &mut warnings);
+    let prices = crate::cost::parse_setting(map.get("prices"), &mut warnings);
     Settings {
         llm,
         model: text("model"),
         max_turn_requests,
         context_windows,
+        prices,
         small_model: text("smallModel"),
         prompt_caching,
         tool_result_share,
         vision_models,
+        reasoning_models,
         mcp_servers: Vec::new(),
         mcp_disabled: HashMap::new(),
         mcp_offline: Vec::new(),
         loaded,
         warnings,
     }
+}
+
+/// A per-model flag setting (`visionModels`, `reasoningModels`): a list of
+/// model names (each `true`) or an object of `true`/`false`.
+fn model_flags(
+    map: &Map<String, Value>,
+    key: &str,
+    warnings: &mut Vec<String>,
+) -> HashMap<String, bool> {
+    let mut flags = HashMap::new();
+    match map.get(key) {
+        None => {}
+        Some(Value::Array(models)) => {
+            for model in models {
+                match model.as_str() {
+                    Some(name) => {
+                        flags.insert(name.to_owned(), true);
+                    }
+                    None => {
+                        warnings.push(format!("{key} must list model names; an entry was ignored"))
+                    }
+                }
+            }
+        }
+        Some(Value::Object(models)) => {
+            for (model, flag) in models {
+                match flag.as_bool() {
+                    Some(flag) => {
+                        flags.insert(model.clone(), flag);
+                    }
+                    None => warnings.push(format!("{key}.{model} must be true or false; ignored")),
+                }
+            }
+        }
+        Some(_) => warnings.push(format!(
+            "{key} must be a list of models or an object of true/false; ignored"
+        )),
+    }
+    flags
 }
 
 #[cfg(test)]

@@ -53,6 +53,11 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: None,
     },
     CommandInfo {
+        name: "cost",
+        description: "Show what this thread and its last turn cost, per model",
+        hint: None,
+    },
+    CommandInfo {
         name: "tasks",
         description: "List the background tasks and their state",
         hint: None,

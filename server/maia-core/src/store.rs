@@ -68,7 +68,32 @@ pub enum Record {
     /// A compaction: the history starts again after this point, with this
     /// summary as starting context (first record of a `name__n` file).
     Compaction { summary: String },
+    /// One model response's usage and what it cost ([`crate::cost`]).
+    Usage { charge: crate::cost::Charge },
+    /// The thread's costs so far, carried into a compaction's new file.
+    Costs { ledger: crate::cost::Ledger },
+    /// A session option the user chose (the editor's config options, such
+    /// as `reasoning_effort`); the last record of a key wins.
+    Option {
+        key: String,
+        value: serde_json::Value,
+    },
 }
+
+impl Record {
+    /// Keeps `ledger` in step with this record: a charge adds up, a carried
+    /// ledger replaces it (the same on reload and live).
+    pub fn absorb_cost(&self, ledger: &mut crate::cost::Ledger) {
+        match self {
+            Record::Usage { charge } => ledger.add(charge),
+            Record::Costs { ledger: carried } => ledger.clone_from(carried),
+            _ => {}
+        }
+    }
+}
+
+/// A session's options by key (see [`Record::Option`]).
+pub type SessionOptions = std::collections::BTreeMap<String, serde_json::Value>;
 
 /// A stored image, as journal records name it; its bytes are stored beside
 /// the journal (`images.rs`).
@@ -340,6 +365,27 @@ impl Loaded {
         })
     }
 
+    /// What the thread cost: the last carried [`Record::Costs`] plus the
+    /// charges after it (as the live conversation adds them up).
+    pub fn ledger(&self) -> crate::cost::Ledger {
+        let mut ledger = crate::cost::Ledger::default();
+        for record in &self.records {
+            record.absorb_cost(&mut ledger);
+        }
+        ledger
+    }
+
+    /// The session options recorded, the last value of each key.
+    pub fn options(&self) -> SessionOptions {
+        let mut options = SessionOptions::new();
+        for record in &self.records {
+            if let Record::Option { key, value } = record {
+                options.insert(key.clone(), value.clone());
+            }
+        }
+        options
+    }
+
     /// The model-facing history (what follows the last `/clear` or
     /// compaction).
     pub fn history(&self) -> Vec<ChatMessage> {
@@ -573,6 +619,61 @@ pub fn saved_roots(cwd: &Path, id: &str) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// Where thread `id` is marked archived (an empty file; no file: not
+/// archived).
+fn archived_path(cwd: &Path, id: &str) -> Option<PathBuf> {
+    pointer_path(cwd, id).map(|p| {
+        sessions_dir(cwd)
+            .join(".archived")
+            .join(p.file_name().unwrap_or_default())
+    })
+}
+
+/// Marks thread `id` archived or not (`.maia/.sessions/.archived/<id>`);
+/// its journals are not touched.
+pub fn set_archived(cwd: &Path, id: &str, archived: bool) -> Result<(), StoreError> {
+    let Some(path) = archived_path(cwd, id) else {
+        return Ok(());
+    };
+    if !archived {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path)(e)),
+            _ => Ok(()),
+        };
+    }
+    let dir = sessions_dir(cwd).join(".archived");
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    std::fs::write(&path, "").map_err(io(&path))
+}
+
+/// Whether thread `id` is archived.
+pub fn is_archived(cwd: &Path, id: &str) -> bool {
+    archived_path(cwd, id).is_some_and(|p| p.exists())
+}
+
+/// A conversation title as a session name (what `/rename` takes): the
+/// characters a name cannot hold become spaces, runs of spaces one, no
+/// leading dot, at most 120 bytes. `None` when nothing is left.
+pub fn name_from_title(title: &str) -> Option<String> {
+    let kept: String = title
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    let mut name = kept.split_whitespace().collect::<Vec<_>>().join(" ");
+    name = name.trim_start_matches('.').trim().to_owned();
+    while name.len() > 120 {
+        name.pop();
+    }
+    let name = name.trim_end().to_owned();
+    valid_name(&name).then_some(name)
+}
+
 /// Deletes every file of thread `id` in `cwd`.
 pub fn delete(cwd: &Path, id: &str) -> Result<usize, StoreError> {
     let dir = sessions_dir(cwd);
@@ -598,6 +699,9 @@ pub fn delete(cwd: &Path, id: &str) -> Result<usize, StoreError> {
     }
     if let Some(queue) = queue_path(cwd, id) {
         let _ = std::fs::remove_file(queue);
+    }
+    if let Some(archived) = archived_path(cwd, id) {
+        let _ = std::fs::remove_file(archived);
     }
     Ok(removed)
 }

@@ -247,6 +247,16 @@ impl WindowCache {
         &self.catalogue
     }
 
+    /// What `/model/info` says of each model of `client`'s server, read
+    /// once (the same read as window discovery's); empty when the server
+    /// cannot say.
+    pub async fn model_infos(&self, client: &LlmClient, cancel: &CancellationToken) -> Infos {
+        let info = cell(&self.model_info, client.config().join(MODEL_INFO_PATH));
+        fetch_once(&info, "the model info", cancel, || client.model_info())
+            .await
+            .unwrap_or_default()
+    }
+
     /// What `/model/info` said of `model`, if it was read already.
     pub fn model_info(&self, client: &LlmClient, model: &str) -> Option<ModelInfoEntry> {
         let url = client.config().join(MODEL_INFO_PATH);
@@ -360,6 +370,20 @@ pub async fn resolve(
             }
         }
     }
+}
+
+/// What `/model/info` says of `model` (asked once per server and process,
+/// shared with window discovery); `None` when it says nothing or cannot be
+/// read now.
+pub async fn model_info_entry(
+    cache: &WindowCache,
+    client: &LlmClient,
+    model: &str,
+    cancel: &CancellationToken,
+) -> Option<ModelInfoEntry> {
+    let info = cell(&cache.model_info, client.config().join(MODEL_INFO_PATH));
+    let infos = fetch_once(&info, "the model info", cancel, || client.model_info()).await;
+    infos.ok()?.get(model).cloned()
 }
 
 /// The proxy's own sources: `/model/info`, then the models list. `Err(None)` when

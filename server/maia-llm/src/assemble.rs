@@ -219,6 +219,7 @@ impl Assembler {
             tool_calls,
             finish_reason: self.finish_reason,
             usage: self.usage,
+            response_cost: None,
         })
     }
 }

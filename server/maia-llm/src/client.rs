@@ -242,6 +242,7 @@ impl LlmClient {
             return Err(err);
         }
 
+        let cost = response_cost(response.headers());
         let is_json = response
             .headers()
             .get(CONTENT_TYPE)
@@ -253,7 +254,10 @@ impl LlmClient {
                 .await?
                 .map_err(|_| timed_out(timeout))?
                 .map_err(|err| LlmError::from_reqwest(&err, "reading the completion"))?;
-            return complete_from_json(&text, on_delta, emitted);
+            return complete_from_json(&text, on_delta, emitted).map(|c| Completion {
+                response_cost: cost,
+                ..c
+            });
         }
 
         let idle = self.config.idle_timeout;
@@ -286,7 +290,10 @@ impl LlmClient {
                 }
             }
         }
-        let completion = assembler.finish(saw_done)?;
+        let completion = Completion {
+            response_cost: cost,
+            ..assembler.finish(saw_done)?
+        };
         tracing::debug!(
             finish = ?completion.finish_reason,
             tool_calls = completion.tool_calls.len(),
@@ -295,6 +302,19 @@ impl LlmClient {
         );
         Ok(completion)
     }
+}
+
+/// LiteLLM's `x-litellm-response-cost` header: what the response cost, in
+/// US dollars (a finite number at or above zero, else ignored).
+fn response_cost(headers: &reqwest::header::HeaderMap) -> Option<f64> {
+    headers
+        .get("x-litellm-response-cost")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|c| c.is_finite() && *c >= 0.0)
 }
 
 /// Converts a non-streamed `chat.completion` body into deltas and a completion.

@@ -20,7 +20,7 @@ pub use config::{ApiKey, LlmConfig, redact_userinfo};
 pub use error::{LlmError, MAX_RETRY_AFTER};
 pub use model_info::{
     ASK_CONTEXT_WINDOW_TIMEOUT, CONTEXT_WINDOW_QUESTION, MAX_TOKEN_COUNT, MIN_TOKEN_COUNT,
-    MODEL_INFO_PATH, ModelInfoEntry, parse_token_count, plausible_window,
+    MODEL_INFO_PATH, ModelInfoEntry, Prices, parse_token_count, plausible_window,
 };
 pub use sse::{SseEvent, events as sse_events};
 pub use types::{

@@ -115,6 +115,7 @@ impl LlmClient {
             tools: Vec::new(),
             max_tokens: Some(ASK_MAX_TOKENS),
             cache: false,
+            reasoning_effort: None,
         };
         let mut ignore = |_| {};
         let completion = match tokio::time::timeout(
@@ -147,8 +148,61 @@ impl LlmClient {
     }
 }
 
+/// What one model costs, per token (LiteLLM's `/model/info` names:
+/// `input_cost_per_token`, `output_cost_per_token`,
+/// `cache_read_input_token_cost`, `cache_creation_input_token_cost`), in
+/// US dollars as LiteLLM counts. Cache prices default to the input price.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prices {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: Option<f64>,
+    pub cache_write: Option<f64>,
+}
+
+impl Prices {
+    /// The prices in a `/model/info` `model_info` object (or a settings
+    /// entry of the same shape): `None` without both the input and the
+    /// output price (never a made-up number).
+    pub fn from_model_info(info: &Value) -> Option<Prices> {
+        let price = |key: &str| {
+            info.get(key)
+                .and_then(lenient_f64)
+                .filter(|p| p.is_finite() && *p >= 0.0)
+        };
+        Some(Prices {
+            input: price("input_cost_per_token")?,
+            output: price("output_cost_per_token")?,
+            cache_read: price("cache_read_input_token_cost"),
+            cache_write: price("cache_creation_input_token_cost"),
+        })
+    }
+
+    /// The cost of one response's usage: uncached prompt tokens at the input
+    /// price, cache reads and writes at theirs, the completion (reasoning
+    /// included) at the output price.
+    pub fn cost(&self, usage: &crate::Usage) -> f64 {
+        let cached = usage.cached_tokens.min(usage.prompt_tokens);
+        let written = usage
+            .cache_write_tokens
+            .min(usage.prompt_tokens.saturating_sub(cached));
+        let plain = usage.prompt_tokens - cached - written;
+        plain as f64 * self.input
+            + cached as f64 * self.cache_read.unwrap_or(self.input)
+            + written as f64 * self.cache_write.unwrap_or(self.input)
+            + usage.completion_tokens as f64 * self.output
+    }
+}
+
+/// A number, or a numeric string.
+fn lenient_f64(value: &Value) -> Option<f64> {
+    value
+        .as_f64()
+        .or_else(|| value.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
 /// What `/model/info` says of one model name.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelInfoEntry {
     /// `model_info.max_input_tokens` (the smallest of the name's deployments).
     pub max_input_tokens: Option<u64>,
@@ -160,6 +214,11 @@ pub struct ModelInfoEntry {
     /// Whether it accepts images (`model_info.supports_vision`); `None` when no deployment
     /// says, `false` when deployments of one name disagree.
     pub supports_vision: Option<bool>,
+    /// Its prices, when the first deployment that has them says.
+    pub prices: Option<Prices>,
+    /// Whether it takes a reasoning effort (`model_info.supports_reasoning`); `None` when no
+    /// deployment says, `false` when deployments of one name disagree.
+    pub supports_reasoning: Option<bool>,
 }
 
 impl ModelInfoEntry {
@@ -204,8 +263,17 @@ fn entries_from_model_info(value: &Value) -> Option<HashMap<String, ModelInfoEnt
         if let Some(vision) = crate::types::entry_supports_vision(entry) {
             known.supports_vision = Some(known.supports_vision.unwrap_or(true) && vision);
         }
+        if let Some(reasoning) = entry
+            .pointer("/model_info/supports_reasoning")
+            .and_then(Value::as_bool)
+        {
+            known.supports_reasoning = Some(known.supports_reasoning.unwrap_or(true) && reasoning);
+        }
         if known.provider.is_none() {
             known.provider = provider;
+        }
+        if known.prices.is_none() {
+            known.prices = entry.get("model_info").and_then(Prices::from_model_info);
         }
         if known.upstream.is_none() {
             known.upstream = upstream;

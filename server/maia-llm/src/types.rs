@@ -156,6 +156,9 @@ pub struct ChatRequest {
     /// `cache_control: {"type": "ephemeral"}` (Anthropic-family prompt
     /// caching, passed through by LiteLLM). Never for other providers.
     pub cache: bool,
+    /// LiteLLM's `reasoning_effort` (`low`, `medium`, `high`…), for models
+    /// that take one; `None` leaves it out (the model's default).
+    pub reasoning_effort: Option<String>,
 }
 
 /// Sets `cache_control` on a message's text: its `content` becomes one text part carrying
@@ -215,6 +218,9 @@ impl ChatRequest {
             }
             if let Some(max) = self.max_tokens {
                 map.insert("max_tokens".into(), max.into());
+            }
+            if let Some(effort) = &self.reasoning_effort {
+                map.insert("reasoning_effort".into(), effort.clone().into());
             }
         }
         body
@@ -282,6 +288,20 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Adds `other`'s counts to these (the usage of several requests).
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+    }
+
     /// What stays in the conversation: the prompt and the answer, without reasoning.
     pub fn kept(&self) -> u64 {
         self.prompt_tokens
@@ -297,6 +317,9 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: Option<FinishReason>,
     pub usage: Option<Usage>,
+    /// What the proxy says the response cost (LiteLLM's
+    /// `x-litellm-response-cost` header, US dollars), when it says.
+    pub response_cost: Option<f64>,
 }
 
 /// One model of the models endpoint.
@@ -599,6 +622,7 @@ mod tests {
             tools: vec![],
             max_tokens: None,
             cache: true,
+            reasoning_effort: None,
         };
         let body = req.body();
         let marked: Vec<usize> = body["messages"]
@@ -689,6 +713,7 @@ mod tests {
             tools: vec![],
             max_tokens: None,
             cache: false,
+            reasoning_effort: None,
         };
         assert_eq!(
             req.body(),

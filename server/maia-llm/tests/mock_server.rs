@@ -37,6 +37,7 @@ fn request() -> ChatRequest {
         tools: vec![],
         max_tokens: None,
         cache: false,
+        reasoning_effort: None,
     }
 }
 

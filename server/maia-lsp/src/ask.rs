@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::{Error, Result};
 use tower_lsp_server::ls_types::{
-    CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, Command, Position, Range,
-    Uri,
+    CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, Command, DiagnosticSeverity,
+    Position, Range, Uri,
 };
 
 use crate::Inner;
@@ -119,16 +119,41 @@ pub fn code_actions(inner: &Inner, params: &CodeActionParams) -> Vec<CodeActionO
         }
     }
     let version = doc.as_ref().map(|d| d.version);
+    // The editor's own diagnostics for the range (not MAIA's review notes)
+    // go with the question.
+    let diagnostics: Vec<Value> = params
+        .context
+        .diagnostics
+        .iter()
+        .filter(|d| d.source.as_deref() != Some(crate::review::SOURCE))
+        .take(MAX_DIAGNOSTICS)
+        .map(|d| {
+            json!({
+                "line": d.range.start.line + 1,
+                "severity": match d.severity {
+                    Some(DiagnosticSeverity::WARNING) => "warning",
+                    Some(DiagnosticSeverity::INFORMATION) => "info",
+                    Some(DiagnosticSeverity::HINT) => "hint",
+                    _ => "error",
+                },
+                "message": d.message.chars().take(500).collect::<String>(),
+                "source": d.source,
+            })
+        })
+        .collect();
     INTENTS
         .iter()
         .filter(|intent| wanted(&intent.kind(), params.context.only.as_ref()))
         .map(|intent| {
-            let args = json!({
+            let mut args = json!({
                 "uri": uri.as_str(),
                 "version": version,
                 "range": range,
                 "intent": intent.name(),
             });
+            if !diagnostics.is_empty() {
+                args["diagnostics"] = Value::Array(diagnostics.clone());
+            }
             CodeActionOrCommand::CodeAction(CodeAction {
                 title: intent.action_title().to_owned(),
                 kind: Some(intent.kind()),
@@ -162,6 +187,24 @@ struct AskArgs {
     intent: Option<String>,
     #[serde(default)]
     prompt: Option<String>,
+    /// The editor's diagnostics for the range (from the code action's
+    /// context).
+    #[serde(default)]
+    diagnostics: Vec<EditorDiagnostic>,
+}
+
+/// Diagnostics sent with one question.
+const MAX_DIAGNOSTICS: usize = 20;
+
+/// One diagnostic the editor showed for the range.
+#[derive(Debug, Deserialize)]
+struct EditorDiagnostic {
+    line: u32,
+    #[serde(default)]
+    severity: Option<String>,
+    message: String,
+    #[serde(default)]
+    source: Option<String>,
 }
 
 /// `maia.ask`: starts the turn and answers at once with
@@ -192,7 +235,7 @@ pub async fn ask(inner: &Arc<Inner>, arg: Value) -> Result<Value> {
         ),
     };
     let folder = inner.folder_for(&path);
-    let parts = prompt_parts(
+    let mut parts = prompt_parts(
         intent,
         prompt.as_deref(),
         &folder,
@@ -202,6 +245,9 @@ pub async fn ask(inner: &Arc<Inner>, arg: Value) -> Result<Value> {
         open,
         args.range,
     );
+    if let Some(PromptPart::Text(message)) = parts.first_mut() {
+        message.push_str(&editor_diagnostics(&args.diagnostics));
+    }
     let answer = answer_path(&folder);
     let answer_uri = Uri::from_file_path(&answer).ok_or_else(Error::internal_error)?;
     let session = inner.session_for(&folder).await.map_err(|e| {
@@ -279,6 +325,27 @@ fn lines_label(range: Range) -> String {
     } else {
         format!("lines {first}-{last}")
     }
+}
+
+/// The editor's diagnostics for the selection, as the prompt lists them.
+fn editor_diagnostics(diagnostics: &[EditorDiagnostic]) -> String {
+    if diagnostics.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n\nThe editor reports these problems in the selection:");
+    for d in diagnostics.iter().take(MAX_DIAGNOSTICS) {
+        out.push_str(&format!(
+            "\n- line {}: {}: {}{}",
+            d.line,
+            d.severity.as_deref().unwrap_or("error"),
+            d.message,
+            d.source
+                .as_deref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default()
+        ));
+    }
+    out
 }
 
 fn instruction(intent: Intent, prompt: Option<&str>) -> String {
@@ -366,5 +433,19 @@ mod tests {
         assert_eq!(lines_label(r(2, 0, 5, 0)), "lines 3-5");
         assert_eq!(lines_label(r(2, 1, 2, 4)), "line 3");
         assert_eq!(lines_label(r(2, 0, 3, 0)), "line 3");
+    }
+
+    #[test]
+    fn the_editors_diagnostics_join_the_question() {
+        let args: AskArgs = serde_json::from_value(json!({
+            "uri": "file:///a.py", "range": Range::default(),
+            "diagnostics": [{"line": 3, "severity": "error", "message": "bad type", "source": "Pylance"}]
+        }))
+        .unwrap();
+        assert_eq!(
+            editor_diagnostics(&args.diagnostics),
+            "\n\nThe editor reports these problems in the selection:\n- line 3: error: bad type (Pylance)"
+        );
+        assert_eq!(editor_diagnostics(&[]), "");
     }
 }

@@ -40,7 +40,7 @@ pub const REVIEW_COMMAND: &str = "maia.review";
 pub const PERMISSION_COMMAND: &str = "maia.permission";
 const REVIEW_KIND: &str = "quickfix.maia.review";
 const PERMISSION_KIND: &str = "quickfix.maia.permission";
-const SOURCE: &str = "maia";
+pub(crate) const SOURCE: &str = "maia";
 
 /// The code action kinds of reviews, advertised at `initialize`.
 pub fn action_kinds() -> Vec<CodeActionKind> {

@@ -1,5 +1,5 @@
 //! MCP client manager: connects the MCP servers of a session (stdio child
-//! processes or streamable HTTP endpoints) with the official Rust SDK
+//! processes, streamable HTTP endpoints, legacy SSE endpoints) with the official Rust SDK
 //! (`rmcp`), lists their tools and calls them.
 //!
 //! The engine knows only this crate's types: [`McpServerConfig`] in,
@@ -12,6 +12,7 @@
 //!   session.
 
 mod content;
+mod sse;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -47,6 +48,11 @@ pub enum McpTransport {
     },
     /// A streamable HTTP endpoint.
     Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+    /// A legacy HTTP+SSE endpoint (MCP 2024-11-05; [`sse`]).
+    Sse {
         url: String,
         headers: Vec<(String, String)>,
     },
@@ -562,7 +568,9 @@ fn monitor(inner: &Arc<Inner>, server: &Arc<Server>, conn: &Arc<Connection>) {
 fn stopped_reason(server: &Server) -> String {
     match &server.config.transport {
         McpTransport::Stdio { .. } => "the server process exited".to_owned(),
-        McpTransport::Http { .. } => "the connection was closed".to_owned(),
+        McpTransport::Http { .. } | McpTransport::Sse { .. } => {
+            "the connection was closed".to_owned()
+        }
     }
 }
 
@@ -677,6 +685,13 @@ async fn open(server: &Server) -> Result<Connection, String> {
             let transport = StreamableHttpClientTransport::with_client(http_client(url)?, config);
             client_config()
                 .serve(transport)
+                .await
+                .map_err(|e| format!("cannot connect to {url}: {e}"))?
+        }
+        McpTransport::Sse { url, headers } => {
+            let stream = sse::connect(http_client(url)?, url, headers).await?;
+            client_config()
+                .serve(stream)
                 .await
                 .map_err(|e| format!("cannot connect to {url}: {e}"))?
         }

@@ -8,16 +8,22 @@
 //!   the reader keeps going;
 //! - responses to our own requests never reach the caller's incoming queue;
 //! - when input ends, pending outgoing requests fail with
-//!   [`RequestError::Closed`] and the incoming queue closes.
+//!   [`RequestError::Closed`] and the incoming queue closes;
+//! - `$/cancel_request` is handled here, in both directions: an incoming
+//!   one cancels the token of the request it names ([`Connection::cancellation`],
+//!   [`Connection::respond_cancellable`] answers it `-32800`), and an
+//!   outgoing request whose [`PendingRequest`] is dropped unanswered is
+//!   cancelled with one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::framing::{Frame, read_frame};
 use crate::message::{Classified, ErrorCode, Id, RpcError, classify, sniff_id};
@@ -58,18 +64,56 @@ enum Out {
     Flush(oneshot::Sender<()>),
 }
 
+/// The method of the protocol-level cancellation notification (LSP's,
+/// adopted by ACP): `{requestId}`.
+pub const CANCEL_REQUEST: &str = "$/cancel_request";
+
 struct Inner {
     out: mpsc::UnboundedSender<Out>,
     pending: Pending,
     next_id: AtomicU64,
+    /// The peer's requests not answered yet, each with the token a
+    /// `$/cancel_request` naming it cancels (keyed by [`id_key`]).
+    incoming: Mutex<HashMap<String, CancellationToken>>,
+    /// Our requests given up on (`$/cancel_request` sent): their late
+    /// answers are expected, not unknown.
+    abandoned: Mutex<HashSet<String>>,
+}
+
+/// The key of an id in the tables: its JSON text, so `1` and `"1"` differ.
+fn id_key(id: &Id) -> String {
+    id.to_string()
 }
 
 /// An outgoing request already queued for the peer; awaiting it gives the
 /// peer's answer, or [`RequestError::Closed`] when the connection closes
 /// first.
+///
+/// Dropping it before the answer arrived gives the request up: the entry
+/// is forgotten and the peer is sent `$/cancel_request` for it.
 #[derive(Debug)]
 pub struct PendingRequest {
     rx: Option<oneshot::Receiver<Result<Value, RpcError>>>,
+    /// The request's id and the connection, to cancel it on drop.
+    sent: Option<(String, Weak<Inner>)>,
+}
+
+impl PendingRequest {
+    /// The id the request was sent with (`None` when it was never sent).
+    pub fn id(&self) -> Option<&str> {
+        self.sent.as_ref().map(|(key, _)| key.as_str())
+    }
+}
+
+impl Drop for PendingRequest {
+    fn drop(&mut self) {
+        let Some((key, inner)) = self.sent.take() else {
+            return;
+        };
+        if let Some(inner) = inner.upgrade() {
+            Connection { inner }.give_up(&key);
+        }
+    }
 }
 
 impl std::future::Future for PendingRequest {
@@ -83,7 +127,11 @@ impl std::future::Future for PendingRequest {
             return std::task::Poll::Ready(Err(RequestError::Closed));
         };
         std::pin::Pin::new(rx).poll(cx).map(|result| match result {
-            Ok(result) => result.map_err(RequestError::Rpc),
+            Ok(result) => {
+                // Answered: nothing to cancel when it is dropped.
+                self.sent = None;
+                result.map_err(RequestError::Rpc)
+            }
             Err(_) => Err(RequestError::Closed),
         })
     }
@@ -121,11 +169,68 @@ impl Connection {
 
     /// Answers a request.
     pub fn respond(&self, id: Id, result: Result<Value, RpcError>) {
+        self.inner
+            .incoming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id_key(&id));
         let msg = match result {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
         };
         self.send_value(&msg);
+    }
+
+    /// The token a `$/cancel_request` naming the peer's request `id`
+    /// cancels (a token that never fires for a request already answered
+    /// or unknown).
+    pub fn cancellation(&self, id: &Id) -> CancellationToken {
+        self.inner
+            .incoming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id_key(id))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Answers the peer's request `id` with what `work` gives, unless a
+    /// `$/cancel_request` for it comes first: then `work` is dropped and
+    /// the answer is `-32800`, the only one.
+    pub async fn respond_cancellable(
+        &self,
+        id: Id,
+        work: impl std::future::Future<Output = Result<Value, RpcError>>,
+    ) {
+        let token = self.cancellation(&id);
+        let result = tokio::select! {
+            biased;
+            () = token.cancelled() => Err(cancelled()),
+            result = work => result,
+        };
+        self.respond(id, result);
+    }
+
+    /// Gives up our request `id` if it is still unanswered: its waiter
+    /// gets [`RequestError::Closed`], the peer gets `$/cancel_request` and
+    /// its late answer is ignored. Nothing happens for an answered one.
+    pub fn give_up(&self, id: &str) {
+        let waiting = self
+            .inner
+            .pending
+            .lock()
+            .ok()
+            .and_then(|mut pending| pending.as_mut().and_then(|table| table.remove(id)))
+            .is_some();
+        if waiting {
+            tracing::debug!(id, "an outgoing request was given up; cancelling it");
+            self.inner
+                .abandoned
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id.to_owned());
+            self.notify(CANCEL_REQUEST, json!({ "requestId": id }));
+        }
     }
 
     /// Sends a notification.
@@ -156,10 +261,16 @@ impl Connection {
             Err(_) => false,
         };
         if !registered {
-            return PendingRequest { rx: None };
+            return PendingRequest {
+                rx: None,
+                sent: None,
+            };
         }
         self.send_value(&json!({"jsonrpc": "2.0", "id": key, "method": method, "params": params}));
-        PendingRequest { rx: Some(rx) }
+        PendingRequest {
+            rx: Some(rx),
+            sent: Some((key, Arc::downgrade(&self.inner))),
+        }
     }
 
     fn complete(&self, id: &Id, result: Result<Value, RpcError>) {
@@ -177,7 +288,51 @@ impl Connection {
             Some(tx) => {
                 let _ = tx.send(result);
             }
-            None => tracing::warn!(id = %key, "response to an unknown request id; ignored"),
+            None => {
+                let abandoned = self
+                    .inner
+                    .abandoned
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&key);
+                if abandoned {
+                    tracing::debug!(id = %key, "answer to a cancelled request; ignored");
+                } else {
+                    tracing::warn!(id = %key, "response to an unknown request id; ignored");
+                }
+            }
+        }
+    }
+
+    /// The peer's request `id` arrived: it can be cancelled until answered.
+    fn register_incoming(&self, id: &Id) {
+        self.inner
+            .incoming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id_key(id), CancellationToken::new());
+    }
+
+    /// A `$/cancel_request` from the peer: the request it names, if still
+    /// unanswered, is told.
+    fn cancel_incoming(&self, params: &Value) {
+        let Some(id) = params.get("requestId") else {
+            tracing::debug!("a $/cancel_request without a requestId; ignored");
+            return;
+        };
+        let token = self
+            .inner
+            .incoming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id_key(id))
+            .cloned();
+        match token {
+            Some(token) => {
+                tracing::debug!(%id, "the peer cancelled a request");
+                token.cancel();
+            }
+            None => tracing::debug!(%id, "a $/cancel_request for no running request; ignored"),
         }
     }
 
@@ -187,6 +342,11 @@ impl Connection {
             *pending = None;
         }
     }
+}
+
+/// The error a cancelled request is answered with (`-32800`).
+pub fn cancelled() -> RpcError {
+    RpcError::new(ErrorCode::RequestCancelled, "request cancelled")
 }
 
 /// Starts the reader and writer tasks. Returns the handle for sending, the
@@ -250,6 +410,8 @@ where
             out: out_tx,
             pending: Mutex::new(Some(HashMap::new())),
             next_id: AtomicU64::new(1),
+            incoming: Mutex::new(HashMap::new()),
+            abandoned: Mutex::new(HashSet::new()),
         }),
     };
     let writer_task = spawn_writer(out_rx);
@@ -341,7 +503,11 @@ async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
         };
         match classify(&line) {
             Ok(Classified::Request { id, method, params }) => {
+                conn.register_incoming(&id);
                 let _ = incoming.send(Incoming::Request { id, method, params });
+            }
+            Ok(Classified::Notification { method, params }) if method == CANCEL_REQUEST => {
+                conn.cancel_incoming(&params);
             }
             Ok(Classified::Notification { method, params }) => {
                 let _ = incoming.send(Incoming::Notification { method, params });
@@ -455,5 +621,75 @@ mod tests {
             .collect();
         assert_eq!(lines[0]["method"], "first");
         assert_eq!(lines[1]["id"], 3);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_request_is_answered_32800_once() {
+        let (mut client_write, server_read) = duplex(64 * 1024);
+        let (server_write, client_read) = duplex(64 * 1024);
+        let (conn, mut incoming, _w) = serve(server_read, server_write, 1024);
+        let mut lines = tokio::io::BufReader::new(client_read).lines();
+        client_write
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"slow\",\"method\":\"walk\"}\n")
+            .await
+            .unwrap();
+        let Some(Incoming::Request { id, .. }) = incoming.recv().await else {
+            panic!("no request");
+        };
+        let c2 = conn.clone();
+        let served = tokio::spawn(async move {
+            c2.respond_cancellable(id, std::future::pending()).await;
+            c2.respond(json!("after"), Ok(json!({})));
+        });
+        client_write
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"$/cancel_request\",\"params\":{\"requestId\":\"slow\"}}\n")
+            .await
+            .unwrap();
+        let v: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(v["id"], "slow");
+        assert_eq!(v["error"]["code"], -32800);
+        served.await.unwrap();
+        let v: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(v["id"], "after", "the cancelled request is answered once");
+        // The notification is the connection's: it never reaches the caller.
+        drop(client_write);
+        assert!(incoming.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_request_is_cancelled_and_its_late_answer_ignored() {
+        let (mut client_write, server_read) = duplex(64 * 1024);
+        let (server_write, client_read) = duplex(64 * 1024);
+        let (conn, _incoming, _w) = serve(server_read, server_write, 1024);
+        let mut lines = tokio::io::BufReader::new(client_read).lines();
+        let pending = conn.start_request("terminal/wait_for_exit", json!({}));
+        let asked: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        drop(pending);
+        let cancel: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(cancel["method"], "$/cancel_request");
+        assert_eq!(cancel["params"]["requestId"], asked["id"]);
+        assert!(cancel.get("id").is_none());
+        let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -32800, "message": "cancelled"}});
+        client_write
+            .write_all(format!("{answer}\n").as_bytes())
+            .await
+            .unwrap();
+        // An answered request is not cancelled when dropped.
+        let c2 = conn.clone();
+        let answered =
+            tokio::spawn(async move { c2.request("fs/read_text_file", json!({})).await });
+        let asked: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {}});
+        client_write
+            .write_all(format!("{answer}\n").as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(answered.await.unwrap().unwrap(), json!({}));
+        conn.notify("last", json!({}));
+        let last: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(last["method"], "last");
     }
 }

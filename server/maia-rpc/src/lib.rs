@@ -11,6 +11,7 @@ pub mod framing;
 pub mod message;
 
 pub use connection::{
-    Connection, Incoming, PendingRequest, RequestError, serve, serve_blocking_writer,
+    CANCEL_REQUEST, Connection, Incoming, PendingRequest, RequestError, cancelled, serve,
+    serve_blocking_writer,
 };
 pub use message::{ErrorCode, Id, RpcError};

@@ -9,8 +9,12 @@
 //! `MAIA_BENCH_FILES` (Grep/Glob tree, default 100000), `MAIA_BENCH_CHUNKS` (default 2000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "perf/lsp.rs"]
+mod lsp;
 #[path = "../../maia-core/benches/session_load.rs"]
 mod session_load;
+#[path = "perf/stats.rs"]
+mod stats;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -21,6 +25,7 @@ use std::time::{Duration, Instant};
 use maia_llm::ChatMessage;
 use maia_test_support::{self as mock, MockLlm};
 use serde_json::{Value, json};
+use stats::{Stats, ms};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -73,29 +78,6 @@ impl Table {
 }
 
 /// Sorted samples in ms.
-struct Stats(Vec<f64>);
-
-impl Stats {
-    fn new(mut samples: Vec<f64>) -> Self {
-        samples.sort_by(f64::total_cmp);
-        Stats(samples)
-    }
-    fn pct(&self, p: f64) -> f64 {
-        let i = ((self.0.len() as f64 - 1.0) * p / 100.0).round() as usize;
-        self.0[i.min(self.0.len() - 1)]
-    }
-    fn min(&self) -> f64 {
-        self.0[0]
-    }
-    fn max(&self) -> f64 {
-        self.0[self.0.len() - 1]
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 /// A `maia acp` process driven synchronously; stdout lines are read on a
 /// thread and timestamped there as they arrive.
 struct Maia {
@@ -795,6 +777,10 @@ fn main() {
     if wants("search") {
         eprintln!("search…");
         bench_search(&mut table);
+    }
+    if wants("lsp") {
+        eprintln!("lsp…");
+        lsp::bench_lsp(&mut table);
     }
     table.print();
 }

@@ -195,7 +195,8 @@ mod tests {
             panic!("not exec")
         };
         assert!(args.continue_latest && args.prompt.is_none());
-        assert!(p(&["exec", "--mode", "plan", "x"]).is_err());
+        assert!(p(&["exec", "--mode", "yolo", "x"]).is_err());
+        assert!(p(&["exec", "--mode", "plan", "x"]).is_ok());
         assert!(p(&["exec", "--allow", "Bash(", "x"]).is_err());
         assert!(p(&["exec", "--resume", "a", "--continue", "x"]).is_err());
     }

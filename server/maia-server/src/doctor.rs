@@ -2,6 +2,7 @@
 //! folder would use: the settings files, the proxy, the key, the model list
 //! and the default model, each model's context window and its source, the
 //! context file, skills, custom tools, MCP servers (started, listed,
+//! stopped), language servers (those that serve this folder started and
 //! stopped) and the command sandbox (what the kernel offers, what holds).
 //! One line per check, `✓` or `✗` with the fix (`-` for an
 //! optional thing that is absent). Exit status 0 only when a prompt can be
@@ -413,7 +414,58 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
         }
         manager.shutdown();
     }
+    checks.extend(language_server_checks(home, cwd).await);
     checks.extend(sandbox_checks(home, cwd));
+    checks
+}
+
+/// The language servers a session here would use: each found or set, the
+/// root it would serve, and whether it starts (never blocking).
+async fn language_server_checks(home: Option<&Path>, cwd: &Path) -> Vec<Check> {
+    let (settings, warnings) =
+        maia_core::language_servers(&maia_core::settings::SettingsFiles::read(home, cwd));
+    let mut checks: Vec<Check> = warnings
+        .into_iter()
+        .map(|w| Check::failed("lsp", w, "correct `lsp` in the settings"))
+        .collect();
+    if settings.servers.is_empty() {
+        checks.push(Check::absent(
+            "lsp",
+            "no language servers (none on PATH, none in `lsp`): edits are not checked",
+        ));
+        return checks;
+    }
+    let manager = maia_lsp_client::LspManager::new(
+        settings,
+        cwd.to_path_buf(),
+        None,
+        std::sync::Arc::new(|_| {}),
+    );
+    for server in manager.check(true).await {
+        checks.push(match (&server.root, server.started) {
+            (_, Some(Ok(info))) => Check::ok(
+                "lsp",
+                format!(
+                    "language server {} (`{}`) starts for {}: {info}",
+                    server.name,
+                    server.command,
+                    server.root.as_deref().unwrap_or(cwd).display()
+                ),
+            ),
+            (_, Some(Err(e))) => Check::failed(
+                "lsp",
+                format!("language server {} (`{}`): {e}", server.name, server.command),
+                "check its command in `lsp`, or turn it off with `\"lsp\": {\"NAME\": {\"disabled\": true}}`",
+            ),
+            (_, None) => Check::absent(
+                "lsp",
+                format!(
+                    "language server {} (`{}`): not used here (no root marker in this folder)",
+                    server.name, server.command
+                ),
+            ),
+        });
+    }
     checks
 }
 

@@ -2,7 +2,8 @@
 //! then `/model/info`) and turns every failure into the cause a user can
 //! fix: nothing listening, TLS, an unknown host, a refused key, a wrong
 //! path, an empty model list. Shared by `maia login`, `maia doctor` and
-//! ACP authentication. Nothing here prints the key.
+//! ACP authentication and `maia exec` ([`check_proxy`]). Nothing here prints
+//! the key.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -307,6 +308,39 @@ pub async fn probe(config: &LlmConfig) -> Result<Probe, Problem> {
     }
     let model_info = client.model_info_windows().await.ok();
     Ok(Probe { models, model_info })
+}
+
+/// Asks the proxy a session in `cwd` would use for its models. `Ok` with
+/// the list, or `Err` with the problem when the proxy cannot be reached
+/// or refuses the key; other failures (a slow proxy, a 5xx) are not a
+/// login matter and give an empty list. Once the proxy has answered for
+/// these settings, its answer is reused without a request (the engine's
+/// model catalogue, dropped when the key is refused); `fresh` asks again
+/// whatever is kept (`authenticate`).
+pub async fn check_proxy(
+    engine: &maia_core::Engine,
+    cwd: &std::path::Path,
+    wait: std::time::Duration,
+    fresh: bool,
+) -> Result<Vec<String>, Problem> {
+    let llm = engine.settings(cwd).llm;
+    match tokio::time::timeout(wait, engine.probe_models(&llm, fresh)).await {
+        Ok(Ok(models)) => Ok(models),
+        Ok(Err(e)) => {
+            let problem = Problem::from_error(&e, &llm);
+            if problem.needs_login() {
+                tracing::warn!("the proxy cannot be used: {problem}");
+                Err(problem)
+            } else {
+                tracing::warn!("cannot list the models: {e}");
+                Ok(Vec::new())
+            }
+        }
+        Err(_) => {
+            tracing::warn!("the model list did not arrive in time");
+            Ok(Vec::new())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -167,3 +167,97 @@ pub async fn spawn_http() -> std::io::Result<String> {
     });
     Ok(url)
 }
+
+/// Serves the mock over the legacy HTTP+SSE transport (MCP 2024-11-05) on
+/// a free local port in this process: `GET /sse` opens a stream whose first
+/// event (`endpoint`) names `/message?sessionId=N`, where the client posts
+/// its messages; the answers come back as `message` events. Returns the
+/// stream's URL.
+pub async fn spawn_sse() -> std::io::Result<String> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use axum::body::{Body, Bytes};
+    use axum::extract::State;
+    use axum::http::{StatusCode, header};
+    use axum::response::Response;
+    use rmcp::ServiceExt;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    type Writer = Arc<tokio::sync::Mutex<tokio::io::WriteHalf<tokio::io::DuplexStream>>>;
+    type Writers = Arc<Mutex<HashMap<String, Writer>>>;
+    let writers: Writers = Arc::default();
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(1));
+
+    let open = move |State(writers): State<Writers>| {
+        let next = next.clone();
+        async move {
+            let id = next
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                .to_string();
+            let (client_side, server_side) = tokio::io::duplex(1 << 20);
+            tokio::spawn(async move {
+                if let Ok(running) = MockMcp.serve(server_side).await {
+                    let _ = running.waiting().await;
+                }
+            });
+            let (read, write) = tokio::io::split(client_side);
+            if let Ok(mut writers) = writers.lock() {
+                writers.insert(id.clone(), Arc::new(tokio::sync::Mutex::new(write)));
+            }
+            let first = format!("event: endpoint\ndata: /message?sessionId={id}\n\n");
+            let lines = tokio::io::BufReader::new(read).lines();
+            let stream = futures_util::stream::unfold(
+                (Some(first), lines),
+                |(first, mut lines)| async move {
+                    if let Some(first) = first {
+                        return Some((
+                            Ok::<_, std::convert::Infallible>(Bytes::from(first)),
+                            (None, lines),
+                        ));
+                    }
+                    let line = lines.next_line().await.ok()??;
+                    let event = format!("event: message\ndata: {line}\n\n");
+                    Some((Ok(Bytes::from(event)), (None, lines)))
+                },
+            );
+            let mut response = Response::new(Body::from_stream(stream));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/event-stream"),
+            );
+            response
+        }
+    };
+    let post = |State(writers): State<Writers>, uri: axum::http::Uri, body: Bytes| async move {
+        let id = uri
+            .query()
+            .unwrap_or_default()
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("sessionId="))
+            .unwrap_or_default()
+            .to_owned();
+        let writer = writers.lock().ok().and_then(|w| w.get(&id).cloned());
+        let Some(writer) = writer else {
+            return StatusCode::NOT_FOUND;
+        };
+        let mut line = body.to_vec();
+        line.push(b'\n');
+        let ok = writer.lock().await.write_all(&line).await.is_ok();
+        if ok {
+            StatusCode::ACCEPTED
+        } else {
+            StatusCode::GONE
+        }
+    };
+    let app = axum::Router::new()
+        .route("/sse", axum::routing::get(open))
+        .route("/message", axum::routing::post(post))
+        .with_state(writers);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let url = format!("http://{}/sse", listener.local_addr()?);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(url)
+}

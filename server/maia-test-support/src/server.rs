@@ -48,11 +48,15 @@ struct Shared {
     models: Mutex<Vec<Value>>,
     model_info: Mutex<Value>,
     models_gets: AtomicUsize,
+    /// How long `GET /v1/models` takes to answer.
+    models_delay: Mutex<Duration>,
     /// When set, every route answers 401 unless `Authorization: Bearer <key>`.
     required_key: Mutex<Option<String>>,
     model_info_gets: AtomicUsize,
     requests: Mutex<Vec<Value>>,
     headers: Mutex<Vec<Vec<(String, String)>>>,
+    /// Headers added to every streamed reply (e.g. `x-litellm-response-cost`).
+    stream_headers: Mutex<Vec<(String, String)>>,
     dropped: AtomicUsize,
     /// When each streamed piece was handed to the HTTP body, and the
     /// piece, in order.
@@ -261,6 +265,12 @@ impl MockLlm {
         lock(&self.shared.replies).len()
     }
 
+    /// Adds these headers to every streamed reply from now on (LiteLLM's
+    /// `x-litellm-response-cost`, say).
+    pub fn set_stream_headers(&self, headers: Vec<(String, String)>) {
+        *lock(&self.shared.stream_headers) = headers;
+    }
+
     /// Sets the `data` of `GET /v1/models`.
     pub fn set_models(&self, models: Vec<Value>) {
         *lock(&self.shared.models) = models;
@@ -271,6 +281,11 @@ impl MockLlm {
     /// `{"data": []}`.
     pub fn set_model_info(&self, body: Value) {
         *lock(&self.shared.model_info) = body;
+    }
+
+    /// Makes `GET /v1/models` answer only after `delay` (a slow proxy).
+    pub fn set_models_delay(&self, delay: Duration) {
+        *lock(&self.shared.models_delay) = delay;
     }
 
     /// Number of `GET /v1/models` (or `/models`) requests received so far.
@@ -408,6 +423,10 @@ async fn model_info(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Re
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     shared.models_gets.fetch_add(1, Ordering::SeqCst);
+    let delay = *lock(&shared.models_delay);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     if let Some(refused) = refused(&shared, &headers) {
         return refused;
     }
@@ -507,7 +526,19 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             }
             response
         }
-        Some(Reply::Stream { pieces, gap }) => sse_response(stream_body(shared, pieces, gap)),
+        Some(Reply::Stream { pieces, gap }) => {
+            let extra = lock(&shared.stream_headers).clone();
+            let mut response = sse_response(stream_body(shared, pieces, gap));
+            for (name, value) in extra {
+                if let (Ok(name), Ok(value)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_str(&value),
+                ) {
+                    response.headers_mut().append(name, value);
+                }
+            }
+            response
+        }
         Some(Reply::Hang) => sse_response(hang_body(shared)),
     }
 }

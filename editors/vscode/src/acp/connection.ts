@@ -207,9 +207,14 @@ export class MaiaConnection {
   }
 }
 
+/** What the user is told when the binary is missing (the panel and the language client alike). */
+export function notFoundMessage(command: string): string {
+  return `cannot find \`${command}\` (set "maia.path" to the maia binary, or put it on PATH)`;
+}
+
 export function describeStartFailure(launch: Launch, exit: Exit): string {
   if (exit.spawnError?.code === 'ENOENT') {
-    return `cannot find \`${launch.command}\` (set "maia.path" to the maia binary, or put it on PATH)`;
+    return notFoundMessage(launch.command);
   }
   if (exit.spawnError) {
     return `cannot start \`${launch.command}\`: ${exit.spawnError.message}`;

@@ -8,6 +8,7 @@ import { pathToFileURL } from 'node:url';
 import type * as acp from '@agentclientprotocol/sdk';
 import { ClientHandlers, Launch, MaiaConnection, StartError } from '../acp/connection';
 import { Attachment, promptBlocks, ToHost, ToWebview } from './protocol';
+import { replayedUserMessage } from './text';
 
 export interface EditorHost {
   /** The folder sessions are opened in (absolute). */
@@ -29,6 +30,9 @@ export interface EditorHost {
   /** The thread to reopen after a window reload, and where to remember it. */
   savedSession?(): string | undefined;
   saveSession?(sessionId: string | undefined): void;
+  /** The last `usage_update` of a thread, kept across window reloads (maia sends none on `session/load`). */
+  savedUsage?(sessionId: string): acp.SessionUpdate | undefined;
+  saveUsage?(sessionId: string, update: acp.SessionUpdate): void;
   log(line: string): void;
 }
 
@@ -94,6 +98,12 @@ export class PanelController {
             this.commands = n.update;
           } else if (n.update.sessionUpdate === 'usage_update') {
             this.usage = n.update;
+            host.saveUsage?.(n.sessionId, n.update);
+          } else if (n.update.sessionUpdate === 'user_message_chunk' && n.update.content.type === 'text') {
+            // A replayed message: its attachment mentions become chips again.
+            const { text, attachments } = replayedUserMessage(n.update.content.text, host.cwd);
+            host.post({ type: 'userMessage', text, attachments });
+            return;
           }
           host.post({ type: 'update', update: n.update });
         }
@@ -249,6 +259,7 @@ export class PanelController {
       this.configOptions = r.configOptions ?? this.configOptions;
       this.host.saveSession?.(sessionId);
       this.host.post({ type: 'config', configOptions: this.configOptions });
+      this.usage ??= this.host.savedUsage?.(sessionId);
       for (const update of [this.commands, this.usage]) {
         if (update) {
           this.host.post({ type: 'update', update });

@@ -10,6 +10,7 @@ import { Launch } from '../acp/connection';
 import { acpCommand } from '../logic';
 import { EditorHost, PanelController, fileAttachment } from './controller';
 import { panelHtml } from './html';
+import { MissingBinary, Output } from '../notices';
 import { Attachment, ToHost, ToWebview } from './protocol';
 import { sliceLines } from './text';
 
@@ -44,7 +45,8 @@ export class MaiaPanel implements vscode.WebviewViewProvider, vscode.Disposable 
 
   constructor(
     private readonly context: vscode.ExtensionContext,
-    private readonly output: vscode.OutputChannel,
+    private readonly output: Output,
+    private readonly missing: MissingBinary,
   ) {
     this.controller = new PanelController(this.host());
     this.disposables.push(
@@ -194,21 +196,23 @@ export class MaiaPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         return options.find((o) => o.name === picked)?.optionId;
       },
       startFailed: (message, notInstalled) => {
-        const actions = notInstalled ? ['How to install', 'Open settings'] : ['Show log'];
-        void vscode.window.showErrorMessage(`MAIA: ${message}`, ...actions).then((a) => {
-          if (a === 'How to install') {
-            // The extension's README says how to build and install maia.
-            const readme = vscode.Uri.joinPath(this.context.extensionUri, 'README.md');
-            void vscode.commands.executeCommand('markdown.showPreview', readme);
-          } else if (a === 'Open settings') {
-            void vscode.commands.executeCommand('workbench.action.openSettings', 'maia.path');
-          } else if (a === 'Show log') {
+        if (notInstalled) {
+          this.missing.report(message);
+          return;
+        }
+        void vscode.window.showErrorMessage(`MAIA: ${message}`, 'Show log').then((a) => {
+          if (a === 'Show log') {
             this.output.show(true);
           }
         });
       },
       savedSession: () => this.context.workspaceState.get<string>('maia.acp.session'),
       saveSession: (id) => void this.context.workspaceState.update('maia.acp.session', id),
+      savedUsage: (sessionId) => {
+        const saved = this.context.workspaceState.get<{ sessionId: string; update: acp.SessionUpdate }>('maia.acp.usage');
+        return saved?.sessionId === sessionId ? saved.update : undefined;
+      },
+      saveUsage: (sessionId, update) => void this.context.workspaceState.update('maia.acp.usage', { sessionId, update }),
       log: (line) => this.output.appendLine(line),
     };
   }

@@ -225,17 +225,18 @@ impl Question {
                 Answer::Allow { kind, unsandboxed }
             }
             Some((kind, _)) => {
-                let because = reason
-                    .filter(|r| !r.trim().is_empty())
-                    .map(|r| format!(" The user's reason: {r}"))
-                    .unwrap_or_default();
-                Answer::Reject {
-                    kind,
-                    to_model: format!(
-                        "The user refused to let you {}.{because} Do not retry it unchanged; ask the user how to proceed if needed.",
+                let to_model = match reason.filter(|r| !r.trim().is_empty()) {
+                    Some(reason) => format!(
+                        "The user rejected this: {}. They refused to let you {}; do not retry it unchanged, take their reason into account and go on.",
+                        reason.trim(),
                         self.action
                     ),
-                }
+                    None => format!(
+                        "The user refused to let you {}. Do not retry it unchanged; ask the user how to proceed if needed.",
+                        self.action
+                    ),
+                };
+                Answer::Reject { kind, to_model }
             }
         }
     }
@@ -471,7 +472,10 @@ mod tests {
             panic!("rejected");
         };
         assert_eq!(kind, ChoiceKind::RejectOnce);
-        assert!(to_model.contains("run this tool") && to_model.contains("reason: no"));
+        assert!(
+            to_model.contains("run this tool")
+                && to_model.starts_with("The user rejected this: no.")
+        );
         // A rejection without an option (ACP client error) is a rejection.
         assert!(matches!(
             q.answer(PermissionReply::Rejected { reason: None }),

@@ -2,7 +2,7 @@
 //! by protected paths: [`apply_mode`], one step of [`super::authorise()`].
 //!
 //! Order: a deny rule or a catastrophic command ends it (every mode); the
-//! `read-only` mode refuses anything that changes files or runs programs; a
+//! `read-only` and `plan` modes refuse anything that changes files or runs programs; a
 //! call that writes a protected path ([`PROTECTED`]) is asked in `default`
 //! and `accept-edits` (whatever the allow rules), allowed but reported in
 //! `bypass`; then `accept-edits` allows Write/Edit inside the project (the
@@ -100,7 +100,7 @@ pub fn apply_mode(
     if matches!(rules, Decision::Deny(_) | Decision::Refuse(_)) {
         return verdict(rules);
     }
-    if mode == Mode::ReadOnly && call.mutating {
+    if mode.is_read_only() && call.mutating {
         return verdict(Decision::Deny(
             "the read-only mode (nothing may be changed or run)".to_owned(),
         ));
@@ -123,7 +123,7 @@ pub fn apply_mode(
         };
     }
     match mode {
-        Mode::Default | Mode::ReadOnly => verdict(rules),
+        Mode::Default | Mode::ReadOnly | Mode::Plan => verdict(rules),
         Mode::AcceptEdits => {
             let inside = match &call.effect {
                 Effect::EditsFile(p) => {

@@ -3,7 +3,8 @@
 //! the context accounting, the compaction's state changes, and the start-up
 //! notices. The fields are private: other modules use the state operations
 //! and the accessors that lend out its parts. The turn loop is the child
-//! module `turn` (the second and last file with an `impl Session`); the
+//! module `turn`, the tools of a turn the child `tooling` (the only other
+//! files with an `impl Session`); the
 //! summary a compaction continues from is written by
 //! [`crate::compaction::Compactor`] from borrowed parts. The task that runs
 //! its turns and the handle a front door drives it with are in
@@ -24,7 +25,7 @@
 //! session makes itself (settings, `/model`, the model list) through
 //! [`Event::ModelChanged`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -33,9 +34,7 @@ use maia_tools::{FileSystem, ReadTracker};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::{
-    CompactError, Compactor, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name,
-};
+use crate::compaction::{CompactError, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name};
 use crate::conversation::Conversation;
 use crate::event::{CompactionState, Event, NoticeLevel};
 use crate::meter::{Meter, message_chars};
@@ -46,9 +45,13 @@ use crate::session_tools::Todo;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
+mod replay;
 pub(crate) mod steer;
 mod text;
+mod tooling;
 mod turn;
+
+pub(crate) use replay::replay;
 
 /// A change to what the session uses, sent by its handle. The session
 /// owns its mode, model and client tools as plain fields and applies the
@@ -68,6 +71,14 @@ pub(crate) enum Change {
     Client(crate::client::ClientTools),
     /// A message for the running turn, or the next ([`steer`]).
     Steer(steer::Steer),
+    /// Set one of the thread's options (recorded in its journal).
+    Option(String, serde_json::Value),
+    /// Rename the conversation (as `/rename`); the answer is the name kept,
+    /// or why not.
+    Rename {
+        name: String,
+        reply: tokio::sync::oneshot::Sender<Result<String, String>>,
+    },
 }
 
 /// Everything a running session owns, in parts with one owner each: what
@@ -104,6 +115,8 @@ pub(crate) struct Services {
     pub(crate) events: mpsc::UnboundedSender<Event>,
     /// The session's MCP servers (stopped when the session ends).
     pub(crate) mcp: Arc<maia_mcp::McpManager>,
+    /// The session's language servers (stopped when the session ends).
+    pub(crate) lsp: Arc<maia_lsp_client::LspManager>,
     /// Context windows found so far (process-wide).
     pub(crate) windows: Arc<WindowCache>,
     /// What the endpoint said about vision (asked when an image is sent).
@@ -138,6 +151,12 @@ pub(crate) struct TurnState {
     pub(crate) asked_as_text: Arc<AtomicBool>,
     /// Steers waiting for the turn's next tool-round boundary.
     pub(crate) steers: Vec<steer::Steer>,
+    /// The mode an approved plan chose, applied after the batch.
+    pub(crate) mode_switch: Arc<Mutex<Option<Mode>>>,
+    /// The turn offers read-only tools only (`/review`).
+    pub(crate) read_only: bool,
+    /// The usage the server reported for this turn's requests, summed.
+    pub(crate) usage: Option<maia_llm::Usage>,
 }
 
 /// What a session starts with; the rest starts empty.
@@ -252,6 +271,13 @@ impl Session {
             }
             Change::Client(tools) => self.client = tools,
             Change::Steer(steer) => self.keep_steer(steer),
+            Change::Option(key, value) => self.conversation.set_option(key, value),
+            Change::Rename { name, reply } => {
+                let renamed = crate::blocking::off_runtime(|| self.rename(name.clone()))
+                    .map(|()| name)
+                    .map_err(|e| e.to_string());
+                let _ = reply.send(renamed);
+            }
         }
     }
 
@@ -264,6 +290,30 @@ impl Session {
                 self.emit(Event::ModelChanged(name.clone()));
             }
         }
+    }
+
+    /// The reasoning effort the thread chose (its `reasoning_effort`
+    /// option), for a `model` known to take one: the `reasoningModels`
+    /// setting, else `/model/info`'s `supports_reasoning` (read when the
+    /// session opened). Another model (after `/model`) is sent none.
+    pub(crate) fn reasoning_effort(&self, model: &str) -> Option<String> {
+        let effort = self
+            .conversation
+            .option_text(crate::options::REASONING_EFFORT)?;
+        let takes = self.project.settings.reasoning_models.get(model).copied();
+        let takes = takes.or_else(|| {
+            let llm = self.project.llm.as_ref().ok()?;
+            self.services
+                .windows
+                .model_info(llm, model)?
+                .supports_reasoning
+        });
+        takes.unwrap_or(false).then_some(effort)
+    }
+
+    /// The usage of the turn that just ended (reset for the next).
+    pub(crate) fn take_turn_usage(&mut self) -> Option<maia_llm::Usage> {
+        self.turn.usage.take()
     }
 
     pub fn emit(&self, event: Event) {
@@ -494,7 +544,7 @@ impl Session {
 }
 
 /// The context accounting and the compaction of the conversation: the
-/// summary is written by [`Compactor`], the session then continues from it.
+/// summary is written by [`crate::compaction::Compactor`], the session then continues from it.
 impl Session {
     /// Tokens the next request would carry: the last measured size plus an
     /// estimate of what was added since, else an estimate of everything;
@@ -538,10 +588,7 @@ impl Session {
     /// `/clear`, `/new`, `/load`, a cancelled turn), when the window is known.
     pub(crate) fn report_estimate(&self) {
         if let Some(size) = self.meter.window {
-            self.emit(Event::Usage {
-                used: self.context_tokens(),
-                size,
-            });
+            self.emit_usage(self.context_tokens(), size);
         }
     }
 
@@ -626,19 +673,9 @@ impl Session {
             Trigger::Rejected(tokens) => Some(tokens),
             _ => None,
         };
-        let result = match self.summary_model(cancel).await {
-            Ok(model) => {
-                let compactor = Compactor {
-                    llm: &self.project.llm,
-                    meter: &self.meter,
-                    earlier: self.conversation.summary(),
-                };
-                compactor
-                    .summarise(model, &to_summarise, keep.is_some(), rejected, cancel)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let result = self
+            .write_summary(&to_summarise, keep.is_some(), rejected, cancel)
+            .await;
         let summary = match result {
             Ok(summary) => summary,
             Err(CompactError::Cancelled) => {
@@ -653,11 +690,16 @@ impl Session {
         let mut records = vec![Record::Compaction {
             summary: summary.clone(),
         }];
+        records.push(Record::Costs {
+            ledger: self.conversation.ledger().clone(),
+        });
         if let Some(title) = self.conversation.title() {
             records.push(Record::Title {
                 title: title.to_owned(),
             });
         }
+        // The thread's options go on in the new file.
+        records.extend(self.conversation.option_records());
         let kept = keep
             .as_ref()
             .and_then(|k| Some((k, self.conversation.history().get(k.index)?.clone())));
@@ -717,7 +759,7 @@ impl Session {
             },
         );
         if let Some(size) = self.meter.window {
-            self.emit(Event::Usage { used: after, size });
+            self.emit_usage(after, size);
         }
         Ok(())
     }
@@ -745,56 +787,4 @@ impl Session {
             _ => Ok((session_model, self.meter.window)),
         }
     }
-}
-
-/// The replay of a saved conversation, as events (images read from
-/// beside the journal, in `cwd`).
-pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
-    let id = || uuid::Uuid::new_v4().to_string();
-    let mut out = Vec::new();
-    let mut user_message = id();
-    for record in &loaded.records {
-        match record {
-            Record::UserDisplay { text, steer } => {
-                user_message = id();
-                out.push(Event::UserMessage {
-                    message_id: user_message.clone(),
-                    text: text.clone(),
-                    steer: *steer,
-                });
-            }
-            Record::UserImage { image } => match crate::images::load(cwd, image) {
-                Some(bytes) => out.push(Event::UserImage {
-                    message_id: user_message.clone(),
-                    mime_type: image.mime_type.clone(),
-                    data: bytes.into(),
-                    name: image.name.clone(),
-                }),
-                None => out.push(Event::UserMessage {
-                    message_id: user_message.clone(),
-                    text: format!("[image {} is no longer stored]", image.name),
-                    steer: false,
-                }),
-            },
-            Record::Thought { text } => out.push(Event::Thought {
-                message_id: id(),
-                text: text.clone(),
-            }),
-            Record::Message {
-                message:
-                    ChatMessage::Assistant {
-                        content: Some(text),
-                        ..
-                    },
-            } if !text.is_empty() => out.push(Event::AgentText {
-                message_id: id(),
-                text: text.clone(),
-            }),
-            Record::ToolCall { call } => out.push(Event::ToolCall(call.clone())),
-            Record::Title { title } => out.push(Event::Title(title.clone())),
-            Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
-            Record::Message { .. } | Record::Clear | Record::Compaction { .. } => {}
-        }
-    }
-    out
 }

@@ -6,7 +6,7 @@
 //! model request ends the turn with a message to the user, never a
 //! protocol error; partial text already streamed is kept.
 
-use maia_llm::{ChatMessage, ChatRequest, Completion, Delta, FinishReason, LlmError, ToolSpec};
+use maia_llm::{ChatMessage, ChatRequest, Completion, Delta, FinishReason, LlmError};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactError, Trigger};
@@ -17,66 +17,6 @@ use crate::session::Session;
 use crate::session::text::{LoopGuard, describe_failure, display_text, new_message_id, title_from};
 use crate::store::Record;
 use crate::system_prompt;
-
-impl Session {
-    /// The tools of this turn (built-in, session, skill, custom, MCP).
-    pub(crate) fn tool_registry(&self) -> crate::tools::ToolRegistry {
-        crate::tools::registry(crate::tools::Sources {
-            skills: self.project.skills.clone(),
-            custom: self.project.custom_tools.clone(),
-            pending_tools: self.project.pending_tools.clone(),
-            mcp: self.services.mcp.clone(),
-            todos: self.tools.todos.clone(),
-            model: self.model.clone(),
-            asker: self.client.asker.clone(),
-            asked_as_text: self.turn.asked_as_text.clone(),
-            tasks: self.tools.tasks.clone(),
-        })
-    }
-
-    /// Every tool offered to the model.
-    pub(crate) fn tool_specs(&self) -> Vec<ToolSpec> {
-        self.tool_registry().specs()
-    }
-
-    /// Runs the calls of one model response
-    /// ([`crate::tools::router::run_batch`]).
-    pub(crate) async fn run_tool_calls(
-        &mut self,
-        calls: &[maia_llm::ToolCall],
-        cancel: &CancellationToken,
-    ) -> (
-        Vec<ChatMessage>,
-        Vec<crate::event::ToolCallView>,
-        Vec<Vec<maia_tools::ImageData>>,
-    ) {
-        // A checkpoint: mode and client changes sent meanwhile apply here.
-        self.apply_changes();
-        let registry = self.tool_registry();
-        let batch = crate::tools::registry::Batch {
-            events: self.services.events.clone(),
-            ctx: maia_tools::ToolContext {
-                cwd: self.services.cwd.clone(),
-                fs: self.services.fs.clone(),
-                reads: self.tools.reads.clone(),
-                cancel: cancel.clone(),
-                read_guard: Some(crate::permission::read_guard(
-                    self.project.broker.clone(),
-                    self.services.cwd.clone(),
-                )),
-                sandbox: self.project.sandbox.clone(),
-                terminals: self.client.terminals.clone(),
-                on_terminal: None,
-            },
-            broker: self.project.broker.clone(),
-            mode: self.mode,
-            home: self.services.options.home.clone(),
-            sandbox_failures: self.tools.sandbox_failures.clone(),
-            ask: tokio::sync::Mutex::new(()),
-        };
-        crate::tools::router::run_batch(&registry, calls, batch).await
-    }
-}
 
 impl Session {
     /// The model to use: forced, configured, else the first listed.
@@ -130,6 +70,10 @@ impl Session {
             prompt.push_str("\n\n");
             prompt.push_str(&roots);
         }
+        if let Some(section) = self.tool_set_section() {
+            prompt.push_str("\n\n");
+            prompt.push_str(section);
+        }
         prompt
     }
 
@@ -154,6 +98,7 @@ impl Session {
         }
         let display = display.unwrap_or_else(|| display_text(&parts));
         let turn_start = self.conversation.len();
+        self.conversation.mark_turn();
         self.record(&Record::UserDisplay {
             text: display.clone(),
             steer: false,
@@ -422,8 +367,8 @@ impl Session {
                 window,
             });
         }
-        let tools = self.tool_specs();
-        let tool_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        let mut tools = self.tool_specs();
+        let mut tool_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
         let cache = self.prompt_caching(&model);
         let mut requests = 0u32;
         let mut compacted = false;
@@ -472,6 +417,7 @@ impl Session {
                 tools: tools.clone(),
                 max_tokens: None,
                 cache,
+                reasoning_effort: self.reasoning_effort(&model),
             };
             // Measured without the images, whose tokens are counted apart.
             let request_chars = serde_json::to_string(&request.body())
@@ -560,8 +506,16 @@ impl Session {
                 tool_calls,
                 finish_reason,
                 usage,
+                response_cost,
                 ..
             } = completion;
+            // The turn's usage is what the server billed, believed or not.
+            if let Some(usage) = &usage {
+                self.turn
+                    .usage
+                    .get_or_insert_with(Default::default)
+                    .add(usage);
+            }
             // Numbers no request of this size has (a proxy's bug) are not
             // believed: the estimate stands in for them.
             let answer_chars = crate::meter::message_chars(&[ChatMessage::Assistant {
@@ -579,13 +533,12 @@ impl Session {
                 }
                 believable
             });
+            self.charge(&model, usage.as_ref(), response_cost, cancel)
+                .await;
             if let (Some(usage), Some(size)) = (&usage, self.meter.window) {
                 // What stays in the conversation: the prompt and the answer
                 // (reasoning is not kept).
-                self.emit(Event::Usage {
-                    used: usage.kept(),
-                    size,
-                });
+                self.emit_usage(usage.kept(), size);
             }
             if let Some(usage) = &usage {
                 self.meter.cached_total =
@@ -646,6 +599,10 @@ impl Session {
                 .map(|t| t.clone())
                 .unwrap_or_default();
             let (mut results, views, found) = self.run_tool_calls(&tool_calls, cancel).await;
+            if self.take_mode_switch() {
+                tools = self.tool_specs();
+                tool_names = tools.iter().map(|t| t.name.clone()).collect();
+            }
             self.attach_tool_images(&mut results, found, cancel).await;
             for call in views {
                 self.record(&Record::ToolCall { call });

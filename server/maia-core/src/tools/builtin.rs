@@ -1,5 +1,8 @@
 //! The built-in tools (Read, Write, Edit, Glob, Grep, Bash, WebFetch) as
-//! [`Tool`]s: one adapter over `maia_tools::{ToolInput, prepare, execute}`.
+//! [`Tool`]s: one adapter over `maia_tools::{ToolInput, prepare, execute}`;
+//! a file read is opened in its language servers, an edit's (or a Bash
+//! command's) result gains the diagnostics it changed
+//! ([`crate::langs::after_edit`]).
 
 use std::path::Path;
 
@@ -88,7 +91,7 @@ impl Tool for Builtin {
 
     async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
         let (title, kind, locations) = (plan.title.clone(), plan.kind, plan.locations.clone());
-        match plan.take::<State>() {
+        let prepared = match plan.take::<State>() {
             Some(State::Prepared(Prepared {
                 input: ToolInput::Bash(bash),
                 ..
@@ -103,11 +106,42 @@ impl Tool for Builtin {
                     status: crate::event::ToolStatus::InProgress,
                     content: Vec::new(),
                 };
-                self.tasks
-                    .start(&bash, env.ctx, view, env.batch.events.clone())
+                return self
+                    .tasks
+                    .start(&bash, env.ctx, view, env.batch.events.clone());
             }
-            Some(State::Prepared(prepared)) => maia_tools::execute(prepared, env.ctx).await,
-            _ => ToolOutput::error("internal error: the call was not prepared"),
+            Some(State::Prepared(prepared)) => prepared,
+            _ => return ToolOutput::error("internal error: the call was not prepared"),
+        };
+        let (ctx, lsp) = (env.ctx, &env.batch.lsp);
+        let path = prepared.input.paths(&ctx.cwd).into_iter().next();
+        let edits = matches!(prepared.input, ToolInput::Write(_) | ToolInput::Edit(_));
+        let reads = matches!(prepared.input, ToolInput::Read(_));
+        // The language servers check an edit of a file they serve.
+        let checked = path.filter(|p| (edits || reads) && lsp.serves(p));
+        let old = match &checked {
+            Some(p) if edits => ctx.fs.read_to_string(p).await.ok(),
+            _ => None,
+        };
+        let mut output = maia_tools::execute(prepared, ctx).await;
+        match checked {
+            Some(path) if reads && !output.is_error => lsp.warm(&path),
+            Some(path) if !output.is_error => {
+                if let Ok(new) = ctx.fs.read_to_string(&path).await
+                    && let Some(note) =
+                        crate::langs::after_edit(lsp, &path, old.as_deref(), &new, &ctx.cwd).await
+                {
+                    output.content.push_str(&note);
+                }
+            }
+            // A command may have changed files the servers have open.
+            None if matches!(self.definition.name, "Bash") && !ctx.cancel.is_cancelled() => {
+                if let Some(note) = crate::langs::after_command(lsp, &ctx.cwd).await {
+                    output.content.push_str(&note);
+                }
+            }
+            _ => {}
         }
+        output
     }
 }

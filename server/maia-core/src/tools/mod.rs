@@ -1,12 +1,14 @@
 //! The tools of a session behind one registry. Each family is one file
 //! implementing [`registry::Tool`]: built-in ([`builtin`]), session
-//! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`]
-//! and [`mcp`]; [`registry`] builds the registry of one turn (one line per
+//! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`],
+//! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols) and [`plan`] (`ExitPlanMode`, in the `plan` mode only); [`registry`] builds the registry of one turn (one line per
 //! family) and [`router`] runs the calls of one model response.
 
 pub(crate) mod builtin;
 mod custom;
+mod lsp;
 mod mcp;
+mod plan;
 pub(crate) mod registry;
 pub(crate) mod router;
 mod session;
@@ -31,6 +33,7 @@ pub(crate) struct Sources {
     /// Custom tools not confirmed as they are now.
     pub pending_tools: Arc<Mutex<HashSet<String>>>,
     pub mcp: Arc<McpManager>,
+    pub lsp: Arc<maia_lsp_client::LspManager>,
     pub todos: Arc<Mutex<Vec<Todo>>>,
     pub model: Option<String>,
     pub asker: Option<Arc<dyn crate::client::Asker>>,
@@ -38,10 +41,15 @@ pub(crate) struct Sources {
     pub asked_as_text: Arc<AtomicBool>,
     /// The session's background tasks.
     pub tasks: crate::background::Tasks,
+    /// Which tools the turn offers (the mode, a read-only turn).
+    pub set: crate::plan_mode::ToolSet,
+    /// Where `ExitPlanMode` leaves the mode the user chose.
+    pub mode_switch: Arc<Mutex<Option<crate::mode::Mode>>>,
 }
 
 /// The registry of one turn: built-in tools, then session tools, the
-/// Skill tool (when there are skills), custom tools and MCP tools. A name
+/// Skill tool (when there are skills), custom tools, the language-server
+/// tools (when a server serves the project) and MCP tools. A name
 /// taken already is left out (custom tools are checked at load against
 /// [`reserved_tool_names`], so the clash is reported there once).
 pub(crate) fn registry(s: Sources) -> ToolRegistry {
@@ -55,12 +63,19 @@ pub(crate) fn registry(s: Sources) -> ToolRegistry {
             pending: s.pending_tools.clone(),
         }));
     }
+    lsp::all(&s.lsp)
+        .into_iter()
+        .for_each(|tool| _ = r.register(tool));
     for tool in crate::mcp::offered_tools(&s.mcp) {
         r.register(Arc::new(mcp::Mcp {
             manager: s.mcp.clone(),
             tool,
         }));
     }
+    r.register(Arc::new(plan::ExitPlanMode {
+        switch: s.mode_switch.clone(),
+    }));
+    r.retain(|name| s.set.offers(name));
     r
 }
 
@@ -110,6 +125,7 @@ pub fn reserved_tool_names() -> Vec<String> {
             crate::skills::tool_definition(),
             tasks::output_definition(),
             tasks::stop_definition(),
+            crate::plan_mode::definition(),
         ]
         .map(|spec| spec.name),
     );

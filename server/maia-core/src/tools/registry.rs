@@ -66,6 +66,8 @@ pub(crate) struct Batch {
     pub sandbox_failures: Arc<Mutex<HashSet<String>>>,
     /// Questions to the user (permissions, `AskUser`) go one at a time.
     pub ask: tokio::sync::Mutex<()>,
+    /// The language servers: Write and Edit report what they broke.
+    pub lsp: Arc<maia_lsp_client::LspManager>,
 }
 
 /// What a tool's `run` gets besides its plan.
@@ -129,6 +131,11 @@ impl ToolRegistry {
         }
         self.tools.push((spec, tool));
         true
+    }
+
+    /// Keeps only the tools whose name `keep` accepts.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.tools.retain(|(spec, _)| keep(&spec.name));
     }
 
     /// The tool called exactly `name`.

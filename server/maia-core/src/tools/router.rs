@@ -377,6 +377,10 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
     let mut content: Vec<ToolContent> = Vec::new();
     if let Some(diff) = diff.filter(|_| !output.is_error) {
         content.push(diff);
+        // What the language servers said of the edit is shown with it.
+        if let Some(text) = crate::langs::section(&output.content) {
+            content.push(ToolContent::Text { text });
+        }
     }
     let text = ToolContent::Text {
         text: truncate_middle(&output.content, DISPLAY_CHARS),
@@ -386,6 +390,9 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         content.push(ToolContent::Terminal {
             terminal_id: terminal_id.clone(),
         });
+        if let Some(text) = crate::langs::section(&output.content) {
+            content.push(ToolContent::Text { text });
+        }
     } else if !output.content.is_empty() && (content.is_empty() || output.is_error) {
         content.push(text.clone());
     }
@@ -606,6 +613,12 @@ mod tests {
             home: None,
             sandbox_failures: Arc::default(),
             ask: tokio::sync::Mutex::new(()),
+            lsp: Arc::new(maia_lsp_client::LspManager::new(
+                maia_lsp_client::LspSettings::default(),
+                cwd.to_path_buf(),
+                None,
+                Arc::new(|_| {}),
+            )),
         };
         (batch, rx)
     }

@@ -12,8 +12,12 @@
 //!   true` without `auth.terminal`), the same `login` entry is an agent
 //!   method carrying that `_meta`; `authenticate` with it checks like
 //!   `agent`.
-
-use std::path::Path;
+//! - `logout` (advertised as `agentCapabilities.auth.logout`) removes the
+//!   key `maia login` saved (`LiteLLM_API_Key` of `~/.maia/settings.json`,
+//!   edited in place, every other byte kept) and forgets the models the
+//!   proxy listed for it, so the next `session/new` asks the proxy again
+//!   and answers `auth_required` when it wants a key. Running sessions
+//!   keep the client they opened with.
 
 use agent_client_protocol_schema::v1::{
     AuthMethod, AuthMethodAgent, AuthMethodTerminal, ClientCapabilities,
@@ -82,6 +86,30 @@ pub fn known(id: &str, caps: &ClientCapabilities) -> bool {
     methods(caps).iter().any(|m| m.id().0.as_ref() == id)
 }
 
+/// `logout`: the saved key is removed from the user's settings file (no
+/// file, or no key in it, is already logged out) and the model lists kept
+/// for any key are forgotten.
+pub fn logout(engine: &Engine) -> Result<serde_json::Value, RpcError> {
+    let home = engine.home().ok_or_else(|| {
+        RpcError::new(
+            ErrorCode::InternalError,
+            "HOME is not set, so there is no saved key to forget",
+        )
+    })?;
+    let path = home.join(".maia").join("settings.json");
+    let saved = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .is_some_and(|v| v.get("LiteLLM_API_Key").is_some());
+    if saved {
+        crate::settings_file::update(&path, &[("LiteLLM_API_Key", None)])
+            .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?;
+        tracing::info!("logged out: the saved API key was removed");
+    }
+    engine.forget_models();
+    Ok(json!({}))
+}
+
 /// The `auth_required` error for `problem`.
 pub fn required(problem: &Problem) -> RpcError {
     RpcError::new(
@@ -91,37 +119,4 @@ pub fn required(problem: &Problem) -> RpcError {
             problem.fix()
         ),
     )
-}
-
-/// Asks the proxy a session in `cwd` would use for its models. `Ok` with
-/// the list, or `Err` with the problem when the proxy cannot be reached
-/// or refuses the key; other failures (a slow proxy, a 5xx) are not a
-/// login matter and give an empty list. Once the proxy has answered for
-/// these settings, its answer is reused without a request (the engine's
-/// model catalogue, dropped when the key is refused); `fresh` asks again
-/// whatever is kept (`authenticate`).
-pub async fn check(
-    engine: &Engine,
-    cwd: &Path,
-    wait: std::time::Duration,
-    fresh: bool,
-) -> Result<Vec<String>, Problem> {
-    let llm = engine.settings(cwd).llm;
-    match tokio::time::timeout(wait, engine.probe_models(&llm, fresh)).await {
-        Ok(Ok(models)) => Ok(models),
-        Ok(Err(e)) => {
-            let problem = Problem::from_error(&e, &llm);
-            if problem.needs_login() {
-                tracing::warn!("the proxy cannot be used: {problem}");
-                Err(problem)
-            } else {
-                tracing::warn!("cannot list the models: {e}");
-                Ok(Vec::new())
-            }
-        }
-        Err(_) => {
-            tracing::warn!("the model list did not arrive in time");
-            Ok(Vec::new())
-        }
-    }
 }

@@ -2,14 +2,14 @@
 
 use agent_client_protocol_schema::v1::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ClientCapabilities,
-    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Diff, ImageContent, MessageId,
-    Notice, NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
+    CompactionStatus, CompactionUpdate, ContentBlock, ContentChunk, Cost, Diff, ImageContent,
+    MessageId, Notice, NoticeSeverity, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
     PlanEntryPriority, PlanEntryStatus, PlanUpdate, PlanUpdateContent, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelectOption, SessionInfoUpdate, SessionMode,
     SessionModeState, SessionNotification, SessionUpdate, StopReason, Terminal, ToolCall,
     ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind, UnstructuredCommandInput, UsageUpdate,
+    ToolKind, UnstructuredCommandInput, Usage, UsageUpdate,
 };
 use maia_core::{
     ChoiceKind, CompactionState, Event, PermissionReply, PermissionRequest, ToolCallPatch,
@@ -59,6 +59,52 @@ pub fn config_options(
             .category(SessionConfigOptionCategory::Mode),
     );
     out
+}
+
+/// The id of the reasoning-effort config option (and the thread option
+/// it is saved under, [`maia_core::REASONING_EFFORT`]).
+pub const EFFORT_OPTION: &str = "reasoning_effort";
+
+/// The value of [`EFFORT_OPTION`] that sends no effort (the model's own).
+pub const EFFORT_DEFAULT: &str = "default";
+
+/// The efforts offered, as LiteLLM's `reasoning_effort` takes them.
+pub const EFFORTS: [&str; 3] = ["low", "medium", "high"];
+
+/// The id of the boolean "Show thinking" option (and the thread option it
+/// is saved under).
+pub const THINKING_OPTION: &str = "show_thinking";
+
+/// The reasoning-effort option (`category: model_config`), `current`
+/// `None` being the model's default.
+pub fn effort_option(current: Option<&str>) -> SessionConfigOption {
+    let mut values = vec![
+        SessionConfigSelectOption::new(EFFORT_DEFAULT, "Default")
+            .description("No effort sent: the model's own".to_owned()),
+    ];
+    values.extend(EFFORTS.iter().map(|e| {
+        let mut name = (*e).to_owned();
+        name[..1].make_ascii_uppercase();
+        SessionConfigSelectOption::new(*e, name)
+    }));
+    SessionConfigOption::select(
+        EFFORT_OPTION,
+        "Reasoning effort",
+        current.unwrap_or(EFFORT_DEFAULT).to_owned(),
+        values,
+    )
+    .description(
+        "How hard the model thinks before it answers (LiteLLM's reasoning_effort)".to_owned(),
+    )
+    .category(SessionConfigOptionCategory::ModelConfig)
+}
+
+/// The boolean "Show thinking" option: the model's reasoning is sent as
+/// `agent_thought_chunk`s, or not at all.
+pub fn thinking_option(show: bool) -> SessionConfigOption {
+    SessionConfigOption::boolean(THINKING_OPTION, "Show thinking", show)
+        .description("Show the model's reasoning as it thinks".to_owned())
+        .category(SessionConfigOptionCategory::ModelConfig)
 }
 
 /// The ACP modes of a session.
@@ -185,6 +231,10 @@ fn plan(todos: &[maia_core::session_tools::Todo], caps: &ClientCapabilities) -> 
 /// The id of the task-list plan.
 const TODO_PLAN_ID: &str = "maia-todos";
 
+/// The `name` of the tool call a compaction is shown as (for a client
+/// without `session.compaction`): every `tool_call` carries one.
+pub const COMPACTION_TOOL: &str = "Compact";
+
 /// Whether the client shows compactions itself.
 fn takes_compaction(caps: &ClientCapabilities) -> bool {
     caps.session
@@ -213,6 +263,7 @@ fn compaction(id: String, state: CompactionState, caps: &ClientCapabilities) -> 
     match state {
         CompactionState::Started => SessionUpdate::ToolCall(
             ToolCall::new(id, "Compacting conversation…")
+                .name(COMPACTION_TOOL.to_owned())
                 .kind(ToolKind::Think)
                 .status(ToolCallStatus::InProgress),
         ),
@@ -296,8 +347,14 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
             };
             SessionUpdate::Notice(Notice::new(severity, text))
         }
-        Event::ModelChanged(_) => return None,
+        Event::ModelChanged(_) | Event::ModeChanged(_) => return None,
+        Event::PlanProposed { id, markdown } => {
+            // Clients without `plan` see the plan in the permission question.
+            caps.plan.as_ref()?;
+            SessionUpdate::PlanUpdate(PlanUpdate::new(PlanUpdateContent::markdown(id, markdown)))
+        }
         Event::Plan(todos) => plan(&todos, caps),
+        Event::Findings { id, findings } => SessionUpdate::ToolCall(review_findings(id, &findings)),
         Event::Commands(commands) => {
             SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(
                 commands
@@ -310,7 +367,14 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
                     .collect(),
             ))
         }
-        Event::Usage { used, size } => SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)),
+        Event::Usage { used, size, cost } => {
+            let update = UsageUpdate::new(used, size);
+            // No `cost` when it is unknown: never a made-up number.
+            SessionUpdate::UsageUpdate(match cost {
+                Some(amount) => update.cost(Cost::new(amount, maia_core::cost::CURRENCY)),
+                None => update,
+            })
+        }
         Event::Compaction { id, state } => compaction(id, state, caps),
         Event::AgentText { message_id, text } => SessionUpdate::AgentMessageChunk(
             ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
@@ -322,10 +386,44 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
         Event::Permission(_)
         | Event::TurnFailed(_)
+        | Event::TurnUsage(_)
         | Event::QueueChanged
         | Event::QueueTurn { .. }
         | Event::TurnEnded(_) => return None,
     })
+}
+
+/// A review's findings as one completed `read` tool call: a location
+/// (file and line) per finding, and the findings as its text.
+fn review_findings(id: String, findings: &[maia_core::review::Finding]) -> ToolCall {
+    let text: Vec<String> = findings.iter().map(|f| format!("- {}", f.text)).collect();
+    ToolCall::new(id, format!("Review findings ({})", findings.len()))
+        .kind(ToolKind::Read)
+        .status(ToolCallStatus::Completed)
+        .locations(
+            findings
+                .iter()
+                .map(|f| ToolCallLocation::new(f.path.clone()).line(f.line))
+                .collect(),
+        )
+        .content(vec![ToolCallContent::from(ContentBlock::from(
+            text.join("\n"),
+        ))])
+}
+
+/// A turn's usage as `PromptResponse.usage` (unstable
+/// `unstable_end_turn_token_usage`): the parts the server did not report
+/// (zero) are left out.
+pub fn turn_usage(usage: &maia_llm::Usage) -> Usage {
+    let some = |n: u64| (n > 0).then_some(n);
+    Usage::new(
+        usage.total_tokens,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+    )
+    .thought_tokens(some(usage.reasoning_tokens))
+    .cached_read_tokens(some(usage.cached_tokens))
+    .cached_write_tokens(some(usage.cache_write_tokens))
 }
 
 pub fn notification(session_id: &str, update: SessionUpdate) -> serde_json::Result<Value> {
@@ -406,7 +504,7 @@ pub fn permission_reply(answer: Result<Value, RequestError>) -> PermissionReply 
 }
 
 /// The session's MCP servers as engine configurations. Stdio servers start
-/// in the session's folder; SSE servers (not advertised) are skipped.
+/// in the session's folder.
 pub fn mcp_servers(
     servers: Vec<agent_client_protocol_schema::v1::McpServer>,
     cwd: &std::path::Path,
@@ -438,10 +536,14 @@ pub fn mcp_servers(
                 },
                 disabled_tools: Vec::new(),
             }),
-            McpServer::Sse(sse) => {
-                tracing::warn!(server = %sse.name, "SSE MCP servers are not supported; skipped");
-                None
-            }
+            McpServer::Sse(sse) => Some(McpServerConfig {
+                name: sse.name,
+                transport: McpTransport::Sse {
+                    url: sse.url,
+                    headers: sse.headers.into_iter().map(|h| (h.name, h.value)).collect(),
+                },
+                disabled_tools: Vec::new(),
+            }),
             _ => {
                 tracing::warn!("an MCP server of an unknown transport was skipped");
                 None

@@ -5,13 +5,13 @@
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
-    ClientCapabilities, ConfigOptionUpdate, PromptResponse, SessionUpdate,
+    ClientCapabilities, ConfigOptionUpdate, CurrentModeUpdate, PromptResponse, SessionUpdate,
 };
 use maia_core::Event;
 use maia_rpc::{Connection, Id};
 use tokio::sync::mpsc;
 
-use super::{Agent, SharedChoices, convert, to_value};
+use super::{Agent, SharedChoices, convert, reason, to_value};
 
 /// The id of the `session/prompt` request being served, if any.
 pub(super) type Pending = Arc<Mutex<Option<Id>>>;
@@ -31,6 +31,13 @@ impl Agent {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every change is one push or retain: a panic cannot leave it half-made.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Forwards one session's engine events to the client, in order, and
 /// answers its pending prompt when the turn's last event passes.
 pub(super) struct Forwarder {
@@ -39,6 +46,11 @@ pub(super) struct Forwarder {
     pub(super) pending: Pending,
     pub(super) caps: ClientCapabilities,
     pub(super) choices: SharedChoices,
+    /// The ids of this turn's permission requests not answered yet: given
+    /// up (`$/cancel_request`) when the turn ends without their answer.
+    pub(super) asked: Arc<Mutex<Vec<String>>>,
+    /// The running turn's usage, once the engine sent it.
+    pub(super) usage: Mutex<Option<maia_llm::Usage>>,
 }
 
 impl Forwarder {
@@ -69,13 +81,29 @@ impl Forwarder {
     pub(super) fn forward(&self, event: Event) {
         match event {
             Event::TurnEnded(stop) => {
+                // No question of an ended turn is still needed; cancelled
+                // before the prompt's answer, as ACP's cascade example does.
+                let unanswered = std::mem::take(&mut *lock(&self.asked));
+                for id in unanswered {
+                    self.conn.give_up(&id);
+                }
+                let usage = lock(&self.usage).take().map(|u| convert::turn_usage(&u));
                 let id = self.pending.lock().ok().and_then(|mut p| p.take());
                 if let Some(id) = id {
-                    let response = to_value(&PromptResponse::new(convert::stop_reason(stop)));
+                    let response =
+                        to_value(&PromptResponse::new(convert::stop_reason(stop)).usage(usage));
                     self.conn.respond(id, response);
                 }
             }
-            Event::Permission(request) => {
+            Event::TurnUsage(usage) => {
+                *lock(&self.usage) = Some(usage);
+            }
+            Event::Permission(mut request) => {
+                // "Reject and tell MAIA why", for clients with forms.
+                let offered = request.options.clone();
+                if reason::supported(&self.caps) {
+                    request.options = reason::with_reason_option(&offered);
+                }
                 // Queued now, in order with this turn's other messages (so
                 // never after its response); answered on a task.
                 let answer = match convert::permission_request(&self.session_id, &request) {
@@ -88,11 +116,27 @@ impl Forwarder {
                         None
                     }
                 };
+                let (conn, session_id) = (self.conn.clone(), self.session_id.clone());
+                let asked = self.asked.clone();
+                let key = answer.as_ref().and_then(|a| a.id()).map(str::to_owned);
+                if let Some(key) = &key {
+                    lock(&asked).push(key.clone());
+                }
                 tokio::spawn(async move {
                     let reply = match answer {
                         Some(answer) => convert::permission_reply(answer.await),
                         None => maia_core::PermissionReply::Cancelled,
                     };
+                    if let Some(key) = key {
+                        lock(&asked).retain(|k| *k != key);
+                    }
+                    let view = &request.tool_call;
+                    let reply = reason::resolve(
+                        reply,
+                        &offered,
+                        (&conn, &session_id, &view.id, &view.title),
+                    )
+                    .await;
                     let _ = request.reply.send(reply);
                 });
             }
@@ -106,6 +150,20 @@ impl Forwarder {
                 &self.session_id,
                 (turn_id, queued_id, status),
             ),
+            Event::ModeChanged(mode) => {
+                let options = {
+                    let mut choices = self.choices.lock();
+                    choices.mode = mode;
+                    choices.options()
+                };
+                self.notify(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                    mode.id(),
+                )));
+                self.notify(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+                    options,
+                )));
+            }
+            Event::Thought { .. } if !self.choices.lock().show_thinking => {}
             Event::ModelChanged(name) => {
                 let options = {
                     let mut choices = self.choices.lock();

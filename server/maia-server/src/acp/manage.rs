@@ -1,5 +1,5 @@
-//! Requests on an open session: prompt, mode and config options, close,
-//! delete and list.
+//! Requests on an open session: prompt, mode and config options, title,
+//! close, delete, archive and list.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{
     ConfigOptionUpdate, CurrentModeUpdate, ListSessionsRequest, ListSessionsResponse,
-    PromptRequest, SessionInfo, SessionUpdate, SetSessionConfigOptionResponse,
+    PromptRequest, SessionArchiveFilter, SessionInfo, SessionUpdate,
+    SetSessionConfigOptionResponse, SetSessionTitleRequest, SetSessionTitleResponse,
 };
 use maia_rpc::{ErrorCode, Id, RpcError};
 use serde_json::{Value, json};
@@ -49,14 +50,15 @@ impl Agent {
         let entry = self
             .entry(&session_id)
             .ok_or_else(|| unknown_session(&session_id))?;
-        let agent_client_protocol_schema::v1::SessionConfigOptionValue::ValueId { value } =
-            &req.value
-        else {
-            return Err(invalid_params("this option takes a value id"));
+        use agent_client_protocol_schema::v1::SessionConfigOptionValue;
+        let config_id = req.config_id.0.to_string();
+        let value = match &req.value {
+            SessionConfigOptionValue::ValueId { value } => Ok(value.0.to_string()),
+            SessionConfigOptionValue::Boolean { value } => Err(*value),
+            _ => return Err(invalid_params("this option value is not understood")),
         };
-        let value = value.0.to_string();
-        match req.config_id.0.as_ref() {
-            convert::MODEL_OPTION => {
+        match (config_id.as_str(), value) {
+            (convert::MODEL_OPTION, Ok(value)) => {
                 let mut choices = entry.choices.lock();
                 if !choices.models.contains(&value)
                     && choices.model.as_deref() != Some(value.as_str())
@@ -65,8 +67,14 @@ impl Agent {
                 }
                 entry.handle.set_model(value.clone());
                 choices.model = Some(value);
+                // A model that takes no effort is sent none.
+                if !choices.takes_effort() && choices.effort.take().is_some() {
+                    entry
+                        .handle
+                        .set_option(maia_core::REASONING_EFFORT, Value::Null);
+                }
             }
-            convert::MODE_OPTION => {
+            (convert::MODE_OPTION, Ok(value)) => {
                 let mode = maia_core::Mode::from_id(&value)
                     .ok_or_else(|| invalid_params(format!("unknown mode `{value}`")))?;
                 entry.handle.set_mode(mode);
@@ -76,10 +84,96 @@ impl Agent {
                     SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),
                 );
             }
-            other => return Err(invalid_params(format!("unknown config option `{other}`"))),
+            (convert::EFFORT_OPTION, Ok(value)) if entry.choices.lock().takes_effort() => {
+                let effort = if value == convert::EFFORT_DEFAULT {
+                    None
+                } else if convert::EFFORTS.contains(&value.as_str()) {
+                    Some(value)
+                } else {
+                    return Err(invalid_params(format!(
+                        "unknown reasoning effort `{value}`"
+                    )));
+                };
+                entry.handle.set_option(
+                    maia_core::REASONING_EFFORT,
+                    effort.clone().map_or(Value::Null, Value::String),
+                );
+                entry.choices.lock().effort = effort;
+            }
+            (convert::THINKING_OPTION, Err(show)) if entry.choices.lock().booleans => {
+                entry
+                    .handle
+                    .set_option(convert::THINKING_OPTION, Value::Bool(show));
+                entry.choices.lock().show_thinking = show;
+            }
+            (convert::MODEL_OPTION | convert::MODE_OPTION | convert::EFFORT_OPTION, Err(_)) => {
+                return Err(invalid_params(format!("`{config_id}` takes a value id")));
+            }
+            (other, _) => return Err(invalid_params(format!("unknown config option `{other}`"))),
         }
         let options = entry.choices.lock().options();
         to_value(&SetSessionConfigOptionResponse::new(options))
+    }
+
+    /// `session/set_title` (unstable): the open session is renamed as by
+    /// `/rename` (its title and its file name, told as a
+    /// `session_info_update`); the answer is the title kept (the name
+    /// `/rename` would take: characters a file name cannot hold become
+    /// spaces). An empty title, or one with nothing a name can hold, is
+    /// `-32602`.
+    pub(super) fn set_title(self: &Arc<Self>, id: Id, req: SetSessionTitleRequest) {
+        let session_id = req.session_id.0.to_string();
+        if req.title.trim().is_empty() {
+            self.conn
+                .respond(id, Err(invalid_params("the title is empty")));
+            return;
+        }
+        let Some(entry) = self.entry(&session_id) else {
+            self.conn.respond(id, Err(unknown_session(&session_id)));
+            return;
+        };
+        let answer = match entry.handle.rename(&req.title) {
+            Ok(answer) => answer,
+            Err(e) => {
+                self.conn.respond(id, Err(invalid_params(e)));
+                return;
+            }
+        };
+        let conn = self.conn.clone();
+        tokio::spawn(async move {
+            let result = match answer.await {
+                Ok(Ok(title)) => to_value(&SetSessionTitleResponse::new(title)),
+                Ok(Err(e)) => Err(invalid_params(format!("cannot rename: {e}"))),
+                Err(_) => Err(RpcError::new(ErrorCode::InternalError, "the session ended")),
+            };
+            conn.respond(id, result);
+        });
+    }
+
+    /// `session/archive` / `session/unarchive` (unstable): the thread is
+    /// marked in every folder that holds it (its journals untouched; an open
+    /// session stays open). `-32002` when no folder holds it.
+    pub(super) fn archive_session(
+        &self,
+        session_id: &str,
+        archived: bool,
+    ) -> Result<Value, RpcError> {
+        let mut cwds = self.all_folders();
+        if let Some(entry) = self.entry(session_id) {
+            cwds.insert(entry.handle.cwd().to_path_buf());
+        }
+        let mut found = false;
+        for cwd in cwds {
+            found |= self
+                .engine
+                .archive_session(&cwd, session_id, archived)
+                .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?;
+        }
+        if found {
+            Ok(json!({}))
+        } else {
+            Err(unknown_session(session_id))
+        }
     }
 
     /// Cancels a running turn and answers once the session has stopped, so
@@ -142,7 +236,13 @@ impl Agent {
         folders
     }
 
-    pub(super) fn list_sessions(&self, req: &ListSessionsRequest) -> Result<Value, RpcError> {
+    /// `session/list`: the folders are read one by one, and the walk stops
+    /// (answered `-32800`) once `cancel` fires.
+    pub(super) fn list_sessions(
+        &self,
+        req: &ListSessionsRequest,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<Value, RpcError> {
         let cwds: Vec<PathBuf> = match &req.cwd {
             Some(cwd) if !cwd.is_absolute() => {
                 return Err(invalid_params("cwd must be an absolute path"));
@@ -156,16 +256,33 @@ impl Agent {
             }
             None => self.all_folders().into_iter().collect(),
         };
+        let wanted = |archived: bool| match &req.archived {
+            None | Some(SessionArchiveFilter::Exclude) => Ok(!archived),
+            Some(SessionArchiveFilter::Include) => Ok(true),
+            Some(SessionArchiveFilter::Only) => Ok(archived),
+            Some(other) => Err(invalid_params(format!(
+                "unknown archived filter {}",
+                serde_json::to_string(other).unwrap_or_default()
+            ))),
+        };
+        wanted(false)?;
         let start = match &req.cursor {
             None => 0,
             Some(cursor) => cursor
                 .parse::<usize>()
                 .map_err(|_| invalid_params(format!("invalid cursor `{cursor}`")))?,
         };
-        let mut all: Vec<maia_core::SessionSummary> = cwds
-            .iter()
-            .flat_map(|cwd| self.engine.list_sessions(cwd))
-            .collect();
+        let mut all: Vec<maia_core::SessionSummary> = Vec::new();
+        for cwd in &cwds {
+            if cancel.is_cancelled() {
+                return Err(maia_rpc::cancelled());
+            }
+            for session in self.engine.list_sessions(cwd) {
+                if wanted(session.archived)? {
+                    all.push(session);
+                }
+            }
+        }
         all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
         let sessions: Vec<SessionInfo> = all
             .iter()
@@ -176,6 +293,7 @@ impl Agent {
                     .additional_directories(s.roots.clone())
                     .title(s.title.clone().unwrap_or_else(|| s.name.clone()))
                     .updated_at(s.updated_at.clone())
+                    .archived(s.archived.then_some(true))
             })
             .collect();
         let mut response = ListSessionsResponse::new(sessions);

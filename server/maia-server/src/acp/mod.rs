@@ -27,6 +27,7 @@ mod prompt;
 #[cfg(feature = "llm-providers")]
 mod providers;
 mod queue;
+mod reason;
 mod steer;
 mod tasks;
 mod terminal;
@@ -36,10 +37,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
-    AgentCapabilities, ClientCapabilities, ClientNotification, ClientRequest, Implementation,
-    InitializeResponse, McpCapabilities, PromptCapabilities,
-    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
-    SessionDeleteCapabilities, SessionListCapabilities, SessionResumeCapabilities,
+    AgentAuthCapabilities, AgentCapabilities, ClientCapabilities, ClientNotification,
+    ClientRequest, Implementation, InitializeResponse, LogoutCapabilities, McpCapabilities,
+    PromptCapabilities, SessionAdditionalDirectoriesCapabilities, SessionArchiveCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities,
+    SessionListCapabilities, SessionResumeCapabilities, SessionTitleCapabilities,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use maia_core::{Engine, EngineOptions, SessionHandle};
@@ -95,17 +97,71 @@ pub async fn serve_stdio(options: EngineOptions) -> anyhow::Result<()> {
 /// values (changed through its handle); this copy follows the requests
 /// that change them and the session's `ModelChanged` events. Shared by
 /// the request handlers and the session's pump.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Choices {
     models: Vec<String>,
     model: Option<String>,
     mode: maia_core::Mode,
+    /// The models that take a reasoning effort (`/model/info`, the
+    /// `reasoningModels` setting).
+    reasoning_models: std::collections::HashSet<String>,
+    /// The reasoning effort chosen for the thread (`None`: the model's own).
+    effort: Option<String>,
+    /// Whether the client takes boolean config options
+    /// (`session.configOptions.boolean`).
+    booleans: bool,
+    /// Whether the model's reasoning is shown (`agent_thought_chunk`).
+    show_thinking: bool,
+}
+
+impl Default for Choices {
+    fn default() -> Self {
+        Choices {
+            models: Vec::new(),
+            model: None,
+            mode: maia_core::Mode::default(),
+            reasoning_models: Default::default(),
+            effort: None,
+            booleans: false,
+            show_thinking: true,
+        }
+    }
 }
 
 impl Choices {
-    /// The session's config options as the client sees them.
+    /// The session's config options as the client sees them: the model,
+    /// its reasoning effort (for a model that takes one), the mode, and
+    /// "Show thinking" (for a client that takes boolean options).
     fn options(&self) -> Vec<agent_client_protocol_schema::v1::SessionConfigOption> {
-        convert::config_options(self.model.clone(), &self.models, self.mode)
+        let mut options = convert::config_options(self.model.clone(), &self.models, self.mode);
+        if self.takes_effort() {
+            let at = usize::from(self.model.is_some());
+            options.insert(at, convert::effort_option(self.effort.as_deref()));
+        }
+        if self.booleans {
+            options.push(convert::thinking_option(self.show_thinking));
+        }
+        options
+    }
+
+    /// Whether the current model takes a reasoning effort.
+    fn takes_effort(&self) -> bool {
+        self.model
+            .as_ref()
+            .is_some_and(|m| self.reasoning_models.contains(m))
+    }
+
+    /// The thread's saved choices (`options` recorded in its journal).
+    fn restore(&mut self, saved: &maia_core::store::SessionOptions) {
+        self.effort = saved
+            .get(maia_core::REASONING_EFFORT)
+            .and_then(Value::as_str)
+            .filter(|e| convert::EFFORTS.contains(e))
+            .map(str::to_owned);
+        self.show_thinking = saved
+            .get(convert::THINKING_OPTION)
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
     }
 }
 
@@ -329,18 +385,33 @@ impl Agent {
             }
             ClientRequest::ListSessionsRequest(req) => {
                 let agent = self.clone();
+                // `$/cancel_request` answers at once; the walk stops at its
+                // next folder.
+                let cancel = self.conn.cancellation(&id);
                 tokio::spawn(async move {
                     let work = agent.clone();
-                    let result = tokio::task::spawn_blocking(move || work.list_sessions(&req))
-                        .await
-                        .unwrap_or_else(|e| {
+                    let walk =
+                        tokio::task::spawn_blocking(move || work.list_sessions(&req, &cancel));
+                    let result = async {
+                        walk.await.unwrap_or_else(|e| {
                             Err(RpcError::new(ErrorCode::InternalError, e.to_string()))
-                        });
-                    agent.conn.respond(id, result);
+                        })
+                    };
+                    agent.conn.respond_cancellable(id, result).await;
                 });
                 return;
             }
             ClientRequest::SetSessionConfigOptionRequest(req) => self.set_config_option(&req),
+            ClientRequest::SetSessionTitleRequest(req) => return self.set_title(id, req),
+            // Folders are searched off the runtime.
+            ClientRequest::ArchiveSessionRequest(r) => {
+                let sid = r.session_id.0.to_string();
+                return self.respond_off_runtime(id, move |a| a.archive_session(&sid, true));
+            }
+            ClientRequest::UnarchiveSessionRequest(r) => {
+                let sid = r.session_id.0.to_string();
+                return self.respond_off_runtime(id, move |a| a.archive_session(&sid, false));
+            }
             ClientRequest::SetSessionModeRequest(req) => self.set_mode(&req),
             ClientRequest::PromptRequest(req) => match self.prompt(&id, req) {
                 // Answered when the turn ends.
@@ -355,6 +426,9 @@ impl Agent {
             }
             #[cfg(feature = "llm-providers")]
             ClientRequest::DisableProviderRequest(req) => Err(providers::disable(&req)),
+            ClientRequest::LogoutRequest(_) => {
+                return self.respond_off_runtime(id, |a| auth::logout(&a.engine));
+            }
             ClientRequest::AuthenticateRequest(req) => {
                 let method = req.method_id.0.to_string();
                 let caps = self.client_caps().unwrap_or_default();
@@ -370,8 +444,9 @@ impl Agent {
                 } else {
                     let agent = self.clone();
                     tokio::spawn(async move {
-                        let result = agent.authenticate().await;
-                        agent.conn.respond(id, result);
+                        // The probe is dropped on `$/cancel_request`.
+                        let probe = agent.authenticate();
+                        agent.conn.respond_cancellable(id, probe).await;
                     });
                     return;
                 }
@@ -382,6 +457,23 @@ impl Agent {
             )),
         };
         self.conn.respond(id, result);
+    }
+
+    /// Answers request `id` with what `work` gives, run on the blocking
+    /// pool (it reads or writes files).
+    fn respond_off_runtime(
+        self: &Arc<Self>,
+        id: Id,
+        work: impl FnOnce(&Agent) -> Result<Value, RpcError> + Send + 'static,
+    ) {
+        let agent = self.clone();
+        tokio::spawn(async move {
+            let worker = agent.clone();
+            let result = tokio::task::spawn_blocking(move || work(&worker))
+                .await
+                .unwrap_or_else(|e| Err(RpcError::new(ErrorCode::InternalError, e.to_string())));
+            agent.conn.respond(id, result);
+        });
     }
 
     fn handle_notification(self: &Arc<Self>, method: &str, params: Value) {
@@ -479,8 +571,9 @@ fn initialize_response() -> InitializeResponse {
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
             capabilities
+                .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new()))
                 .load_session(true)
-                .mcp_capabilities(McpCapabilities::new().http(true))
+                .mcp_capabilities(McpCapabilities::new().http(true).sse(true))
                 .prompt_capabilities(PromptCapabilities::new().embedded_context(true).image(true))
                 .session_capabilities(
                     SessionCapabilities::new()
@@ -488,7 +581,9 @@ fn initialize_response() -> InitializeResponse {
                         .resume(SessionResumeCapabilities::new())
                         .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
                         .close(SessionCloseCapabilities::new())
-                        .delete(SessionDeleteCapabilities::new()),
+                        .delete(SessionDeleteCapabilities::new())
+                        .archive(SessionArchiveCapabilities::new())
+                        .title(SessionTitleCapabilities::new()),
                 ),
         )
         .agent_info(Implementation::new("maia", env!("CARGO_PKG_VERSION")).title("MAIA"))

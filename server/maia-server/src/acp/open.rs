@@ -13,6 +13,7 @@ use agent_client_protocol_schema::v1::{
 };
 use maia_rpc::{Connection, ErrorCode, Id, RpcError};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::forward::{Forwarder, Pending};
 use super::{
@@ -149,9 +150,10 @@ impl Agent {
             }
         };
         let agent = self.clone();
+        let cancel = self.conn.cancellation(&id);
         tokio::spawn(async move {
             agent
-                .open_session(id, (cwd, roots), how, mcp, (live, generation))
+                .open_session(id, (cwd, roots), how, mcp, (live, generation, cancel))
                 .await
         });
     }
@@ -161,14 +163,17 @@ impl Agent {
     /// command list, notices) goes before the answer; for `session/new` it
     /// follows (the client learns the id from the answer). The session is
     /// registered before the answer is written, so a request sent the
-    /// instant it arrives finds it.
+    /// instant it arrives finds it. A `$/cancel_request` for the request
+    /// (`cancel`) stops the open at its next step (the proxy check, the
+    /// journal read, each replayed event): the answer is `-32800`, nothing
+    /// of the session follows it, and the session is closed.
     pub(super) async fn open_session(
         self: Arc<Self>,
         id: Id,
         (cwd, roots): (PathBuf, Vec<PathBuf>),
         how: Open,
         mcp: Vec<maia_core::McpServerConfig>,
-        (live, generation): (Option<Arc<SessionEntry>>, u64),
+        (live, generation, cancel): (Option<Arc<SessionEntry>>, u64, CancellationToken),
     ) {
         if let Ok(mut known) = self.known_cwds.lock() {
             known.insert(cwd.clone());
@@ -190,7 +195,28 @@ impl Agent {
         // The proxy is asked first: a new session that could not answer a
         // prompt is refused with `auth_required`, so the editor offers its
         // login; a saved one opens anyway (its history is readable).
-        let listed = match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT, false).await {
+        // Which models take a reasoning effort is asked alongside.
+        let checks = async {
+            tokio::join!(
+                crate::probe::check_proxy(&self.engine, &cwd, MODEL_LIST_WAIT, false),
+                self.engine.reasoning_models(&cwd, MODEL_LIST_WAIT)
+            )
+        };
+        let checked = tokio::select! {
+            biased;
+            () = cancel.cancelled() => None,
+            checked = checks => Some(checked),
+        };
+        let Some((checked, reasoning_models)) = checked else {
+            self.fail_open(
+                id,
+                how.session_id().as_deref(),
+                generation,
+                maia_rpc::cancelled(),
+            );
+            return;
+        };
+        let listed = match checked {
             Ok(models) => models,
             Err(problem) if matches!(how, Open::New) => {
                 if let Ok(mut last) = self.auth_cwd.lock() {
@@ -237,14 +263,28 @@ impl Agent {
                 return;
             }
         };
+        if cancel.is_cancelled() {
+            // Dropping the handle ends the session and releases its journal.
+            self.fail_open(id, sid_opened.as_deref(), generation, maia_rpc::cancelled());
+            return;
+        }
         fs.bind(handle.id());
         handle.use_client(client_tools(&self.conn, &caps, handle.id()));
         let session_id = handle.id().to_owned();
-        let choices = Choices {
+        let mut choices = Choices {
             model: handle.default_model_from(&listed),
             models: listed,
             mode: handle.initial_mode(),
+            reasoning_models,
+            booleans: caps
+                .session
+                .as_ref()
+                .and_then(|s| s.config_options.as_ref())
+                .is_some_and(|c| c.boolean.is_some()),
+            ..Choices::default()
         };
+        choices.restore(handle.saved_options());
+        let show_thinking = choices.show_thinking;
         let (options, modes) = (choices.options(), convert::modes(choices.mode));
         let choices = SharedChoices::new(choices);
         let forwarder = Forwarder {
@@ -253,10 +293,19 @@ impl Agent {
             pending: Pending::default(),
             caps: caps.clone(),
             choices: choices.clone(),
+            asked: Default::default(),
+            usage: Default::default(),
         };
         if !matches!(how, Open::New) {
             if matches!(how, Open::Load(_)) {
                 for event in replay {
+                    if !show_thinking && matches!(event, maia_core::Event::Thought { .. }) {
+                        continue;
+                    }
+                    if cancel.is_cancelled() {
+                        self.fail_open(id, Some(&session_id), generation, maia_rpc::cancelled());
+                        return;
+                    }
                     self.forward(&session_id, event, &caps);
                 }
             }
@@ -322,7 +371,7 @@ impl Agent {
             .and_then(|c| c.clone())
             .or_else(|| self.engine.home().map(Path::to_path_buf))
             .unwrap_or_else(std::env::temp_dir);
-        match auth::check(&self.engine, &cwd, MODEL_LIST_WAIT, true).await {
+        match crate::probe::check_proxy(&self.engine, &cwd, MODEL_LIST_WAIT, true).await {
             Ok(_) => Ok(json!({})),
             Err(problem) => Err(auth::required(&problem)),
         }

@@ -26,7 +26,6 @@ use maia_tools::LocalFs;
 use tokio::sync::mpsc;
 
 use crate::cli::ExecArgs;
-use crate::probe::Problem;
 use crate::signals::Stop;
 use render::Output;
 
@@ -226,26 +225,14 @@ fn open_session(
 /// stops the run with what to fix; a slow or failing one does not (the
 /// turn then says what went wrong).
 async fn models(engine: &Engine, cwd: &std::path::Path) -> Result<Vec<String>, String> {
-    let llm = engine.settings(cwd).llm;
-    match tokio::time::timeout(MODEL_LIST_WAIT, engine.probe_models(&llm, false)).await {
-        Ok(Ok(models)) => Ok(models),
-        Ok(Err(e)) => {
-            let problem = Problem::from_error(&e, &llm);
-            if problem.needs_login() {
-                Err(format!(
-                    "MAIA cannot use its LiteLLM proxy: {problem}. Fix: {}. Or run `maia login`.",
-                    problem.fix()
-                ))
-            } else {
-                tracing::warn!("cannot list the models: {e}");
-                Ok(Vec::new())
-            }
-        }
-        Err(_) => {
-            tracing::warn!("the model list did not arrive in time");
-            Ok(Vec::new())
-        }
-    }
+    crate::probe::check_proxy(engine, cwd, MODEL_LIST_WAIT, false)
+        .await
+        .map_err(|problem| {
+            format!(
+                "MAIA cannot use its LiteLLM proxy: {problem}. Fix: {}. Or run `maia login`.",
+                problem.fix()
+            )
+        })
 }
 
 /// How the turn ended.

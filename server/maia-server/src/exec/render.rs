@@ -199,6 +199,8 @@ impl Output {
                 level: NoticeLevel::Warning,
                 text,
             } => self.note(&format!("! {}", text.trim())),
+            Event::ModeChanged(mode) => self.note(&format!("• mode: {}", mode.id())),
+            Event::PlanProposed { markdown, .. } => self.answer(&format!("\n{markdown}\n")),
             _ => {}
         }
     }
@@ -379,7 +381,42 @@ fn json_event(event: Event) -> Option<Value> {
         Event::Plan(todos) => json!({"type": "plan", "entries": todos}),
         Event::Title(title) => json!({"type": "title", "title": title}),
         Event::ModelChanged(model) => json!({"type": "model", "model": model}),
-        Event::Usage { used, size } => json!({"type": "usage", "used": used, "size": size}),
+        Event::Usage { used, size, cost } => {
+            json!({"type": "usage", "used": used, "size": size, "cost_usd": cost})
+        }
+        Event::ModeChanged(mode) => json!({"type": "mode", "mode": mode.id()}),
+        Event::PlanProposed { id, markdown } => {
+            json!({"type": "plan_proposed", "id": id, "markdown": markdown})
+        }
+        Event::Findings { id, findings } => {
+            let findings: Vec<Value> = findings
+                .iter()
+                .map(|f| json!({"path": f.path, "line": f.line, "text": f.text}))
+                .collect();
+            json!({"type": "findings", "id": id, "findings": findings})
+        }
+        Event::TurnUsage(usage) => json!({
+            "type": "turn_usage",
+            "input": usage.prompt_tokens,
+            "output": usage.completion_tokens,
+            "total": usage.total_tokens,
+            "thought": usage.reasoning_tokens,
+            "cached_read": usage.cached_tokens,
+            "cached_write": usage.cache_write_tokens,
+        }),
+        Event::QueueChanged => json!({"type": "queue_changed"}),
+        Event::QueueTurn {
+            turn_id,
+            queued_id,
+            status,
+        } => {
+            let status = match status {
+                maia_core::queue::QueueTurnStatus::InProgress => "in_progress",
+                maia_core::queue::QueueTurnStatus::Completed => "completed",
+                maia_core::queue::QueueTurnStatus::Interrupted => "interrupted",
+            };
+            json!({"type": "queue_turn", "turn_id": turn_id, "queued_id": queued_id, "status": status})
+        }
         Event::Compaction { id, state } => {
             let mut value = json!({"type": "compaction", "id": id});
             match state {
@@ -413,8 +450,6 @@ fn json_event(event: Event) -> Option<Value> {
         Event::UserMessage { .. }
         | Event::UserImage { .. }
         | Event::Commands(_)
-        | Event::QueueChanged
-        | Event::QueueTurn { .. }
         | Event::Permission(_)
         | Event::TurnFailed(_)
         | Event::TurnEnded(_) => return None,

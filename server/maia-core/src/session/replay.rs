@@ -1,0 +1,67 @@
+//! The replay of a saved conversation: its journal's records as the
+//! events a front door shows (what the user typed, the answers, the
+//! reasoning, the tool calls, the title and the task list).
+
+use std::path::Path;
+
+use maia_llm::ChatMessage;
+
+use crate::event::Event;
+use crate::store::{Loaded, Record};
+
+/// The replay of a saved conversation, as events (images read from
+/// beside the journal, in `cwd`).
+pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
+    let id = || uuid::Uuid::new_v4().to_string();
+    let mut out = Vec::new();
+    let mut user_message = id();
+    for record in &loaded.records {
+        match record {
+            Record::UserDisplay { text, steer } => {
+                user_message = id();
+                out.push(Event::UserMessage {
+                    message_id: user_message.clone(),
+                    text: text.clone(),
+                    steer: *steer,
+                });
+            }
+            Record::UserImage { image } => match crate::images::load(cwd, image) {
+                Some(bytes) => out.push(Event::UserImage {
+                    message_id: user_message.clone(),
+                    mime_type: image.mime_type.clone(),
+                    data: bytes.into(),
+                    name: image.name.clone(),
+                }),
+                None => out.push(Event::UserMessage {
+                    message_id: user_message.clone(),
+                    text: format!("[image {} is no longer stored]", image.name),
+                    steer: false,
+                }),
+            },
+            Record::Thought { text } => out.push(Event::Thought {
+                message_id: id(),
+                text: text.clone(),
+            }),
+            Record::Message {
+                message:
+                    ChatMessage::Assistant {
+                        content: Some(text),
+                        ..
+                    },
+            } if !text.is_empty() => out.push(Event::AgentText {
+                message_id: id(),
+                text: text.clone(),
+            }),
+            Record::ToolCall { call } => out.push(Event::ToolCall(call.clone())),
+            Record::Title { title } => out.push(Event::Title(title.clone())),
+            Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
+            Record::Message { .. }
+            | Record::Clear
+            | Record::Compaction { .. }
+            | Record::Option { .. }
+            | Record::Usage { .. }
+            | Record::Costs { .. } => {}
+        }
+    }
+    out
+}

@@ -1,0 +1,182 @@
+//! The tools of a session's turn: the registry it offers (its tool set
+//! follows the mode and whether the turn is read-only, see
+//! [`crate::plan_mode`]), running one batch of calls, and the mode switch
+//! an approved plan leaves behind; and what each model response costs
+//! (turns and summaries alike). A child of `session`, like `turn`.
+
+use maia_llm::{ChatMessage, ToolSpec};
+use tokio_util::sync::CancellationToken;
+
+use crate::compaction::{CompactError, Compactor};
+use crate::event::Event;
+use crate::session::Session;
+
+impl Session {
+    /// The tools of this turn (built-in, session, skill, custom, MCP).
+    pub(crate) fn tool_registry(&self) -> crate::tools::ToolRegistry {
+        crate::tools::registry(crate::tools::Sources {
+            skills: self.project.skills.clone(),
+            custom: self.project.custom_tools.clone(),
+            pending_tools: self.project.pending_tools.clone(),
+            mcp: self.services.mcp.clone(),
+            lsp: self.services.lsp.clone(),
+            todos: self.tools.todos.clone(),
+            model: self.model.clone(),
+            asker: self.client.asker.clone(),
+            asked_as_text: self.turn.asked_as_text.clone(),
+            set: crate::plan_mode::ToolSet::of(self.mode, self.turn.read_only),
+            mode_switch: self.turn.mode_switch.clone(),
+            tasks: self.tools.tasks.clone(),
+        })
+    }
+
+    /// Every tool offered to the model.
+    pub(crate) fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tool_registry().specs()
+    }
+
+    /// Runs the calls of one model response
+    /// ([`crate::tools::router::run_batch`]).
+    pub(crate) async fn run_tool_calls(
+        &mut self,
+        calls: &[maia_llm::ToolCall],
+        cancel: &CancellationToken,
+    ) -> (
+        Vec<ChatMessage>,
+        Vec<crate::event::ToolCallView>,
+        Vec<Vec<maia_tools::ImageData>>,
+    ) {
+        // A checkpoint: mode and client changes sent meanwhile apply here.
+        self.apply_changes();
+        let registry = self.tool_registry();
+        let batch = crate::tools::registry::Batch {
+            events: self.services.events.clone(),
+            ctx: maia_tools::ToolContext {
+                cwd: self.services.cwd.clone(),
+                fs: self.services.fs.clone(),
+                reads: self.tools.reads.clone(),
+                cancel: cancel.clone(),
+                read_guard: Some(crate::permission::read_guard(
+                    self.project.broker.clone(),
+                    self.services.cwd.clone(),
+                )),
+                sandbox: self.project.sandbox.clone(),
+                terminals: self.client.terminals.clone(),
+                on_terminal: None,
+            },
+            broker: self.project.broker.clone(),
+            mode: self.mode,
+            home: self.services.options.home.clone(),
+            sandbox_failures: self.tools.sandbox_failures.clone(),
+            ask: tokio::sync::Mutex::new(()),
+            lsp: self.services.lsp.clone(),
+        };
+        crate::tools::router::run_batch(&registry, calls, batch).await
+    }
+}
+
+impl Session {
+    /// Applies the mode an approved plan chose (`ExitPlanMode`), telling
+    /// the front door; returns whether the mode changed.
+    pub(crate) fn take_mode_switch(&mut self) -> bool {
+        let chosen = self.turn.mode_switch.lock().ok().and_then(|mut m| m.take());
+        match chosen {
+            Some(mode) if mode != self.mode => {
+                self.mode = mode;
+                self.emit(Event::ModeChanged(mode));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// What the system prompt adds for the mode and a read-only turn.
+    pub(crate) fn tool_set_section(&self) -> Option<&'static str> {
+        match crate::plan_mode::ToolSet::of(self.mode, self.turn.read_only) {
+            crate::plan_mode::ToolSet::All => None,
+            crate::plan_mode::ToolSet::ReadOnly => Some(crate::plan_mode::READ_ONLY_SECTION),
+            crate::plan_mode::ToolSet::Planning => Some(crate::plan_mode::PROMPT_SECTION),
+        }
+    }
+
+    /// Tells the front door how full the context is, with the thread's
+    /// cost (unknown when a response had no price).
+    pub(crate) fn emit_usage(&self, used: u64, size: u64) {
+        let cost = self.conversation.ledger().total();
+        self.emit(Event::Usage { used, size, cost });
+    }
+
+    /// Records what one model response cost ([`crate::cost`]): the
+    /// `prices` setting, else the proxy's header, else `/model/info`.
+    pub(crate) async fn charge(
+        &mut self,
+        model: &str,
+        usage: Option<&maia_llm::Usage>,
+        header: Option<f64>,
+        cancel: &CancellationToken,
+    ) {
+        let setting = self.project.settings.prices.get(model).copied();
+        let info = match (&setting, header, usage, &self.project.llm) {
+            (None, None, Some(_), Ok(llm)) => {
+                crate::window::model_info_entry(&self.services.windows, llm, model, cancel)
+                    .await
+                    .and_then(|entry| entry.prices)
+            }
+            _ => None,
+        };
+        let charge = match usage {
+            Some(usage) => {
+                let priced = crate::cost::price(usage, setting.as_ref(), header, info.as_ref());
+                crate::cost::Charge::new(model, usage, priced)
+            }
+            // No usage figures: only the proxy's own amount is a price.
+            None => crate::cost::Charge::new(
+                model,
+                &maia_llm::Usage::default(),
+                header.map(|amount| (amount, crate::cost::PriceSource::Header)),
+            ),
+        };
+        self.record(&crate::store::Record::Usage { charge });
+    }
+
+    /// A turn with read-only tools only (`/review`), shown as `typed`.
+    pub(crate) async fn run_read_only_turn(
+        &mut self,
+        message: String,
+        typed: &str,
+        cancel: &CancellationToken,
+    ) -> crate::event::StopReason {
+        self.turn.read_only = true;
+        let parts = vec![crate::prompt::PromptPart::Text(message)];
+        let stop = self.run_turn(parts, Some(typed.to_owned()), cancel).await;
+        self.turn.read_only = false;
+        stop
+    }
+
+    /// The summary of `messages` by the summary model ([`Compactor`]); what
+    /// its requests cost is charged to the thread, whatever the outcome.
+    pub(crate) async fn write_summary(
+        &mut self,
+        messages: &[ChatMessage],
+        kept: bool,
+        rejected: Option<u64>,
+        cancel: &CancellationToken,
+    ) -> Result<String, CompactError> {
+        let (model, window) = self.summary_model(cancel).await?;
+        let spent = std::sync::Mutex::new(Vec::new());
+        let compactor = Compactor {
+            llm: &self.project.llm,
+            meter: &self.meter,
+            earlier: self.conversation.summary(),
+            spent: &spent,
+        };
+        let result = compactor
+            .summarise((model.clone(), window), messages, kept, rejected, cancel)
+            .await;
+        let spent = spent.into_inner().unwrap_or_default();
+        for (usage, header) in spent {
+            self.charge(&model, usage.as_ref(), header, cancel).await;
+        }
+        result
+    }
+}

@@ -1,0 +1,837 @@
+//! The language servers of one session: one slot per (server, root),
+//! started on first use in the background, restarted with backoff after a
+//! crash (at most [`MAX_RESTARTS`] times, then off for the session with one
+//! notice), stopped with the session. Every question is bounded by a
+//! deadline; a server that is starting, slow, stopped or off gives an
+//! answer that says so, never a wait without end.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use ls_types::notification::Notification as _;
+use ls_types::request::Request as _;
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{Client, Failure, lock, uri_of};
+use crate::config::{LspSettings, ServerConfig, language_id};
+use crate::convert::{compare, places_of, pulled, read_small, utf16_column};
+use crate::{Diag, EditReport, Place};
+
+/// How long a server may take to start and answer `initialize`.
+pub const INIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Restarts after crashes before a server is off for the session.
+pub const MAX_RESTARTS: u32 = 3;
+/// Files a command changed that are checked after it.
+pub const MAX_COMMAND_FILES: usize = 20;
+/// How long a question of the model's tools may wait.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One server's check of one file: its name, the diagnostics before and
+/// after.
+type Check = (String, Vec<Diag>, Vec<Diag>);
+
+/// Told once per server that goes off ("X stopped; …").
+pub type Notify = Arc<dyn Fn(String) + Send + Sync>;
+
+#[derive(Clone)]
+enum State {
+    Idle,
+    Starting,
+    Ready(Arc<Client>),
+    Backoff { until: Instant, why: String },
+    Off(String),
+}
+
+struct Slot {
+    config: ServerConfig,
+    root: PathBuf,
+    state: watch::Sender<State>,
+    failures: AtomicU32,
+}
+
+/// One server `maia doctor` checked.
+#[derive(Debug, Clone)]
+pub struct ServerCheck {
+    pub name: String,
+    pub command: String,
+    /// The root it would serve here (`None`: no root marker here).
+    pub root: Option<PathBuf>,
+    /// What it said it is, or why it did not start (`None`: not tried).
+    pub started: Option<Result<String, String>>,
+}
+
+/// The language servers of one session.
+pub struct LspManager {
+    settings: LspSettings,
+    workspace: PathBuf,
+    sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
+    notify: Notify,
+    slots: Mutex<HashMap<(String, PathBuf), Arc<Slot>>>,
+    stopped: CancellationToken,
+    offers: std::sync::OnceLock<bool>,
+}
+
+impl std::fmt::Debug for LspManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LspManager")
+            .field("servers", &self.settings.servers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+impl LspManager {
+    /// The servers of a session in `workspace`; nothing starts yet.
+    pub fn new(
+        settings: LspSettings,
+        workspace: PathBuf,
+        sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
+        notify: Notify,
+    ) -> Self {
+        LspManager {
+            settings,
+            workspace,
+            sandbox,
+            notify,
+            slots: Mutex::default(),
+            stopped: CancellationToken::new(),
+            offers: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether no server is configured (the tools are not offered then).
+    pub fn is_empty(&self) -> bool {
+        self.settings.servers.is_empty()
+    }
+
+    /// Whether a server serves the project: one whose root marker is in
+    /// the workspace folder or a folder right under it (the model is
+    /// offered the language-server tools then).
+    pub fn offers_tools(&self) -> bool {
+        *self.offers.get_or_init(|| self.find_project())
+    }
+
+    fn find_project(&self) -> bool {
+        let mut dirs = vec![self.workspace.clone()];
+        if let Ok(entries) = std::fs::read_dir(&self.workspace) {
+            dirs.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path())
+                    .take(200),
+            );
+        }
+        self.settings.servers.iter().any(|config| {
+            config.root_markers.is_empty()
+                || dirs
+                    .iter()
+                    .any(|d| config.root_markers.iter().any(|m| d.join(m).exists()))
+        })
+    }
+
+    /// Whether some server would serve `path`.
+    pub fn serves(&self, path: &Path) -> bool {
+        !self.slots_for(path, false).is_empty()
+    }
+
+    /// How long an edit waits for diagnostics.
+    pub fn wait(&self) -> Duration {
+        self.settings.wait
+    }
+
+    fn slots_for(&self, path: &Path, create: bool) -> Vec<Arc<Slot>> {
+        let mut out = Vec::new();
+        for config in &self.settings.servers {
+            if !config.serves(path) {
+                continue;
+            }
+            let Some(root) = config.root_for(path, &self.workspace) else {
+                continue;
+            };
+            out.push(self.slot(config, root, create));
+        }
+        out.into_iter().flatten().collect()
+    }
+
+    fn slot(&self, config: &ServerConfig, root: PathBuf, create: bool) -> Option<Arc<Slot>> {
+        let mut slots = lock(&self.slots);
+        let key = (config.name.clone(), root.clone());
+        if let Some(slot) = slots.get(&key) {
+            return Some(slot.clone());
+        }
+        if !create {
+            return Some(Arc::new(Slot {
+                config: config.clone(),
+                root,
+                state: watch::channel(State::Idle).0,
+                failures: AtomicU32::new(0),
+            }));
+        }
+        let slot = Arc::new(Slot {
+            config: config.clone(),
+            root,
+            state: watch::channel(State::Idle).0,
+            failures: AtomicU32::new(0),
+        });
+        slots.insert(key, slot.clone());
+        Some(slot)
+    }
+
+    /// The running server of `slot`, started if need be, waiting for it
+    /// until `deadline` at most.
+    async fn client(&self, slot: &Arc<Slot>, deadline: Instant) -> Result<Arc<Client>, String> {
+        let name = &slot.config.name;
+        loop {
+            let mut rx = slot.state.subscribe();
+            let state = rx.borrow_and_update().clone();
+            match state {
+                State::Ready(client) => match client.stop_reason() {
+                    None => return Ok(client),
+                    Some(why) => self.failed(slot, Some(&client), why),
+                },
+                State::Idle => self.launch(slot),
+                State::Backoff { until, why } => {
+                    if Instant::now() >= until {
+                        self.launch(slot);
+                    } else {
+                        return Err(format!("`{name}` stopped ({why}); it restarts shortly"));
+                    }
+                }
+                State::Off(why) => return Err(why),
+                State::Starting => {
+                    tokio::select! {
+                        changed = rx.changed() => if changed.is_err() {
+                            return Err(format!("`{name}` is gone"));
+                        },
+                        () = tokio::time::sleep_until(deadline) => {
+                            return Err(format!("`{name}` is still starting"));
+                        }
+                        () = self.stopped.cancelled() => return Err("the session ended".into()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts `slot`'s server in the background (unless it is already).
+    fn launch(&self, slot: &Arc<Slot>) {
+        let began = slot.state.send_if_modified(|state| match state {
+            State::Idle | State::Backoff { .. } => {
+                *state = State::Starting;
+                true
+            }
+            _ => false,
+        });
+        if !began {
+            return;
+        }
+        let (slot, sandbox, stopped) = (slot.clone(), self.sandbox.clone(), self.stopped.clone());
+        let notify = self.notify.clone();
+        tokio::spawn(async move {
+            let started = tokio::select! {
+                () = stopped.cancelled() => return,
+                started = Client::start(&slot.config, &slot.root, sandbox.as_ref(), INIT_TIMEOUT) => started,
+            };
+            match started {
+                Ok(client) if stopped.is_cancelled() => client.stop().await,
+                Ok(client) => {
+                    slot.state.send_replace(State::Ready(client));
+                }
+                Err(why) => {
+                    tracing::warn!(server = %slot.config.name, "language server did not start: {why}");
+                    fail(&slot, None, why, &notify);
+                }
+            }
+        });
+    }
+
+    /// Records that `slot`'s server (`client`, when it had started) stopped.
+    fn failed(&self, slot: &Arc<Slot>, client: Option<&Arc<Client>>, why: String) {
+        fail(slot, client, why, &self.notify);
+    }
+
+    /// Sends `text` as the new content of `path` (opening it if need be);
+    /// returns the version it now has and the publication count before.
+    async fn sync(
+        &self,
+        client: &Client,
+        path: &Path,
+        text: &str,
+        save: bool,
+    ) -> Result<(i32, u64), String> {
+        let uri = uri_of(path).ok_or_else(|| format!("{} is not a file path", path.display()))?;
+        let mut docs = client.docs.lock().await;
+        let since = *client.published.borrow();
+        let version = match docs.get(path) {
+            Some((v, old)) if old == text => return Ok((*v, since)),
+            Some((v, _)) => {
+                let v = v + 1;
+                client
+                    .notify(
+                        ls_types::notification::DidChangeTextDocument::METHOD,
+                        json!({"textDocument": {"uri": uri, "version": v},
+                               "contentChanges": [{"text": text}]}),
+                    )
+                    .await;
+                v
+            }
+            None => {
+                client
+                    .notify(
+                        ls_types::notification::DidOpenTextDocument::METHOD,
+                        json!({"textDocument": {"uri": uri, "languageId": language_id(path),
+                               "version": 1, "text": text}}),
+                    )
+                    .await;
+                1
+            }
+        };
+        if save {
+            client
+                .notify(
+                    ls_types::notification::DidSaveTextDocument::METHOD,
+                    json!({"textDocument": {"uri": uri}, "text": text}),
+                )
+                .await;
+        }
+        docs.insert(path.to_path_buf(), (version, text.to_owned()));
+        Ok((version, since))
+    }
+
+    /// The diagnostics of `path` at `version`: pulled where the server
+    /// answers pulls, else the first publication for that version (or,
+    /// without versions, after `since`), waiting until `deadline` at most.
+    async fn diagnostics(
+        &self,
+        client: &Client,
+        path: &Path,
+        (version, since): (i32, u64),
+        deadline: Instant,
+    ) -> Result<Vec<Diag>, String> {
+        let name = &client.name;
+        let stored = |exact: bool| {
+            lock(&client.diags).get(path).and_then(|p| {
+                let fresh = match p.version {
+                    Some(v) => v == version,
+                    None => !exact && p.seq > since,
+                };
+                fresh.then(|| p.items.clone())
+            })
+        };
+        if let Some(items) = stored(true) {
+            return Ok(items);
+        }
+        let waited = secs(self.settings.wait);
+        if client.pulls() {
+            let uri = uri_of(path).ok_or("not a file path")?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let answer = client
+                .request(
+                    ls_types::request::DocumentDiagnosticRequest::METHOD,
+                    json!({"textDocument": {"uri": uri}}),
+                    left,
+                )
+                .await;
+            return match answer {
+                Ok(report) => Ok(pulled(client, path, version, report)),
+                Err(Failure::Timeout) => {
+                    Err(format!("`{name}` gave no diagnostics within {waited}"))
+                }
+                Err(Failure::Stopped(why)) => Err(format!("`{name}` stopped ({why})")),
+                Err(Failure::Error(e)) => Err(format!("`{name}` failed: {e}")),
+            };
+        }
+        let mut published = client.published.clone();
+        loop {
+            if let Some(items) = stored(false) {
+                return Ok(items);
+            }
+            tokio::select! {
+                changed = published.changed() => if changed.is_err() {
+                    client.dead.cancelled().await;
+                    return Err(format!("`{name}` stopped ({})", client.stop_reason().unwrap_or_default()));
+                },
+                () = client.dead.cancelled() => {
+                    return Err(format!("`{name}` stopped ({})", client.stop_reason().unwrap_or_default()));
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(format!("`{name}` gave no diagnostics within {waited}"));
+                }
+            }
+        }
+    }
+
+    /// After an edit of `path` from `old` (`None`: a new file) to `new`:
+    /// what it changed in the file's diagnostics, within the wait
+    /// ([`LspSettings::wait`]). `None` when no server serves the file.
+    pub async fn after_edit(
+        &self,
+        path: &Path,
+        old: Option<&str>,
+        new: &str,
+    ) -> Option<EditReport> {
+        let slots = self.slots_for(path, true);
+        if slots.is_empty() {
+            return None;
+        }
+        let deadline = Instant::now() + self.settings.wait;
+        let checks = slots.iter().map(|slot| async move {
+            let client = self.client(slot, deadline).await?;
+            if client.docs.lock().await.get(path).is_none()
+                && let Some(old) = old
+            {
+                self.sync(&client, path, old, false).await?;
+            }
+            let current = client.docs.lock().await.get(path).map(|(v, _)| *v);
+            // What the file had before: a server that pushes gets a part of
+            // the wait for it (one that never reported the file leaves it
+            // empty, so all its problems count as new); pulls are answered.
+            let before = match current {
+                Some(v) if client.pulls() => {
+                    self.diagnostics(&client, path, (v, 0), deadline).await?
+                }
+                Some(v) => {
+                    let part = Instant::now() + self.settings.wait / 3;
+                    match self
+                        .diagnostics(&client, path, (v, 0), part.min(deadline))
+                        .await
+                    {
+                        Ok(items) => items,
+                        Err(_) if client.stop_reason().is_none() => Vec::new(),
+                        Err(why) => return Err(why),
+                    }
+                }
+                None => Vec::new(),
+            };
+            let at = self.sync(&client, path, new, true).await?;
+            let after = self.diagnostics(&client, path, at, deadline).await?;
+            Ok::<_, String>((client.name.clone(), before, after))
+        });
+        self.combine(join_all(checks).await, Some(path))
+    }
+
+    /// After a command (Bash): the files open in the running servers whose
+    /// content on disk changed are sent to them, and what that changed in
+    /// their diagnostics is told as for an edit (at most
+    /// [`MAX_COMMAND_FILES`] files, within the wait). `None` when no open
+    /// file changed.
+    pub async fn after_command(&self) -> Option<EditReport> {
+        let mut changed: Vec<(Arc<Client>, PathBuf, String)> = Vec::new();
+        for client in self.ready() {
+            let docs = client.docs.lock().await;
+            for (path, (_, text)) in docs.iter() {
+                if changed.len() >= MAX_COMMAND_FILES {
+                    break;
+                }
+                if let Some(now) = read_small(path).filter(|now| now != text) {
+                    changed.push((client.clone(), path.clone(), now));
+                }
+            }
+        }
+        if changed.is_empty() {
+            return None;
+        }
+        let deadline = Instant::now() + self.settings.wait;
+        let checks = changed.iter().map(|(client, path, text)| async move {
+            let current = client.docs.lock().await.get(path).map(|(v, _)| *v);
+            let before = match current {
+                Some(v) => {
+                    let part = Instant::now() + self.settings.wait / 3;
+                    let until = if client.pulls() {
+                        deadline
+                    } else {
+                        part.min(deadline)
+                    };
+                    self.diagnostics(client, path, (v, 0), until)
+                        .await
+                        .unwrap_or_default()
+                }
+                None => Vec::new(),
+            };
+            let at = self.sync(client, path, text, true).await?;
+            let after = self.diagnostics(client, path, at, deadline).await?;
+            Ok::<_, String>((client.name.clone(), before, after))
+        });
+        self.combine(join_all(checks).await, None)
+    }
+
+    /// One report of several checks (`path`: the file edited, left out of
+    /// the count of errors elsewhere).
+    fn combine(
+        &self,
+        results: Vec<Result<Check, String>>,
+        path: Option<&Path>,
+    ) -> Option<EditReport> {
+        let mut servers: Vec<String> = Vec::new();
+        let (mut introduced, mut resolved, mut unavailable) = (Vec::new(), Vec::new(), Vec::new());
+        for result in results {
+            match result {
+                Ok((name, before, after)) => {
+                    if !servers.contains(&name) {
+                        servers.push(name);
+                    }
+                    let (new, gone) = compare(&before, &after);
+                    introduced.extend(new);
+                    resolved.extend(gone);
+                }
+                Err(why) => unavailable.push(why),
+            }
+        }
+        if servers.is_empty() {
+            return Some(EditReport::Unavailable(unavailable.join("; ")));
+        }
+        let touched: Vec<PathBuf> = introduced
+            .iter()
+            .chain(&resolved)
+            .map(|d| d.path.clone())
+            .chain(path.map(Path::to_path_buf))
+            .collect();
+        Some(EditReport::Checked {
+            servers,
+            introduced,
+            resolved,
+            elsewhere: self.errors_elsewhere(&touched),
+        })
+    }
+
+    /// Errors known in files other than `touched`, and in how many files.
+    fn errors_elsewhere(&self, touched: &[PathBuf]) -> (usize, usize) {
+        let (mut errors, mut files) = (0, 0);
+        for client in self.ready() {
+            for (file, p) in lock(&client.diags).iter() {
+                let n = p
+                    .items
+                    .iter()
+                    .filter(|d| d.severity == crate::Severity::Error)
+                    .count();
+                if !touched.contains(file) && n > 0 {
+                    errors += n;
+                    files += 1;
+                }
+            }
+        }
+        (errors, files)
+    }
+
+    fn ready(&self) -> Vec<Arc<Client>> {
+        lock(&self.slots)
+            .values()
+            .filter_map(|slot| match &*slot.state.borrow() {
+                State::Ready(c) if c.stop_reason().is_none() => Some(c.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Opens `path` in its servers in the background (a file the model
+    /// read), so that they are warm and know the file before it is edited.
+    pub fn warm(self: &Arc<Self>, path: &Path) {
+        let slots = self.slots_for(path, true);
+        if slots.is_empty() {
+            return;
+        }
+        let (manager, path) = (Arc::downgrade(self), path.to_path_buf());
+        tokio::spawn(async move {
+            let Some(text) = read_small(&path) else {
+                return;
+            };
+            for slot in slots {
+                let Some(manager) = manager.upgrade() else {
+                    return;
+                };
+                let deadline = Instant::now() + INIT_TIMEOUT;
+                let Ok(client) = manager.client(&slot, deadline).await else {
+                    continue;
+                };
+                if client.docs.lock().await.contains_key(&path) {
+                    continue;
+                }
+                if let Ok(at) = manager.sync(&client, &path, &text, false).await {
+                    let soon = Instant::now() + QUERY_TIMEOUT;
+                    let _ = manager.diagnostics(&client, &path, at, soon).await;
+                }
+            }
+        });
+    }
+
+    /// The running server for `path` with `text` open in it.
+    async fn open(
+        &self,
+        path: &Path,
+        text: &str,
+    ) -> Result<(Arc<Client>, (i32, u64), Instant), String> {
+        let slots = self.slots_for(path, true);
+        let Some(slot) = slots.first() else {
+            return Err(format!("no language server serves {}", path.display()));
+        };
+        let deadline = Instant::now() + QUERY_TIMEOUT;
+        let client = self.client(slot, deadline).await?;
+        let at = self.sync(&client, path, text, false).await?;
+        Ok((client, at, deadline))
+    }
+
+    /// The diagnostics of `path` (its content `text`), from its server.
+    pub async fn file_diagnostics(&self, path: &Path, text: &str) -> Result<Vec<Diag>, String> {
+        let (client, at, _) = self.open(path, text).await?;
+        let deadline = Instant::now() + self.settings.wait.max(Duration::from_secs(5));
+        self.diagnostics(&client, path, at, deadline).await
+    }
+
+    /// Every error and warning the running servers know of, by file.
+    pub fn known_diagnostics(&self) -> Vec<Diag> {
+        let mut out: Vec<Diag> = self
+            .ready()
+            .iter()
+            .flat_map(|c| {
+                lock(&c.diags)
+                    .values()
+                    .flat_map(|p| p.items.clone())
+                    .filter(|d| d.severity.counts())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.path, a.line, a.column).cmp(&(&b.path, b.line, b.column)));
+        out
+    }
+
+    /// The servers running now, by name.
+    pub fn running(&self) -> Vec<String> {
+        self.ready().iter().map(|c| c.name.clone()).collect()
+    }
+
+    /// `textDocument/references` (declaration included) or
+    /// `textDocument/definition` at 1-based `line`:`column` of `path`.
+    pub async fn places(
+        &self,
+        path: &Path,
+        text: &str,
+        (line, column): (u32, u32),
+        references: bool,
+    ) -> Result<Vec<Place>, String> {
+        let (client, _, deadline) = self.open(path, text).await?;
+        let uri = uri_of(path).ok_or("not a file path")?;
+        let position = json!({"line": line.saturating_sub(1),
+                              "character": utf16_column(text, line, column)});
+        let (method, params) = if references {
+            (
+                ls_types::request::References::METHOD,
+                json!({"textDocument": {"uri": uri}, "position": position,
+                       "context": {"includeDeclaration": true}}),
+            )
+        } else {
+            (
+                ls_types::request::GotoDefinition::METHOD,
+                json!({"textDocument": {"uri": uri}, "position": position}),
+            )
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        let answer = client
+            .request(method, params, left)
+            .await
+            .map_err(|f| failure(&client, f))?;
+        Ok(places_of(&answer))
+    }
+
+    /// `workspace/symbol` on the servers of the workspace's root (started
+    /// if need be) and those running.
+    pub async fn symbols(&self, query: &str) -> Result<Vec<Place>, String> {
+        let probe = self.workspace.join("_");
+        let mut slots: Vec<Arc<Slot>> = Vec::new();
+        for config in &self.settings.servers {
+            if let Some(root) = config.root_for(&probe, &self.workspace) {
+                slots.extend(self.slot(config, root, true));
+            }
+        }
+        for slot in lock(&self.slots).values() {
+            if !slots.iter().any(|s| Arc::ptr_eq(s, slot)) {
+                slots.push(slot.clone());
+            }
+        }
+        if slots.is_empty() {
+            return Err("no language server serves this project (see `maia doctor`)".into());
+        }
+        let deadline = Instant::now() + QUERY_TIMEOUT;
+        let asks = slots.iter().map(|slot| async move {
+            let client = self.client(slot, deadline).await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            client
+                .request(
+                    ls_types::request::WorkspaceSymbolRequest::METHOD,
+                    json!({"query": query}),
+                    left,
+                )
+                .await
+                .map_err(|f| failure(&client, f))
+        });
+        let (mut out, mut errors) = (Vec::new(), Vec::new());
+        let mut answered = false;
+        for answer in join_all(asks).await {
+            match answer {
+                Ok(v) => {
+                    answered = true;
+                    out.extend(places_of(&v));
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if answered {
+            Ok(out)
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    /// What `maia doctor` shows: each server, the root it would serve in
+    /// the workspace, and whether it starts (tried when `try_start`).
+    pub async fn check(&self, try_start: bool) -> Vec<ServerCheck> {
+        let probe = self.workspace.join("_");
+        let mut out = Vec::new();
+        for config in &self.settings.servers {
+            let root = config.root_for(&probe, &self.workspace);
+            let started = match (&root, try_start) {
+                (Some(root), true) => Some(
+                    match Client::start(
+                        config,
+                        root,
+                        self.sandbox.as_ref(),
+                        Duration::from_secs(20),
+                    )
+                    .await
+                    {
+                        Ok(client) => {
+                            let info = client
+                                .info
+                                .get()
+                                .cloned()
+                                .unwrap_or_else(|| config.name.clone());
+                            client.stop().await;
+                            Ok(info)
+                        }
+                        Err(e) => Err(e),
+                    },
+                ),
+                _ => None,
+            };
+            out.push(ServerCheck {
+                name: config.name.clone(),
+                command: std::iter::once(config.command.as_str())
+                    .chain(config.args.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                root,
+                started,
+            });
+        }
+        out
+    }
+
+    /// Stops every server (also done on drop).
+    pub fn shutdown(&self) {
+        self.stopped.cancel();
+        let slots: Vec<Arc<Slot>> = lock(&self.slots).drain().map(|(_, s)| s).collect();
+        for slot in slots {
+            if let State::Ready(client) = slot
+                .state
+                .send_replace(State::Off("the session ended".into()))
+            {
+                tokio::spawn(async move { client.stop().await });
+            }
+        }
+    }
+}
+
+impl Drop for LspManager {
+    fn drop(&mut self) {
+        self.stopped.cancel();
+    }
+}
+
+/// Records a failure of `slot`'s server: a backoff before the next start,
+/// or off for the session (told once through `notify`) after
+/// [`MAX_RESTARTS`].
+fn fail(slot: &Slot, client: Option<&Arc<Client>>, why: String, notify: &Notify) {
+    let name = slot.config.name.clone();
+    let mut off = None;
+    slot.state.send_if_modified(|state| {
+        match (&*state, client) {
+            (State::Ready(current), Some(client)) if Arc::ptr_eq(current, client) => {}
+            (State::Starting, None) => {}
+            _ => return false,
+        }
+        let n = slot.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        *state = if n > MAX_RESTARTS {
+            let text = format!("`{name}` stopped ({why}); diagnostics off for this session");
+            off = Some(text.clone());
+            State::Off(text)
+        } else {
+            State::Backoff {
+                until: Instant::now() + Duration::from_millis(500 << n.min(6)),
+                why: why.clone(),
+            }
+        };
+        true
+    });
+    if let Some(text) = off {
+        notify(text);
+    }
+}
+
+fn failure(client: &Client, f: Failure) -> String {
+    match f {
+        Failure::Timeout => format!("`{}` did not answer in time", client.name),
+        Failure::Stopped(why) => format!("`{}` stopped ({why})", client.name),
+        Failure::Error(e) => format!("`{}` failed: {e}", client.name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_server_failing_again_and_again_is_off_with_one_notice() {
+        let told: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = told.clone();
+        let notify: Notify = Arc::new(move |text| lock(&sink).push(text));
+        let slot = Slot {
+            config: crate::config::defaults(&|c| c == "gopls").remove(0),
+            root: "/p".into(),
+            state: watch::channel(State::Starting).0,
+            failures: AtomicU32::new(0),
+        };
+        let mut waits = Vec::new();
+        for _ in 0..=MAX_RESTARTS {
+            slot.state.send_replace(State::Starting);
+            fail(&slot, None, "exit status: 3".into(), &notify);
+            match &*slot.state.borrow() {
+                State::Backoff { until, .. } => waits.push(
+                    until
+                        .duration_since(Instant::now())
+                        .as_millis()
+                        .div_ceil(100),
+                ),
+                State::Off(why) => assert_eq!(
+                    why,
+                    "`gopls` stopped (exit status: 3); diagnostics off for this session"
+                ),
+                _ => panic!("neither backoff nor off"),
+            }
+        }
+        assert_eq!(waits, [10, 20, 40], "1 s, 2 s, 4 s");
+        assert_eq!(lock(&told).len(), 1, "{told:?}");
+        // A stale failure (of a server no longer current) changes nothing.
+        fail(&slot, None, "late".into(), &notify);
+        assert_eq!(lock(&told).len(), 1);
+    }
+}
