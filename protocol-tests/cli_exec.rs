@@ -318,6 +318,35 @@ async fn sigint_cancels_the_turn_exits_130_and_leaves_nothing_running() {
 }
 
 #[tokio::test]
+async fn resuming_leaves_the_threads_prompt_queue_to_the_editor() {
+    let place = Place::new().await;
+    place.mock.push(mock::text_reply("First answer."));
+    let first = place.exec(&["--json", "start a thread"], "").await;
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    let id = events(&first)[0]["session_id"].as_str().unwrap().to_owned();
+    // An editor queued a prompt on this thread (`_session/queue` add).
+    let queue = place
+        .project
+        .path()
+        .join(".maia/.sessions/.queue")
+        .join(format!("{id}.json"));
+    std::fs::create_dir_all(queue.parent().unwrap()).unwrap();
+    let saved = r#"[{"id":"q1","input":[{"type":"text","text":"queued by the editor"}],"clientUserMessageId":"m1"}]"#;
+    std::fs::write(&queue, saved).unwrap();
+
+    place.mock.push(mock::text_reply("Second answer."));
+    place.mock.push(mock::text_reply("The queued prompt ran."));
+    let run = place.exec(&["--resume", &id, "go on"], "").await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout, "Second answer.\n");
+    // exec neither ran the queued prompt (its process ends with its turn:
+    // the queued turn would be cut short) nor took it off the queue.
+    let requests = place.mock.requests();
+    assert_eq!(requests.len(), 2, "the queued prompt was sent");
+    assert_eq!(std::fs::read_to_string(&queue).unwrap(), saved);
+}
+
+#[tokio::test]
 async fn continue_and_resume_go_on_with_a_saved_thread() {
     let place = Place::new().await;
     place.mock.push(mock::text_reply("First answer."));

@@ -381,7 +381,11 @@ pub(crate) fn spawn(
     }
     crate::mcp::watch(&session.services().mcp, session.services().events.clone());
     prefetch_window(&session);
-    let mut queue = Queue::load(store::queue_path(&session.services().cwd, session.id()));
+    let queue_path = match session.services().options.no_queue {
+        true => None,
+        false => store::queue_path(&session.services().cwd, session.id()),
+    };
+    let mut queue = Queue::load(queue_path);
     let events = session.services().events.clone();
     let tasks = session.tools().tasks.clone();
     handle.tasks = tasks.clone();

@@ -24,4 +24,8 @@ pub struct EngineOptions {
     /// (`maia exec --allow`): every session adds them to its rules, below
     /// the deny and ask rules of the settings files; saved nowhere.
     pub allow: Vec<String>,
+    /// Sessions leave the prompt queue saved beside a thread alone (neither
+    /// run nor changed): `maia exec`, whose process ends with its turn, so
+    /// a queued prompt it started would be cut short and lost.
+    pub no_queue: bool,
 }

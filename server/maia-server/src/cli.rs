@@ -118,6 +118,7 @@ pub fn engine_options(model: Option<String>) -> EngineOptions {
         env_api_key: env("LITELLM_API_KEY"),
         route: None,
         allow: Vec::new(),
+        no_queue: false,
     }
 }
 

@@ -61,6 +61,8 @@ pub fn main(args: ExecArgs, model: Option<String>) -> ExitCode {
     let mut options = crate::cli::engine_options(model);
     options.allow = PROJECT_READS.iter().map(|r| (*r).to_owned()).collect();
     options.allow.extend(args.allow.iter().cloned());
+    // A thread's saved queue is the editor's: exec neither runs nor empties it.
+    options.no_queue = true;
     let code = match crate::runtime() {
         Ok(runtime) => {
             let code = runtime.block_on(run(&args, options, prompt, &mut out));
