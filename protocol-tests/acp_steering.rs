@@ -265,3 +265,74 @@ async fn a_steer_the_cancelled_turn_did_not_take_fails_and_starts_nothing() {
     let (resp, _) = maia.answered_turn(&sid, "hello", "hi").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
 }
+
+/// Impolite: the steer is written right behind the prompt, before any
+/// answer, so it may reach MAIA before the turn has started, while its
+/// first request streams, or at the tool round. Wherever it lands, it is
+/// answered once, reaches the model exactly once and after the prompt, and
+/// nothing of the turn is lost.
+#[tokio::test]
+async fn a_steer_pipelined_behind_its_prompt_reaches_the_model_once_in_order() {
+    let (mut maia, sid) = Maia::ready().await;
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "call_t",
+        "TodoWrite",
+        json!({"todos": [{"content": "look around", "status": "pending"}]}),
+    )]));
+    maia.mock.push(mock::text_reply("first done"));
+    maia.mock.push(mock::text_reply("second done"));
+    let prompt = maia.prompt(&sid, "the prompt itself").await;
+    let steer_id = steer(&mut maia, &sid, "the pipelined steer", None).await;
+
+    let (resp, mut seen) = maia.response(prompt).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let answer = match seen.iter().find(|m| is_response(m, steer_id)) {
+        Some(answer) => answer.clone(),
+        None => {
+            let (answer, more) = maia.wait_for(|m| is_response(m, steer_id)).await;
+            seen.extend(more);
+            answer
+        }
+    };
+    let outcome = answer["result"]["outcome"].as_str().unwrap_or_default();
+    assert!(
+        outcome == "injected" || outcome == "startedNewTurn",
+        "{answer}"
+    );
+    if outcome == "startedNewTurn" {
+        // The steer's own turn follows the prompt's.
+        let _ = tokio::time::timeout(Duration::from_secs(10), wait_for_text(&mut maia, "done"))
+            .await
+            .expect("the steer's turn never answered");
+    }
+    let requests = maia.mock.requests();
+    let last = requests.len() - 1;
+    let users: Vec<String> = roles_and_texts(&maia, last)
+        .into_iter()
+        .filter(|(role, _)| role == "user")
+        .map(|(_, text)| text)
+        .collect();
+    let prompt_at = users.iter().position(|t| t.contains("the prompt itself"));
+    let steer_at: Vec<usize> = (0..users.len())
+        .filter(|&i| users[i].contains("the pipelined steer"))
+        .collect();
+    assert!(prompt_at.is_some(), "{users:?}");
+    assert_eq!(
+        steer_at.len(),
+        1,
+        "the steer reached the model once: {users:?}"
+    );
+    assert!(steer_at[0] > prompt_at.unwrap(), "{users:?}");
+    // No request ever held the steer before the prompt.
+    for i in 0..=last {
+        let texts: Vec<String> = roles_and_texts(&maia, i)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        let p = texts.iter().position(|t| t.contains("the prompt itself"));
+        let s = texts.iter().position(|t| t.contains("the pipelined steer"));
+        if let Some(s) = s {
+            assert!(p.is_some_and(|p| p < s), "request {i}: {texts:?}");
+        }
+    }
+}
