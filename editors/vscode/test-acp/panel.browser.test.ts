@@ -70,8 +70,14 @@ interface PanelPage {
 }
 
 /** Opens the built panel page bridged to a live controller. */
-async function openPanel(script: ScriptItem[]): Promise<PanelPage> {
+async function openPanel(script: ScriptItem[], opts: { noFrames?: boolean } = {}): Promise<PanelPage> {
   const page = await browser!.newPage();
+  if (opts.noFrames) {
+    // As in a hidden or throttled webview: animation frames never come.
+    await page.evaluateOnNewDocument(() => {
+      window.requestAnimationFrame = () => 0;
+    });
+  }
   await page.setViewport({ width: 420, height: 760, deviceScaleFactor: 1 });
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(String(e)));
@@ -299,6 +305,23 @@ test('/ completes slash commands and @ completes workspace files', async () => {
     assert.equal(await page.$eval('.message.user .body', (e) => e.textContent?.trim()), 'Read @notes.md');
     assert.deepEqual(await page.$$eval('.message.user .chip', (els) => els.map((e) => e.textContent)), ['notes.md']);
     assert.equal(await page.$eval('#threads', (e) => e.hasAttribute('hidden')), true);
+  } finally {
+    await p.close();
+  }
+});
+
+test('Markdown renders while animation frames never come (a hidden or throttled webview)', async () => {
+  const p = await openPanel([{ text: 'Some **bold** words.' }], { noFrames: true });
+  const { page } = p;
+  try {
+    // Polled on a timer: puppeteer's default polling uses animation frames too.
+    await page.waitForFunction(() => !document.querySelector('#status')?.textContent, { polling: 100 });
+    await typeAndEnter(page, 'Say something bold');
+    await waitUntil(() => p.f.host.posted.some((m) => m.type === 'turnEnd'), 20_000);
+    await page.waitForFunction(() => document.querySelector('.message.agent strong')?.textContent === 'bold', {
+      polling: 100,
+      timeout: 5_000,
+    });
   } finally {
     await p.close();
   }
