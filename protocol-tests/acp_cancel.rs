@@ -9,17 +9,15 @@ use std::time::{Duration, Instant};
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, agent_text, alive, choose, eventually, updates, updates_of};
+use crate::harness::{
+    Maia, agent_text, alive, choose, eventually, is_permission, updates, updates_of,
+};
 
 /// How soon after `session/cancel` the prompt must resolve.
 const PROMPTLY: Duration = Duration::from_secs(3);
 
 fn is_update(m: &Value, kind: &str) -> bool {
     m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == kind
-}
-
-fn is_permission(m: &Value) -> bool {
-    m["method"] == "session/request_permission" && m.get("id").is_some()
 }
 
 fn is_in_progress(m: &Value) -> bool {

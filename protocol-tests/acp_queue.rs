@@ -7,15 +7,7 @@
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::Maia;
-
-fn is_permission(m: &Value) -> bool {
-    m["method"] == "session/request_permission" && m.get("id").is_some()
-}
-
-fn is_response(m: &Value, id: u64) -> bool {
-    m.get("method").is_none() && m["id"] == json!(id)
-}
+use crate::harness::{Maia, is_permission, is_response};
 
 fn text(value: &str) -> Value {
     json!([{"type": "text", "text": value}])

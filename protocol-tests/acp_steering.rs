@@ -10,15 +10,7 @@ use std::time::Duration;
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, agent_text, choose};
-
-fn is_permission(m: &Value) -> bool {
-    m["method"] == "session/request_permission" && m.get("id").is_some()
-}
-
-fn is_response(m: &Value, id: u64) -> bool {
-    m.get("method").is_none() && m["id"] == json!(id)
-}
+use crate::harness::{Maia, agent_text, choose, is_permission, is_response};
 
 async fn steer(maia: &mut Maia, sid: &str, text: &str, meta: Option<Value>) -> u64 {
     let mut params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]});
@@ -301,7 +293,7 @@ async fn a_steer_pipelined_behind_its_prompt_reaches_the_model_once_in_order() {
     );
     if outcome == "startedNewTurn" {
         // The steer's own turn follows the prompt's.
-        let _ = tokio::time::timeout(Duration::from_secs(10), wait_for_text(&mut maia, "done"))
+        tokio::time::timeout(Duration::from_secs(10), wait_for_text(&mut maia, "done"))
             .await
             .expect("the steer's turn never answered");
     }

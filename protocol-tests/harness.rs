@@ -378,6 +378,16 @@ impl Maia {
 }
 
 /// The `session/request_permission` requests among `messages`.
+/// A permission question MAIA asks (a request, with an id).
+pub fn is_permission(m: &Value) -> bool {
+    m["method"] == "session/request_permission" && m.get("id").is_some()
+}
+
+/// The response to our request `id`.
+pub fn is_response(m: &Value, id: u64) -> bool {
+    m.get("method").is_none() && m["id"] == serde_json::json!(id)
+}
+
 pub fn permission_requests(messages: &[Value]) -> Vec<Value> {
     messages
         .iter()

@@ -10,15 +10,11 @@ use std::time::{Duration, Instant};
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{WAIT, alive, eventually};
+use crate::harness::{WAIT, alive, eventually, is_response};
 use crate::lsp::{Lsp, is_request, range, read, response, vscode_caps};
 
 fn pid_file(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-fn is_response(m: &Value, id: u64) -> bool {
-    m.get("method").is_none() && m["id"] == id
 }
 
 /// The session's start reads the folder's context file; as a FIFO it
