@@ -27,7 +27,17 @@ pub fn settings(files: &SettingsFiles) -> (LspSettings, Vec<String>) {
             _ => None,
         })
         .collect();
-    config::from_values(&maps, config::defaults(&config::on_path))
+    config::from_values(&maps, found_defaults())
+}
+
+/// The default servers whose command is on `PATH`, looked up once per
+/// process: settings are read again at every session start, `/clear`,
+/// `/new` and compaction, and `PATH` does not change under a running MAIA.
+fn found_defaults() -> Vec<config::ServerConfig> {
+    static FOUND: std::sync::OnceLock<Vec<config::ServerConfig>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| config::defaults(&config::on_path))
+        .clone()
 }
 
 /// The manager of a session's servers; nothing starts until a file of
