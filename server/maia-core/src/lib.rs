@@ -11,6 +11,7 @@
 mod background;
 mod blocking;
 pub mod catalogue;
+pub mod checkpoint;
 pub mod client;
 pub mod commands;
 mod compaction;

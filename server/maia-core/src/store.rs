@@ -72,6 +72,18 @@ pub enum Record {
     Usage { charge: crate::cost::Charge },
     /// The thread's costs so far, carried into a compaction's new file.
     Costs { ledger: crate::cost::Ledger },
+    /// A file checkpoint: the project's tree before and after a tool call
+    /// that may change files ([`crate::checkpoint`]).
+    Checkpoint(crate::checkpoint::Checkpoint),
+    /// Checkpoints undone (`/undo`, `_session/files/revert`): a later undo
+    /// goes further back; `conflicts` were left alone.
+    Reverted {
+        ids: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        paths: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<String>,
+    },
     /// A session option the user chose (the editor's config options, such
     /// as `reasoning_effort`); the last record of a key wins.
     Option {

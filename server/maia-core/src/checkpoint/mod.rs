@@ -1,0 +1,445 @@
+//! File checkpoints: snapshots of the project taken around the tool calls
+//! that may change files, so that a turn's (or one call's) file changes can
+//! be undone exactly, shell commands' changes included.
+//!
+//! The mechanism is a shadow git repository driven by the `git` binary
+//! ([`git`]): one per project in `<cwd>/.maia/.sessions/.checkpoints/`, one
+//! index per session, a snapshot is `git add -A` + `git write-tree`, and
+//! each tree is kept reachable by `refs/maia/<session>/<n>`. git gives the
+//! user's ignore rules, content-addressed storage and a stat cache that
+//! makes a snapshot of an unchanged tree cheap; the user's own `.git` is
+//! never touched. What git does not keep is kept beside it in the journal
+//! record ([`Checkpoint`]): the full mode of files that are not 644/755,
+//! and the files over the size bound (named as not captured). The journal
+//! is the one owner of the checkpoint list ([`Timeline`], derived from its
+//! records like the rest of the conversation's state); reverting is planned
+//! and applied by [`plan`].
+
+pub mod git;
+pub mod plan;
+pub mod walk;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::settings::{FileContent, SettingsFiles};
+
+pub use plan::{FileKind, PlannedFile, RevertError, RevertReport, RevertRequest, RevertTarget};
+
+/// Default `checkpoints.maxFileBytes`: 5 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;
+/// Default `checkpoints.maxFiles`.
+pub const DEFAULT_MAX_FILES: usize = 100_000;
+
+/// The `checkpoints` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `checkpoints.enabled` (default true).
+    pub enabled: bool,
+    /// `checkpoints.maxFileBytes`: larger files are not captured (named).
+    pub max_file_bytes: u64,
+    /// `checkpoints.maxFiles`: above it checkpoints are off for the session.
+    pub max_files: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            enabled: true,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_files: DEFAULT_MAX_FILES,
+        }
+    }
+}
+
+/// The `checkpoints` settings of the files (`"checkpoints": {"enabled",
+/// "maxFileBytes", "maxFiles"}` or `"checkpoints.KEY"`; the folder's file
+/// wins key by key), and the problems found.
+pub fn settings(files: &SettingsFiles) -> (Settings, Vec<String>) {
+    let mut out = Settings::default();
+    let mut warnings = Vec::new();
+    for file in files.files() {
+        let FileContent::Json(serde_json::Value::Object(map)) = &file.content else {
+            continue;
+        };
+        let object = map.get("checkpoints").and_then(|v| v.as_object());
+        let key = |name: &str| {
+            map.get(&format!("checkpoints.{name}"))
+                .or_else(|| object.and_then(|o| o.get(name)))
+        };
+        if let Some(value) = key("enabled") {
+            match value.as_bool() {
+                Some(b) => out.enabled = b,
+                None => warnings.push(format!(
+                    "checkpoints.enabled in {} must be true or false; ignored",
+                    file.path.display()
+                )),
+            }
+        }
+        if let Some(value) = key("maxFileBytes") {
+            match value.as_u64() {
+                Some(n) => out.max_file_bytes = n,
+                None => warnings.push(format!(
+                    "checkpoints.maxFileBytes in {} must be a number of bytes; ignored",
+                    file.path.display()
+                )),
+            }
+        }
+        if let Some(value) = key("maxFiles") {
+            match value.as_u64().and_then(|n| usize::try_from(n).ok()) {
+                Some(n) => out.max_files = n,
+                None => warnings.push(format!(
+                    "checkpoints.maxFiles in {} must be a number; ignored",
+                    file.path.display()
+                )),
+            }
+        }
+    }
+    (out, warnings)
+}
+
+/// One checkpoint as the journal keeps it: the project's tree before and
+/// after a mutating tool call (or a batch of them), and what git could not
+/// keep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Unique within the thread.
+    pub id: String,
+    /// The user message whose turn made the change.
+    pub message_id: String,
+    /// The tool call that made it (`None`: a `!command`, or calls of one
+    /// batch whose changes cannot be told apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Tree before, tree after (in the shadow repository).
+    pub before: String,
+    pub after: String,
+    /// Only these paths belong to this checkpoint (calls of one batch
+    /// share the trees); `None`: every path that differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<String>>,
+    /// Files over the size bound, not captured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_captured: Vec<String>,
+    /// Exact modes of files whose mode is not 644/755, before and after.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub before_modes: BTreeMap<String, u32>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub after_modes: BTreeMap<String, u32>,
+}
+
+/// What the journal says of the thread's checkpoints: the list, which were
+/// reverted, the tool calls and user messages known (derived from the
+/// records as a reload derives it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Timeline {
+    pub checkpoints: Vec<Checkpoint>,
+    pub reverted: BTreeSet<String>,
+    /// Tool call ids of the thread.
+    pub tool_calls: BTreeSet<String>,
+    /// User message ids in order.
+    pub messages: Vec<String>,
+}
+
+impl Timeline {
+    /// The timeline of a journal's records.
+    pub fn of(records: &[crate::store::Record]) -> Self {
+        let mut timeline = Timeline::default();
+        for record in records {
+            timeline.absorb(record);
+        }
+        timeline
+    }
+
+    /// Keeps the timeline in step with one record.
+    pub fn absorb(&mut self, record: &crate::store::Record) {
+        use crate::store::Record;
+        match record {
+            Record::Checkpoint(checkpoint) => {
+                self.note_message(&checkpoint.message_id);
+                if let Some(call) = &checkpoint.tool_call_id {
+                    self.tool_calls.insert(call.clone());
+                }
+                self.checkpoints.push(checkpoint.clone());
+            }
+            Record::Reverted { ids, .. } => self.reverted.extend(ids.iter().cloned()),
+            Record::ToolCall { call } => {
+                self.tool_calls.insert(call.id.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// Notes a user message id (in order; a repeat is ignored).
+    pub fn note_message(&mut self, id: &str) {
+        if !self.messages.iter().any(|m| m == id) {
+            self.messages.push(id.to_owned());
+        }
+    }
+
+    /// The checkpoints `target` undoes (not reverted yet), oldest first.
+    pub fn select(&self, target: &RevertTarget) -> Result<Vec<Checkpoint>, RevertError> {
+        let live = |c: &&Checkpoint| !self.reverted.contains(&c.id);
+        let chosen: Vec<Checkpoint> = match target {
+            RevertTarget::ToolCall(id) => {
+                if !self.tool_calls.contains(id) {
+                    return Err(RevertError::UnknownToolCall(id.clone()));
+                }
+                self.checkpoints
+                    .iter()
+                    .filter(live)
+                    .filter(|c| c.tool_call_id.as_deref() == Some(id.as_str()))
+                    .cloned()
+                    .collect()
+            }
+            RevertTarget::FromMessage(id) => {
+                let Some(from) = self.messages.iter().position(|m| m == id) else {
+                    return Err(RevertError::UnknownMessage(id.clone()));
+                };
+                let later: BTreeSet<&String> = self.messages[from..].iter().collect();
+                self.checkpoints
+                    .iter()
+                    .filter(live)
+                    .filter(|c| later.contains(&c.message_id))
+                    .cloned()
+                    .collect()
+            }
+            RevertTarget::LastTurn => {
+                let Some(last) = self.checkpoints.iter().rev().find(live) else {
+                    return Err(RevertError::NothingToRevert);
+                };
+                let message = last.message_id.clone();
+                self.checkpoints
+                    .iter()
+                    .filter(live)
+                    .filter(|c| c.message_id == message)
+                    .cloned()
+                    .collect()
+            }
+        };
+        if chosen.is_empty() {
+            return Err(RevertError::NothingToRevert);
+        }
+        Ok(chosen)
+    }
+}
+
+/// Why a session takes no checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Off {
+    /// `checkpoints.enabled` is false.
+    Disabled,
+    /// git cannot be run.
+    NoGit(String),
+    /// The project has more files than `checkpoints.maxFiles`.
+    TooManyFiles(usize),
+    /// The store failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for Off {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Off::Disabled => write!(f, "checkpoints are off (`checkpoints.enabled` is false)"),
+            Off::NoGit(e) => write!(f, "checkpoints are off: {e}"),
+            Off::TooManyFiles(max) => write!(
+                f,
+                "checkpoints are off for this session: the project has more than {max} files (`checkpoints.maxFiles`)"
+            ),
+            Off::Failed(e) => write!(f, "checkpoints are off for this session: {e}"),
+        }
+    }
+}
+
+/// One snapshot of the project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub tree: String,
+    pub modes: BTreeMap<String, u32>,
+    pub not_captured: Vec<String>,
+}
+
+/// A session's checkpoint taker: the store, the settings, whether it is
+/// off (and why), and the running turn's latest snapshot.
+#[derive(Debug)]
+pub struct Checkpoints {
+    repo: git::Repo,
+    session: String,
+    settings: Settings,
+    off: Option<Off>,
+    /// Refs written so far (the next ref's number).
+    next_ref: u64,
+    /// The latest snapshot of the running turn.
+    last: Option<Snapshot>,
+    /// The user message of the running turn.
+    message: Option<String>,
+}
+
+impl Checkpoints {
+    pub fn new(cwd: &Path, session: &str, settings: Settings) -> Self {
+        Checkpoints {
+            repo: git::Repo::new(cwd, session),
+            session: session.to_owned(),
+            off: (!settings.enabled).then_some(Off::Disabled),
+            settings,
+            next_ref: 0,
+            last: None,
+            message: None,
+        }
+    }
+
+    /// The settings changed (a reload): a session turned off by
+    /// `enabled: false` comes back on when it is true again.
+    pub fn set_settings(&mut self, settings: Settings) {
+        match (&self.off, settings.enabled) {
+            (_, false) => self.off = Some(Off::Disabled),
+            (Some(Off::Disabled), true) => self.off = None,
+            _ => {}
+        }
+        self.settings = settings;
+    }
+
+    /// Why no checkpoints are taken, if they are not.
+    pub fn off(&self) -> Option<&Off> {
+        self.off.as_ref()
+    }
+
+    pub fn repo(&self) -> &git::Repo {
+        &self.repo
+    }
+
+    /// A turn starts for user message `message_id`.
+    pub fn begin_turn(&mut self, message_id: &str) {
+        self.last = None;
+        self.message = Some(message_id.to_owned());
+    }
+
+    /// The user message of the running turn.
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+
+    /// Takes a snapshot; `Err` turns checkpoints off for the session (the
+    /// text is the notice to show).
+    pub async fn snapshot(&mut self) -> Result<Snapshot, String> {
+        if let Some(off) = &self.off {
+            return Err(off.to_string());
+        }
+        let root = self.repo.work_tree.clone();
+        let (max_bytes, max_files) = (self.settings.max_file_bytes, self.settings.max_files);
+        let walk = tokio::task::spawn_blocking(move || walk::walk(&root, max_bytes, max_files))
+            .await
+            .map_err(|e| e.to_string())?;
+        if walk.too_many {
+            let off = Off::TooManyFiles(max_files);
+            self.off = Some(off.clone());
+            return Err(off.to_string());
+        }
+        let taken = async {
+            self.repo.ensure().await?;
+            let tree = self.repo.snapshot(&walk.oversize).await?;
+            self.repo.keep(&self.session, self.next_ref, &tree).await?;
+            Ok::<_, git::GitError>(tree)
+        }
+        .await;
+        match taken {
+            Ok(tree) => {
+                self.next_ref += 1;
+                let snapshot = Snapshot {
+                    tree,
+                    modes: walk.modes,
+                    not_captured: walk.oversize,
+                };
+                self.last = Some(snapshot.clone());
+                Ok(snapshot)
+            }
+            Err(e) => {
+                let off = match e {
+                    git::GitError::Missing(m) => Off::NoGit(m),
+                    other => Off::Failed(other.to_string()),
+                };
+                self.off = Some(off.clone());
+                Err(off.to_string())
+            }
+        }
+    }
+
+    /// The snapshot before a mutating call: the turn's latest, else a new one.
+    pub async fn before(&mut self) -> Result<Snapshot, String> {
+        match &self.last {
+            Some(last) => Ok(last.clone()),
+            None => self.snapshot().await,
+        }
+    }
+
+    /// Forgets the session's snapshots (its refs and index).
+    pub async fn forget(cwd: &Path, session: &str) {
+        let repo = git::Repo::new(cwd, session);
+        if let Err(e) = repo.forget(session).await {
+            tracing::warn!("cannot remove the checkpoints of {session}: {e}");
+        }
+    }
+}
+
+/// The checkpoint records of one batch of calls: one per mutating call,
+/// each with the paths it named when several calls changed files at once;
+/// the changes no call named go to the calls that name no path (commands).
+pub fn records_of_batch(
+    message_id: &str,
+    calls: &[(String, Vec<PathBuf>)],
+    before: &Snapshot,
+    after: &Snapshot,
+    changed: &[String],
+    cwd: &Path,
+) -> Vec<Checkpoint> {
+    let base = |tool_call_id: Option<String>, paths: Option<Vec<String>>| Checkpoint {
+        id: format!("ckpt-{}", uuid::Uuid::new_v4().simple()),
+        message_id: message_id.to_owned(),
+        tool_call_id,
+        before: before.tree.clone(),
+        after: after.tree.clone(),
+        paths,
+        not_captured: after.not_captured.clone(),
+        before_modes: before.modes.clone(),
+        after_modes: after.modes.clone(),
+    };
+    if let [(id, _)] = calls {
+        return vec![base(Some(id.clone()), None)];
+    }
+    let relative = |p: &PathBuf| {
+        p.strip_prefix(cwd)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned())
+    };
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    let mut out = Vec::new();
+    for (id, locations) in calls.iter().filter(|(_, l)| !l.is_empty()) {
+        let mine: Vec<String> = locations
+            .iter()
+            .filter_map(relative)
+            .filter(|p| changed.contains(p))
+            .collect();
+        named.extend(mine.iter().cloned());
+        if !mine.is_empty() {
+            out.push(base(Some(id.clone()), Some(mine)));
+        }
+    }
+    let rest: Vec<String> = changed
+        .iter()
+        .filter(|p| !named.contains(*p))
+        .cloned()
+        .collect();
+    if !rest.is_empty() {
+        let owner = calls
+            .iter()
+            .find(|(_, l)| l.is_empty())
+            .map(|(id, _)| id.clone());
+        out.push(base(owner, Some(rest)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
