@@ -211,6 +211,8 @@ async fn run_bang(
         content: Vec::new(),
     };
     session.emit(Event::ToolCall(view.clone()));
+    session.begin_checkpoints();
+    let before = session.checkpoint_before().await;
     let ctx = maia_tools::ToolContext {
         cwd: session.services().cwd.clone(),
         fs: session.services().fs.clone(),
@@ -227,6 +229,11 @@ async fn run_bang(
         Ok(prepared) => maia_tools::execute(prepared, &ctx).await,
         Err(e) => maia_tools::ToolOutput::error(e.to_string()),
     };
+    if let Some(before) = before {
+        session
+            .checkpoint_after(before, &[(view.id.clone(), Vec::new())])
+            .await;
+    }
     view.status = if output.is_error {
         ToolStatus::Failed
     } else {
@@ -289,6 +296,10 @@ pub(crate) async fn run_command(
         "tasks" => {
             let list = session.tools().tasks.list();
             session.say(list);
+        }
+        "undo" => {
+            let text = session.undo().await;
+            session.say(text);
         }
         "clear" => {
             session.tools().tasks.stop_all();

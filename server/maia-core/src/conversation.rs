@@ -38,6 +38,8 @@ pub(crate) struct Conversation {
     options: store::SessionOptions,
     /// The user messages of the history, with their ids.
     users: Vec<store::UserEntry>,
+    /// The file checkpoints and what was reverted of them.
+    timeline: crate::checkpoint::Timeline,
     journal: Option<Journal>,
     /// Creating the journal failed (told once; the conversation goes on
     /// unsaved).
@@ -67,6 +69,7 @@ impl Conversation {
             turn_mark: crate::cost::Ledger::default(),
             options: store::SessionOptions::new(),
             users: Vec::new(),
+            timeline: crate::checkpoint::Timeline::default(),
             journal: None,
             unsaved: false,
             events,
@@ -95,6 +98,7 @@ impl Conversation {
             turn_mark: loaded.ledger(),
             options: loaded.options(),
             users: loaded.user_messages(),
+            timeline: crate::checkpoint::Timeline::of(&loaded.records),
             journal: Some(journal),
             unsaved: false,
             events,
@@ -114,6 +118,11 @@ impl Conversation {
     #[allow(dead_code, reason = "read by rewind and fork")]
     pub fn user_messages(&self) -> &[store::UserEntry] {
         &self.users
+    }
+
+    /// The thread's file checkpoints ([`crate::checkpoint::Timeline`]).
+    pub fn timeline(&self) -> &crate::checkpoint::Timeline {
+        &self.timeline
     }
 
     /// The compaction summary the history continues from.
@@ -193,6 +202,7 @@ impl Conversation {
     /// Keeps the derived state in step with a record written to the
     /// journal, exactly as [`Loaded`] derives it on reload.
     fn absorb(&mut self, record: &Record) {
+        self.timeline.absorb(record);
         match record {
             Record::Clear => {
                 self.summary = None;
@@ -267,6 +277,7 @@ impl Conversation {
         self.unsaved = false;
         self.history.clear();
         self.users.clear();
+        self.timeline = crate::checkpoint::Timeline::default();
         self.summary = None;
         self.title = None;
         self.ledger = crate::cost::Ledger::default();
@@ -312,6 +323,7 @@ impl Conversation {
         self.name = name;
         self.history = loaded.history();
         self.users = loaded.user_messages();
+        self.timeline = crate::checkpoint::Timeline::of(&loaded.records);
         self.summary = loaded.summary().map(str::to_owned);
         self.title = loaded.title().map(str::to_owned);
         self.ledger = loaded.ledger();

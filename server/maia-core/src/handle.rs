@@ -225,6 +225,32 @@ impl SessionHandle {
         self.change(Change::Client(tools));
     }
 
+    /// Reverts file changes the session made ([`crate::checkpoint`]): a
+    /// preview (`dry_run`) with its token, or the revert itself. Refused
+    /// while a turn runs ([`RevertError::TurnRunning`](crate::checkpoint::RevertError::TurnRunning)), nothing changed.
+    pub fn revert_files(
+        &self,
+        request: crate::checkpoint::RevertRequest,
+    ) -> impl std::future::Future<
+        Output = Result<crate::checkpoint::RevertReport, crate::checkpoint::RevertError>,
+    > + Send
+    + use<> {
+        use crate::checkpoint::RevertError;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = !self.is_busy() && self.changes.send(Change::Revert { request, reply }).is_ok();
+        let busy = self.is_busy();
+        async move {
+            if !sent {
+                return Err(if busy {
+                    RevertError::TurnRunning
+                } else {
+                    RevertError::Off("the session has ended".into())
+                });
+            }
+            answer.await.unwrap_or(Err(RevertError::TurnRunning))
+        }
+    }
+
     fn change(&self, change: Change) {
         // The session has ended when this fails: nothing left to change.
         let _ = self.changes.send(change);
@@ -408,6 +434,11 @@ pub(crate) fn spawn(
                             match change {
                                 Change::Steer(steer) => {
                                     next = idle_steer(&mut session, steer, &ctl);
+                                }
+                                Change::Revert { request, reply } if ctl.claim() => {
+                                    let report = session.revert_files(&request).await;
+                                    ctl.end();
+                                    let _ = reply.send(report);
                                 }
                                 other => session.apply(other),
                             }

@@ -45,6 +45,8 @@ pub(crate) struct Project {
     pub pending_tools: Arc<Mutex<HashSet<String>>>,
     /// The language servers (`lsp`), for the session's manager.
     pub lsp: maia_lsp_client::LspSettings,
+    /// The file checkpoints' settings (`checkpoints`).
+    pub checkpoints: crate::checkpoint::Settings,
 }
 
 /// Where a session's project is: its options, folder, additional roots and
@@ -166,6 +168,8 @@ impl Project {
         let mut settings = settings::from_files_with(options, &files, cwd);
         let (lsp, lsp_warnings) = crate::langs::settings(&files);
         settings.warnings.extend(lsp_warnings);
+        let (checkpoints, checkpoint_warnings) = crate::checkpoint::settings(&files);
+        settings.warnings.extend(checkpoint_warnings);
         let llm = LlmClient::new(settings.llm.clone());
         let mut broker = Broker::from_files(&files, cwd);
         broker.set_roots(roots.to_vec());
@@ -185,6 +189,7 @@ impl Project {
             custom_tools: Arc::new(custom_tools),
             pending_tools: Arc::new(Mutex::new(pending_tools)),
             lsp,
+            checkpoints,
         }
     }
 }

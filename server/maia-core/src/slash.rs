@@ -63,6 +63,11 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: None,
     },
     CommandInfo {
+        name: "undo",
+        description: "Undo the file changes of the last turn (again: the turn before); files you changed since are kept",
+        hint: None,
+    },
+    CommandInfo {
         name: "mcp",
         description: "List the MCP servers, their state and their tools",
         hint: None,

@@ -51,6 +51,11 @@ pub trait FileSystem: Send + Sync {
     fn reviews_writes(&self, _path: &Path) -> bool {
         false
     }
+    /// Whether [`Self::write`] goes through the editor (its buffers see
+    /// the change); false for the disk.
+    fn edits_through_editor(&self) -> bool {
+        false
+    }
 }
 
 /// What became of a change passed to [`FileSystem::write_reviewed`].

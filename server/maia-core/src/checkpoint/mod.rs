@@ -168,6 +168,7 @@ impl Timeline {
             Record::ToolCall { call } => {
                 self.tool_calls.insert(call.id.clone());
             }
+            Record::UserDisplay { id, .. } if !id.is_empty() => self.note_message(id),
             _ => {}
         }
     }
@@ -273,8 +274,8 @@ pub struct Checkpoints {
     next_ref: u64,
     /// The latest snapshot of the running turn.
     last: Option<Snapshot>,
-    /// The user message of the running turn.
-    message: Option<String>,
+    /// The user was told why checkpoints are off.
+    told: bool,
 }
 
 impl Checkpoints {
@@ -286,7 +287,7 @@ impl Checkpoints {
             settings,
             next_ref: 0,
             last: None,
-            message: None,
+            told: false,
         }
     }
 
@@ -310,15 +311,10 @@ impl Checkpoints {
         &self.repo
     }
 
-    /// A turn starts for user message `message_id`.
-    pub fn begin_turn(&mut self, message_id: &str) {
+    /// A turn (or a `!command`) starts: its first mutating call takes a
+    /// new snapshot before it.
+    pub fn begin_turn(&mut self) {
         self.last = None;
-        self.message = Some(message_id.to_owned());
-    }
-
-    /// The user message of the running turn.
-    pub fn message(&self) -> Option<&str> {
-        self.message.as_deref()
     }
 
     /// Takes a snapshot; `Err` turns checkpoints off for the session (the
@@ -372,6 +368,29 @@ impl Checkpoints {
             Some(last) => Ok(last.clone()),
             None => self.snapshot().await,
         }
+    }
+
+    /// The paths that differ between two snapshots (content, kind or mode).
+    pub async fn changed(&self, before: &Snapshot, after: &Snapshot) -> Result<Vec<String>, String> {
+        let mut paths: Vec<String> = self
+            .repo
+            .diff(&before.tree, &after.tree)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        for path in before.modes.keys().chain(after.modes.keys()) {
+            if before.modes.get(path) != after.modes.get(path) && !paths.contains(path) {
+                paths.push(path.clone());
+            }
+        }
+        Ok(paths)
+    }
+
+    /// Whether the user was told checkpoints are off (told once).
+    pub fn take_untold(&mut self) -> bool {
+        !std::mem::replace(&mut self.told, true)
     }
 
     /// Forgets the session's snapshots (its refs and index).

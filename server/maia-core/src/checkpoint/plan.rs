@@ -388,6 +388,56 @@ impl Plan {
     }
 }
 
+/// The preview as Markdown: each file, what the revert does to it, its
+/// diff, the conflicts and the files that were not captured.
+pub fn describe(report: &RevertReport) -> String {
+    let mut text = String::from("**Reverting** the file changes:\n\n");
+    if report.files.is_empty() {
+        text.push_str("- no file differs from before the changes\n");
+    }
+    for file in &report.files {
+        let what = match file.kind {
+            FileKind::Created => "delete (MAIA created it)",
+            FileKind::Modified => "restore",
+            FileKind::Deleted => "recreate (MAIA deleted it)",
+        };
+        let conflict = if file.conflict {
+            " — **conflict**: changed after MAIA, kept"
+        } else {
+            ""
+        };
+        text.push_str(&format!("- `{}`: {what}{conflict}\n", file.path));
+        if file.conflict {
+            continue;
+        }
+        let (old, new) = (
+            file.old_text.as_deref().unwrap_or(""),
+            file.new_text.as_deref().unwrap_or(""),
+        );
+        if file.old_text.is_some() || file.new_text.is_some() {
+            let diff = similar::TextDiff::from_lines(old, new)
+                .unified_diff()
+                .header(&file.path, &file.path)
+                .to_string();
+            if !diff.is_empty() {
+                text.push_str(&format!("\n```diff\n{}```\n", diff));
+            }
+        }
+    }
+    if !report.not_captured.is_empty() {
+        text.push_str(&format!(
+            "\nNot captured (over `checkpoints.maxFileBytes`), not restored: {}\n",
+            report
+                .not_captured
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    text
+}
+
 /// Plans (and unless `dry_run`, applies) reverting `chosen` in `root`.
 /// `editor` writes a text file through the editor when it offers it.
 pub async fn revert(

@@ -25,20 +25,7 @@ fn timeline(records: &[Checkpoint]) -> Timeline {
 }
 
 async fn changed(ck: &Checkpoints, before: &Snapshot, after: &Snapshot) -> Vec<String> {
-    let mut paths: Vec<String> = ck
-        .repo()
-        .diff(&before.tree, &after.tree)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|c| c.path)
-        .collect();
-    for (p, m) in &after.modes {
-        if before.modes.get(p) != Some(m) && !paths.contains(p) {
-            paths.push(p.clone());
-        }
-    }
-    paths
+    ck.changed(before, after).await.unwrap()
 }
 
 async fn revert_all(
@@ -87,7 +74,7 @@ async fn a_shell_like_turn_is_undone_exactly_and_the_users_repo_is_untouched() {
     let head = std::fs::read(root.join(".git/HEAD")).unwrap();
 
     let mut ck = Checkpoints::new(root, "s1", Settings::default());
-    ck.begin_turn("m1");
+    ck.begin_turn();
     let before = ck.before().await.unwrap();
     // What a Bash call would do.
     write(root, "edit.txt", "two\n", 0o644);
@@ -127,7 +114,7 @@ async fn a_user_edit_is_a_conflict_kept_unless_forced_and_a_stale_token_is_refus
     write(root, "a.txt", "a1\n", 0o644);
     write(root, "b.txt", "b1\n", 0o644);
     let mut ck = Checkpoints::new(root, "s2", Settings::default());
-    ck.begin_turn("m1");
+    ck.begin_turn();
     let before = ck.before().await.unwrap();
     write(root, "a.txt", "a2\n", 0o644);
     write(root, "b.txt", "b2\n", 0o644);
@@ -175,7 +162,7 @@ async fn one_call_of_a_batch_is_reverted_alone_and_big_files_are_named() {
         ..Settings::default()
     };
     let mut ck = Checkpoints::new(root, "s3", settings);
-    ck.begin_turn("m1");
+    ck.begin_turn();
     let before = ck.before().await.unwrap();
     write(root, "x.txt", "x2\n", 0o644);
     write(root, "y.txt", "y2\n", 0o644);
@@ -210,7 +197,7 @@ async fn a_deleted_store_says_so_and_changes_nothing() {
     let root = dir.path();
     write(root, "a.txt", "a1\n", 0o644);
     let mut ck = Checkpoints::new(root, "s4", Settings::default());
-    ck.begin_turn("m1");
+    ck.begin_turn();
     let before = ck.before().await.unwrap();
     write(root, "a.txt", "a2\n", 0o644);
     let after = ck.snapshot().await.unwrap();
@@ -236,7 +223,7 @@ async fn symlinks_are_restored_as_links() {
     write(root, "target.txt", "t\n", 0o644);
     std::os::unix::fs::symlink("target.txt", root.join("link")).unwrap();
     let mut ck = Checkpoints::new(root, "s5", Settings::default());
-    ck.begin_turn("m1");
+    ck.begin_turn();
     let before = ck.before().await.unwrap();
     std::fs::remove_file(root.join("link")).unwrap();
     std::os::unix::fs::symlink("elsewhere", root.join("link")).unwrap();

@@ -71,7 +71,22 @@ impl Session {
             ask: tokio::sync::Mutex::new(()),
             lsp: self.services.lsp.clone(),
         };
-        crate::tools::router::run_batch(&registry, calls, batch).await
+        // A checkpoint before calls that may change files, another after.
+        let before = match calls.iter().any(|c| super::mutating(&c.name)) {
+            true => self.checkpoint_before().await,
+            false => None,
+        };
+        let (messages, views, images) =
+            crate::tools::router::run_batch(&registry, calls, batch).await;
+        if let Some(before) = before {
+            let mutating: Vec<(String, Vec<std::path::PathBuf>)> = views
+                .iter()
+                .filter(|v| super::mutating(&v.name))
+                .map(|v| (v.id.clone(), v.locations.clone()))
+                .collect();
+            self.checkpoint_after(before, &mutating).await;
+        }
+        (messages, views, images)
     }
 }
 

@@ -99,6 +99,7 @@ impl Session {
         let display = display.unwrap_or_else(|| display_text(&parts));
         let turn_start = self.conversation.len();
         self.conversation.mark_turn();
+        self.begin_checkpoints();
         let message_id = new_message_id();
         self.record(&Record::UserDisplay {
             id: message_id.clone(),

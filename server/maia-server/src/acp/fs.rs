@@ -115,4 +115,8 @@ impl FileSystem for ClientFs {
             .map(|_| ())
             .map_err(FsError::Client)
     }
+
+    fn edits_through_editor(&self) -> bool {
+        self.write
+    }
 }

@@ -1,0 +1,169 @@
+//! File checkpoints in a session: a snapshot before the first call of a
+//! turn that may change files and after each batch of such calls, recorded
+//! in the journal ([`crate::checkpoint`]), and reverting them (`/undo`,
+//! `_session/files/revert`). A child of `session`, like `turn`.
+
+use std::path::PathBuf;
+
+use crate::checkpoint::{self, RevertError, RevertReport, RevertRequest, Snapshot};
+use crate::event::{Event, NoticeLevel};
+use crate::session::Session;
+use crate::store::Record;
+
+/// Whether a tool may change files: anything outside the read-only set
+/// (and `ExitPlanMode`, which only asks).
+pub(crate) fn mutating(tool: &str) -> bool {
+    !crate::plan_mode::READ_ONLY_TOOLS.contains(&tool) && tool != crate::plan_mode::EXIT_PLAN_MODE
+}
+
+impl Session {
+    /// A turn or a `!command` starts: the next mutating call snapshots first.
+    pub(crate) fn begin_checkpoints(&mut self) {
+        self.checkpoints.begin_turn();
+    }
+
+    /// The snapshot before mutating calls (the turn's latest, else a new
+    /// one); `None` when checkpoints are off (the user told once).
+    pub(crate) async fn checkpoint_before(&mut self) -> Option<Snapshot> {
+        match self.checkpoints.before().await {
+            Ok(snapshot) => Some(snapshot),
+            Err(text) => {
+                self.tell_checkpoints_off(text);
+                None
+            }
+        }
+    }
+
+    fn tell_checkpoints_off(&mut self, text: String) {
+        if self.checkpoints.take_untold() {
+            tracing::warn!("{text}");
+            if !matches!(self.checkpoints.off(), Some(checkpoint::Off::Disabled)) {
+                self.emit(Event::Notice {
+                    level: NoticeLevel::Warning,
+                    text: format!("{text}; `/undo` cannot restore this session's file changes"),
+                });
+            }
+        }
+    }
+
+    /// After mutating `calls` (id, paths named): a snapshot, and one
+    /// checkpoint record per call when files changed.
+    pub(crate) async fn checkpoint_after(
+        &mut self,
+        before: Snapshot,
+        calls: &[(String, Vec<PathBuf>)],
+    ) {
+        let after = match self.checkpoints.snapshot().await {
+            Ok(after) => after,
+            Err(text) => return self.tell_checkpoints_off(text),
+        };
+        let changed = match self.checkpoints.changed(&before, &after).await {
+            Ok(changed) => changed,
+            Err(e) => {
+                tracing::warn!("cannot compare checkpoints: {e}");
+                return;
+            }
+        };
+        if changed.is_empty() {
+            return;
+        }
+        let message = self
+            .conversation
+            .user_messages()
+            .last()
+            .map(|m| m.id.clone())
+            .unwrap_or_default();
+        let records = checkpoint::records_of_batch(
+            &message,
+            calls,
+            &before,
+            &after,
+            &changed,
+            &self.services.cwd,
+        );
+        if let Some(first) = records.first()
+            && !first.not_captured.is_empty()
+        {
+            self.emit(Event::Notice {
+                level: NoticeLevel::Warning,
+                text: format!(
+                    "Not captured by the checkpoint (over `checkpoints.maxFileBytes`): {}; `/undo` cannot restore them",
+                    first.not_captured.join(", ")
+                ),
+            });
+        }
+        for record in records {
+            self.record(&Record::Checkpoint(record));
+        }
+    }
+
+    /// `/undo`: the last turn's file changes not undone yet are previewed
+    /// and reverted; files the user changed since are named and kept. The
+    /// answer is the preview and what was done.
+    pub(crate) async fn undo(&mut self) -> String {
+        let mut request = RevertRequest {
+            target: checkpoint::RevertTarget::LastTurn,
+            preview_token: None,
+            force: false,
+            dry_run: true,
+        };
+        let preview = match self.revert_files(&request).await {
+            Ok(preview) => preview,
+            Err(RevertError::NothingToRevert) => {
+                return match self.checkpoints.off() {
+                    Some(off) => format!("Nothing to undo: {off}."),
+                    None => "Nothing to undo: no file changes of MAIA's are left to revert.".to_owned(),
+                };
+            }
+            Err(e) => return format!("Cannot undo: {e}."),
+        };
+        request.dry_run = false;
+        request.preview_token = Some(preview.token.clone());
+        let mut text = checkpoint::plan::describe(&preview);
+        match self.revert_files(&request).await {
+            Ok(done) => {
+                text.push_str(&format!(
+                    "\n**Undone**: {} file(s) restored.",
+                    done.reverted.len()
+                ));
+                if !done.conflicts.is_empty() {
+                    text.push_str(&format!(
+                        " Kept as you changed them after MAIA (conflicts): {}.",
+                        done.conflicts
+                            .iter()
+                            .map(|p| format!("`{p}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
+            Err(e) => text.push_str(&format!("\n**Not undone**: {e}.")),
+        }
+        text
+    }
+
+    /// Reverts file changes ([`checkpoint::plan::revert`]): a preview with
+    /// its token, or (with the preview's token) the files restored and a
+    /// `Reverted` record written, so the next undo goes further back.
+    pub(crate) async fn revert_files(
+        &mut self,
+        request: &RevertRequest,
+    ) -> Result<RevertReport, RevertError> {
+        let chosen = self.conversation.timeline().select(&request.target)?;
+        if let Some(off @ checkpoint::Off::NoGit(_)) = self.checkpoints.off() {
+            return Err(RevertError::Off(off.to_string()));
+        }
+        let fs = self.services.fs.clone();
+        let editor = fs.edits_through_editor().then_some(fs.as_ref());
+        let report =
+            checkpoint::plan::revert(self.checkpoints.repo(), &chosen, request, editor).await?;
+        if report.applied {
+            self.record(&Record::Reverted {
+                ids: report.checkpoint_ids.clone(),
+                paths: report.reverted.clone(),
+                conflicts: report.conflicts.clone(),
+            });
+        }
+        Ok(report)
+    }
+}
