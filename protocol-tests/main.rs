@@ -41,3 +41,4 @@ mod neovim;
 mod readme;
 mod registry;
 mod robustness;
+mod timeline_files;

@@ -291,6 +291,13 @@ impl Engine {
     /// images no other thread names.
     pub fn delete_session(&self, cwd: &Path, id: &str) -> Result<usize, store::StoreError> {
         let removed = store::delete(cwd, id)?;
+        // Its checkpoints go with it: refs, index, then unreachable objects.
+        if store::sessions_dir(cwd).join(".checkpoints").is_dir()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (cwd, id) = (cwd.to_path_buf(), id.to_owned());
+            runtime.spawn(async move { crate::checkpoint::Checkpoints::forget(&cwd, &id).await });
+        }
         let images = crate::images::remove_unreferenced(cwd);
         if images > 0 {
             tracing::debug!(images, "removed the images of a deleted session");

@@ -265,7 +265,15 @@ impl Repo {
     pub async fn diff(&self, before: &str, after: &str) -> Result<Vec<Change>, GitError> {
         let out = self
             .run(
-                &["diff-tree", "-r", "-z", "--no-renames", "--raw", before, after],
+                &[
+                    "diff-tree",
+                    "-r",
+                    "-z",
+                    "--no-renames",
+                    "--raw",
+                    before,
+                    after,
+                ],
                 None,
             )
             .await?;
@@ -278,7 +286,13 @@ impl Repo {
         tree: &str,
         paths: &[String],
     ) -> Result<HashMap<String, Blob>, GitError> {
-        let mut args = vec!["ls-tree".to_owned(), "-r".into(), "-z".into(), tree.into(), "--".into()];
+        let mut args = vec![
+            "ls-tree".to_owned(),
+            "-r".into(),
+            "-z".into(),
+            tree.into(),
+            "--".into(),
+        ];
         args.extend(paths.iter().map(|p| format!(":(literal){p}")));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = self.run(&args, None).await?;
@@ -390,7 +404,8 @@ mod tests {
 
     #[test]
     fn raw_diff_output_is_parsed() {
-        let out = b":100644 000000 aaaa 0000 D\0gone.txt\0:000000 100755 0000 bbbb A\0new dir/x.sh\0";
+        let out =
+            b":100644 000000 aaaa 0000 D\0gone.txt\0:000000 100755 0000 bbbb A\0new dir/x.sh\0";
         let changes = parse_raw(out);
         assert_eq!(changes.len(), 2);
         assert_eq!(changes[0].path, "gone.txt");

@@ -371,7 +371,11 @@ impl Checkpoints {
     }
 
     /// The paths that differ between two snapshots (content, kind or mode).
-    pub async fn changed(&self, before: &Snapshot, after: &Snapshot) -> Result<Vec<String>, String> {
+    pub async fn changed(
+        &self,
+        before: &Snapshot,
+        after: &Snapshot,
+    ) -> Result<Vec<String>, String> {
         let mut paths: Vec<String> = self
             .repo
             .diff(&before.tree, &after.tree)

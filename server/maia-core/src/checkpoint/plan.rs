@@ -49,7 +49,9 @@ pub enum RevertError {
     UnknownMessage(String),
     #[error("there are no file changes to undo")]
     NothingToRevert,
-    #[error("cannot restore: the checkpoint store is missing or unreadable ({0}); nothing was changed")]
+    #[error(
+        "cannot restore: the checkpoint store is missing or unreadable ({0}); nothing was changed"
+    )]
     StorePrunedOrUnreadable(String),
     #[error("the files changed since the preview; preview again")]
     StalePreview,
@@ -118,8 +120,13 @@ pub struct RevertReport {
 /// A file's state: its kind, permission bits and bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Entry {
-    File { mode: u32, bytes: Vec<u8> },
-    Link { target: Vec<u8> },
+    File {
+        mode: u32,
+        bytes: Vec<u8>,
+    },
+    Link {
+        target: Vec<u8>,
+    },
     /// Something else (a folder where a file was): never equal to a file.
     Other,
 }
@@ -135,21 +142,19 @@ fn entry_of(
     let Some(blob) = blob else {
         return Ok(None);
     };
-    let bytes = blobs
-        .get(&blob.sha)
-        .cloned()
-        .ok_or_else(|| RevertError::StorePrunedOrUnreadable(format!("object {} is missing", blob.sha)))?;
+    let bytes = blobs.get(&blob.sha).cloned().ok_or_else(|| {
+        RevertError::StorePrunedOrUnreadable(format!("object {} is missing", blob.sha))
+    })?;
     if blob.mode == 0o120000 {
         return Ok(Some(Entry::Link { target: bytes }));
     }
     if blob.mode == 0o160000 {
         return Ok(Some(Entry::Other));
     }
-    let mode = modes.get(path).copied().unwrap_or(if blob.mode & 0o111 != 0 {
-        0o755
-    } else {
-        0o644
-    });
+    let mode = modes
+        .get(path)
+        .copied()
+        .unwrap_or(if blob.mode & 0o111 != 0 { 0o755 } else { 0o644 });
     Ok(Some(Entry::File { mode, bytes }))
 }
 
@@ -343,7 +348,11 @@ fn plan(root: &Path, steps: &[Vec<Step>]) -> Plan {
 impl Plan {
     fn token(&self, force: bool) -> String {
         let mut h = Sha256::new();
-        h.update(if force { b"force\n" as &[u8] } else { b"keep\n" });
+        h.update(if force {
+            b"force\n" as &[u8]
+        } else {
+            b"keep\n"
+        });
         for (path, now) in &self.now {
             let target = if force { &self.forced } else { &self.target };
             h.update(path.as_bytes());

@@ -6,7 +6,11 @@ use std::path::Path;
 use super::*;
 
 fn mode(path: &Path) -> u32 {
-    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
 }
 
 fn write(root: &Path, path: &str, text: &str, mode: u32) {
@@ -41,10 +45,14 @@ async fn revert_all(
         force,
         dry_run: true,
     };
-    let preview = plan::revert(ck.repo(), &chosen, &request, None).await.unwrap();
+    let preview = plan::revert(ck.repo(), &chosen, &request, None)
+        .await
+        .unwrap();
     request.dry_run = false;
     request.preview_token = Some(preview.token.clone());
-    plan::revert(ck.repo(), &chosen, &request, None).await.unwrap()
+    plan::revert(ck.repo(), &chosen, &request, None)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -81,28 +89,49 @@ async fn a_shell_like_turn_is_undone_exactly_and_the_users_repo_is_untouched() {
     write(root, "new.txt", "new\n", 0o644);
     std::fs::remove_file(root.join("gone.txt")).unwrap();
     std::fs::rename(root.join("old-name.txt"), root.join("new-name.txt")).unwrap();
-    std::fs::set_permissions(root.join("mode.sh"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
-    std::fs::set_permissions(root.join("keep.txt"), std::fs::Permissions::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(root.join("mode.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        root.join("keep.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     write(root, "ignored/cache", "v2", 0o644);
     let after = ck.snapshot().await.unwrap();
     let paths = changed(&ck, &before, &after).await;
-    let records = records_of_batch("m1", &[("call-1".into(), vec![])], &before, &after, &paths, root);
+    let records = records_of_batch(
+        "m1",
+        &[("call-1".into(), vec![])],
+        &before,
+        &after,
+        &paths,
+        root,
+    );
     assert_eq!(records.len(), 1);
     let t = timeline(&records);
 
     let report = revert_all(&ck, &t, RevertTarget::LastTurn, false).await;
     assert!(report.conflicts.is_empty(), "{report:?}");
-    assert_eq!(std::fs::read_to_string(root.join("edit.txt")).unwrap(), "one\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("edit.txt")).unwrap(),
+        "one\n"
+    );
     assert!(!root.join("new.txt").exists());
-    assert_eq!(std::fs::read_to_string(root.join("gone.txt")).unwrap(), "bye\n");
-    assert_eq!(std::fs::read_to_string(root.join("old-name.txt")).unwrap(), "moved\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("gone.txt")).unwrap(),
+        "bye\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("old-name.txt")).unwrap(),
+        "moved\n"
+    );
     assert!(!root.join("new-name.txt").exists());
     assert_eq!(mode(&root.join("mode.sh")), 0o644);
     assert_eq!(mode(&root.join("keep.txt")), 0o644);
     // Ignored: not captured, not restored.
-    assert_eq!(std::fs::read_to_string(root.join("ignored/cache")).unwrap(), "v2");
+    assert_eq!(
+        std::fs::read_to_string(root.join("ignored/cache")).unwrap(),
+        "v2"
+    );
     assert_eq!(std::fs::read(root.join(".git/index")).unwrap(), index);
     assert_eq!(std::fs::read(root.join(".git/HEAD")).unwrap(), head);
 }
@@ -120,7 +149,14 @@ async fn a_user_edit_is_a_conflict_kept_unless_forced_and_a_stale_token_is_refus
     write(root, "b.txt", "b2\n", 0o644);
     let after = ck.snapshot().await.unwrap();
     let paths = changed(&ck, &before, &after).await;
-    let t = timeline(&records_of_batch("m1", &[("c".into(), vec![])], &before, &after, &paths, root));
+    let t = timeline(&records_of_batch(
+        "m1",
+        &[("c".into(), vec![])],
+        &before,
+        &after,
+        &paths,
+        root,
+    ));
     // The user edits a.txt after MAIA.
     write(root, "a.txt", "mine\n", 0o644);
     let chosen = t.select(&RevertTarget::LastTurn).unwrap();
@@ -130,7 +166,9 @@ async fn a_user_edit_is_a_conflict_kept_unless_forced_and_a_stale_token_is_refus
         force: false,
         dry_run: true,
     };
-    let preview = plan::revert(ck.repo(), &chosen, &request, None).await.unwrap();
+    let preview = plan::revert(ck.repo(), &chosen, &request, None)
+        .await
+        .unwrap();
     assert_eq!(preview.conflicts, vec!["a.txt".to_owned()]);
     // A change after the preview makes its token stale.
     write(root, "b.txt", "b3\n", 0o644);
@@ -144,7 +182,10 @@ async fn a_user_edit_is_a_conflict_kept_unless_forced_and_a_stale_token_is_refus
     write(root, "b.txt", "b2\n", 0o644);
     let report = revert_all(&ck, &t, RevertTarget::LastTurn, false).await;
     assert_eq!(report.conflicts, vec!["a.txt".to_owned()]);
-    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "mine\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "mine\n"
+    );
     assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "b1\n");
     let forced = revert_all(&ck, &t, RevertTarget::LastTurn, true).await;
     assert_eq!(forced.reverted, vec!["a.txt".to_owned()]);
@@ -174,7 +215,9 @@ async fn one_call_of_a_batch_is_reverted_alone_and_big_files_are_named() {
         ("edit-x".to_owned(), vec![root.join("x.txt")]),
         ("edit-y".to_owned(), vec![root.join("y.txt")]),
     ];
-    let t = timeline(&records_of_batch("m1", &calls, &before, &after, &paths, root));
+    let t = timeline(&records_of_batch(
+        "m1", &calls, &before, &after, &paths, root,
+    ));
     let report = revert_all(&ck, &t, RevertTarget::ToolCall("edit-y".into()), false).await;
     assert_eq!(report.reverted, vec!["y.txt".to_owned()]);
     assert_eq!(report.not_captured, vec!["big.bin".to_owned()]);
@@ -202,7 +245,14 @@ async fn a_deleted_store_says_so_and_changes_nothing() {
     write(root, "a.txt", "a2\n", 0o644);
     let after = ck.snapshot().await.unwrap();
     let paths = changed(&ck, &before, &after).await;
-    let t = timeline(&records_of_batch("m1", &[("c".into(), vec![])], &before, &after, &paths, root));
+    let t = timeline(&records_of_batch(
+        "m1",
+        &[("c".into(), vec![])],
+        &before,
+        &after,
+        &paths,
+        root,
+    ));
     std::fs::remove_dir_all(&ck.repo().git_dir).unwrap();
     let chosen = t.select(&RevertTarget::LastTurn).unwrap();
     let request = RevertRequest {
@@ -211,8 +261,13 @@ async fn a_deleted_store_says_so_and_changes_nothing() {
         force: true,
         dry_run: true,
     };
-    let err = plan::revert(ck.repo(), &chosen, &request, None).await.unwrap_err();
-    assert!(matches!(err, RevertError::StorePrunedOrUnreadable(_)), "{err:?}");
+    let err = plan::revert(ck.repo(), &chosen, &request, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RevertError::StorePrunedOrUnreadable(_)),
+        "{err:?}"
+    );
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a2\n");
 }
 
@@ -229,7 +284,14 @@ async fn symlinks_are_restored_as_links() {
     std::os::unix::fs::symlink("elsewhere", root.join("link")).unwrap();
     let after = ck.snapshot().await.unwrap();
     let paths = changed(&ck, &before, &after).await;
-    let t = timeline(&records_of_batch("m1", &[("c".into(), vec![])], &before, &after, &paths, root));
+    let t = timeline(&records_of_batch(
+        "m1",
+        &[("c".into(), vec![])],
+        &before,
+        &after,
+        &paths,
+        root,
+    ));
     revert_all(&ck, &t, RevertTarget::LastTurn, false).await;
     assert_eq!(
         std::fs::read_link(root.join("link")).unwrap(),
@@ -240,7 +302,10 @@ async fn symlinks_are_restored_as_links() {
 #[test]
 fn settings_are_read_with_the_folder_winning() {
     let files = crate::settings::SettingsFiles::read_with(None, Path::new("/p"), &mut |_| {
-        Ok(r#"{"checkpoints": {"maxFileBytes": 10, "maxFiles": 5}, "checkpoints.enabled": false}"#.into())
+        Ok(
+            r#"{"checkpoints": {"maxFileBytes": 10, "maxFiles": 5}, "checkpoints.enabled": false}"#
+                .into(),
+        )
     });
     let (s, warnings) = settings(&files);
     assert!(warnings.is_empty());

@@ -88,8 +88,11 @@ mod tests {
             .unwrap();
         std::fs::set_permissions(root.join("big.bin"), std::fs::Permissions::from_mode(0o644))
             .unwrap();
-        std::fs::set_permissions(root.join(".gitignore"), std::fs::Permissions::from_mode(0o644))
-            .unwrap();
+        std::fs::set_permissions(
+            root.join(".gitignore"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
         let walk = walk(root, 1024, 100);
         assert_eq!(walk.files, 3, "{walk:?}");
         assert_eq!(walk.oversize, vec!["big.bin".to_owned()]);

@@ -112,7 +112,9 @@ impl Session {
             Err(RevertError::NothingToRevert) => {
                 return match self.checkpoints.off() {
                     Some(off) => format!("Nothing to undo: {off}."),
-                    None => "Nothing to undo: no file changes of MAIA's are left to revert.".to_owned(),
+                    None => {
+                        "Nothing to undo: no file changes of MAIA's are left to revert.".to_owned()
+                    }
                 };
             }
             Err(e) => return format!("Cannot undo: {e}."),

@@ -201,11 +201,8 @@ impl Session {
             conversation,
             model,
         } = parts;
-        let checkpoints = crate::checkpoint::Checkpoints::new(
-            &services.cwd,
-            &id,
-            project.checkpoints.clone(),
-        );
+        let checkpoints =
+            crate::checkpoint::Checkpoints::new(&services.cwd, &id, project.checkpoints.clone());
         Self {
             checkpoints,
             id,

@@ -28,6 +28,7 @@ mod prompt;
 mod providers;
 mod queue;
 mod reason;
+mod revert;
 mod steer;
 mod tasks;
 mod terminal;
@@ -303,6 +304,9 @@ impl Agent {
         if method == queue::METHOD {
             return self.queue(id, params);
         }
+        if method == revert::METHOD {
+            return self.revert_files(id, params);
+        }
         if method == tasks::METHOD {
             return self.conn.respond(id, self.stop_task(params));
         }
@@ -560,6 +564,7 @@ fn named_session(params: &Value) -> Option<String> {
 fn meta() -> serde_json::Map<String, Value> {
     let mut meta = steer::capability();
     meta.insert("queue".into(), queue::capability());
+    meta.insert("fileRevert".into(), revert::capability());
     meta
 }
 
