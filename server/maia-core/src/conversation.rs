@@ -98,7 +98,7 @@ impl Conversation {
             turn_mark: loaded.ledger(),
             options: loaded.options(),
             users: loaded.user_messages(),
-            timeline: crate::checkpoint::Timeline::of(&loaded.records),
+            timeline: timeline_of(&loaded.records),
             journal: Some(journal),
             unsaved: false,
             events,
@@ -202,7 +202,7 @@ impl Conversation {
     /// Keeps the derived state in step with a record written to the
     /// journal, exactly as [`Loaded`] derives it on reload.
     fn absorb(&mut self, record: &Record) {
-        self.timeline.absorb(record);
+        absorb_timeline(&mut self.timeline, record);
         match record {
             Record::Clear => {
                 self.summary = None;
@@ -323,7 +323,7 @@ impl Conversation {
         self.name = name;
         self.history = loaded.history();
         self.users = loaded.user_messages();
-        self.timeline = crate::checkpoint::Timeline::of(&loaded.records);
+        self.timeline = timeline_of(&loaded.records);
         self.summary = loaded.summary().map(str::to_owned);
         self.title = loaded.title().map(str::to_owned);
         self.ledger = loaded.ledger();
@@ -418,6 +418,28 @@ pub(crate) fn repair_history(history: &mut Vec<ChatMessage>) {
     }
     close(&mut out, &mut open);
     *history = out;
+}
+
+/// The file checkpoints a journal's records describe.
+fn timeline_of(records: &[Record]) -> crate::checkpoint::Timeline {
+    let mut timeline = crate::checkpoint::Timeline::default();
+    for record in records {
+        absorb_timeline(&mut timeline, record);
+    }
+    timeline
+}
+
+/// Keeps the checkpoints' timeline in step with one record.
+fn absorb_timeline(timeline: &mut crate::checkpoint::Timeline, record: &Record) {
+    match record {
+        Record::Checkpoint(checkpoint) => timeline.add(checkpoint),
+        Record::Reverted { ids, .. } => timeline.reverted.extend(ids.iter().cloned()),
+        Record::ToolCall { call } => {
+            timeline.tool_calls.insert(call.id.clone());
+        }
+        Record::UserDisplay { id, .. } if !id.is_empty() => timeline.note_message(id),
+        _ => {}
+    }
 }
 
 #[cfg(test)]

@@ -296,7 +296,10 @@ impl Engine {
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             let (cwd, id) = (cwd.to_path_buf(), id.to_owned());
-            runtime.spawn(async move { crate::checkpoint::Checkpoints::forget(&cwd, &id).await });
+            let sessions = store::sessions_dir(&cwd);
+            runtime.spawn(async move {
+                crate::checkpoint::Checkpoints::forget(&sessions, &cwd, &id).await;
+            });
         }
         let images = crate::images::remove_unreferenced(cwd);
         if images > 0 {

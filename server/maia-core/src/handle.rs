@@ -237,7 +237,8 @@ impl SessionHandle {
     + use<> {
         use crate::checkpoint::RevertError;
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = !self.is_busy() && self.changes.send(Change::Revert { request, reply }).is_ok();
+        let call = crate::session::files::RevertCall { request, reply };
+        let sent = !self.is_busy() && self.changes.send(Change::Revert(call)).is_ok();
         let busy = self.is_busy();
         async move {
             if !sent {
@@ -435,10 +436,9 @@ pub(crate) fn spawn(
                                 Change::Steer(steer) => {
                                     next = idle_steer(&mut session, steer, &ctl);
                                 }
-                                Change::Revert { request, reply } if ctl.claim() => {
-                                    let report = session.revert_files(&request).await;
+                                Change::Revert(call) if ctl.claim() => {
+                                    session.answer_revert(call).await;
                                     ctl.end();
-                                    let _ = reply.send(report);
                                 }
                                 other => session.apply(other),
                             }

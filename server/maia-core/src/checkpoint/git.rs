@@ -95,9 +95,9 @@ pub struct Repo {
 }
 
 impl Repo {
-    /// The store of `cwd`, with `session`'s index.
-    pub fn new(cwd: &Path, session: &str) -> Self {
-        let git_dir = crate::store::sessions_dir(cwd).join(".checkpoints");
+    /// The store of `cwd` in its sessions folder, with `session`'s index.
+    pub fn new(sessions: &Path, cwd: &Path, session: &str) -> Self {
+        let git_dir = sessions.join(".checkpoints");
         let index = git_dir.join("indexes").join(format!("{session}.index"));
         Repo {
             git_dir,

@@ -144,33 +144,13 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// The timeline of a journal's records.
-    pub fn of(records: &[crate::store::Record]) -> Self {
-        let mut timeline = Timeline::default();
-        for record in records {
-            timeline.absorb(record);
+    /// A checkpoint was recorded.
+    pub fn add(&mut self, checkpoint: &Checkpoint) {
+        self.note_message(&checkpoint.message_id);
+        if let Some(call) = &checkpoint.tool_call_id {
+            self.tool_calls.insert(call.clone());
         }
-        timeline
-    }
-
-    /// Keeps the timeline in step with one record.
-    pub fn absorb(&mut self, record: &crate::store::Record) {
-        use crate::store::Record;
-        match record {
-            Record::Checkpoint(checkpoint) => {
-                self.note_message(&checkpoint.message_id);
-                if let Some(call) = &checkpoint.tool_call_id {
-                    self.tool_calls.insert(call.clone());
-                }
-                self.checkpoints.push(checkpoint.clone());
-            }
-            Record::Reverted { ids, .. } => self.reverted.extend(ids.iter().cloned()),
-            Record::ToolCall { call } => {
-                self.tool_calls.insert(call.id.clone());
-            }
-            Record::UserDisplay { id, .. } if !id.is_empty() => self.note_message(id),
-            _ => {}
-        }
+        self.checkpoints.push(checkpoint.clone());
     }
 
     /// Notes a user message id (in order; a repeat is ignored).
@@ -262,13 +242,15 @@ pub struct Snapshot {
     pub not_captured: Vec<String>,
 }
 
-/// A session's checkpoint taker: the store, the settings, whether it is
-/// off (and why), and the running turn's latest snapshot.
+/// A session's checkpoint taker: the store, whether it is off (and why),
+/// and the running turn's latest snapshot.
 #[derive(Debug)]
 pub struct Checkpoints {
     repo: git::Repo,
+    /// The sessions folder (never snapshotted).
+    sessions: PathBuf,
     session: String,
-    settings: Settings,
+    /// Turned off for the session (no git, too many files, a failure).
     off: Option<Off>,
     /// Refs written so far (the next ref's number).
     next_ref: u64,
@@ -279,32 +261,26 @@ pub struct Checkpoints {
 }
 
 impl Checkpoints {
-    pub fn new(cwd: &Path, session: &str, settings: Settings) -> Self {
+    /// The checkpoints of `session` in `cwd`, whose sessions folder is
+    /// `sessions` (the store is `sessions/.checkpoints`).
+    pub fn new(sessions: &Path, cwd: &Path, session: &str) -> Self {
         Checkpoints {
-            repo: git::Repo::new(cwd, session),
+            repo: git::Repo::new(sessions, cwd, session),
+            sessions: sessions.to_path_buf(),
             session: session.to_owned(),
-            off: (!settings.enabled).then_some(Off::Disabled),
-            settings,
+            off: None,
             next_ref: 0,
             last: None,
             told: false,
         }
     }
 
-    /// The settings changed (a reload): a session turned off by
-    /// `enabled: false` comes back on when it is true again.
-    pub fn set_settings(&mut self, settings: Settings) {
-        match (&self.off, settings.enabled) {
-            (_, false) => self.off = Some(Off::Disabled),
-            (Some(Off::Disabled), true) => self.off = None,
-            _ => {}
-        }
-        self.settings = settings;
-    }
-
     /// Why no checkpoints are taken, if they are not.
-    pub fn off(&self) -> Option<&Off> {
-        self.off.as_ref()
+    pub fn off(&self, settings: &Settings) -> Option<Off> {
+        match settings.enabled {
+            false => Some(Off::Disabled),
+            true => self.off.clone(),
+        }
     }
 
     pub fn repo(&self) -> &git::Repo {
@@ -319,15 +295,16 @@ impl Checkpoints {
 
     /// Takes a snapshot; `Err` turns checkpoints off for the session (the
     /// text is the notice to show).
-    pub async fn snapshot(&mut self) -> Result<Snapshot, String> {
-        if let Some(off) = &self.off {
+    pub async fn snapshot(&mut self, settings: &Settings) -> Result<Snapshot, String> {
+        if let Some(off) = self.off(settings) {
             return Err(off.to_string());
         }
-        let root = self.repo.work_tree.clone();
-        let (max_bytes, max_files) = (self.settings.max_file_bytes, self.settings.max_files);
-        let walk = tokio::task::spawn_blocking(move || walk::walk(&root, max_bytes, max_files))
-            .await
-            .map_err(|e| e.to_string())?;
+        let (root, sessions) = (self.repo.work_tree.clone(), self.sessions.clone());
+        let (max_bytes, max_files) = (settings.max_file_bytes, settings.max_files);
+        let walk =
+            tokio::task::spawn_blocking(move || walk::walk(&root, &sessions, max_bytes, max_files))
+                .await
+                .map_err(|e| e.to_string())?;
         if walk.too_many {
             let off = Off::TooManyFiles(max_files);
             self.off = Some(off.clone());
@@ -363,10 +340,10 @@ impl Checkpoints {
     }
 
     /// The snapshot before a mutating call: the turn's latest, else a new one.
-    pub async fn before(&mut self) -> Result<Snapshot, String> {
+    pub async fn before(&mut self, settings: &Settings) -> Result<Snapshot, String> {
         match &self.last {
             Some(last) => Ok(last.clone()),
-            None => self.snapshot().await,
+            None => self.snapshot(settings).await,
         }
     }
 
@@ -398,8 +375,8 @@ impl Checkpoints {
     }
 
     /// Forgets the session's snapshots (its refs and index).
-    pub async fn forget(cwd: &Path, session: &str) {
-        let repo = git::Repo::new(cwd, session);
+    pub async fn forget(sessions: &Path, cwd: &Path, session: &str) {
+        let repo = git::Repo::new(sessions, cwd, session);
         if let Err(e) = repo.forget(session).await {
             tracing::warn!("cannot remove the checkpoints of {session}: {e}");
         }

@@ -23,7 +23,7 @@ fn write(root: &Path, path: &str, text: &str, mode: u32) {
 fn timeline(records: &[Checkpoint]) -> Timeline {
     let mut t = Timeline::default();
     for c in records {
-        t.absorb(&crate::store::Record::Checkpoint(c.clone()));
+        t.add(c);
     }
     t
 }

@@ -23,9 +23,9 @@ pub struct Walk {
 /// Walks `root` as git would see it as a work tree (its `.gitignore`s, no
 /// global or parent ignore files, `.git` folders and MAIA's sessions
 /// folder left out).
-pub fn walk(root: &Path, max_file_bytes: u64, max_files: usize) -> Walk {
+pub fn walk(root: &Path, sessions: &Path, max_file_bytes: u64, max_files: usize) -> Walk {
     let mut out = Walk::default();
-    let sessions = crate::store::sessions_dir(root);
+    let sessions = sessions.to_path_buf();
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
         .ignore(false)
@@ -93,11 +93,12 @@ mod tests {
             std::fs::Permissions::from_mode(0o644),
         )
         .unwrap();
-        let walk = walk(root, 1024, 100);
+        let sessions = root.join(".maia/.sessions");
+        let walk = walk(root, &sessions, 1024, 100);
         assert_eq!(walk.files, 3, "{walk:?}");
         assert_eq!(walk.oversize, vec!["big.bin".to_owned()]);
         assert_eq!(walk.modes.get("secret"), Some(&0o600));
         assert!(!walk.too_many);
-        assert!(super::walk(root, 1024, 2).too_many);
+        assert!(super::walk(root, &sessions, 1024, 2).too_many);
     }
 }

@@ -16,7 +16,32 @@ pub(crate) fn mutating(tool: &str) -> bool {
     !crate::plan_mode::READ_ONLY_TOOLS.contains(&tool) && tool != crate::plan_mode::EXIT_PLAN_MODE
 }
 
+/// The session's checkpoint taker (its store in the project's sessions
+/// folder).
+pub(super) fn checkpoints(cwd: &std::path::Path, id: &str) -> checkpoint::Checkpoints {
+    checkpoint::Checkpoints::new(&crate::store::sessions_dir(cwd), cwd, id)
+}
+
+/// A revert the handle sent, with where its answer goes.
+pub(crate) struct RevertCall {
+    pub(crate) request: RevertRequest,
+    pub(crate) reply: tokio::sync::oneshot::Sender<Result<RevertReport, RevertError>>,
+}
+
+impl RevertCall {
+    /// Reached a running turn: refused, nothing changed.
+    pub(crate) fn refuse(self) {
+        let _ = self.reply.send(Err(RevertError::TurnRunning));
+    }
+}
+
 impl Session {
+    /// Answers a revert the handle sent ([`Session::revert_files`]).
+    pub(crate) async fn answer_revert(&mut self, call: RevertCall) {
+        let report = self.revert_files(&call.request).await;
+        let _ = call.reply.send(report);
+    }
+
     /// A turn or a `!command` starts: the next mutating call snapshots first.
     pub(crate) fn begin_checkpoints(&mut self) {
         self.checkpoints.begin_turn();
@@ -25,7 +50,7 @@ impl Session {
     /// The snapshot before mutating calls (the turn's latest, else a new
     /// one); `None` when checkpoints are off (the user told once).
     pub(crate) async fn checkpoint_before(&mut self) -> Option<Snapshot> {
-        match self.checkpoints.before().await {
+        match self.checkpoints.before(&self.project.checkpoints).await {
             Ok(snapshot) => Some(snapshot),
             Err(text) => {
                 self.tell_checkpoints_off(text);
@@ -37,7 +62,7 @@ impl Session {
     fn tell_checkpoints_off(&mut self, text: String) {
         if self.checkpoints.take_untold() {
             tracing::warn!("{text}");
-            if !matches!(self.checkpoints.off(), Some(checkpoint::Off::Disabled)) {
+            if self.project.checkpoints.enabled {
                 self.emit(Event::Notice {
                     level: NoticeLevel::Warning,
                     text: format!("{text}; `/undo` cannot restore this session's file changes"),
@@ -53,7 +78,7 @@ impl Session {
         before: Snapshot,
         calls: &[(String, Vec<PathBuf>)],
     ) {
-        let after = match self.checkpoints.snapshot().await {
+        let after = match self.checkpoints.snapshot(&self.project.checkpoints).await {
             Ok(after) => after,
             Err(text) => return self.tell_checkpoints_off(text),
         };
@@ -110,7 +135,7 @@ impl Session {
         let preview = match self.revert_files(&request).await {
             Ok(preview) => preview,
             Err(RevertError::NothingToRevert) => {
-                return match self.checkpoints.off() {
+                return match self.checkpoints.off(&self.project.checkpoints) {
                     Some(off) => format!("Nothing to undo: {off}."),
                     None => {
                         "Nothing to undo: no file changes of MAIA's are left to revert.".to_owned()
@@ -152,7 +177,9 @@ impl Session {
         request: &RevertRequest,
     ) -> Result<RevertReport, RevertError> {
         let chosen = self.conversation.timeline().select(&request.target)?;
-        if let Some(off @ checkpoint::Off::NoGit(_)) = self.checkpoints.off() {
+        if let Some(off @ checkpoint::Off::NoGit(_)) =
+            self.checkpoints.off(&self.project.checkpoints)
+        {
             return Err(RevertError::Off(off.to_string()));
         }
         let fs = self.services.fs.clone();

@@ -45,14 +45,13 @@ use crate::session_tools::Todo;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
-mod files;
+pub(crate) mod files;
 mod replay;
 pub(crate) mod steer;
 mod text;
 mod tooling;
 mod turn;
 
-pub(crate) use files::mutating;
 pub(crate) use replay::replay;
 
 /// A change to what the session uses, sent by its handle. The session
@@ -81,14 +80,8 @@ pub(crate) enum Change {
         name: String,
         reply: tokio::sync::oneshot::Sender<Result<String, String>>,
     },
-    /// Revert file changes (`_session/files/revert`): done by the idle
-    /// session; refused when it reaches a running turn.
-    Revert {
-        request: crate::checkpoint::RevertRequest,
-        reply: tokio::sync::oneshot::Sender<
-            Result<crate::checkpoint::RevertReport, crate::checkpoint::RevertError>,
-        >,
-    },
+    /// `_session/files/revert`: done when idle, refused in a turn.
+    Revert(files::RevertCall),
 }
 
 /// Everything a running session owns, in parts with one owner each: what
@@ -113,7 +106,6 @@ pub(crate) struct Session {
     client: crate::client::ClientTools,
     /// Output of `!commands` waiting to join the next request.
     bang_output: Vec<String>,
-    /// The file checkpoints' store and the turn's latest snapshot.
     checkpoints: crate::checkpoint::Checkpoints,
 }
 
@@ -201,10 +193,8 @@ impl Session {
             conversation,
             model,
         } = parts;
-        let checkpoints =
-            crate::checkpoint::Checkpoints::new(&services.cwd, &id, project.checkpoints.clone());
         Self {
-            checkpoints,
+            checkpoints: files::checkpoints(&services.cwd, &id),
             id,
             services,
             project,
@@ -295,10 +285,7 @@ impl Session {
                     .map_err(|e| e.to_string());
                 let _ = reply.send(renamed);
             }
-            // A turn's checkpoint: a turn is running.
-            Change::Revert { reply, .. } => {
-                let _ = reply.send(Err(crate::checkpoint::RevertError::TurnRunning));
-            }
+            Change::Revert(call) => call.refuse(),
         }
     }
 
@@ -410,7 +397,6 @@ impl Session {
         if self.services.options.model.is_none() && project.settings.model.is_some() {
             self.use_model(project.settings.model.clone());
         }
-        self.checkpoints.set_settings(project.checkpoints.clone());
         self.project = project;
         self.bang_output.clear();
     }

@@ -72,7 +72,7 @@ impl Session {
             lsp: self.services.lsp.clone(),
         };
         // A checkpoint before calls that may change files, another after.
-        let before = match calls.iter().any(|c| super::mutating(&c.name)) {
+        let before = match calls.iter().any(|c| super::files::mutating(&c.name)) {
             true => self.checkpoint_before().await,
             false => None,
         };
@@ -81,7 +81,7 @@ impl Session {
         if let Some(before) = before {
             let mutating: Vec<(String, Vec<std::path::PathBuf>)> = views
                 .iter()
-                .filter(|v| super::mutating(&v.name))
+                .filter(|v| super::files::mutating(&v.name))
                 .map(|v| (v.id.clone(), v.locations.clone()))
                 .collect();
             self.checkpoint_after(before, &mutating).await;
