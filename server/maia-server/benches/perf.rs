@@ -9,6 +9,8 @@
 //! `MAIA_BENCH_FILES` (Grep/Glob tree, default 100000), `MAIA_BENCH_CHUNKS` (default 2000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "perf/checkpoint.rs"]
+mod checkpoint;
 #[path = "perf/harness.rs"]
 mod harness;
 #[path = "perf/lsp.rs"]
@@ -469,6 +471,10 @@ fn main() {
     if wants("steer") {
         eprintln!("steer…");
         steer::bench_steer(&mut table);
+    }
+    if wants("checkpoint") {
+        eprintln!("checkpoint…");
+        checkpoint::bench_checkpoint(&mut table);
     }
     if wants("lsp") {
         eprintln!("lsp…");
