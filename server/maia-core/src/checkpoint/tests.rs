@@ -20,6 +20,10 @@ fn write(root: &Path, path: &str, text: &str, mode: u32) {
     std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
+fn open(root: &Path, session: &str) -> Checkpoints {
+    Checkpoints::new(&root.join(".maia/.sessions"), root, session)
+}
+
 fn timeline(records: &[Checkpoint]) -> Timeline {
     let mut t = Timeline::default();
     for c in records {
@@ -81,9 +85,10 @@ async fn a_shell_like_turn_is_undone_exactly_and_the_users_repo_is_untouched() {
     let index = std::fs::read(root.join(".git/index")).unwrap();
     let head = std::fs::read(root.join(".git/HEAD")).unwrap();
 
-    let mut ck = Checkpoints::new(root, "s1", Settings::default());
+    let settings = Settings::default();
+    let mut ck = open(root, "s1");
     ck.begin_turn();
-    let before = ck.before().await.unwrap();
+    let before = ck.before(&settings).await.unwrap();
     // What a Bash call would do.
     write(root, "edit.txt", "two\n", 0o644);
     write(root, "new.txt", "new\n", 0o644);
@@ -96,7 +101,7 @@ async fn a_shell_like_turn_is_undone_exactly_and_the_users_repo_is_untouched() {
     )
     .unwrap();
     write(root, "ignored/cache", "v2", 0o644);
-    let after = ck.snapshot().await.unwrap();
+    let after = ck.snapshot(&settings).await.unwrap();
     let paths = changed(&ck, &before, &after).await;
     let records = records_of_batch(
         "m1",
@@ -142,12 +147,13 @@ async fn a_user_edit_is_a_conflict_kept_unless_forced_and_a_stale_token_is_refus
     let root = dir.path();
     write(root, "a.txt", "a1\n", 0o644);
     write(root, "b.txt", "b1\n", 0o644);
-    let mut ck = Checkpoints::new(root, "s2", Settings::default());
+    let settings = Settings::default();
+    let mut ck = open(root, "s2");
     ck.begin_turn();
-    let before = ck.before().await.unwrap();
+    let before = ck.before(&settings).await.unwrap();
     write(root, "a.txt", "a2\n", 0o644);
     write(root, "b.txt", "b2\n", 0o644);
-    let after = ck.snapshot().await.unwrap();
+    let after = ck.snapshot(&settings).await.unwrap();
     let paths = changed(&ck, &before, &after).await;
     let t = timeline(&records_of_batch(
         "m1",
@@ -202,13 +208,13 @@ async fn one_call_of_a_batch_is_reverted_alone_and_big_files_are_named() {
         max_file_bytes: 10,
         ..Settings::default()
     };
-    let mut ck = Checkpoints::new(root, "s3", settings);
+    let mut ck = open(root, "s3");
     ck.begin_turn();
-    let before = ck.before().await.unwrap();
+    let before = ck.before(&settings).await.unwrap();
     write(root, "x.txt", "x2\n", 0o644);
     write(root, "y.txt", "y2\n", 0o644);
     write(root, "big.bin", "0123456789abcdef", 0o644);
-    let after = ck.snapshot().await.unwrap();
+    let after = ck.snapshot(&settings).await.unwrap();
     assert_eq!(after.not_captured, vec!["big.bin".to_owned()]);
     let paths = changed(&ck, &before, &after).await;
     let calls = [
@@ -239,11 +245,12 @@ async fn a_deleted_store_says_so_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write(root, "a.txt", "a1\n", 0o644);
-    let mut ck = Checkpoints::new(root, "s4", Settings::default());
+    let settings = Settings::default();
+    let mut ck = open(root, "s4");
     ck.begin_turn();
-    let before = ck.before().await.unwrap();
+    let before = ck.before(&settings).await.unwrap();
     write(root, "a.txt", "a2\n", 0o644);
-    let after = ck.snapshot().await.unwrap();
+    let after = ck.snapshot(&settings).await.unwrap();
     let paths = changed(&ck, &before, &after).await;
     let t = timeline(&records_of_batch(
         "m1",
@@ -277,12 +284,13 @@ async fn symlinks_are_restored_as_links() {
     let root = dir.path();
     write(root, "target.txt", "t\n", 0o644);
     std::os::unix::fs::symlink("target.txt", root.join("link")).unwrap();
-    let mut ck = Checkpoints::new(root, "s5", Settings::default());
+    let settings = Settings::default();
+    let mut ck = open(root, "s5");
     ck.begin_turn();
-    let before = ck.before().await.unwrap();
+    let before = ck.before(&settings).await.unwrap();
     std::fs::remove_file(root.join("link")).unwrap();
     std::os::unix::fs::symlink("elsewhere", root.join("link")).unwrap();
-    let after = ck.snapshot().await.unwrap();
+    let after = ck.snapshot(&settings).await.unwrap();
     let paths = changed(&ck, &before, &after).await;
     let t = timeline(&records_of_batch(
         "m1",
