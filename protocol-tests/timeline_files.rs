@@ -427,3 +427,81 @@ async fn the_users_repository_is_untouched_ignored_files_too_and_big_files_are_n
         "the user's index, HEAD and refs"
     );
 }
+
+#[tokio::test]
+async fn a_reload_knows_what_was_undone_and_the_next_undo_goes_further_back() {
+    let (mut maia, sid) = Maia::ready().await;
+    write(&maia, "a.txt", "a0\n", 0o644);
+    bash_turn(&mut maia, &sid, "printf 'a1\\n' > a.txt").await;
+    bash_turn(&mut maia, &sid, "printf 'a2\\n' > a.txt").await;
+    // A turn with read-only tools only takes no checkpoint.
+    maia.mock.push(maia_test_support::tool_calls_reply(&[(
+        "r",
+        "Read",
+        json!({"file_path": maia.path("a.txt")}),
+    )]));
+    maia.mock.push(maia_test_support::text_reply("read"));
+    let id = maia.prompt(&sid, "read it").await;
+    maia.response_with(id, choose("allow_once")).await;
+    maia.turn(&sid, "/undo").await;
+    assert_eq!(read(&maia.path("a.txt")), "a1\n");
+    let mut maia = maia.restart().await;
+    maia.initialize().await;
+    maia.load(&sid).await;
+    let (_, before) = maia.turn(&sid, "/undo").await;
+    assert!(
+        agent_text(&before).contains("Undone"),
+        "{}",
+        agent_text(&before)
+    );
+    assert_eq!(read(&maia.path("a.txt")), "a0\n");
+    let (_, before) = maia.turn(&sid, "/undo").await;
+    assert!(
+        agent_text(&before).contains("Nothing to undo"),
+        "{}",
+        agent_text(&before)
+    );
+    assert_eq!(read(&maia.path("a.txt")), "a0\n");
+    let journal = crate::harness::session_files(&maia)
+        .into_iter()
+        .map(|name| read(&maia.path(&format!(".maia/.sessions/{name}"))))
+        .collect::<String>();
+    assert_eq!(
+        journal.matches("\"type\":\"checkpoint\"").count(),
+        2,
+        "{journal}"
+    );
+}
+
+#[tokio::test]
+async fn deleting_the_thread_removes_its_checkpoints() {
+    let (mut maia, sid) = Maia::ready().await;
+    write(&maia, "a.txt", "a0\n", 0o644);
+    bash_turn(&mut maia, &sid, "printf 'a1\\n' > a.txt").await;
+    let store = maia.path(".maia/.sessions/.checkpoints");
+    let refs = store.join("refs/maia").join(&sid);
+    let index = store.join(format!("indexes/{sid}.index"));
+    let packed = || std::fs::read_to_string(store.join("packed-refs")).unwrap_or_default();
+    assert!(
+        refs.is_dir() || packed().contains(&sid),
+        "no refs for {sid}"
+    );
+    assert!(index.is_file());
+    let id = maia
+        .request("session/delete", json!({"sessionId": sid}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert!(resp.get("result").is_some(), "{resp}");
+    let gone = crate::harness::eventually(crate::harness::WAIT, || {
+        !index.exists()
+            && !packed().contains(&sid)
+            && std::fs::read_dir(&refs).map_or(true, |mut d| d.next().is_none())
+    })
+    .await;
+    assert!(
+        gone,
+        "the thread's refs and index are still in {}",
+        store.display()
+    );
+    assert_eq!(read(&maia.path("a.txt")), "a1\n");
+}

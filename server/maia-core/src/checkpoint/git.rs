@@ -367,7 +367,8 @@ impl Repo {
             self.run(&["update-ref", "--stdin"], Some(input.as_bytes()))
                 .await?;
         }
-        self.run(&["prune"], None).await?;
+        // Objects of another session's snapshot in progress are young.
+        self.run(&["prune", "--expire=1.hour.ago"], None).await?;
         Ok(())
     }
 }
