@@ -86,8 +86,9 @@ async fn answer_with_edits(lsp: &mut Lsp, buffer: &mut Buffer, create: bool) {
 }
 
 /// Runs `maia.undo` for `a.txt`'s folder; returns its response and the
-/// `window/showMessage` notifications on the way.
-async fn undo(lsp: &mut Lsp, buffer: &mut Buffer) -> (Value, Vec<Value>) {
+/// `window/showMessage` notifications on the way, waiting for `messages`
+/// of them (they may come after the response).
+async fn undo(lsp: &mut Lsp, buffer: &mut Buffer, messages: usize) -> (Value, Vec<Value>) {
     let uri = lsp.uri("a.txt");
     let id = lsp
         .request(
@@ -95,17 +96,18 @@ async fn undo(lsp: &mut Lsp, buffer: &mut Buffer) -> (Value, Vec<Value>) {
             json!({"command": "maia.undo", "arguments": [{"uri": uri}]}),
         )
         .await;
-    let seen = lsp
+    let is_shown = |m: &Value| m["method"] == "window/showMessage";
+    let mut seen = lsp
         .until(|m| m.get("method").is_none() && m["id"] == id, &mut |m| {
             buffer.answer(m)
         })
         .await;
-    let shown = seen
-        .iter()
-        .filter(|m| m["method"] == "window/showMessage")
-        .cloned()
-        .collect();
-    (seen.last().unwrap().clone(), shown)
+    let response = seen.last().unwrap().clone();
+    while seen.iter().filter(|m| is_shown(m)).count() < messages {
+        seen.extend(lsp.until(is_shown, &mut |m| buffer.answer(m)).await);
+    }
+    let shown = seen.into_iter().filter(is_shown).collect();
+    (response, shown)
 }
 
 #[tokio::test]
@@ -120,7 +122,7 @@ async fn undo_reverts_the_applied_hunks_and_removes_a_created_file() {
     assert_eq!(read(&lsp.path("b.txt")), "created\n");
 
     buffer.take = usize::MAX;
-    let (r, shown) = undo(&mut lsp, &mut buffer).await;
+    let (r, shown) = undo(&mut lsp, &mut buffer, 0).await;
     assert!(r.get("error").is_none(), "{r}");
     assert_eq!(r["result"]["undone"], 2, "{r}");
     assert_eq!(r["result"]["conflicts"], json!([]), "{r}");
@@ -136,7 +138,7 @@ async fn undo_reverts_the_applied_hunks_and_removes_a_created_file() {
 
     // Nothing left: said so, and nothing is sent.
     let applies = buffer.applies.len();
-    let (r, shown) = undo(&mut lsp, &mut buffer).await;
+    let (r, shown) = undo(&mut lsp, &mut buffer, 1).await;
     assert_eq!(r["result"]["undone"], 0, "{r}");
     assert_eq!(buffer.applies.len(), applies);
     assert_eq!(shown.len(), 1, "{shown:?}");
@@ -162,7 +164,7 @@ async fn undo_keeps_the_hunks_the_user_changed_since_and_names_them() {
     let typed = buffer.did_change();
     lsp.send(&typed).await;
 
-    let (r, shown) = undo(&mut lsp, &mut buffer).await;
+    let (r, shown) = undo(&mut lsp, &mut buffer, 1).await;
     assert!(r.get("error").is_none(), "{r}");
     assert_eq!(buffer.text, "zero\none\ntwo\nthree\nFOUR!\nfive\n");
     assert_eq!(r["result"]["undone"], 1, "{r}");
@@ -229,7 +231,7 @@ async fn undo_during_a_turn_is_refused() {
         .await;
     lsp.turn(&mut |m| buffer.answer(m)).await;
     // The answer's hunks are still there to undo.
-    let (r, _) = undo(&mut lsp, &mut buffer).await;
+    let (r, _) = undo(&mut lsp, &mut buffer, 0).await;
     assert_eq!(r["result"]["undone"], 2, "{r}");
     assert_eq!(buffer.text, OLD);
 }
