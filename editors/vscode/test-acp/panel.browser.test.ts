@@ -546,10 +546,11 @@ test('timeline: Edit rewinds and puts the text back in the input; Fork from here
     await page.waitForFunction(() => document.querySelectorAll('.message.user[data-message-id]').length === 2);
 
     // Fork from the first message: a fork before it, opened in the panel.
+    const loads = agentRequests(f).filter((r) => r.method === 'session/load').length;
     await page.click('.message.user[data-message-id="m1"] [data-action="fork"]');
     const fork = await waitUntilRequest(f, 'session/fork');
     assert.deepEqual(fork.params, { sessionId: 's1', cwd: f.cwd, mcpServers: [], cursorId: 'm1' });
-    const load = await waitUntilRequest(f, 'session/load');
+    const load = await waitUntilRequest(f, 'session/load', loads + 1);
     assert.equal(load.params.sessionId, 'f1');
     await waitUntil(() => f.panel.currentSession === 'f1', 5_000);
     await page.waitForFunction(() => (document.querySelector('#input') as HTMLTextAreaElement).value === 'first question');
