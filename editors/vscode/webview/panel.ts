@@ -171,7 +171,7 @@ function addUserMessage(text: string, att: Attachment[], messageId?: string): vo
   if (att.length) {
     m.el.append(h('div', { class: 'chips' }, ...att.map((a) => h('span', { class: 'chip', title: a.uri, text: chipLabel(a) }))));
   }
-  timeline.identify(m.el, messageId, text);
+  timeline.identify(m.el, messageId, text, !replaying);
   current = undefined;
   log.scrollTop = log.scrollHeight;
 }
@@ -748,6 +748,7 @@ window.addEventListener('message', (event: MessageEvent) => {
       const el = timeline.lastWithoutId(log);
       if (el) {
         timeline.identify(el, m.messageId);
+        // The turn (steered messages included) is undone from its prompt on.
         lastUserId = m.messageId;
       }
       break;

@@ -63,21 +63,25 @@ export function decorateUser(el: UserEl): void {
 }
 
 /** Gives a user message its id (and raw text), and its buttons. */
-export function identify(el: UserEl, messageId: string | undefined, text?: string): void {
+export function identify(el: UserEl, messageId: string | undefined, text?: string, awaiting = false): void {
   if (text !== undefined) {
     el._raw = text;
   }
   if (messageId) {
     el.dataset.messageId = messageId;
+    delete el.dataset.awaitingId;
+  } else if (awaiting) {
+    // Sent here: its id comes with the prompt's response.
+    el.dataset.awaitingId = 'true';
   }
   decorateUser(el);
 }
 
-/** The last user message still without an id (the prompt just sent). */
+/** The latest user message still without an id: the prompt just sent (a
+ * message steered in during its turn came with its own id). */
 export function lastWithoutId(log: HTMLElement): UserEl | undefined {
   const all = Array.from(log.querySelectorAll<UserEl>('.message.user'));
-  const last = all[all.length - 1];
-  return last && !last.dataset.messageId ? last : undefined;
+  return all.reverse().find((el) => el.dataset.awaitingId === 'true');
 }
 
 /** Ends the turn of `messageId` with its "Undo changes" bar (once). */
