@@ -2,7 +2,8 @@
 //! initialize, code actions, `maia.ask` → progress → answer document,
 //! proposed edits through `workspace/applyEdit` (applied, rejected,
 //! partially applied) reported to the model, permissions through
-//! `window/showMessageRequest`, and cancellation. Clients without change
+//! `window/showMessageRequest`, and cancellation. `maia.undo` is tested in
+//! `lsp_undo`. Clients without change
 //! annotations or message actions (Helix) review edits and answer
 //! permissions through diagnostics and their code actions.
 
@@ -403,7 +404,7 @@ pub(crate) fn range(l1: u32, c1: u32, l2: u32, c2: u32) -> Value {
 }
 
 /// Applies LSP text edits (ASCII text) to `text`, last first.
-fn apply_edits(text: &str, edits: &[Value]) -> String {
+pub(crate) fn apply_edits(text: &str, edits: &[Value]) -> String {
     let offset = |pos: &Value| -> usize {
         let line = pos["line"].as_u64().unwrap() as usize;
         let character = pos["character"].as_u64().unwrap() as usize;
@@ -460,6 +461,7 @@ async fn initialize_and_code_actions() {
             "maia.ask",
             "maia.cancel",
             "maia.newSession",
+            "maia.undo",
             "maia.review",
             "maia.permission"
         ])
@@ -771,7 +773,7 @@ async fn edit_turn_with(
     (message, request, lsp)
 }
 
-fn edits_of(request: &Value) -> Vec<Value> {
+pub(crate) fn edits_of(request: &Value) -> Vec<Value> {
     request["params"]["edit"]["documentChanges"][0]["edits"]
         .as_array()
         .unwrap()

@@ -37,6 +37,7 @@ mod fuzz_replay;
 mod litellm;
 mod lsp;
 mod lsp_lifecycle;
+mod lsp_undo;
 mod neovim;
 mod readme;
 mod registry;

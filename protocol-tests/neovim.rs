@@ -1,7 +1,8 @@
 //! The Neovim plugin (`editors/neovim`) in a real headless Neovim ≥ 0.10
 //! against the real `maia lsp` binary and the mock LLM: ask about a
 //! selection, see the answer buffer fill, accept one proposed hunk and
-//! reject the other, and check the file the editor writes.
+//! reject the other, check the file the editor writes, then `:MaiaUndo`
+//! reverts the accepted hunk.
 //!
 //! Neovim is taken from `MAIA_NVIM`, else from `PATH`; without a Neovim
 //! ≥ 0.10 the test prints why and passes (but an unusable `MAIA_NVIM`
@@ -171,10 +172,11 @@ async fn neovim_plugin_asks_streams_and_reviews_hunks() {
     println!("{stderr}");
     assert!(stderr.contains("all steps passed"), "{stderr}");
 
-    // Exactly the accepted hunk is in the file Neovim wrote.
+    // The Lua test saw exactly the accepted hunk in the file Neovim wrote;
+    // after `:MaiaUndo` and a write, the file is as before the answer.
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
-        "one\nTWO\nthree\nfour\nfive\n"
+        "one\ntwo\nthree\nfour\nfive\n"
     );
     // The model was told which hunk was applied and which was rejected.
     let requests = mock.requests();

@@ -1,7 +1,7 @@
 -- Headless end-to-end test of the plugin against the real `maia lsp`.
 -- Driven by protocol-tests/neovim.rs, which starts the mock LLM with two
 -- scripted turns (a text answer; a Read, an Edit of two hunks and "Done.")
--- and runs:
+-- (after the review, :MaiaUndo reverts the accepted hunk) and runs:
 --   nvim --headless -u NONE -i NONE -n -c "luafile editors/neovim/tests/ask_review.lua"
 -- in the project directory, with MAIA_BIN (the `maia` binary),
 -- MAIA_PLUGIN (editors/neovim) and MAIA_FILE (the file to open) set.
@@ -45,7 +45,7 @@ local function run()
   vim.fn.writefile(vim.fn.readfile(vim.env.MAIA_PLUGIN .. '/doc/maia.txt'), docdir .. '/maia.txt')
   vim.cmd('helptags ' .. vim.fn.fnameescape(docdir))
   local tags = table.concat(vim.fn.readfile(docdir .. '/tags'), '\n')
-  for _, tag in ipairs({ ':MaiaAsk', 'maia-review', 'maia-acp', 'maia.setup()' }) do
+  for _, tag in ipairs({ ':MaiaAsk', ':MaiaUndo', 'maia-review', 'maia-acp', 'maia.setup()' }) do
     check(tags:find(tag, 1, true) ~= nil, 'help tag ' .. tag)
   end
   -- :checkhealth maia runs.
@@ -128,6 +128,19 @@ local function run()
   -- No deprecation warnings or errors from the plugin on the way.
   local messages = vim.api.nvim_exec2('messages', { output = true }).output
   check(not messages:find('deprecated') and not messages:find('Error'), 'messages: ' .. messages)
+
+  -- 3. :MaiaUndo reverts the hunk the answer applied.
+  local written = table.concat(vim.fn.readfile(vim.env.MAIA_FILE), '\n')
+  check(written == 'one\nTWO\nthree\nfour\nfive', 'the file holds the accepted hunk: ' .. written)
+  vim.cmd('MaiaUndo')
+  wait_for('the undo to answer', function()
+    return maia.last_undo ~= nil
+  end)
+  check(maia.last_undo.undone == 1, 'one hunk undone: ' .. vim.inspect(maia.last_undo))
+  check(table.concat(lines(src), '\n') == 'one\ntwo\nthree\nfour\nfive', 'undone: ' .. table.concat(lines(src), '|'))
+  vim.cmd('write')
+  messages = vim.api.nvim_exec2('messages', { output = true }).output
+  check(messages:find('undid 1 hunk', 1, true) ~= nil, 'the undo is reported: ' .. messages)
   log('messages:\n' .. messages)
   log('all steps passed')
 end

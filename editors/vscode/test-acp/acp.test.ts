@@ -227,7 +227,15 @@ test('a new window reopens the saved thread (session/load replay) with its chips
       assert.equal(panel.currentSession, saved);
       assert.equal(host.agentText(), 'An answer worth keeping.');
       // The user message comes back as typed, its attachments as chips.
-      const replayedUser = host.posted.filter((m) => m.type === 'userMessage');
+      // (with its id, when maia names one: the panel's Edit / Fork use it)
+      const replayedUser = host.posted.flatMap((m) => {
+        if (m.type !== 'userMessage') {
+          return [];
+        }
+        const { messageId, ...rest } = m;
+        assert.ok(messageId === undefined || typeof messageId === 'string');
+        return [rest];
+      });
       assert.deepEqual(replayedUser, [
         { type: 'userMessage', text: 'Keep this', attachments: [{ ...selection, text: '' }, notes] },
       ]);
@@ -355,6 +363,106 @@ test('a permission question also notifies when the panel is hidden, and either a
     assert.equal(fs.readFileSync(path.join(f.cwd, 'n.txt'), 'utf8'), 'n');
     // The panel's card is closed too.
     assert.ok(f.host.posted.some((m) => m.type === 'permissionDone' && m.optionId));
+  } finally {
+    await f.close();
+  }
+});
+
+// The timeline against the real maia: each test runs once maia advertises
+// its action (the server side lands separately) and is skipped until then.
+
+type Posted<T extends ToWebview['type']> = Extract<ToWebview, { type: T }>;
+const is =
+  <T extends ToWebview['type']>(type: T) =>
+  (m: ToWebview): m is Posted<T> =>
+    m.type === type;
+
+/** Sends `text`, allowing every permission question; returns the message's id. */
+async function sendAllowing(f: Awaited<ReturnType<typeof start>>, text: string): Promise<string> {
+  const from = f.host.posted.length;
+  const turn = f.panel.send(text, []);
+  const answered = new Set<number>();
+  const allow = setInterval(() => {
+    for (const m of f.host.posted.slice(from)) {
+      if (m.type === 'permission' && !answered.has(m.requestId)) {
+        answered.add(m.requestId);
+        f.panel.answerPermission(m.requestId, m.options.find((o) => o.kind === 'allow_once')!.optionId);
+      }
+    }
+  }, 20);
+  try {
+    assert.equal(await turn, 'end_turn');
+  } finally {
+    clearInterval(allow);
+  }
+  return (await f.host.waitFor(is('userMessageId'), 5_000, from)).messageId;
+}
+
+test('timeline (maia): Undo changes previews a created file and Restore removes it', async (t) => {
+  const f = await start([
+    { tool_calls: [{ id: 'call_w', name: 'Write', arguments: { file_path: 'made.txt', content: 'made\n' } }] },
+    { text: 'Made it.' },
+  ]);
+  try {
+    await f.host.waitFor((m) => m.type === 'session');
+    if (!f.panel.timelineCaps.revert) {
+      t.skip('maia does not advertise _meta.fileRevert yet');
+      return;
+    }
+    const id = await sendAllowing(f, 'Make made.txt');
+    const made = path.join(f.cwd, 'made.txt');
+    assert.ok(fs.existsSync(made));
+    await f.panel.revertPreview(id);
+    const { preview } = await f.host.waitFor(is('revertPreview'));
+    assert.ok(preview.canRevert && preview.previewToken, JSON.stringify(preview));
+    assert.deepEqual(preview.files.map((x) => [x.path, x.kind, x.conflict]), [[made, 'created', false]]);
+    await f.panel.revertApply(id, preview.previewToken!);
+    const { result } = await f.host.waitFor(is('revertDone'));
+    assert.ok(result.reverted, JSON.stringify(result));
+    assert.ok(!fs.existsSync(made), 'the created file is gone');
+  } finally {
+    await f.close();
+  }
+});
+
+test('timeline (maia): Edit rewinds before the message, reloads the thread and refills the input', async (t) => {
+  const f = await start([{ text: 'First answer.' }, { text: 'Second answer.' }]);
+  try {
+    await f.host.waitFor((m) => m.type === 'session');
+    if (!f.panel.timelineCaps.rewind) {
+      t.skip('maia does not advertise _meta.sessionRewind yet');
+      return;
+    }
+    await sendAllowing(f, 'first');
+    const second = await sendAllowing(f, 'second');
+    const from = f.host.posted.length;
+    assert.ok(await f.panel.editMessage(second, 'second'));
+    await f.host.waitFor(is('replayed'), 20_000, from);
+    const replayed = f.host.posted.slice(from).filter(is('userMessage'));
+    assert.deepEqual(replayed.map((m) => m.text), ['first']);
+    assert.deepEqual(await f.host.waitFor(is('restoreInput'), 5_000, from), { type: 'restoreInput', text: 'second' });
+  } finally {
+    await f.close();
+  }
+});
+
+test('timeline (maia): Fork from here opens a fork holding the history before the message', async (t) => {
+  const f = await start([{ text: 'First answer.' }, { text: 'Second answer.' }]);
+  try {
+    await f.host.waitFor((m) => m.type === 'session');
+    if (!f.panel.timelineCaps.fork) {
+      t.skip('maia does not advertise sessionCapabilities.fork yet');
+      return;
+    }
+    await sendAllowing(f, 'first');
+    const second = await sendAllowing(f, 'second');
+    const source = f.panel.currentSession;
+    const from = f.host.posted.length;
+    const forked = await f.panel.forkFrom(second, 'second');
+    assert.ok(forked && forked !== source);
+    assert.equal(f.panel.currentSession, forked);
+    const replayed = f.host.posted.slice(from).filter(is('userMessage'));
+    assert.deepEqual(replayed.map((m) => m.text), ['first']);
   } finally {
     await f.close();
   }

@@ -134,6 +134,9 @@ export class TestHost implements EditorHost {
   async openDiff(...args: unknown[]): Promise<void> {
     this.actions.push({ kind: 'openDiff', args });
   }
+  async openRevertDiff(...args: unknown[]): Promise<void> {
+    this.actions.push({ kind: 'openRevertDiff', args });
+  }
   async openLocation(...args: unknown[]): Promise<void> {
     this.actions.push({ kind: 'openLocation', args });
   }

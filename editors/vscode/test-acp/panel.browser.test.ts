@@ -70,7 +70,10 @@ interface PanelPage {
 }
 
 /** Opens the built panel page bridged to a live controller. */
-async function openPanel(script: ScriptItem[], opts: { noFrames?: boolean } = {}): Promise<PanelPage> {
+async function openPanel(
+  script: ScriptItem[],
+  opts: { noFrames?: boolean; command?: string; beforeLoad?: (f: Fixture) => void } = {},
+): Promise<PanelPage> {
   const page = await browser!.newPage();
   if (opts.noFrames) {
     // As in a hidden or throttled webview: animation frames never come.
@@ -88,7 +91,8 @@ async function openPanel(script: ScriptItem[], opts: { noFrames?: boolean } = {}
   });
   const fromWebview: ToHost[] = [];
   // The fixture starts the controller itself; the page's `ready` replays into it.
-  const f = await start(script, { ready: false });
+  const f = await start(script, { ready: false, command: opts.command });
+  opts.beforeLoad?.(f);
   // Relay host → webview in order.
   let chain = Promise.resolve();
   f.host.forward = (m: ToWebview) => {
@@ -420,3 +424,154 @@ async function waitUntil(cond: () => boolean, timeoutMs = 10_000): Promise<void>
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/** The scripted ACP agent (test-acp/fake-agent.ts), executable. */
+function fakeAgent(): string {
+  const file = path.join(__dirname, 'fake-agent.js');
+  fs.chmodSync(file, 0o755);
+  return file;
+}
+
+/** The requests the fake agent got (method and params), in order. */
+function agentRequests(f: Fixture): { method: string; params: Record<string, any> }[] {
+  const file = path.join(f.home, 'requests.jsonl');
+  return fs.existsSync(file)
+    ? fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+    : [];
+}
+
+async function waitUntilRequest(f: Fixture, method: string, n = 1): Promise<{ method: string; params: Record<string, any> }> {
+  await waitUntil(() => agentRequests(f).filter((r) => r.method === method).length >= n, 10_000);
+  return agentRequests(f).filter((r) => r.method === method)[n - 1];
+}
+
+test('timeline: Undo changes previews files, kinds and conflicts, shows diffs and restores with the token', async () => {
+  const p = await openPanel([], { command: fakeAgent() });
+  const { page, f } = p;
+  try {
+    await page.waitForFunction(() => !document.querySelector('#status')?.textContent);
+    await typeAndEnter(page, 'first question');
+    await turnEnded(p, 1);
+    await typeAndEnter(page, 'second question');
+    await turnEnded(p, 2);
+    // Each user message has Edit and Fork, each finished turn Undo changes.
+    await page.waitForFunction(() => document.querySelectorAll('.message.user[data-message-id]').length === 2);
+    assert.deepEqual(
+      await page.$$eval('.message.user', (els) => els.map((e) => (e as HTMLElement).dataset.messageId)),
+      ['m1', 'm2'],
+    );
+    assert.equal(await page.$$eval('.message.user [data-action="edit"]', (e) => e.length), 2);
+    assert.equal(await page.$$eval('.message.user [data-action="fork"]', (e) => e.length), 2);
+    assert.deepEqual(
+      await page.$$eval('.turn-actions', (els) => els.map((e) => (e as HTMLElement).dataset.messageId)),
+      ['m1', 'm2'],
+    );
+    // Native buttons (theme colours), reachable with the keyboard.
+    const undo = await page.$('.turn-actions[data-message-id="m2"] [data-action="undo"]');
+    assert.equal(await undo!.evaluate((e) => e.tagName), 'BUTTON');
+    await undo!.focus();
+    await page.keyboard.press('Enter');
+    const asked = await waitUntilRequest(f, '_session/files/revert');
+    assert.deepEqual(asked.params, { sessionId: 's1', beforeMessage: { messageId: 'm2' }, dryRun: true });
+    await page.waitForFunction(() => document.querySelectorAll('.revert-files li').length === 3);
+    const rows = await page.$$eval('.revert-files li', (els) =>
+      els.map((e) => ({
+        kind: (e as HTMLElement).dataset.kind,
+        name: e.querySelector('.revert-path')?.textContent,
+        conflict: e.classList.contains('conflict'),
+        flag: e.querySelector('.revert-conflict')?.textContent ?? '',
+      })),
+    );
+    assert.deepEqual(rows, [
+      { kind: 'modified', name: 'a.txt', conflict: false, flag: '' },
+      { kind: 'created', name: 'b.txt', conflict: false, flag: '' },
+      { kind: 'modified', name: 'c.txt', conflict: true, flag: 'changed by you since: kept' },
+    ]);
+    assert.match(await page.$eval('.revert-head', (e) => e.textContent ?? ''), /3 file\(s\), 1 changed by you since \(kept\)/);
+    assert.match(await page.$eval('.revert', (e) => e.textContent ?? ''), /Not captured \(cannot be restored\): .*big\.bin/);
+    // The Restore button has the focus; Show diff opens the old text beside the file.
+    assert.equal(await page.evaluate(() => (document.activeElement as HTMLElement | null)?.dataset.action), 'restore');
+    await page.click('.revert-files li[data-kind="modified"] [data-action="diff"]');
+    await waitUntil(() => f.host.actions.some((a) => a.kind === 'openRevertDiff'), 5_000);
+    const diff = f.host.actions.find((a) => a.kind === 'openRevertDiff')!;
+    assert.deepEqual(diff.args, [path.join(f.cwd, 'a.txt'), 'old a\n', 'modified']);
+    await page.screenshot({ path: path.join(artifacts, 'panel-undo-preview.png') });
+    // Restore sends the preview's token; the conflict is named as kept.
+    await page.click('.revert [data-action="restore"]');
+    const applied = await waitUntilRequest(f, '_session/files/revert', 2);
+    assert.deepEqual(applied.params, {
+      sessionId: 's1',
+      beforeMessage: { messageId: 'm2' },
+      dryRun: false,
+      previewToken: `sha256:${'ab'.repeat(32)}`,
+    });
+    await page.waitForFunction(() => document.querySelector('.revert-result') !== null);
+    assert.equal(
+      await page.$eval('.revert-result', (e) => e.textContent),
+      'Restored 2 file(s). Kept, changed by you since: c.txt.',
+    );
+  } finally {
+    await p.close();
+  }
+});
+
+test('timeline: Edit rewinds and puts the text back in the input; Fork from here opens the fork', async () => {
+  const p = await openPanel([], { command: fakeAgent() });
+  const { page, f } = p;
+  try {
+    await page.waitForFunction(() => !document.querySelector('#status')?.textContent);
+    await typeAndEnter(page, 'first question');
+    await turnEnded(p, 1);
+    await typeAndEnter(page, 'second question');
+    await turnEnded(p, 2);
+    await page.waitForFunction(() => document.querySelectorAll('.message.user[data-message-id]').length === 2);
+
+    // Edit on the second message: rewind before it, reload, text back in the input.
+    await page.click('.message.user[data-message-id="m2"] [data-action="edit"]');
+    const rewind = await waitUntilRequest(f, '_session/rewind');
+    assert.deepEqual(rewind.params, { sessionId: 's1', beforeMessage: { messageId: 'm2' } });
+    await page.waitForFunction(() => (document.querySelector('#input') as HTMLTextAreaElement).value === 'second question');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'input');
+    // The reloaded thread holds the first message only, still with its actions.
+    await page.waitForFunction(() => document.querySelectorAll('.message.user').length === 1);
+    assert.equal(await page.$eval('.message.user', (e) => (e as HTMLElement).dataset.messageId), 'm1');
+    assert.equal(await page.$$eval('.turn-actions', (e) => e.length), 1);
+    // Edit and resend: the changed text is the next prompt.
+    await page.focus('#input');
+    await page.keyboard.type(', edited');
+    await page.keyboard.press('Enter');
+    await turnEnded(p, 3);
+    const prompts = agentRequests(f).filter((r) => r.method === 'session/prompt');
+    assert.equal(prompts[2].params.prompt[0].text, 'second question, edited');
+    await page.waitForFunction(() => document.querySelectorAll('.message.user[data-message-id]').length === 2);
+
+    // Fork from the first message: a fork before it, opened in the panel.
+    const loads = agentRequests(f).filter((r) => r.method === 'session/load').length;
+    await page.click('.message.user[data-message-id="m1"] [data-action="fork"]');
+    const fork = await waitUntilRequest(f, 'session/fork');
+    assert.deepEqual(fork.params, { sessionId: 's1', cwd: f.cwd, mcpServers: [], cursorId: 'm1' });
+    const load = await waitUntilRequest(f, 'session/load', loads + 1);
+    assert.equal(load.params.sessionId, 'f1');
+    await waitUntil(() => f.panel.currentSession === 'f1', 5_000);
+    await page.waitForFunction(() => (document.querySelector('#input') as HTMLTextAreaElement).value === 'first question');
+    assert.equal(await page.$$eval('.message.user', (e) => e.length), 0, 'the fork starts before the message');
+  } finally {
+    await p.close();
+  }
+});
+
+test('timeline: no Edit, Fork or Undo when the agent does not advertise them', async () => {
+  // The fake agent advertises nothing with this marker.
+  const p = await openPanel([], { command: fakeAgent(), beforeLoad: (f) => fs.writeFileSync(path.join(f.home, 'no-timeline'), '') });
+  const { page } = p;
+  try {
+    await page.waitForFunction(() => !document.querySelector('#status')?.textContent);
+    await typeAndEnter(page, 'a question');
+    await turnEnded(p, 1);
+    await page.waitForFunction(() => document.querySelector('.message.user') !== null);
+    assert.equal(await page.$$eval('.message-actions button', (e) => e.length), 0);
+    assert.equal(await page.$$eval('.turn-actions:not([hidden])', (e) => e.length), 0);
+  } finally {
+    await p.close();
+  }
+});

@@ -4,6 +4,7 @@
 import type * as acp from '@agentclientprotocol/sdk';
 import type { Attachment, ToWebview } from '../src/panel/protocol';
 import { h, post, renderMarkdown } from './dom';
+import * as timeline from './timeline';
 import { renderTool, ToolCard } from './tools';
 
 // ---------- layout ----------
@@ -52,6 +53,10 @@ let configOptions: acp.SessionConfigOption[] = [];
 let current: { kind: 'agent' | 'thought' | 'user'; id?: string | null; el: HTMLElement; body: HTMLElement; text: string } | undefined;
 const toolCards = new Map<string, ToolCard>();
 const permissionCards = new Map<number, HTMLElement>();
+/** A thread is being replayed (`session/load`). */
+let replaying = false;
+/** The id of the latest user message (its turn gets the "Undo changes" bar). */
+let lastUserId: string | undefined;
 
 function setStatus(text: string, kind = ''): void {
   statusEl.textContent = text;
@@ -63,6 +68,7 @@ function setBusy(b: boolean): void {
   stopBtn.hidden = !b;
   sendBtn.disabled = b;
   app.classList.toggle('busy', b);
+  timeline.setBusy(b, log);
   if (b) {
     setStatus('working…', 'busy');
   } else if (statusEl.dataset.kind === 'busy') {
@@ -152,7 +158,12 @@ function chipLabel(a: Attachment): string {
   return a.kind === 'selection' ? `${a.name}:${a.startLine}-${a.endLine}` : a.name;
 }
 
-function addUserMessage(text: string, att: Attachment[]): void {
+function addUserMessage(text: string, att: Attachment[], messageId?: string): void {
+  if (replaying) {
+    // The replayed turn before this message is over.
+    timeline.endTurn(log, lastUserId);
+  }
+  lastUserId = messageId;
   const m = newMessage('user');
   m.text = text;
   m.body.classList.add('plain');
@@ -160,6 +171,7 @@ function addUserMessage(text: string, att: Attachment[]): void {
   if (att.length) {
     m.el.append(h('div', { class: 'chips' }, ...att.map((a) => h('span', { class: 'chip', title: a.uri, text: chipLabel(a) }))));
   }
+  timeline.identify(m.el, messageId, text, !replaying);
   current = undefined;
   log.scrollTop = log.scrollHeight;
 }
@@ -689,6 +701,7 @@ function clearConversation(): void {
   permissionCards.clear();
   compactions.clear();
   current = undefined;
+  lastUserId = undefined;
   planEl.hidden = true;
   usage.hidden = true;
 }
@@ -716,9 +729,12 @@ window.addEventListener('message', (event: MessageEvent) => {
       configOptions = m.configOptions;
       renderPickers();
       log.setAttribute('aria-busy', String(m.replaying));
+      replaying = m.replaying;
       break;
     case 'replayed':
       log.setAttribute('aria-busy', 'false');
+      replaying = false;
+      timeline.endTurn(log, lastUserId);
       current = undefined;
       log.scrollTop = log.scrollHeight;
       break;
@@ -726,13 +742,39 @@ window.addEventListener('message', (event: MessageEvent) => {
       onUpdate(m.update);
       break;
     case 'userMessage':
-      addUserMessage(m.text, m.attachments);
+      addUserMessage(m.text, m.attachments, m.messageId);
+      break;
+    case 'userMessageId': {
+      const el = timeline.lastWithoutId(log);
+      if (el) {
+        timeline.identify(el, m.messageId);
+        // The turn (steered messages included) is undone from its prompt on.
+        lastUserId = m.messageId;
+      }
+      break;
+    }
+    case 'timeline':
+      timeline.setCaps({ rewind: m.rewind, fork: m.fork, revert: m.revert }, log);
+      break;
+    case 'restoreInput':
+      input.value = m.text;
+      input.focus();
+      input.setSelectionRange(m.text.length, m.text.length);
+      break;
+    case 'revertPreview':
+      timeline.showPreview(log, m.messageId, m.preview);
+      break;
+    case 'revertDone':
+      timeline.showResult(log, m.messageId, m.result);
       break;
     case 'busy':
       setBusy(m.busy);
       break;
     case 'turnEnd':
       current = undefined;
+      if (!m.error) {
+        timeline.endTurn(log, lastUserId);
+      }
       if (m.error) {
         addNote(m.error, 'error');
       } else if (m.stopReason === 'cancelled') {

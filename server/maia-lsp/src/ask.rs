@@ -254,7 +254,9 @@ pub async fn ask(inner: &Arc<Inner>, arg: Value) -> Result<Value> {
         tracing::error!(folder = %folder.display(), "cannot start a session: {e}");
         Error::internal_error()
     })?;
+    let recording = inner.applied.begin(&folder);
     session.handle.prompt(parts).map_err(|_| {
+        inner.applied.abandon(recording);
         Error::invalid_params(format!(
             "MAIA is already answering in {}; wait for it or run maia.cancel",
             folder.display()

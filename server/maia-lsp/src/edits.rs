@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +29,7 @@ use tower_lsp_server::ls_types::{
 use crate::docs::{Doc, Documents, position_at};
 use crate::review::Reviews;
 use crate::turn::PERMISSION_WAIT;
+use crate::undo::Applied;
 
 /// How long to wait for the `didChange` of an edit the client applied.
 const SETTLE: Duration = Duration::from_millis(1500);
@@ -291,7 +292,7 @@ pub(crate) fn mini_diff(old: &str, new: &str) -> String {
 
 /// `text` with each `(start, end, new)` span replaced (spans in order,
 /// not overlapping).
-fn splice(text: &str, edits: &[(usize, usize, &str)]) -> String {
+pub(crate) fn splice(text: &str, edits: &[(usize, usize, &str)]) -> String {
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
     for &(start, end, new) in edits {
@@ -306,7 +307,7 @@ fn splice(text: &str, edits: &[(usize, usize, &str)]) -> String {
 /// Where each hunk of `old` lies in `now` (the same text, perhaps edited by
 /// the user since): its byte range there, or `None` when the user changed
 /// its lines.
-fn rebase(old: &str, now: &str, hunks: &[Hunk]) -> Vec<Option<(usize, usize)>> {
+pub(crate) fn rebase(old: &str, now: &str, hunks: &[Hunk]) -> Vec<Option<(usize, usize)>> {
     if old == now {
         return hunks.iter().map(|h| Some((h.start, h.end))).collect();
     }
@@ -374,6 +375,10 @@ pub struct EditorFs {
     /// Set for clients without change annotations: hunks are reviewed
     /// as diagnostics before anything is applied.
     reviews: Option<Arc<Reviews>>,
+    /// Where the applied changes are recorded for `maia.undo`.
+    applied: Arc<Applied>,
+    /// The session's workspace folder.
+    folder: PathBuf,
 }
 
 impl EditorFs {
@@ -382,12 +387,16 @@ impl EditorFs {
         docs: Arc<Documents>,
         annotations: bool,
         reviews: Option<Arc<Reviews>>,
+        applied: Arc<Applied>,
+        folder: PathBuf,
     ) -> Self {
         EditorFs {
             client,
             docs,
             annotations,
             reviews,
+            applied,
+            folder,
         }
     }
 
@@ -466,10 +475,18 @@ impl EditorFs {
         let outcome = if now.text == doc.text {
             applied_hunks(&doc.text, &hunks, &current)
         } else if current == expected {
+            self.applied
+                .record_spans(&self.folder, path, &now.text, &edits);
             Some(kept)
         } else {
             None
         };
+        if now.text == doc.text
+            && let Some(kept) = &outcome
+        {
+            self.applied
+                .record_hunks(&self.folder, path, &doc.text, &hunks, kept);
+        }
         let (applied, mut report) = report(path, &hunks, outcome.as_deref());
         if unanswered > 0 {
             report.push_str(&format!(
@@ -498,6 +515,10 @@ impl EditorFs {
         let edit = proposal(&doc, &hunks, self.annotations);
         let (applied, current) = self.apply_edit(path, label, edit, doc.version).await?;
         let kept = applied_hunks(&doc.text, &hunks, &current);
+        if let Some(kept) = &kept {
+            self.applied
+                .record_hunks(&self.folder, path, &doc.text, &hunks, kept);
+        }
         if !applied && kept.as_ref().is_some_and(|k| k.iter().any(|&x| x)) {
             tracing::debug!("the client said not applied, but the document holds hunks");
         }
@@ -532,10 +553,22 @@ impl FileSystem for EditorFs {
     async fn write_reviewed(&self, path: &Path, content: &str) -> Result<WriteOutcome, FsError> {
         match self.docs.by_path(path) {
             Some(doc) => self.propose(path, doc, content).await,
-            None => LocalFs
-                .write(path, content)
-                .await
-                .map(|()| WriteOutcome::Written),
+            None => {
+                let before = match LocalFs.read_to_string(path).await {
+                    Ok(text) => Some(Some(text)),
+                    Err(FsError::NotFound(_)) => Some(None),
+                    Err(_) => None,
+                };
+                LocalFs.write(path, content).await?;
+                match before {
+                    Some(before) => {
+                        self.applied
+                            .record_disk(&self.folder, path, before.as_deref(), content);
+                    }
+                    None => tracing::debug!("{} not recorded for undo", path.display()),
+                }
+                Ok(WriteOutcome::Written)
+            }
         }
     }
 }

@@ -19,6 +19,7 @@ mod docs;
 mod edits;
 mod review;
 mod turn;
+mod undo;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -45,10 +46,11 @@ use crate::docs::{Documents, uri_to_path};
 use crate::review::Reviews;
 
 /// The commands `workspace/executeCommand` accepts.
-pub const COMMANDS: [&str; 5] = [
+pub const COMMANDS: [&str; 6] = [
     "maia.ask",
     "maia.cancel",
     "maia.newSession",
+    undo::UNDO_COMMAND,
     review::REVIEW_COMMAND,
     review::PERMISSION_COMMAND,
 ];
@@ -162,6 +164,8 @@ pub(crate) struct Inner {
     /// Running turns by progress token.
     pub turns: Mutex<HashMap<String, SessionHandle>>,
     pub answers: Mutex<Vec<Answer>>,
+    /// The answers' applied changes, for `maia.undo`.
+    pub applied: Arc<undo::Applied>,
     pub counter: AtomicU64,
 }
 
@@ -206,6 +210,8 @@ impl Inner {
             self.docs.clone(),
             self.caps().annotations,
             (!self.caps().annotations).then(|| self.reviews.clone()),
+            self.applied.clone(),
+            folder.to_path_buf(),
         );
         let (engine, cwd) = (self.engine.clone(), folder.to_path_buf());
         let (handle, events) =
@@ -228,7 +234,7 @@ impl Inner {
     }
 
     /// The live sessions of `folder`, or of every folder.
-    fn sessions_of(&self, folder: Option<&Path>) -> Vec<Arc<Session>> {
+    pub(crate) fn sessions_of(&self, folder: Option<&Path>) -> Vec<Arc<Session>> {
         self.lock_sessions()
             .iter()
             .filter(|(f, _)| folder.is_none_or(|folder| f.as_path() == folder))
@@ -290,6 +296,7 @@ impl Backend {
                 sessions: Mutex::new(HashMap::new()),
                 turns: Mutex::new(HashMap::new()),
                 answers: Mutex::new(Vec::new()),
+                applied: Arc::default(),
                 counter: AtomicU64::new(0),
             }),
         }
@@ -490,6 +497,10 @@ impl LanguageServer for Backend {
                     session.handle.cancel();
                 }
                 Ok(Some(json!({ "cancelled": cancelled })))
+            }
+            undo::UNDO_COMMAND => {
+                let folder = self.folder_arg(&params.arguments)?;
+                undo::undo(&self.inner, folder).await.map(Some)
             }
             "maia.newSession" => {
                 let folder = self.folder_arg(&params.arguments)?;

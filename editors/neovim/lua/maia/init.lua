@@ -299,6 +299,22 @@ function M.new_session()
   end)
 end
 
+--- Reverts the hunks the last answer applied in the current project
+--- (`maia.undo`); hunks changed since are kept and named by the server.
+function M.undo()
+  local buf = vim.api.nvim_get_current_buf()
+  local arg = M.is_file_buffer(buf) and { uri = vim.uri_from_bufnr(buf) } or vim.empty_dict()
+  each_client(buf, 'maia.undo', arg, function(result)
+    local undone = result and result.undone or 0
+    if undone > 0 then
+      local conflicts = result.conflicts and #result.conflicts or 0
+      local kept = conflicts > 0 and (', kept %d you changed'):format(conflicts) or ''
+      notify(('undid %d hunk(s) of the last answer%s'):format(undone, kept))
+    end
+    M.last_undo = result
+  end)
+end
+
 --- A short status for statuslines: the running turn's title and progress.
 function M.status()
   local turn = require('maia.answer').last

@@ -7,8 +7,9 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type * as acp from '@agentclientprotocol/sdk';
 import { ClientHandlers, Launch, MaiaConnection, StartError } from '../acp/connection';
-import { Attachment, promptBlocks, ToHost, ToWebview } from './protocol';
+import { Attachment, promptBlocks, RevertKind, ToHost, ToWebview } from './protocol';
 import { replayedUserMessage } from './text';
+import * as timeline from './timeline';
 
 export interface EditorHost {
   /** The folder sessions are opened in (absolute). */
@@ -18,6 +19,8 @@ export interface EditorHost {
   /** Whether the panel can be seen now (else permission asks also notify). */
   panelVisible(): boolean;
   openDiff(filePath: string, oldText: string | null, newText: string): Promise<void>;
+  /** The file as it is now ↔ `restored` (what an undo puts back; `null`: the undo deletes it). */
+  openRevertDiff?(filePath: string, restored: string | null, kind: RevertKind): Promise<void>;
   openLocation(filePath: string, line?: number): Promise<void>;
   insertText(text: string): Promise<void>;
   copyText(text: string): Promise<void>;
@@ -102,7 +105,8 @@ export class PanelController {
           } else if (n.update.sessionUpdate === 'user_message_chunk' && n.update.content.type === 'text') {
             // A replayed message: its attachment mentions become chips again.
             const { text, attachments } = replayedUserMessage(n.update.content.text, host.cwd);
-            host.post({ type: 'userMessage', text, attachments });
+            const messageId = (n.update as { messageId?: string | null }).messageId ?? undefined;
+            host.post({ type: 'userMessage', text, attachments, ...(messageId ? { messageId } : {}) });
             return;
           }
           host.post({ type: 'update', update: n.update });
@@ -129,6 +133,7 @@ export class PanelController {
     this.connection = connection;
     void connection.exited.then((exit) => this.onExit(connection, exit.code, exit.signal));
     this.host.post({ type: 'status', state: 'ready' });
+    this.postTimeline();
     const wanted = this.sessionId ?? this.host.savedSession?.();
     try {
       if (wanted) {
@@ -306,6 +311,10 @@ export class PanelController {
     this.host.post({ type: 'busy', busy: true });
     try {
       const r = await this.prompt(c, sessionId, promptBlocks(text, attachments));
+      const messageId = timeline.userMessageId(r);
+      if (messageId) {
+        this.host.post({ type: 'userMessageId', messageId });
+      }
       this.host.post({ type: 'turnEnd', stopReason: r.stopReason });
       return r.stopReason;
     } catch (e) {
@@ -370,6 +379,75 @@ export class PanelController {
     this.host.post({ type: 'config', configOptions: r.configOptions });
   }
 
+  /** The timeline actions the agent advertised. */
+  get timelineCaps(): timeline.TimelineCaps {
+    const init = this.connection?.init;
+    return init ? timeline.timelineCaps(init) : { rewind: false, fork: false, revert: false };
+  }
+
+  private postTimeline(): void {
+    this.host.post({ type: 'timeline', ...this.timelineCaps });
+  }
+
+  /** Refuses a timeline action during a turn (the agent would refuse it too). */
+  private idleSession(action: string): { c: MaiaConnection; sessionId: string } | undefined {
+    const c = this.connection;
+    if (!c || c.isDisposed || !this.sessionId) {
+      throw new Error('maia is not running');
+    }
+    if (this.busy) {
+      this.host.post({ type: 'notice', level: 'warning', text: `MAIA is answering; stop it (Esc) before ${action}.` });
+      return undefined;
+    }
+    return { c, sessionId: this.sessionId };
+  }
+
+  /** "Edit": the thread is rewound before the message, reloaded, and its text goes back to the input. */
+  async editMessage(messageId: string, text: string): Promise<boolean> {
+    const live = this.idleSession('editing a message');
+    if (!live) {
+      return false;
+    }
+    const r = await timeline.rewind(live.c, live.sessionId, messageId);
+    if (!r.rewound) {
+      this.host.post({ type: 'notice', level: 'warning', text: `Cannot edit that message${r.reason ? `: ${r.reason}` : ''}.` });
+      return false;
+    }
+    await this.openThread(live.sessionId, true);
+    this.host.post({ type: 'restoreInput', text });
+    return true;
+  }
+
+  /** "Fork from here": a new thread with the history before the message, opened in the panel. */
+  async forkFrom(messageId: string, text: string): Promise<string | undefined> {
+    const live = this.idleSession('forking');
+    if (!live) {
+      return undefined;
+    }
+    const forked = await timeline.fork(live.c, live.sessionId, this.host.cwd, messageId);
+    await this.openThread(forked);
+    this.host.post({ type: 'restoreInput', text });
+    return forked;
+  }
+
+  async revertPreview(messageId: string): Promise<void> {
+    const live = this.idleSession('undoing changes');
+    if (!live) {
+      return;
+    }
+    const preview = await timeline.revertPreview(live.c, live.sessionId, messageId);
+    this.host.post({ type: 'revertPreview', messageId, preview });
+  }
+
+  async revertApply(messageId: string, previewToken: string): Promise<void> {
+    const live = this.idleSession('undoing changes');
+    if (!live) {
+      return;
+    }
+    const result = await timeline.revertApply(live.c, live.sessionId, messageId, previewToken);
+    this.host.post({ type: 'revertDone', messageId, result });
+  }
+
   /** Adds context from the editor ("Add selection / file to MAIA"). */
   attach(attachment: Attachment): void {
     this.host.post({ type: 'attach', attachment });
@@ -402,6 +480,7 @@ export class PanelController {
       case 'ready':
         if (this.connection && this.sessionId) {
           // The webview was re-created (hidden and shown): replay into it.
+          this.postTimeline();
           await this.openThread(this.sessionId, true);
         } else {
           await this.ensureStarted();
@@ -454,6 +533,21 @@ export class PanelController {
         return;
       case 'restart':
         await this.restart();
+        return;
+      case 'rewind':
+        await this.editMessage(m.messageId, m.text);
+        return;
+      case 'fork':
+        await this.forkFrom(m.messageId, m.text);
+        return;
+      case 'revertPreview':
+        await this.revertPreview(m.messageId);
+        return;
+      case 'revertApply':
+        await this.revertApply(m.messageId, m.previewToken);
+        return;
+      case 'openRevertDiff':
+        await this.host.openRevertDiff?.(m.path, m.restored, m.kind);
         return;
     }
   }

@@ -24,7 +24,16 @@ export type ToHost =
   | { type: 'renameThread'; name: string }
   | { type: 'setConfig'; configId: string; value: string }
   | { type: 'searchFiles'; requestId: number; query: string }
-  | { type: 'restart' };
+  | { type: 'restart' }
+  /** "Edit" on a user message: rewind before it, then its text back in the input. */
+  | { type: 'rewind'; messageId: string; text: string }
+  /** "Fork from here": a new thread with the history before that message. */
+  | { type: 'fork'; messageId: string; text: string }
+  /** "Undo changes" of the turn of that user message: the preview (dry run). */
+  | { type: 'revertPreview'; messageId: string }
+  | { type: 'revertApply'; messageId: string; previewToken: string }
+  /** The file now ↔ what "Restore" puts back (`null`: no such file). */
+  | { type: 'openRevertDiff'; path: string; restored: string | null; kind: RevertKind };
 
 export type Status = 'starting' | 'ready' | 'restarting' | 'error';
 
@@ -40,7 +49,15 @@ export type ToWebview =
     }
   | { type: 'replayed' }
   | { type: 'update'; update: acp.SessionUpdate }
-  | { type: 'userMessage'; text: string; attachments: Attachment[] }
+  | { type: 'userMessage'; text: string; attachments: Attachment[]; messageId?: string }
+  /** The id of the user message just sent (the prompt response's `_meta.maia.userMessageId`). */
+  | { type: 'userMessageId'; messageId: string }
+  /** Which timeline actions the agent advertised. */
+  | { type: 'timeline'; rewind: boolean; fork: boolean; revert: boolean }
+  /** Text put back in the input (after "Edit" or "Fork from here"). */
+  | { type: 'restoreInput'; text: string }
+  | { type: 'revertPreview'; messageId: string; preview: RevertPreview }
+  | { type: 'revertDone'; messageId: string; result: RevertResult }
   | { type: 'busy'; busy: boolean }
   | { type: 'turnEnd'; stopReason?: acp.StopReason; error?: string }
   | {
@@ -56,6 +73,35 @@ export type ToWebview =
   | { type: 'attach'; attachment: Attachment }
   | { type: 'focusInput' }
   | { type: 'notice'; level: 'info' | 'warning' | 'error'; text: string };
+
+export type RevertKind = 'created' | 'modified' | 'deleted';
+
+/** One file of an undo preview. */
+export interface RevertFile {
+  path: string;
+  kind: RevertKind;
+  /** The user changed it after MAIA: kept as it is. */
+  conflict: boolean;
+  /** The text MAIA's change replaced (what "Restore" puts back). */
+  restored: string | null;
+}
+
+/** `_session/files/revert` with `dryRun: true`. */
+export interface RevertPreview {
+  canRevert: boolean;
+  previewToken?: string;
+  reason?: string;
+  files: RevertFile[];
+  notCaptured: string[];
+}
+
+/** `_session/files/revert` applied. */
+export interface RevertResult {
+  reverted: boolean;
+  reason?: string;
+  paths: string[];
+  conflicts: string[];
+}
 
 /** The ACP prompt for a message and its attachments. */
 export function promptBlocks(text: string, attachments: Attachment[]): acp.ContentBlock[] {

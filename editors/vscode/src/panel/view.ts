@@ -130,6 +130,14 @@ export class MaiaPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         const title = oldText === null ? `${name} (new file, proposed by MAIA)` : `${name} ↔ MAIA's edit`;
         await vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: true });
       },
+      openRevertDiff: async (filePath, restored, kind) => {
+        // Left: the file as it is now (gone when MAIA deleted it); right: what Restore puts back.
+        const now = kind === 'deleted' || !fs.existsSync(filePath) ? this.diffs.add(filePath, '') : vscode.Uri.file(filePath);
+        const back = this.diffs.add(filePath, kind === 'created' ? '' : (restored ?? ''));
+        const name = path.basename(filePath);
+        const what = kind === 'created' ? 'deleted by Restore' : kind === 'deleted' ? 'recreated by Restore' : 'after Restore';
+        await vscode.commands.executeCommand('vscode.diff', now, back, `${name}: now ↔ ${what}`, { preview: true });
+      },
       openLocation: async (filePath, line) => {
         const doc = await vscode.workspace.openTextDocument(vscode.Uri.file(filePath));
         const pos = new vscode.Position(Math.max(0, (line ?? 1) - 1), 0);
