@@ -505,3 +505,48 @@ async fn deleting_the_thread_removes_its_checkpoints() {
     );
     assert_eq!(read(&maia.path("a.txt")), "a1\n");
 }
+
+#[tokio::test]
+async fn checkpoints_off_say_why_disabled_or_too_many_files() {
+    let (mut maia, sid) = Maia::ready_with(Options {
+        settings: json!({"checkpoints.enabled": false}),
+        ..Options::default()
+    })
+    .await;
+    write(&maia, "a.txt", "a0\n", 0o644);
+    let (message, _) = bash_turn(&mut maia, &sid, "printf 'a1\\n' > a.txt").await;
+    assert!(!maia.path(".maia/.sessions/.checkpoints").exists());
+    let (_, before) = maia.turn(&sid, "/undo").await;
+    let text = agent_text(&before);
+    assert!(text.contains("checkpoints.enabled"), "{text}");
+    let r = revert(
+        &mut maia,
+        json!({"sessionId": sid, "beforeMessage": {"messageId": message}, "dryRun": true}),
+    )
+    .await;
+    assert_eq!(r["result"]["canRevert"], false, "{r}");
+    assert!(
+        r["result"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("checkpoints are off"),
+        "{r}"
+    );
+    assert_eq!(read(&maia.path("a.txt")), "a1\n");
+
+    let (mut maia, sid) = Maia::ready_with(Options {
+        settings: json!({"checkpoints": {"maxFiles": 2}}),
+        ..Options::default()
+    })
+    .await;
+    for name in ["a", "b", "c"] {
+        write(&maia, name, "x", 0o644);
+    }
+    bash_turn(&mut maia, &sid, "printf y > a").await;
+    let (_, before) = maia.turn(&sid, "/undo").await;
+    assert!(
+        agent_text(&before).contains("more than 2 files"),
+        "{}",
+        agent_text(&before)
+    );
+}

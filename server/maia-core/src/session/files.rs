@@ -135,13 +135,9 @@ impl Session {
         let preview = match self.revert_files(&request).await {
             Ok(preview) => preview,
             Err(RevertError::NothingToRevert) => {
-                return match self.checkpoints.off(&self.project.checkpoints) {
-                    Some(off) => format!("Nothing to undo: {off}."),
-                    None => {
-                        "Nothing to undo: no file changes of MAIA's are left to revert.".to_owned()
-                    }
-                };
+                return "Nothing to undo: no file changes of MAIA's are left to revert.".to_owned();
             }
+            Err(RevertError::Off(off)) => return format!("Nothing to undo: {off}."),
             Err(e) => return format!("Cannot undo: {e}."),
         };
         request.dry_run = false;
@@ -176,7 +172,16 @@ impl Session {
         &mut self,
         request: &RevertRequest,
     ) -> Result<RevertReport, RevertError> {
-        let chosen = self.conversation.timeline().select(&request.target)?;
+        let chosen = match self.conversation.timeline().select(&request.target) {
+            // Nothing recorded because checkpoints are off: say why.
+            Err(RevertError::NothingToRevert) => {
+                return Err(match self.checkpoints.off(&self.project.checkpoints) {
+                    Some(off) => RevertError::Off(off.to_string()),
+                    None => RevertError::NothingToRevert,
+                });
+            }
+            other => other?,
+        };
         if let Some(off @ checkpoint::Off::NoGit(_)) =
             self.checkpoints.off(&self.project.checkpoints)
         {
