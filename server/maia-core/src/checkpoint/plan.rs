@@ -142,14 +142,15 @@ fn entry_of(
     let Some(blob) = blob else {
         return Ok(None);
     };
+    if blob.mode == 0o160000 {
+        // A nested repository: git keeps its commit, not its files.
+        return Ok(Some(Entry::Other));
+    }
     let bytes = blobs.get(&blob.sha).cloned().ok_or_else(|| {
         RevertError::StorePrunedOrUnreadable(format!("object {} is missing", blob.sha))
     })?;
     if blob.mode == 0o120000 {
         return Ok(Some(Entry::Link { target: bytes }));
-    }
-    if blob.mode == 0o160000 {
-        return Ok(Some(Entry::Other));
     }
     let mode = modes
         .get(path)
@@ -331,8 +332,9 @@ fn plan(root: &Path, steps: &[Vec<Step>]) -> Plan {
                 if *state == step.after {
                     *state = step.before.clone();
                 } else {
+                    // Changed by someone else since: it stays as the newer
+                    // checkpoints' undoing left it.
                     conflicts.insert(step.path.clone());
-                    *state = now.get(&step.path).cloned().flatten();
                 }
             }
         }
@@ -370,7 +372,9 @@ impl Plan {
         let mut out = Vec::new();
         for (path, now) in &self.now {
             let conflict = self.conflicts.contains(path);
-            let Some(goal) = (if conflict {
+            // A conflict that nothing newer undoes: shown as forcing would do it.
+            let untouched = self.target.get(path) == Some(now);
+            let Some(goal) = (if conflict && untouched {
                 self.forced.get(path)
             } else {
                 self.target.get(path)
@@ -493,12 +497,12 @@ pub async fn revert(
         &plan.target
     };
     for file in &report.files {
-        if file.conflict && !request.force {
-            continue;
-        }
-        let Some(goal) = goals.get(&file.path) else {
+        let (Some(goal), Some(now)) = (goals.get(&file.path), plan.now.get(&file.path)) else {
             continue;
         };
+        if goal == now {
+            continue;
+        }
         write_state(&root, &file.path, goal, editor).await?;
         report.reverted.push(file.path.clone());
     }

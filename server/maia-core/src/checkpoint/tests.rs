@@ -326,3 +326,39 @@ fn settings_are_read_with_the_folder_winning() {
         }
     );
 }
+
+#[tokio::test]
+async fn a_user_edit_between_turns_is_kept_when_both_turns_are_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "a.txt", "maia0\n", 0o644);
+    let settings = Settings::default();
+    let mut ck = open(root, "s6");
+    let mut records = Vec::new();
+    for (message, text) in [("m1", "maia1\n"), ("m2", "maia2\n")] {
+        if message == "m2" {
+            // The user's own edit between the turns.
+            write(root, "a.txt", "user\n", 0o644);
+        }
+        ck.begin_turn();
+        let before = ck.before(&settings).await.unwrap();
+        write(root, "a.txt", text, 0o644);
+        let after = ck.snapshot(&settings).await.unwrap();
+        let paths = changed(&ck, &before, &after).await;
+        records.extend(records_of_batch(
+            message,
+            &[(format!("call-{message}"), vec![])],
+            &before,
+            &after,
+            &paths,
+            root,
+        ));
+    }
+    let t = timeline(&records);
+    let report = revert_all(&ck, &t, RevertTarget::FromMessage("m1".into()), false).await;
+    assert_eq!(report.conflicts, vec!["a.txt".to_owned()]);
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "user\n"
+    );
+}
