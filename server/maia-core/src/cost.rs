@@ -44,6 +44,10 @@ pub struct Charge {
     pub cost: Option<f64>,
     #[serde(default)]
     pub source: Option<PriceSource>,
+    /// The subagent that made the request (a `Task` call's child), charged
+    /// to its parent's thread; `None`: the thread's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// The price of one response: the `prices` setting, else the header's
@@ -73,6 +77,16 @@ impl Charge {
             cache_write_tokens: usage.cache_write_tokens,
             cost: priced.map(|(amount, _)| amount),
             source: priced.map(|(_, source)| source),
+            agent: None,
+        }
+    }
+
+    /// The line this charge is counted under: its model, with the
+    /// subagent that made it.
+    pub fn key(&self) -> String {
+        match &self.agent {
+            Some(agent) => format!("{} (subagent {agent})", self.model),
+            None => self.model.clone(),
         }
     }
 }
@@ -117,7 +131,7 @@ pub struct Ledger {
 impl Ledger {
     pub fn add(&mut self, charge: &Charge) {
         self.models
-            .entry(charge.model.clone())
+            .entry(charge.key())
             .or_default()
             .add(charge);
     }

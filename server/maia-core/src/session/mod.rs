@@ -42,6 +42,7 @@ use crate::mode::Mode;
 use crate::options::EngineOptions;
 use crate::project::Project;
 use crate::session_tools::Todo;
+use crate::subagent::ChildRole;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
@@ -103,6 +104,35 @@ pub(crate) struct Session {
     client: crate::client::ClientTools,
     /// Output of `!commands` waiting to join the next request.
     bang_output: Vec<String>,
+    /// A child session's place (`None`: a top session), see
+    /// [`crate::subagent`].
+    role: Option<ChildRole>,
+}
+
+/// Starts the child sessions of `Task` calls (the handle's, one per top
+/// session and its descendants).
+pub(crate) trait Spawner: Send + Sync {
+    fn spawn(&self, setup: ChildSetup) -> crate::subagent::Child;
+}
+
+/// What a child session is made of: its parent's services, project
+/// (shared: the same rules, sandbox, settings), mode and client, and its
+/// own role and first prompt.
+pub(crate) struct ChildSetup {
+    pub(crate) id: String,
+    pub(crate) options: Arc<EngineOptions>,
+    pub(crate) cwd: PathBuf,
+    pub(crate) roots: Vec<PathBuf>,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) mcp: Arc<maia_mcp::McpManager>,
+    pub(crate) lsp: Arc<maia_lsp_client::LspManager>,
+    pub(crate) windows: Arc<WindowCache>,
+    pub(crate) project: Project,
+    pub(crate) model: Option<String>,
+    pub(crate) mode: Mode,
+    pub(crate) client: crate::client::ClientTools,
+    pub(crate) role: ChildRole,
+    pub(crate) prompt: String,
 }
 
 /// What a session is given when it opens and keeps until it ends.
@@ -123,6 +153,8 @@ pub(crate) struct Services {
     pub(crate) vision: crate::images::VisionCache,
     /// Changes from the handle, applied by [`Session::apply_changes`].
     pub(crate) changes: mpsc::UnboundedReceiver<Change>,
+    /// Starts the children of `Task` calls.
+    pub(crate) spawner: Arc<dyn Spawner>,
 }
 
 /// State the tools of every turn share with the session.
@@ -137,6 +169,8 @@ pub(crate) struct ToolState {
     pub(crate) reads: Arc<ReadTracker>,
     /// Commands run in the background (`Bash` with `run_in_background`).
     pub(crate) tasks: crate::background::Tasks,
+    /// What the batch's `Task` calls leave for the journal.
+    pub(crate) records: crate::subagent::Sink,
 }
 
 /// The running turn's state (empty between turns).
@@ -166,6 +200,7 @@ pub(crate) struct Parts {
     pub(crate) project: Project,
     pub(crate) conversation: Conversation,
     pub(crate) model: Option<String>,
+    pub(crate) role: Option<ChildRole>,
 }
 
 /// The user's message of the running turn: where it is in the history and
@@ -186,6 +221,7 @@ impl Session {
             project,
             conversation,
             model,
+            role,
         } = parts;
         Self {
             id,
@@ -199,7 +235,13 @@ impl Session {
             mode: Mode::default(),
             client: crate::client::ClientTools::default(),
             bang_output: Vec::new(),
+            role,
         }
+    }
+
+    /// A child session's place (`None`: a top session).
+    pub(crate) fn role(&self) -> Option<&ChildRole> {
+        self.role.as_ref()
     }
 
     pub(crate) fn id(&self) -> &str {
