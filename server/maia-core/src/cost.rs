@@ -85,10 +85,33 @@ impl Charge {
     /// subagent that made it.
     pub fn key(&self) -> String {
         match &self.agent {
-            Some(agent) => format!("{} (subagent {agent})", self.model),
+            Some(agent) => format!("{}{SUBAGENT}{agent})", self.model),
             None => self.model.clone(),
         }
     }
+}
+
+/// How a ledger line of a subagent's charges is marked (after the model).
+const SUBAGENT: &str = " (subagent ";
+
+/// The subagent lines of `ledger`, as `/context` shows them: the agent,
+/// its model, its requests, tokens and cost.
+pub fn subagent_lines(ledger: &Ledger) -> Vec<String> {
+    ledger
+        .models
+        .iter()
+        .filter_map(|(key, cost)| {
+            let (model, agent) = key.split_once(SUBAGENT)?;
+            let agent = agent.strip_suffix(')')?;
+            Some(format!(
+                "subagent `{agent}` on `{model}`: {} requests, {} input tokens, {} output tokens, {}",
+                cost.requests,
+                cost.prompt_tokens,
+                cost.completion_tokens,
+                show(cost.known())
+            ))
+        })
+        .collect()
 }
 
 /// What one model's responses cost in a thread.

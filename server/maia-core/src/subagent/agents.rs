@@ -204,3 +204,83 @@ pub fn parse(text: &str, stem: &str) -> Result<AgentDef, String> {
         path: None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_code_files_parse_with_either_tools_list() {
+        let agent = parse(
+            "---\nname: reviewer\ndescription: Reviews code\ntools: Read, Grep,Glob\nmodel: haiku\n---\nYou review.\n",
+            "file",
+        )
+        .unwrap();
+        assert_eq!(agent.name, "reviewer");
+        assert_eq!(agent.tools.as_deref(), Some(&["Read".to_owned(), "Grep".into(), "Glob".into()][..]));
+        assert_eq!(agent.model, ModelChoice::Small);
+        assert_eq!(agent.prompt.as_deref(), Some("You review."));
+        let listed = parse(
+            "---\ndescription: d\ntools:\n  - Read\n  - Bash\nmodel: gpt-4o-mini\n---\nbody",
+            "stem",
+        )
+        .unwrap();
+        assert_eq!(listed.name, "stem");
+        assert_eq!(listed.tools.unwrap(), ["Read", "Bash"]);
+        assert_eq!(listed.model, ModelChoice::Named("gpt-4o-mini".into()));
+        for inherit in ["inherit", "sonnet", "opus", "fancy"] {
+            let text = format!("---\ndescription: d\nmodel: {inherit}\n---\n");
+            assert_eq!(parse(&text, "x").unwrap().model, ModelChoice::Inherit);
+        }
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_reason() {
+        let err = parse("---\ndescription: [unclosed\n---\n", "x").unwrap_err();
+        assert!(err.contains("invalid front matter"), "{err}");
+        let err = parse("no front matter", "x").unwrap_err();
+        assert!(err.contains("no front matter"), "{err}");
+        let err = parse("---\nname: x\n---\n", "x").unwrap_err();
+        assert!(err.contains("no description"), "{err}");
+        let err = parse("---\ndescription: d\ntools: 3\n---\n", "x").unwrap_err();
+        assert!(err.contains("`tools`"), "{err}");
+        let err = parse("---\nname: a b\ndescription: d\n---\n", "x").unwrap_err();
+        assert!(err.contains("the name"), "{err}");
+    }
+
+    #[test]
+    fn project_files_stay_inside_and_small_and_win_over_explore() {
+        let cwd = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let dir = cwd.path().join(".maia/agents");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("explore.md"),
+            "---\ndescription: my explorer\n---\nLook around.",
+        )
+        .unwrap();
+        std::fs::write(outside.path().join("evil.md"), "---\ndescription: evil\n---\n").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("evil.md"), dir.join("evil.md")).unwrap();
+        let big = format!(
+            "---\ndescription: big\n---\n{}",
+            "x".repeat(md_files::MAX_FILE_BYTES as usize)
+        );
+        std::fs::write(dir.join("big.md"), big).unwrap();
+        let loaded = load(None, cwd.path());
+        let names: Vec<&str> = loaded.agents.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["explore"]);
+        assert_eq!(loaded.agents[0].description, "my explorer");
+        let warnings = loaded.warnings.join("\n");
+        assert!(warnings.contains("outside the project folder"), "{warnings}");
+        assert!(warnings.contains("larger than"), "{warnings}");
+    }
+
+    #[test]
+    fn explore_is_built_in() {
+        let cwd = tempfile::tempdir().unwrap();
+        let loaded = load(None, cwd.path());
+        let explore = loaded.get("Explore").unwrap();
+        assert_eq!(explore.model, ModelChoice::Small);
+        assert!(explore.tools.as_ref().unwrap().contains(&"Read".to_owned()));
+    }
+}

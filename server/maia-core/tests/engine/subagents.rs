@@ -214,7 +214,12 @@ async fn explore_runs_on_the_small_model_with_read_only_tools() {
     // Its cost is charged to the thread, named.
     h.mock.push(mock::text_reply("unused"));
     let report = crate::harness::agent_text(&h.prompt("/cost").await);
-    assert!(report.contains("subagent explore"), "{report}");
+    assert!(report.contains("small-model (subagent explore)"), "{report}");
+    let context = crate::harness::agent_text(&h.prompt("/context").await);
+    assert!(
+        context.contains("subagent `explore` on `small-model`: 1 requests"),
+        "{context}"
+    );
 }
 
 #[tokio::test]
