@@ -125,20 +125,29 @@ async fn two_children_run_in_parallel_announced_before_their_traffic() {
         assert_eq!(update["sessionUpdate"], "subagent_update", "{announce}");
         assert_eq!(update["capabilities"], json!({"cancel": {}}));
         assert_eq!(update["state"], json!({"state": "running"}));
-        assert!(update["title"].as_str().unwrap().starts_with("general-purpose: do t"));
+        assert!(
+            update["title"]
+                .as_str()
+                .unwrap()
+                .starts_with("general-purpose: do t")
+        );
         // The child's answer is its own message, then a message to the parent.
         assert!(
-            messages.iter().any(|m| m["params"]["sessionId"] == child.as_str()
-                && m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"),
+            messages
+                .iter()
+                .any(|m| m["params"]["sessionId"] == child.as_str()
+                    && m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"),
             "{messages:#?}"
         );
         let last = subagent_updates(&messages)
             .into_iter()
-            .filter(|(_, u)| u["sessionId"] == child.as_str())
-            .next_back()
+            .rfind(|(_, u)| u["sessionId"] == child.as_str())
             .unwrap()
             .1;
-        assert_eq!(last["state"], json!({"state": "idle", "stopReason": "end_turn"}));
+        assert_eq!(
+            last["state"],
+            json!({"state": "idle", "stopReason": "end_turn"})
+        );
     }
     let sent: Vec<&Value> = messages
         .iter()
@@ -159,24 +168,25 @@ async fn two_children_run_in_parallel_announced_before_their_traffic() {
     let (_, replay) = maia.load(&sid).await;
     let replayed = children(&replay);
     assert_eq!(replayed.len(), 2, "{replay:#?}");
-    assert!(
-        replay.iter().any(|m| m["params"]["update"]["sessionUpdate"] == "session_message"
-            && m["params"]["update"]["content"][0]["text"] == "B is in b.rs")
-    );
+    assert!(replay.iter().any(
+        |m| m["params"]["update"]["sessionUpdate"] == "session_message"
+            && m["params"]["update"]["content"][0]["text"] == "B is in b.rs"
+    ));
 }
 
 #[tokio::test]
 async fn a_childs_permission_question_comes_through_the_parent_session() {
     let (mut maia, sid) = ready(true).await;
-    maia.mock.set_rule(|request| match first_user(request).as_str() {
-        "make it" if !has_results(request) => Some(mock::tool_calls_reply(&[(
-            "w1",
-            "Bash",
-            json!({"command": "touch made.txt"}),
-        )])),
-        "make it" => Some(mock::text_reply("made")),
-        _ => None,
-    });
+    maia.mock
+        .set_rule(|request| match first_user(request).as_str() {
+            "make it" if !has_results(request) => Some(mock::tool_calls_reply(&[(
+                "w1",
+                "Bash",
+                json!({"command": "touch made.txt"}),
+            )])),
+            "make it" => Some(mock::text_reply("made")),
+            _ => None,
+        });
     push_tasks(&maia, &[task("t1", "make it")]);
     maia.mock.push(mock::text_reply("ok"));
     let id = maia.prompt(&sid, "please").await;
@@ -186,7 +196,10 @@ async fn a_childs_permission_question_comes_through_the_parent_session() {
     assert_eq!(question["params"]["sessionId"], sid);
     let title = question["params"]["toolCall"]["title"].as_str().unwrap();
     assert!(title.starts_with("general-purpose: "), "{title}");
-    assert!(maia.path("made.txt").exists(), "the answer applied to the child");
+    assert!(
+        maia.path("made.txt").exists(),
+        "the answer applied to the child"
+    );
     assert_eq!(crate::harness::last_tool_results(&maia), ["made"]);
 }
 
@@ -213,7 +226,10 @@ async fn session_cancel_on_a_child_cancels_it_alone() {
     let result = crate::harness::last_tool_results(&maia);
     assert!(result[0].contains("cancelled by the user"), "{result:?}");
     let last = subagent_updates(&messages).pop().unwrap().1;
-    assert_eq!(last["state"], json!({"state": "idle", "stopReason": "cancelled"}));
+    assert_eq!(
+        last["state"],
+        json!({"state": "idle", "stopReason": "cancelled"})
+    );
     maia.mock.wait_for_dropped_streams(1, WAIT).await;
     let asked = maia
         .mock
@@ -234,36 +250,49 @@ async fn cancelling_the_parent_cancels_the_child() {
     maia.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "subagent_update")
         .await;
     maia.mock.wait_for_requests(2, WAIT).await;
-    maia.notify("session/cancel", json!({"sessionId": sid})).await;
+    maia.notify("session/cancel", json!({"sessionId": sid}))
+        .await;
     let (response, messages) = maia.response(id).await;
     assert_eq!(response["result"]["stopReason"], "cancelled");
     maia.mock.wait_for_dropped_streams(1, WAIT).await;
     let last = subagent_updates(&messages).pop().unwrap().1;
-    assert_eq!(last["state"], json!({"state": "idle", "stopReason": "cancelled"}));
-    assert_eq!(maia.mock.requests().len(), 2, "nothing asked after the cancel");
+    assert_eq!(
+        last["state"],
+        json!({"state": "idle", "stopReason": "cancelled"})
+    );
+    assert_eq!(
+        maia.mock.requests().len(),
+        2,
+        "nothing asked after the cancel"
+    );
 }
 
 #[tokio::test]
 async fn a_client_without_subagents_sees_progress_in_the_task_call() {
     let (mut maia, sid) = ready(false).await;
     std::fs::write(maia.path("notes.txt"), "KIWI\n").unwrap();
-    maia.mock.set_rule(|request| match first_user(request).as_str() {
-        "read the notes" if !has_results(request) => Some(mock::tool_calls_reply(&[(
-            "r1",
-            "Read",
-            json!({"file_path": "notes.txt"}),
-        )])),
-        "read the notes" => Some(mock::text_reply("the notes say KIWI")),
-        _ => None,
-    });
+    maia.mock
+        .set_rule(|request| match first_user(request).as_str() {
+            "read the notes" if !has_results(request) => Some(mock::tool_calls_reply(&[(
+                "r1",
+                "Read",
+                json!({"file_path": "notes.txt"}),
+            )])),
+            "read the notes" => Some(mock::text_reply("the notes say KIWI")),
+            _ => None,
+        });
     push_tasks(&maia, &[task("t1", "read the notes")]);
     maia.mock.push(mock::text_reply("ok"));
     let id = maia.prompt(&sid, "go").await;
     let (_, messages) = maia.response_with(id, choose("allow_once")).await;
-    assert!(subagent_updates(&messages).is_empty(), "not for this client");
     assert!(
-        messages.iter().all(|m| m["params"]["sessionId"].is_null()
-            || m["params"]["sessionId"] == sid),
+        subagent_updates(&messages).is_empty(),
+        "not for this client"
+    );
+    assert!(
+        messages
+            .iter()
+            .all(|m| m["params"]["sessionId"].is_null() || m["params"]["sessionId"] == sid),
         "nothing on the child's id"
     );
     let call = updates_of(&messages, "tool_call")
@@ -296,5 +325,8 @@ async fn a_client_without_subagents_sees_progress_in_the_task_call() {
         .into_iter()
         .find(|u| u["title"] == "general-purpose: do t1")
         .unwrap();
-    assert_eq!(replayed["content"][0]["content"]["text"], "the notes say KIWI");
+    assert_eq!(
+        replayed["content"][0]["content"]["text"],
+        "the notes say KIWI"
+    );
 }

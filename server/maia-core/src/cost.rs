@@ -153,10 +153,7 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn add(&mut self, charge: &Charge) {
-        self.models
-            .entry(charge.key())
-            .or_default()
-            .add(charge);
+        self.models.entry(charge.key()).or_default().add(charge);
     }
 
     pub fn is_empty(&self) -> bool {

@@ -231,7 +231,7 @@ pub enum Event {
     /// What the turn's model requests used, summed, when the server said
     /// (sent just before [`Event::TurnEnded`]).
     TurnUsage(maia_llm::Usage),
-    /// A child session a `Task` call started ([`crate::subagent`]).
+    /// A child session a `Task` call started (see the `subagent` module).
     Subagent(SubagentEvent),
     /// Always the last event of a turn.
     TurnEnded(StopReason),

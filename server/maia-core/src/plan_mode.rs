@@ -38,7 +38,7 @@ pub const READ_ONLY_TOOLS: &[&str] = &[
     "References",
     "Definition",
     "Symbols",
-    // A subagent: a read-only one when its parent is (`crate::subagent`).
+    // A subagent: a read-only one when its parent is (see `subagent`).
     "Task",
 ];
 

@@ -78,7 +78,7 @@ pub enum Record {
         key: String,
         value: serde_json::Value,
     },
-    /// A child session a `Task` call ran ([`crate::subagent`]): who it
+    /// A child session a `Task` call ran (the `subagent` module): who it
     /// was, its tool calls in their final state, how it ended and its
     /// answer (the child keeps no journal of its own).
     Subagent {

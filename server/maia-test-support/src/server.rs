@@ -571,7 +571,9 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         }
         Some(Reply::Hang) => sse_response(hang_body(shared)),
         // Unwrapped above.
-        Some(Reply::Gated { .. }) => json_response(StatusCode::INTERNAL_SERVER_ERROR, String::new()),
+        Some(Reply::Gated { .. }) => {
+            json_response(StatusCode::INTERNAL_SERVER_ERROR, String::new())
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 //! summary a compaction continues from is written by
 //! [`crate::compaction::Compactor`] from borrowed parts. The task that runs
 //! its turns and the handle a front door drives it with are in
-//! `handle.rs`. Nothing here reaches up into either.
+//! `handle/`. Nothing here reaches up into either.
 //!
 //! Every message of the conversation goes through its [`Conversation`],
 //! which appends it to the journal (see [`crate::store`]) as it happens.
@@ -42,7 +42,6 @@ use crate::mode::Mode;
 use crate::options::EngineOptions;
 use crate::project::Project;
 use crate::session_tools::Todo;
-use crate::subagent::ChildRole;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
@@ -52,7 +51,7 @@ mod text;
 mod tooling;
 mod turn;
 
-pub(crate) use replay::replay;
+pub(crate) use {replay::replay, tooling::ChildSetup, tooling::Spawner};
 
 /// A change to what the session uses, sent by its handle. The session
 /// owns its mode, model and client tools as plain fields and applies the
@@ -104,35 +103,8 @@ pub(crate) struct Session {
     client: crate::client::ClientTools,
     /// Output of `!commands` waiting to join the next request.
     bang_output: Vec<String>,
-    /// A child session's place (`None`: a top session), see
-    /// [`crate::subagent`].
-    role: Option<ChildRole>,
-}
-
-/// Starts the child sessions of `Task` calls (the handle's, one per top
-/// session and its descendants).
-pub(crate) trait Spawner: Send + Sync {
-    fn spawn(&self, setup: ChildSetup) -> crate::subagent::Child;
-}
-
-/// What a child session is made of: its parent's services, project
-/// (shared: the same rules, sandbox, settings), mode and client, and its
-/// own role and first prompt.
-pub(crate) struct ChildSetup {
-    pub(crate) id: String,
-    pub(crate) options: Arc<EngineOptions>,
-    pub(crate) cwd: PathBuf,
-    pub(crate) roots: Vec<PathBuf>,
-    pub(crate) fs: Arc<dyn FileSystem>,
-    pub(crate) mcp: Arc<maia_mcp::McpManager>,
-    pub(crate) lsp: Arc<maia_lsp_client::LspManager>,
-    pub(crate) windows: Arc<WindowCache>,
-    pub(crate) project: Project,
-    pub(crate) model: Option<String>,
-    pub(crate) mode: Mode,
-    pub(crate) client: crate::client::ClientTools,
-    pub(crate) role: ChildRole,
-    pub(crate) prompt: String,
+    /// A `Task` call's child: its place ([`crate::subagent`]).
+    role: Option<crate::subagent::ChildRole>,
 }
 
 /// What a session is given when it opens and keeps until it ends.
@@ -153,7 +125,6 @@ pub(crate) struct Services {
     pub(crate) vision: crate::images::VisionCache,
     /// Changes from the handle, applied by [`Session::apply_changes`].
     pub(crate) changes: mpsc::UnboundedReceiver<Change>,
-    /// Starts the children of `Task` calls.
     pub(crate) spawner: Arc<dyn Spawner>,
 }
 
@@ -200,7 +171,7 @@ pub(crate) struct Parts {
     pub(crate) project: Project,
     pub(crate) conversation: Conversation,
     pub(crate) model: Option<String>,
-    pub(crate) role: Option<ChildRole>,
+    pub(crate) role: Option<crate::subagent::ChildRole>,
 }
 
 /// The user's message of the running turn: where it is in the history and
@@ -237,11 +208,6 @@ impl Session {
             bang_output: Vec::new(),
             role,
         }
-    }
-
-    /// A child session's place (`None`: a top session).
-    pub(crate) fn role(&self) -> Option<&ChildRole> {
-        self.role.as_ref()
     }
 
     pub(crate) fn id(&self) -> &str {

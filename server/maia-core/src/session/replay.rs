@@ -93,7 +93,10 @@ fn replay_child(
     };
     send(out, SubagentUpdate::Started);
     for call in calls {
-        send(out, SubagentUpdate::Event(Box::new(Event::ToolCall(call.clone()))));
+        send(
+            out,
+            SubagentUpdate::Event(Box::new(Event::ToolCall(call.clone()))),
+        );
     }
     if !answer.is_empty() {
         send(

@@ -11,9 +11,43 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactError, Compactor};
 use crate::event::Event;
-use crate::session::{ChildSetup, Session};
+use std::path::PathBuf;
+
+use maia_tools::FileSystem;
+
+use crate::mode::Mode;
+use crate::options::EngineOptions;
+use crate::project::Project;
+use crate::session::Session;
 use crate::store::Record;
 use crate::subagent::{ChildRole, ModelChoice};
+use crate::window::WindowCache;
+
+/// Starts the child sessions of `Task` calls (the handle's, one per top
+/// session and its descendants).
+pub(crate) trait Spawner: Send + Sync {
+    fn spawn(&self, setup: ChildSetup) -> crate::subagent::Child;
+}
+
+/// What a child session is made of: its parent's services, project
+/// (shared: the same rules, sandbox, settings), mode and client, and its
+/// own role and first prompt.
+pub(crate) struct ChildSetup {
+    pub(crate) id: String,
+    pub(crate) options: Arc<EngineOptions>,
+    pub(crate) cwd: PathBuf,
+    pub(crate) roots: Vec<PathBuf>,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) mcp: Arc<maia_mcp::McpManager>,
+    pub(crate) lsp: Arc<maia_lsp_client::LspManager>,
+    pub(crate) windows: Arc<WindowCache>,
+    pub(crate) project: Project,
+    pub(crate) model: Option<String>,
+    pub(crate) mode: Mode,
+    pub(crate) client: crate::client::ClientTools,
+    pub(crate) role: ChildRole,
+    pub(crate) prompt: String,
+}
 
 impl Session {
     /// The tools of this turn (built-in, session, skill, custom, MCP).

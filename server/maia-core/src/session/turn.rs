@@ -60,7 +60,7 @@ impl Session {
     }
 
     pub(crate) fn system_prompt(&self) -> String {
-        if let Some(own) = self.role().and_then(|r| r.prompt.as_deref()) {
+        if let Some(own) = self.role.as_ref().and_then(|r| r.prompt.as_deref()) {
             // A subagent's own prompt, with where it works.
             let mut prompt = format!(
                 "{own}\n\nWorking folder: {}\nPlatform: {}",

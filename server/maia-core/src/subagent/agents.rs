@@ -145,7 +145,8 @@ pub fn parse(text: &str, stem: &str) -> Result<AgentDef, String> {
     let Some((yaml, body)) = crate::skills::split_front_matter(text) else {
         return Err("it has no front matter (`---` lines with name and description)".into());
     };
-    let docs = YamlLoader::load_from_str(yaml).map_err(|e| format!("invalid front matter ({e})"))?;
+    let docs =
+        YamlLoader::load_from_str(yaml).map_err(|e| format!("invalid front matter ({e})"))?;
     let doc = match docs.into_iter().next() {
         Some(doc @ Yaml::Hash(_)) => doc,
         _ => return Err("invalid front matter (not a mapping of keys to values)".into()),
@@ -217,7 +218,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(agent.name, "reviewer");
-        assert_eq!(agent.tools.as_deref(), Some(&["Read".to_owned(), "Grep".into(), "Glob".into()][..]));
+        assert_eq!(
+            agent.tools.as_deref(),
+            Some(&["Read".to_owned(), "Grep".into(), "Glob".into()][..])
+        );
         assert_eq!(agent.model, ModelChoice::Small);
         assert_eq!(agent.prompt.as_deref(), Some("You review."));
         let listed = parse(
@@ -259,7 +263,11 @@ mod tests {
             "---\ndescription: my explorer\n---\nLook around.",
         )
         .unwrap();
-        std::fs::write(outside.path().join("evil.md"), "---\ndescription: evil\n---\n").unwrap();
+        std::fs::write(
+            outside.path().join("evil.md"),
+            "---\ndescription: evil\n---\n",
+        )
+        .unwrap();
         std::os::unix::fs::symlink(outside.path().join("evil.md"), dir.join("evil.md")).unwrap();
         let big = format!(
             "---\ndescription: big\n---\n{}",
@@ -271,7 +279,10 @@ mod tests {
         assert_eq!(names, ["explore"]);
         assert_eq!(loaded.agents[0].description, "my explorer");
         let warnings = loaded.warnings.join("\n");
-        assert!(warnings.contains("outside the project folder"), "{warnings}");
+        assert!(
+            warnings.contains("outside the project folder"),
+            "{warnings}"
+        );
         assert!(warnings.contains("larger than"), "{warnings}");
     }
 

@@ -1,5 +1,5 @@
 //! Subagents: child sessions a turn starts with the `Task` tool
-//! ([`crate::tools`]' `task.rs`), each with its own history, system prompt
+//! (`tools/task.rs`), each with its own history, system prompt
 //! and tool set, in the same project, under the same rules and sandbox.
 //!
 //! This module is a leaf: the agent definitions ([`agents`]), what a

@@ -91,7 +91,11 @@ impl Tool for Task {
             ..GateFacts::default()
         };
         let title = format!("{}: {}", agent.name, input.description);
-        Ok(CallPlan::new(title, gate, (agent, input.description, input.prompt)))
+        Ok(CallPlan::new(
+            title,
+            gate,
+            (agent, input.description, input.prompt),
+        ))
     }
 
     async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
@@ -107,7 +111,9 @@ impl Tool for Task {
         });
         let mut child = match child {
             Ok(child) => child,
-            Err(e) => return ToolOutput::error(format!("Error: the subagent could not start: {e}")),
+            Err(e) => {
+                return ToolOutput::error(format!("Error: the subagent could not start: {e}"));
+            }
         };
         let info = Arc::new(SubagentInfo {
             id: child.id.clone(),
@@ -140,7 +146,8 @@ impl Tool for Task {
                 None => break StopReason::Cancelled,
                 Some(Event::TurnEnded(stop)) => break stop,
                 Some(Event::Permission(mut request)) => {
-                    request.tool_call.title = format!("{}: {}", agent.name, request.tool_call.title);
+                    request.tool_call.title =
+                        format!("{}: {}", agent.name, request.tool_call.title);
                     let _ = events.send(Event::Permission(request));
                 }
                 Some(event) => {
@@ -218,12 +225,10 @@ impl Run {
     /// Takes in one child event; `true` when its progress changed.
     fn absorb(&mut self, event: &Event) -> bool {
         match event {
-            Event::AgentText { message_id, text } => {
-                match self.messages.last_mut() {
-                    Some((id, said)) if id == message_id => said.push_str(text),
-                    _ => self.messages.push((message_id.clone(), text.clone())),
-                }
-            }
+            Event::AgentText { message_id, text } => match self.messages.last_mut() {
+                Some((id, said)) if id == message_id => said.push_str(text),
+                _ => self.messages.push((message_id.clone(), text.clone())),
+            },
             Event::TurnFailed(message) => self.failed = Some(message.clone()),
             Event::ToolCall(view) => self.calls.push(view.clone()),
             Event::ToolCallUpdate(patch) => {

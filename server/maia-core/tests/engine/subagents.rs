@@ -33,7 +33,9 @@ fn tool_names(request: &Value) -> Vec<String> {
 
 /// Whether a request has tool results (a later request of its session).
 fn has_results(request: &Value) -> bool {
-    message_texts(request).iter().any(|(role, _)| role == "tool")
+    message_texts(request)
+        .iter()
+        .any(|(role, _)| role == "tool")
 }
 
 /// The tool results the parent's request `index` sent, in order.
@@ -166,12 +168,15 @@ async fn two_task_calls_run_their_children_in_parallel_and_return_their_answers(
 #[tokio::test]
 async fn a_child_may_start_a_child_but_a_grandchild_may_not() {
     let mut h = Harness::start(json!({})).await;
-    h.mock.set_rule(|request| match first_user(request).as_str() {
-        "level one" if !has_results(request) => Some(tool_calls(&[task("g1", None, "level two")])),
-        "level one" => Some(mock::text_reply("one done")),
-        "level two" => Some(mock::text_reply("two done")),
-        _ => None,
-    });
+    h.mock
+        .set_rule(|request| match first_user(request).as_str() {
+            "level one" if !has_results(request) => {
+                Some(tool_calls(&[task("g1", None, "level two")]))
+            }
+            "level one" => Some(mock::text_reply("one done")),
+            "level two" => Some(mock::text_reply("two done")),
+            _ => None,
+        });
     h.mock.push(tool_calls(&[task("t1", None, "level one")]));
     h.mock.push(mock::text_reply("all done"));
     let events = h.prompt("nest").await;
@@ -198,7 +203,8 @@ async fn explore_runs_on_the_small_model_with_read_only_tools() {
     h.mock.set_rule(|request| {
         (first_user(request) == "survey").then(|| mock::text_reply("surveyed"))
     });
-    h.mock.push(tool_calls(&[task("t1", Some("explore"), "survey")]));
+    h.mock
+        .push(tool_calls(&[task("t1", Some("explore"), "survey")]));
     h.mock.push(mock::text_reply("ok"));
     h.prompt("explore it").await;
     let requests = h.mock.requests();
@@ -209,12 +215,18 @@ async fn explore_runs_on_the_small_model_with_read_only_tools() {
     for writer in ["Bash", "Write", "Edit", "Task"] {
         assert!(!tools.contains(&writer.to_owned()), "{tools:?}");
     }
-    let parent = requests.iter().find(|r| first_user(r) == "explore it").unwrap();
+    let parent = requests
+        .iter()
+        .find(|r| first_user(r) == "explore it")
+        .unwrap();
     assert_eq!(parent["model"], "mock-model");
     // Its cost is charged to the thread, named.
     h.mock.push(mock::text_reply("unused"));
     let report = crate::harness::agent_text(&h.prompt("/cost").await);
-    assert!(report.contains("small-model (subagent explore)"), "{report}");
+    assert!(
+        report.contains("small-model (subagent explore)"),
+        "{report}"
+    );
     let context = crate::harness::agent_text(&h.prompt("/context").await);
     assert!(
         context.contains("subagent `explore` on `small-model`: 1 requests"),
@@ -225,18 +237,21 @@ async fn explore_runs_on_the_small_model_with_read_only_tools() {
 #[tokio::test]
 async fn a_childs_permission_question_is_asked_through_the_parent_with_its_name() {
     let mut h = Harness::start(json!({})).await;
-    h.mock.set_rule(|request| match first_user(request).as_str() {
-        "make it" if !has_results(request) => Some(mock::tool_calls_reply(&[(
-            "w1",
-            "Bash",
-            json!({"command": "touch made.txt"}),
-        )])),
-        "make it" => Some(mock::text_reply("made")),
-        _ => None,
-    });
+    h.mock
+        .set_rule(|request| match first_user(request).as_str() {
+            "make it" if !has_results(request) => Some(mock::tool_calls_reply(&[(
+                "w1",
+                "Bash",
+                json!({"command": "touch made.txt"}),
+            )])),
+            "make it" => Some(mock::text_reply("made")),
+            _ => None,
+        });
     h.mock.push(tool_calls(&[task("t1", None, "make it")]));
     h.mock.push(mock::text_reply("ok"));
-    let events = h.prompt_answering("please make it", ChoiceKind::AllowOnce).await;
+    let events = h
+        .prompt_answering("please make it", ChoiceKind::AllowOnce)
+        .await;
     assert_eq!(stop_of(&events), StopReason::EndTurn);
     // prompt_answering turns each question into a ToolCall event of its view.
     assert!(
@@ -244,7 +259,10 @@ async fn a_childs_permission_question_is_asked_through_the_parent_with_its_name(
             if v.title.starts_with("general-purpose: ") && v.title.contains("touch made.txt"))),
         "{events:#?}"
     );
-    assert!(h.path("made.txt").exists(), "the answer applied to the child");
+    assert!(
+        h.path("made.txt").exists(),
+        "the answer applied to the child"
+    );
     assert_eq!(results(&h, "please make it"), ["made"]);
 }
 

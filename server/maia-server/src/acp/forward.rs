@@ -172,8 +172,12 @@ impl Forwarder {
             }
             Event::Subagent(event) => {
                 let thinking = self.choices.lock().show_thinking;
-                let sent =
-                    super::subagents::updates(&self.session_id, event, &self.caps, (true, thinking));
+                let sent = super::subagents::updates(
+                    &self.session_id,
+                    event,
+                    &self.caps,
+                    (true, thinking),
+                );
                 for (id, update) in sent {
                     match convert::notification(&id, update) {
                         Ok(params) => self.conn.notify("session/update", params),

@@ -502,8 +502,11 @@ impl Agent {
                     None => {
                         // A child of a `Task` call is cancelled alone.
                         let id = n.session_id.0.as_ref();
-                        let entries: Vec<_> =
-                            self.lock_sessions().values().filter_map(Slot::entry).collect();
+                        let entries: Vec<_> = self
+                            .lock_sessions()
+                            .values()
+                            .filter_map(Slot::entry)
+                            .collect();
                         if entries.iter().any(|entry| entry.handle.cancel_child(id)) {
                             tracing::info!(session = %id, "subagent cancel requested");
                         } else {

@@ -41,10 +41,9 @@ pub(super) fn updates(
     let SubagentEvent { child, update } = event;
     if !supported(caps) {
         return match update {
-            SubagentUpdate::Started if live => vec![(
-                parent.to_owned(),
-                progress(&child, "Working…", &[]),
-            )],
+            SubagentUpdate::Started if live => {
+                vec![(parent.to_owned(), progress(&child, "Working…", &[]))]
+            }
             SubagentUpdate::Progress { text, locations } if live => {
                 vec![(parent.to_owned(), progress(&child, &text, &locations))]
             }
@@ -54,14 +53,8 @@ pub(super) fn updates(
     match update {
         SubagentUpdate::Started => vec![
             (parent.to_owned(), announce(&child)),
-            (
-                parent.to_owned(),
-                message(&child, parent, false),
-            ),
-            (
-                child.id.clone(),
-                message(&child, parent, true),
-            ),
+            (parent.to_owned(), message(&child, parent, false)),
+            (child.id.clone(), message(&child, parent, true)),
         ],
         SubagentUpdate::Event(event) => match *event {
             Event::Subagent(grandchild) => updates(&child.id, grandchild, caps, (live, thinking)),
@@ -74,10 +67,7 @@ pub(super) fn updates(
         SubagentUpdate::Ended { state, answer } => {
             let mut out = Vec::new();
             if !answer.is_empty() {
-                out.push((
-                    parent.to_owned(),
-                    answer_message(&child, parent, &answer),
-                ));
+                out.push((parent.to_owned(), answer_message(&child, parent, &answer)));
             }
             out.push((
                 parent.to_owned(),
@@ -106,11 +96,18 @@ fn announce(child: &SubagentInfo) -> SessionUpdate {
 /// The prompt sent to the child: the parent's outgoing view, or (`incoming`)
 /// the child's.
 fn message(child: &SubagentInfo, parent: &str, incoming: bool) -> SessionUpdate {
-    let (out_id, in_id) = (format!("{}-prompt", child.id), format!("{}-received", child.id));
-    let mut message = SessionMessage::new(if incoming { in_id.clone() } else { out_id.clone() })
-        .sender_session_id(SessionId::new(parent))
-        .recipient_session_id(SessionId::new(child.id.as_str()))
-        .content(vec![text(&child.prompt)]);
+    let (out_id, in_id) = (
+        format!("{}-prompt", child.id),
+        format!("{}-received", child.id),
+    );
+    let mut message = SessionMessage::new(if incoming {
+        in_id.clone()
+    } else {
+        out_id.clone()
+    })
+    .sender_session_id(SessionId::new(parent))
+    .recipient_session_id(SessionId::new(child.id.as_str()))
+    .content(vec![text(&child.prompt)]);
     message = if incoming {
         message.sender_message_id(MessageId::new(out_id))
     } else {
@@ -149,9 +146,8 @@ fn progress(
     text_shown: &str,
     locations: &[std::path::PathBuf],
 ) -> SessionUpdate {
-    let mut fields = ToolCallUpdateFields::new().content(vec![ToolCallContent::from(text(
-        text_shown,
-    ))]);
+    let mut fields =
+        ToolCallUpdateFields::new().content(vec![ToolCallContent::from(text(text_shown))]);
     if !locations.is_empty() {
         fields = fields.locations(
             locations

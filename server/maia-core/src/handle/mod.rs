@@ -28,6 +28,9 @@ use crate::settings;
 use crate::store::{self, Journal, Loaded, Record};
 use crate::window::WindowCache;
 
+mod children;
+use children::ChildSpawner;
+
 /// A prompt was sent while a turn is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("this session is already running a prompt; wait for it to finish or cancel it")]
@@ -589,106 +592,6 @@ fn launch(mut session: Session, launch: Launch) -> SessionHandle {
         ended.cancel();
     });
     handle
-}
-
-/// Starts the children of a top session's `Task` calls (and theirs).
-struct ChildSpawner {
-    children: Children,
-}
-
-impl crate::session::Spawner for ChildSpawner {
-    fn spawn(&self, setup: crate::session::ChildSetup) -> crate::subagent::Child {
-        let crate::session::ChildSetup {
-            id,
-            options,
-            cwd,
-            roots,
-            fs,
-            mcp,
-            lsp,
-            windows,
-            project,
-            model,
-            mode,
-            client,
-            role,
-            prompt,
-        } = setup;
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let (changes_tx, changes) = mpsc::unbounded_channel();
-        tracing::info!(session = %id, agent = %role.agent, depth = role.depth, model = ?model, "subagent started");
-        let conversation =
-            Conversation::ephemeral(&id, &cwd, options.home.as_deref(), events_tx.clone());
-        let mut session = Session::new(Parts {
-            id: id.clone(),
-            services: Services {
-                options,
-                cwd,
-                roots,
-                fs,
-                events: events_tx,
-                mcp,
-                lsp,
-                vision: crate::images::VisionCache::new(windows.catalogue().clone()),
-                windows,
-                changes,
-                spawner: Arc::new(ChildSpawner {
-                    children: self.children.clone(),
-                }),
-            },
-            project,
-            conversation,
-            model: model.clone(),
-            role: Some(role),
-        });
-        session.apply(Change::Mode(mode));
-        session.apply(Change::Client(client));
-        let handle = launch(
-            session,
-            Launch {
-                changes: changes_tx,
-                queue: Queue::load(None),
-                initial_model: model,
-                saved_options: store::SessionOptions::new(),
-                children: self.children.clone(),
-                top: false,
-            },
-        );
-        if let Ok(mut children) = self.children.lock() {
-            children.insert(id.clone(), handle.clone());
-        }
-        // Idle and new: the prompt is taken.
-        let _ = handle.prompt(vec![PromptPart::Text(prompt)]);
-        crate::subagent::Child {
-            id: id.clone(),
-            events: events_rx,
-            control: Box::new(ChildControl {
-                handle,
-                children: self.children.clone(),
-            }),
-        }
-    }
-}
-
-/// A `Task` call's hold on its child: cancels it; when dropped, the child
-/// leaves the registry and its session ends.
-struct ChildControl {
-    handle: SessionHandle,
-    children: Children,
-}
-
-impl crate::subagent::ChildControl for ChildControl {
-    fn cancel(&self) {
-        self.handle.cancel();
-    }
-}
-
-impl Drop for ChildControl {
-    fn drop(&mut self) {
-        if let Ok(mut children) = self.children.lock() {
-            children.remove(self.handle.id());
-        }
-    }
 }
 
 /// The busy flag and the running turn's token, as the session task sets
