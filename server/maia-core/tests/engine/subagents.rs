@@ -341,3 +341,49 @@ async fn cancelling_the_parent_cancels_its_child() {
     );
     assert_eq!(h.mock.requests().len(), 2, "nothing asked after the cancel");
 }
+
+#[tokio::test]
+async fn an_agent_files_tools_narrow_and_a_planning_parents_child_is_read_only() {
+    let mut h = Harness::start(json!({})).await;
+    std::fs::create_dir_all(h.path(".maia/agents")).unwrap();
+    std::fs::write(
+        h.path(".maia/agents/fixer.md"),
+        "---\ndescription: Fixes things\ntools: Read, Bash, Edit\n---\nYou are the FIXER.\n",
+    )
+    .unwrap();
+    // Agent files are read when the project is (re)loaded.
+    h.prompt("/clear").await;
+    h.mock.set_rule(|request| {
+        matches!(first_user(request).as_str(), "fix it" | "fix it again")
+            .then(|| mock::text_reply("fixed"))
+    });
+    h.mock
+        .push(tool_calls(&[task("t1", Some("fixer"), "fix it")]));
+    h.mock.push(mock::text_reply("ok"));
+    h.prompt("go").await;
+    let child = h
+        .mock
+        .requests()
+        .into_iter()
+        .find(|r| first_user(r) == "fix it")
+        .unwrap();
+    let mut tools = tool_names(&child);
+    tools.sort();
+    assert_eq!(tools, ["Bash", "Edit", "Read"]);
+    let system = &message_texts(&child)[0].1;
+    assert!(system.starts_with("You are the FIXER."), "{system}");
+
+    // In plan mode the same agent gets the read-only part of its list.
+    h.session().set_mode(maia_core::Mode::Plan);
+    h.mock
+        .push(tool_calls(&[task("t2", Some("fixer"), "fix it again")]));
+    h.mock.push(mock::text_reply("planned"));
+    h.prompt("plan it").await;
+    let child = h
+        .mock
+        .requests()
+        .into_iter()
+        .find(|r| first_user(r) == "fix it again")
+        .unwrap();
+    assert_eq!(tool_names(&child), ["Read"]);
+}
