@@ -82,12 +82,11 @@ impl ChildRole {
 
 /// What a child has done so far, as lines for the parent's `Task` tool
 /// call (for editors that do not show child sessions): each tool call's
-/// title and state, the files it touched, and the child's latest words.
+/// title and state, and the files the calls touched.
 #[derive(Debug, Default)]
 pub struct Progress {
     calls: Vec<(String, String, ToolStatus)>,
     locations: Vec<PathBuf>,
-    said: String,
 }
 
 impl Progress {
@@ -120,15 +119,12 @@ impl Progress {
                 }
                 _ => false,
             },
-            Event::AgentText { text, .. } => {
-                self.said.push_str(text);
-                false
-            }
             _ => false,
         }
     }
 
-    /// The lines shown: one per tool call, then the child's last words.
+    /// The lines shown: one per tool call (`…` running, `✓` done, `✗`
+    /// failed), or "Working…" before the first.
     pub fn text(&self) -> String {
         let mut out: Vec<String> = self
             .calls
