@@ -27,6 +27,7 @@ mod acp_queue;
 mod acp_sandbox_escape;
 mod acp_sessions;
 mod acp_steering;
+mod acp_subagents;
 mod acp_surface;
 mod acp_terminal;
 mod acp_tools;

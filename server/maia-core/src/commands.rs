@@ -569,7 +569,14 @@ fn context_command(session: &Session) {
         retried = session.meter().text_tool_calls.retried,
         shown = session.meter().text_tool_calls.shown,
     );
-    let text = format!("{text}{}", workspace_report(session));
+    let mut text = format!("{text}{}", workspace_report(session));
+    let children = crate::cost::subagent_lines(session.conversation().ledger());
+    if !children.is_empty() {
+        text.push_str("\n- subagents (charged to this thread):");
+        for line in children {
+            text.push_str(&format!("\n  - {line}"));
+        }
+    }
     session.say(text);
 }
 

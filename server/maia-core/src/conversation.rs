@@ -75,6 +75,32 @@ impl Conversation {
         conversation
     }
 
+    /// A conversation kept in memory only: a child session's, whose parent
+    /// journals what it did ([`crate::store::Record::Subagent`]).
+    pub fn ephemeral(
+        id: &str,
+        cwd: &Path,
+        home: Option<&Path>,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Self {
+        Conversation {
+            id: id.to_owned(),
+            cwd: cwd.to_path_buf(),
+            home: home.map(Path::to_path_buf),
+            name: format!("subagent-{id}"),
+            history: Vec::new(),
+            summary: None,
+            title: None,
+            ledger: crate::cost::Ledger::default(),
+            turn_mark: crate::cost::Ledger::default(),
+            options: store::SessionOptions::new(),
+            users: Vec::new(),
+            journal: None,
+            unsaved: true,
+            events,
+        }
+    }
+
     /// A saved conversation, continued in `journal` (opened and locked).
     pub fn restore(
         id: &str,

@@ -45,6 +45,8 @@ pub(crate) struct Project {
     pub pending_tools: Arc<Mutex<HashSet<String>>>,
     /// The language servers (`lsp`), for the session's manager.
     pub lsp: maia_lsp_client::LspSettings,
+    /// The agents a `Task` call can start ([`crate::subagent::agents`]).
+    pub agents: Arc<crate::subagent::LoadedAgents>,
 }
 
 /// Where a session's project is: its options, folder, additional roots and
@@ -109,6 +111,7 @@ impl Project {
             .warnings
             .iter()
             .chain(&self.markdown_commands.warnings)
+            .chain(&self.agents.warnings)
             .chain(&self.custom_tools.warnings)
         {
             say(NoticeLevel::Warning, warning.clone());
@@ -185,7 +188,28 @@ impl Project {
             custom_tools: Arc::new(custom_tools),
             pending_tools: Arc::new(Mutex::new(pending_tools)),
             lsp,
+            agents: Arc::new(crate::subagent::agents::load(home, cwd)),
         }
+    }
+
+    /// The same project for a child session: everything shared (the rules
+    /// and their answers, the sandbox, the settings), nothing read again.
+    /// `None` when the model server's client could not be built.
+    pub(crate) fn share(&self) -> Option<Project> {
+        Some(Project {
+            settings: self.settings.clone(),
+            llm: Ok(self.llm.as_ref().ok()?.clone()),
+            context_file: self.context_file.clone(),
+            broker: self.broker.clone(),
+            sandbox: self.sandbox.clone(),
+            sandbox_notes: Vec::new(),
+            skills: self.skills.clone(),
+            markdown_commands: self.markdown_commands.clone(),
+            custom_tools: self.custom_tools.clone(),
+            pending_tools: self.pending_tools.clone(),
+            lsp: self.lsp.clone(),
+            agents: self.agents.clone(),
+        })
     }
 }
 

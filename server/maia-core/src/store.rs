@@ -87,6 +87,15 @@ pub enum Record {
         key: String,
         value: serde_json::Value,
     },
+    /// A child session a `Task` call ran (the `subagent` module): who it
+    /// was, its tool calls in their final state, how it ended and its
+    /// answer (the child keeps no journal of its own).
+    Subagent {
+        child: crate::event::SubagentInfo,
+        calls: Vec<ToolCallView>,
+        state: crate::event::SubagentState,
+        answer: String,
+    },
 }
 
 impl Record {

@@ -8,7 +8,7 @@
 //! summary a compaction continues from is written by
 //! [`crate::compaction::Compactor`] from borrowed parts. The task that runs
 //! its turns and the handle a front door drives it with are in
-//! `handle.rs`. Nothing here reaches up into either.
+//! `handle/`. Nothing here reaches up into either.
 //!
 //! Every message of the conversation goes through its [`Conversation`],
 //! which appends it to the journal (see [`crate::store`]) as it happens.
@@ -51,7 +51,7 @@ mod text;
 mod tooling;
 mod turn;
 
-pub(crate) use replay::replay;
+pub(crate) use {replay::replay, tooling::ChildSetup, tooling::Spawner};
 
 /// A change to what the session uses, sent by its handle. The session
 /// owns its mode, model and client tools as plain fields and applies the
@@ -103,6 +103,8 @@ pub(crate) struct Session {
     client: crate::client::ClientTools,
     /// Output of `!commands` waiting to join the next request.
     bang_output: Vec<String>,
+    /// A `Task` call's child: its place ([`crate::subagent`]).
+    role: Option<crate::subagent::ChildRole>,
 }
 
 /// What a session is given when it opens and keeps until it ends.
@@ -123,6 +125,7 @@ pub(crate) struct Services {
     pub(crate) vision: crate::images::VisionCache,
     /// Changes from the handle, applied by [`Session::apply_changes`].
     pub(crate) changes: mpsc::UnboundedReceiver<Change>,
+    pub(crate) spawner: Arc<dyn Spawner>,
 }
 
 /// State the tools of every turn share with the session.
@@ -137,6 +140,8 @@ pub(crate) struct ToolState {
     pub(crate) reads: Arc<ReadTracker>,
     /// Commands run in the background (`Bash` with `run_in_background`).
     pub(crate) tasks: crate::background::Tasks,
+    /// What the batch's `Task` calls leave for the journal.
+    pub(crate) records: crate::subagent::Sink,
 }
 
 /// The running turn's state (empty between turns).
@@ -166,6 +171,7 @@ pub(crate) struct Parts {
     pub(crate) project: Project,
     pub(crate) conversation: Conversation,
     pub(crate) model: Option<String>,
+    pub(crate) role: Option<crate::subagent::ChildRole>,
 }
 
 /// The user's message of the running turn: where it is in the history and
@@ -188,6 +194,7 @@ impl Session {
             project,
             conversation,
             model,
+            role,
         } = parts;
         Self {
             id,
@@ -201,6 +208,7 @@ impl Session {
             mode: Mode::default(),
             client: crate::client::ClientTools::default(),
             bang_output: Vec::new(),
+            role,
         }
     }
 

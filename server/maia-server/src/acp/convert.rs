@@ -386,6 +386,7 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
         Event::Permission(_)
         | Event::UserMessageSaved { .. }
+        | Event::Subagent(_)
         | Event::TurnFailed(_)
         | Event::TurnUsage(_)
         | Event::QueueChanged

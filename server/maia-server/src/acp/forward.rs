@@ -24,7 +24,14 @@ impl Agent {
         }
     }
 
+    /// Sends a replayed event (`session/load`).
     pub(super) fn forward(&self, session_id: &str, event: Event, caps: &ClientCapabilities) {
+        if let Event::Subagent(event) = event {
+            for (id, update) in super::subagents::updates(session_id, event, caps, (false, true)) {
+                self.send_update(&id, update);
+            }
+            return;
+        }
         if let Some(update) = convert::session_update(event, caps) {
             self.send_update(session_id, update);
         }
@@ -176,6 +183,21 @@ impl Forwarder {
                 self.notify(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
                     options,
                 )));
+            }
+            Event::Subagent(event) => {
+                let thinking = self.choices.lock().show_thinking;
+                let sent = super::subagents::updates(
+                    &self.session_id,
+                    event,
+                    &self.caps,
+                    (true, thinking),
+                );
+                for (id, update) in sent {
+                    match convert::notification(&id, update) {
+                        Ok(params) => self.conn.notify("session/update", params),
+                        Err(e) => tracing::error!("cannot encode an update: {e}"),
+                    }
+                }
             }
             Event::Thought { .. } if !self.choices.lock().show_thinking => {}
             Event::ModelChanged(name) => {

@@ -29,6 +29,7 @@ mod providers;
 mod queue;
 mod reason;
 mod steer;
+mod subagents;
 mod tasks;
 mod terminal;
 
@@ -499,7 +500,18 @@ impl Agent {
                         entry.handle.cancel();
                     }
                     None => {
-                        tracing::debug!(session = %n.session_id, "cancel for an unknown session")
+                        // A child of a `Task` call is cancelled alone.
+                        let id = n.session_id.0.as_ref();
+                        let entries: Vec<_> = self
+                            .lock_sessions()
+                            .values()
+                            .filter_map(Slot::entry)
+                            .collect();
+                        if entries.iter().any(|entry| entry.handle.cancel_child(id)) {
+                            tracing::info!(session = %id, "subagent cancel requested");
+                        } else {
+                            tracing::debug!(session = %id, "cancel for an unknown session")
+                        }
                     }
                 }
             }
