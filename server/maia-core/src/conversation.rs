@@ -80,21 +80,76 @@ impl Conversation {
         (name, loaded, journal): (String, &Loaded, Journal),
         events: mpsc::UnboundedSender<Event>,
     ) -> Self {
-        Conversation {
+        let mut conversation = Conversation {
             id: id.to_owned(),
             cwd: cwd.to_path_buf(),
             home: home.map(Path::to_path_buf),
             name,
-            history: loaded.history(),
-            summary: loaded.summary().map(str::to_owned),
-            title: loaded.title().map(str::to_owned),
-            ledger: loaded.ledger(),
-            turn_mark: loaded.ledger(),
-            options: loaded.options(),
+            history: Vec::new(),
+            summary: None,
+            title: None,
+            ledger: crate::cost::Ledger::default(),
+            turn_mark: crate::cost::Ledger::default(),
+            options: store::SessionOptions::new(),
             journal: Some(journal),
             unsaved: false,
             events,
+        };
+        conversation.derive(loaded);
+        conversation
+    }
+
+    /// Sets the state derived from the journal from `loaded` (its rewinds
+    /// applied first, as every reader of a journal does).
+    fn derive(&mut self, loaded: &Loaded) {
+        let loaded = crate::timeline::rewound(loaded);
+        self.history = loaded.history();
+        self.summary = loaded.summary().map(str::to_owned);
+        self.title = loaded.title().map(str::to_owned);
+        self.ledger = loaded.ledger();
+        self.turn_mark = loaded.ledger();
+        self.options = loaded.options();
+    }
+
+    /// Truncates the thread before the user message `point` names: a
+    /// [`Record::Rewind`] is appended and the state derived again from the
+    /// journal, as a reload would (nothing is deleted). Checked first
+    /// ([`crate::timeline::check`]); a refusal changes nothing.
+    pub fn rewind(
+        &mut self,
+        point: &crate::timeline::MessagePoint,
+    ) -> Result<crate::timeline::Rewound, crate::timeline::RewindError> {
+        use crate::timeline::RewindError;
+        let path = match &self.journal {
+            Some(journal) => journal.path().to_path_buf(),
+            None => return Err(RewindError::Unsaved),
+        };
+        let text = crate::timeline::check(&store::load(&path)?, point)?;
+        let record = Record::Rewind {
+            before: point.message_id.clone(),
+        };
+        if let Some(journal) = &mut self.journal {
+            journal.append(&record)?;
         }
+        let loaded = store::load(&path)?;
+        let turn_mark = self.turn_mark.clone();
+        self.derive(&loaded);
+        self.turn_mark = turn_mark;
+        Ok(crate::timeline::Rewound {
+            message_id: point.message_id.clone(),
+            text,
+            todos: crate::timeline::todos(&crate::timeline::rewound(&loaded)),
+        })
+    }
+
+    /// The user messages of the current thread (after the latest `/clear`
+    /// or compaction): their ids and texts, from the journal.
+    pub fn user_messages(&self) -> Vec<(String, String)> {
+        self.journal
+            .as_ref()
+            .and_then(|j| store::load(j.path()).ok())
+            .map(|loaded| crate::timeline::user_messages(&loaded))
+            .unwrap_or_default()
     }
 
     pub fn name(&self) -> &str {
@@ -189,6 +244,8 @@ impl Conversation {
             Record::Option { key, value } => {
                 self.options.insert(key.clone(), value.clone());
             }
+            // Appended by `rewind` only, which derives everything again.
+            Record::Rewind { .. } => {}
             other => other.absorb_cost(&mut self.ledger),
         }
     }
@@ -286,14 +343,11 @@ impl Conversation {
         self.journal = Some(journal);
         self.unsaved = false;
         self.name = name;
-        self.history = loaded.history();
-        self.summary = loaded.summary().map(str::to_owned);
-        self.title = loaded.title().map(str::to_owned);
-        self.ledger = loaded.ledger();
-        self.turn_mark = loaded.ledger();
+        let mine = std::mem::take(&mut self.options);
+        self.derive(loaded);
         // The thread's options (the editor's choices) win over the adopted
         // conversation's.
-        for (key, value) in std::mem::replace(&mut self.options, loaded.options()) {
+        for (key, value) in mine {
             self.set_option(key, value);
         }
         Ok(())

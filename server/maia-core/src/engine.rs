@@ -167,7 +167,7 @@ impl Engine {
         let summary = store::find(&cwd, id).ok_or_else(|| LoadError::NotFound(id.to_owned()))?;
         // Lock first, then read: what is read is what this session appends to.
         let journal = store::Journal::open(&summary.path)?;
-        let loaded = store::load(&summary.path)?;
+        let loaded = crate::timeline::rewound(&store::load(&summary.path)?);
         let replay = session::replay(&loaded, &cwd);
         let started = handle::spawn(
             &self.session_options(),
@@ -183,6 +183,20 @@ impl Engine {
             mcp_servers,
         );
         Ok((started, replay))
+    }
+
+    /// Forks thread `id` of `source_cwd` (all of it, or before the user
+    /// message `before`) into a new thread saved in `cwd`; returns its id,
+    /// to open with [`Engine::load_session_with_mcp`]. The source is only
+    /// read, so it may be open ([`crate::timeline::fork`]).
+    pub fn fork_session(
+        &self,
+        source_cwd: &Path,
+        id: &str,
+        before: Option<&str>,
+        cwd: &Path,
+    ) -> Result<String, crate::timeline::ForkError> {
+        crate::timeline::fork(source_cwd, id, before, cwd, self.options.home.as_deref())
     }
 
     /// The folders this user's threads are saved in (from the index under

@@ -45,6 +45,7 @@ mod slash;
 pub mod store;
 mod system_prompt;
 mod text_tool_calls;
+pub mod timeline;
 mod tools;
 pub mod window;
 pub mod workspace;

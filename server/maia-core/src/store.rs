@@ -78,6 +78,11 @@ pub enum Record {
         key: String,
         value: serde_json::Value,
     },
+    /// A rewind: the thread is truncated before the user message `before`
+    /// (its id); the records from it onward leave the derived state except
+    /// the thread's own (costs, title, options). Nothing is deleted
+    /// ([`crate::timeline`]).
+    Rewind { before: String },
 }
 
 impl Record {
