@@ -354,6 +354,40 @@ async fn saved_thread_survives_kill_9_and_load_replays_it_in_order() {
     assert_eq!(messages[5]["content"], "And now?");
 }
 
+/// The `messageId`s of the replayed user messages, in order.
+fn user_message_ids(messages: &[Value]) -> Vec<String> {
+    updates_of(messages, "user_message_chunk")
+        .iter()
+        .map(|u| u["messageId"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn each_user_message_has_one_stable_id_live_and_after_a_restart() {
+    let (mut maia, sid) = Maia::ready().await;
+    let (first, _) = turn(&mut maia, &sid, "first question", "One.").await;
+    let (second, _) = turn(&mut maia, &sid, "second question", "Two.").await;
+    let ids: Vec<String> = [&first, &second]
+        .iter()
+        .map(|r| {
+            r["result"]["_meta"]["maia"]["userMessageId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no userMessageId in {r}"))
+                .to_owned()
+        })
+        .collect();
+    assert_ne!(ids[0], ids[1]);
+    // The same ids when the thread is replayed, in this process and after
+    // a restart.
+    let (_, before) = load(&mut maia, &sid).await;
+    assert_eq!(user_message_ids(&before), ids);
+    let mut maia = maia.restart().await;
+    maia.initialize().await;
+    let (_, before) = load(&mut maia, &sid).await;
+    assert_eq!(user_texts(&before), ["first question", "second question"]);
+    assert_eq!(user_message_ids(&before), ids);
+}
+
 #[tokio::test]
 async fn resume_after_restart_answers_without_replay_and_keeps_history() {
     let (mut maia, sid) = Maia::ready().await;

@@ -187,10 +187,13 @@ async fn run_bang(
         }
         prompt_syntax::BangCommand::Run(command) => command,
     };
+    let message_id = uuid::Uuid::new_v4().to_string();
     session.record(&Record::UserDisplay {
+        id: message_id.clone(),
         text: typed.to_owned(),
         steer: false,
     });
+    session.emit(Event::UserMessageSaved { message_id });
     let input = ToolInput::Bash(BashInput {
         command: command.clone(),
         timeout_ms: None,

@@ -36,6 +36,8 @@ pub(crate) struct Conversation {
     turn_mark: crate::cost::Ledger,
     /// The options the user chose for this thread.
     options: store::SessionOptions,
+    /// The user messages of the history, with their ids.
+    users: Vec<store::UserEntry>,
     journal: Option<Journal>,
     /// Creating the journal failed (told once; the conversation goes on
     /// unsaved).
@@ -64,6 +66,7 @@ impl Conversation {
             ledger: crate::cost::Ledger::default(),
             turn_mark: crate::cost::Ledger::default(),
             options: store::SessionOptions::new(),
+            users: Vec::new(),
             journal: None,
             unsaved: false,
             events,
@@ -91,6 +94,7 @@ impl Conversation {
             ledger: crate::cost::Ledger::default(),
             turn_mark: crate::cost::Ledger::default(),
             options: store::SessionOptions::new(),
+            users: Vec::new(),
             journal: Some(journal),
             unsaved: false,
             events,
@@ -104,6 +108,7 @@ impl Conversation {
     fn derive(&mut self, loaded: &Loaded) {
         let loaded = crate::timeline::rewound(loaded);
         self.history = loaded.history();
+        self.users = loaded.user_messages();
         self.summary = loaded.summary().map(str::to_owned);
         self.title = loaded.title().map(str::to_owned);
         self.ledger = loaded.ledger();
@@ -142,22 +147,19 @@ impl Conversation {
         })
     }
 
-    /// The user messages of the current thread (after the latest `/clear`
-    /// or compaction): their ids and texts, from the journal.
-    pub fn user_messages(&self) -> Vec<(String, String)> {
-        self.journal
-            .as_ref()
-            .and_then(|j| store::load(j.path()).ok())
-            .map(|loaded| crate::timeline::user_messages(&loaded))
-            .unwrap_or_default()
-    }
-
     pub fn name(&self) -> &str {
         &self.name
     }
 
     pub fn history(&self) -> &[ChatMessage] {
         &self.history
+    }
+
+    /// The user messages of the history (after the last `/clear` or
+    /// compaction), oldest first, each with its stable id.
+    #[allow(dead_code, reason = "read by rewind and fork")]
+    pub fn user_messages(&self) -> &[store::UserEntry] {
+        &self.users
     }
 
     /// The compaction summary the history continues from.
@@ -238,8 +240,20 @@ impl Conversation {
     /// journal, exactly as [`Loaded`] derives it on reload.
     fn absorb(&mut self, record: &Record) {
         match record {
-            Record::Clear => self.summary = None,
-            Record::Compaction { summary } => self.summary = Some(summary.clone()),
+            Record::Clear => {
+                self.summary = None;
+                self.users.clear();
+            }
+            Record::Compaction { summary } => {
+                self.summary = Some(summary.clone());
+                self.users.clear();
+            }
+            Record::UserDisplay { id, text, steer } => self.users.push(store::UserEntry {
+                id: id.clone(),
+                text: text.clone(),
+                steer: *steer,
+                history_index: self.history.len(),
+            }),
             Record::Title { title } => self.title = Some(title.clone()),
             Record::Option { key, value } => {
                 self.options.insert(key.clone(), value.clone());
@@ -300,6 +314,7 @@ impl Conversation {
         self.journal = None;
         self.unsaved = false;
         self.history.clear();
+        self.users.clear();
         self.summary = None;
         self.title = None;
         self.ledger = crate::cost::Ledger::default();
@@ -490,6 +505,38 @@ mod tests {
         .unwrap();
         assert!(c.is_empty());
         assert_eq!(store::find(dir.path(), "t1").unwrap().name, "second__1");
+    }
+
+    #[test]
+    fn user_messages_live_are_those_a_reload_derives() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _rx) = fresh(dir.path());
+        let user = |c: &mut Conversation, id: &str, steer: bool| {
+            c.record(&Record::UserDisplay {
+                id: id.into(),
+                text: format!("text {id}"),
+                steer,
+            });
+            c.push(ChatMessage::user(id));
+        };
+        let reloaded = |name: &str| {
+            store::load(&store::session_path(dir.path(), name))
+                .unwrap()
+                .user_messages()
+        };
+        user(&mut c, "a", false);
+        c.push(ChatMessage::assistant("ok"));
+        user(&mut c, "b", true);
+        assert_eq!(reloaded("first"), c.user_messages());
+        assert_eq!(c.user_messages()[1].history_index, 2);
+        c.clear();
+        assert!(c.user_messages().is_empty());
+        user(&mut c, "c", false);
+        assert_eq!(reloaded("first"), c.user_messages());
+        c.rename("second".into()).unwrap();
+        assert_eq!(reloaded("second"), c.user_messages());
+        c.restart("third".into());
+        assert!(c.user_messages().is_empty());
     }
 
     #[test]

@@ -165,6 +165,12 @@ pub enum Event {
         /// Sent while a turn ran (`_session/steering`) and taken by it.
         steer: bool,
     },
+    /// The prompt of the running turn was saved under this stable id (a
+    /// front door returns it with the turn's answer, so a client can name
+    /// the message in a rewind or a fork without reloading the thread).
+    UserMessageSaved {
+        message_id: String,
+    },
     /// An image of a replayed user message (same `message_id` as its text).
     UserImage {
         message_id: String,

@@ -46,6 +46,12 @@ pub enum Record {
     /// What the user typed, as shown in the editor; `steer` when it was
     /// sent while a turn ran and taken by that turn (`session::steer`).
     UserDisplay {
+        /// The message's stable id (`Event::UserMessage`'s `message_id`,
+        /// what a rewind or a fork names). Journals written before ids
+        /// existed have none; [`load`] gives those `u<N>`, N being the
+        /// record's place among the file's user messages.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        id: String,
         text: String,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         steer: bool,
@@ -391,15 +397,38 @@ impl Loaded {
         options
     }
 
+    /// The user messages of the model-facing history (what follows the
+    /// last `/clear` or compaction), each with where it sits in
+    /// [`Loaded::history`].
+    pub fn user_messages(&self) -> Vec<UserEntry> {
+        let mut users = Vec::new();
+        let mut messages = 0;
+        for record in &self.records[self.history_start()..] {
+            match record {
+                Record::Message { .. } => messages += 1,
+                Record::UserDisplay { id, text, steer } => users.push(UserEntry {
+                    id: id.clone(),
+                    text: text.clone(),
+                    steer: *steer,
+                    history_index: messages,
+                }),
+                _ => {}
+            }
+        }
+        users
+    }
+
+    fn history_start(&self) -> usize {
+        self.records
+            .iter()
+            .rposition(|r| matches!(r, Record::Clear | Record::Compaction { .. }))
+            .map_or(0, |i| i + 1)
+    }
+
     /// The model-facing history (what follows the last `/clear` or
     /// compaction).
     pub fn history(&self) -> Vec<ChatMessage> {
-        let start = self
-            .records
-            .iter()
-            .rposition(|r| matches!(r, Record::Clear | Record::Compaction { .. }))
-            .map_or(0, |i| i + 1);
-        self.records[start..]
+        self.records[self.history_start()..]
             .iter()
             .filter_map(|r| match r {
                 Record::Message { message } => Some(message.clone()),
@@ -458,7 +487,27 @@ pub fn load(path: &Path) -> Result<Loaded, StoreError> {
             }
         }
     }
+    let mut users = 0usize;
+    for record in &mut records {
+        if let Record::UserDisplay { id, .. } = record {
+            if id.is_empty() {
+                *id = format!("u{users}");
+            }
+            users += 1;
+        }
+    }
     Ok(Loaded { header, records })
+}
+
+/// A user message of the thread: its stable id, what the user saw, and
+/// the index in the history of the model-facing message it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserEntry {
+    pub id: String,
+    pub text: String,
+    /// Sent while a turn ran (`_session/steering`).
+    pub steer: bool,
+    pub history_index: usize,
 }
 
 /// What `session/list` shows of a saved session.
@@ -796,6 +845,7 @@ mod tests {
         let cwd = dir.path();
         let mut j = Journal::create(cwd, "first", &header(cwd, "t1"), &[]).unwrap();
         j.append(&Record::UserDisplay {
+            id: "m1".into(),
             text: "hi".into(),
             steer: false,
         })
@@ -839,6 +889,7 @@ mod tests {
         let cwd = dir.path();
         let mut j = Journal::create(cwd, "t", &header(cwd, "t1"), &[]).unwrap();
         j.append(&Record::UserDisplay {
+            id: "m2".into(),
             text: "one".into(),
             steer: false,
         })
@@ -850,6 +901,7 @@ mod tests {
         drop(f);
         let mut j = Journal::open(&path).unwrap();
         j.append(&Record::UserDisplay {
+            id: "m3".into(),
             text: "two".into(),
             steer: false,
         })
@@ -859,15 +911,56 @@ mod tests {
             loaded.records,
             vec![
                 Record::UserDisplay {
+                    id: "m2".into(),
                     text: "one".into(),
                     steer: false,
                 },
                 Record::UserDisplay {
+                    id: "m3".into(),
                     text: "two".into(),
                     steer: false,
                 }
             ]
         );
+    }
+
+    #[test]
+    fn user_messages_without_ids_get_stable_ones_and_their_place_in_the_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        let j = Journal::create(cwd, "old", &header(cwd, "t1"), &[]).unwrap();
+        let path = j.path().to_path_buf();
+        drop(j);
+        // Written before ids existed, then one with an id.
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(
+            concat!(
+                "{\"type\":\"user_display\",\"text\":\"one\"}\n",
+                "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"one\"}}\n",
+                "{\"type\":\"message\",\"message\":{\"role\":\"assistant\",\"content\":\"ok\"}}\n",
+                "{\"type\":\"user_display\",\"id\":\"abc\",\"text\":\"two\"}\n",
+                "{\"type\":\"user_display\",\"text\":\"three\"}\n",
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        drop(f);
+        let loaded = load(&path).unwrap();
+        let users: Vec<_> = loaded
+            .user_messages()
+            .into_iter()
+            .map(|u| (u.id, u.text, u.history_index))
+            .collect();
+        assert_eq!(
+            users,
+            vec![
+                ("u0".to_owned(), "one".to_owned(), 0),
+                ("abc".to_owned(), "two".to_owned(), 2),
+                ("u2".to_owned(), "three".to_owned(), 2),
+            ]
+        );
+        // The same ids on every load.
+        assert_eq!(load(&path).unwrap().user_messages()[2].id, "u2");
     }
 
     #[test]
@@ -922,13 +1015,13 @@ mod tests {
                             Some(j) => j,
                             None => journal.insert(Journal::open(&path).unwrap()),
                         };
-                        let record = Record::UserDisplay { text, steer: false };
+                        let record = Record::UserDisplay { id: format!("m{}", acknowledged.len()), text, steer: false };
                         j.append(&record).unwrap();
                         acknowledged.push(record);
                     }
                     Step::Crash(text, cut) => {
                         drop(journal.take());
-                        let bytes = line(&Record::UserDisplay { text, steer: false });
+                        let bytes = line(&Record::UserDisplay { id: "torn".into(), text, steer: false });
                         // A crash tears the line before its newline.
                         let cut = cut % bytes.len();
                         let mut f = OpenOptions::new().append(true).open(&path).unwrap();

@@ -81,12 +81,11 @@ pub fn fingerprint(text: &str) -> String {
     out
 }
 
-/// The id of the user message `record` is, if it is one; `n` is its index
-/// among the file's user messages (the fallback of journals written before
-/// messages had ids).
-fn user_id(record: &Record, n: usize) -> Option<String> {
+/// The id of the user message `record` is, if it is one ([`store::load`]
+/// gives one to every user message, `u<N>` in journals older than ids).
+fn user_id(record: &Record) -> Option<String> {
     match record {
-        Record::UserDisplay { .. } => Some(format!("u{n}")),
+        Record::UserDisplay { id, .. } => Some(id.clone()),
         _ => None,
     }
 }
@@ -106,7 +105,6 @@ fn outlives_rewind(record: &Record) -> bool {
 /// is ignored (it was never written so: [`check`] refuses it).
 fn in_effect(records: &[Record]) -> Vec<(Option<String>, Record)> {
     let mut out: Vec<(Option<String>, Record)> = Vec::with_capacity(records.len());
-    let mut n = 0;
     for record in records {
         if let Record::Rewind { before } = record {
             let start = thread_start_of(&out);
@@ -122,11 +120,7 @@ fn in_effect(records: &[Record]) -> Vec<(Option<String>, Record)> {
             }
             continue;
         }
-        let id = user_id(record, n);
-        if id.is_some() {
-            n += 1;
-        }
-        out.push((id, record.clone()));
+        out.push((user_id(record), record.clone()));
     }
     out
 }
@@ -148,19 +142,6 @@ pub fn rewound(loaded: &Loaded) -> Loaded {
             .map(|(_, r)| r)
             .collect(),
     }
-}
-
-/// The user messages of the current thread (after the latest `/clear` or
-/// compaction), in order: their ids and texts.
-pub fn user_messages(loaded: &Loaded) -> Vec<(String, String)> {
-    let records = in_effect(&loaded.records);
-    records[thread_start_of(&records)..]
-        .iter()
-        .filter_map(|(id, record)| match (id, record) {
-            (Some(id), Record::UserDisplay { text, .. }) => Some((id.clone(), text.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Checks that the thread `loaded` can be rewound before `point`; the
@@ -331,9 +312,10 @@ mod tests {
         }
     }
 
-    fn user(text: &str) -> Vec<Record> {
+    fn user(id: &str, text: &str) -> Vec<Record> {
         vec![
             Record::UserDisplay {
+                id: id.into(),
                 text: text.into(),
                 steer: false,
             },
@@ -354,10 +336,18 @@ mod tests {
 
     #[test]
     fn a_rewind_drops_the_message_and_what_follows_but_not_the_costs() {
-        let charge = crate::cost::Charge::default();
-        let mut records = user("one");
+        let charge = crate::cost::Charge {
+            model: "m".into(),
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cached_tokens: 0,
+            cache_write_tokens: 0,
+            cost: Some(0.5),
+            source: None,
+        };
+        let mut records = user("u0", "one");
         records.push(Record::Plan { todos: vec![] });
-        records.extend(user("two"));
+        records.extend(user("u1", "two"));
         records.push(Record::Usage {
             charge: charge.clone(),
         });
@@ -369,20 +359,25 @@ mod tests {
         assert_eq!(effect.history(), vec![ChatMessage::user("one")]);
         assert_eq!(effect.title(), Some("T"));
         assert_eq!(effect.ledger(), loaded(records.clone()).ledger());
-        assert_eq!(user_messages(&effect).len(), 1);
-        // The ids of later messages do not move: `three` is `u2`.
-        records.extend(user("three"));
-        let l = loaded(records);
-        let listed = user_messages(&l);
-        assert_eq!(listed, vec![("u0".into(), "one".into()), ("u2".into(), "three".into())]);
+        assert_eq!(effect.user_messages().len(), 1);
+        records.extend(user("u2", "three"));
+        let listed: Vec<_> = rewound(&loaded(records))
+            .user_messages()
+            .into_iter()
+            .map(|u| (u.id, u.text, u.history_index))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![("u0".into(), "one".into(), 0), ("u2".into(), "three".into(), 1)]
+        );
     }
 
     #[test]
     fn check_refuses_what_it_must() {
-        let mut records = user("same");
+        let mut records = user("u0", "same");
         records.push(Record::Clear);
-        records.extend(user("same"));
-        records.extend(user("same"));
+        records.extend(user("u1", "same"));
+        records.extend(user("u2", "same"));
         let l = loaded(records);
         let point = |id: &str| MessagePoint {
             message_id: id.into(),
@@ -416,8 +411,8 @@ mod tests {
     #[test]
     fn a_fork_before_a_message_keeps_what_precedes_it() {
         let mut records = vec![Record::Title { title: "T".into() }];
-        records.extend(user("one"));
-        records.extend(user("two"));
+        records.extend(user("u0", "one"));
+        records.extend(user("u1", "two"));
         let l = loaded(records);
         let fork = loaded(fork_records(&l, Some("u1")).unwrap());
         assert_eq!(fork.history(), vec![ChatMessage::user("one")]);

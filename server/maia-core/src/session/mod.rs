@@ -177,6 +177,8 @@ pub(crate) struct Parts {
 pub struct TurnPrompt {
     pub index: usize,
     pub display: String,
+    /// The message's stable id (its journal record's).
+    pub id: String,
 }
 
 impl Session {
@@ -710,6 +712,7 @@ impl Session {
             .and_then(|k| Some((k, self.conversation.history().get(k.index)?.clone())));
         if let Some((prompt, message)) = &kept {
             records.push(Record::UserDisplay {
+                id: prompt.id.clone(),
                 text: prompt.display.clone(),
                 steer: false,
             });
@@ -743,6 +746,7 @@ impl Session {
             self.turn.prompt = Some(TurnPrompt {
                 index: 0,
                 display: prompt.display.clone(),
+                id: prompt.id.clone(),
             });
         }
         let context_file = self.project.context_file.take();

@@ -17,8 +17,12 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
     let mut user_message = id();
     for record in &loaded.records {
         match record {
-            Record::UserDisplay { text, steer } => {
-                user_message = id();
+            Record::UserDisplay {
+                id: message_id,
+                text,
+                steer,
+            } => {
+                user_message = message_id.clone();
                 out.push(Event::UserMessage {
                     message_id: user_message.clone(),
                     text: text.clone(),

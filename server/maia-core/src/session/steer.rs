@@ -73,6 +73,7 @@ impl Session {
                 self.tools.reads.record(path, text);
             }
             self.record(&Record::UserDisplay {
+                id: super::text::new_message_id(),
                 text: display_text(&steer.parts),
                 steer: true,
             });

@@ -99,9 +99,14 @@ impl Session {
         let display = display.unwrap_or_else(|| display_text(&parts));
         let turn_start = self.conversation.len();
         self.conversation.mark_turn();
+        let message_id = new_message_id();
         self.record(&Record::UserDisplay {
+            id: message_id.clone(),
             text: display.clone(),
             steer: false,
+        });
+        self.emit(Event::UserMessageSaved {
+            message_id: message_id.clone(),
         });
         for refused in &message.refused {
             self.say(format!("**Image not attached**: {refused}.\n\n"));
@@ -118,6 +123,7 @@ impl Session {
         self.turn.prompt = Some(crate::session::TurnPrompt {
             index: turn_start,
             display: display.clone(),
+            id: message_id,
         });
         // Titled from the first message, early in the file (listing reads
         // only the start of each file).

@@ -385,6 +385,7 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         Event::ToolCall(view) => SessionUpdate::ToolCall(tool_call(&view)),
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
         Event::Permission(_)
+        | Event::UserMessageSaved { .. }
         | Event::TurnFailed(_)
         | Event::TurnUsage(_)
         | Event::QueueChanged

@@ -51,6 +51,9 @@ pub(super) struct Forwarder {
     pub(super) asked: Arc<Mutex<Vec<String>>>,
     /// The running turn's usage, once the engine sent it.
     pub(super) usage: Mutex<Option<maia_llm::Usage>>,
+    /// The running turn's prompt id, once saved (`_meta.maia.userMessageId`
+    /// of the prompt's answer).
+    pub(super) user_message: Mutex<Option<String>>,
 }
 
 impl Forwarder {
@@ -88,15 +91,26 @@ impl Forwarder {
                     self.conn.give_up(&id);
                 }
                 let usage = lock(&self.usage).take().map(|u| convert::turn_usage(&u));
+                let saved = lock(&self.user_message).take();
                 let id = self.pending.lock().ok().and_then(|mut p| p.take());
                 if let Some(id) = id {
-                    let response =
-                        to_value(&PromptResponse::new(convert::stop_reason(stop)).usage(usage));
-                    self.conn.respond(id, response);
+                    let mut response = PromptResponse::new(convert::stop_reason(stop)).usage(usage);
+                    if let Some(message_id) = saved {
+                        let mut meta = serde_json::Map::new();
+                        meta.insert(
+                            "maia".into(),
+                            serde_json::json!({ "userMessageId": message_id }),
+                        );
+                        response = response.meta(meta);
+                    }
+                    self.conn.respond(id, to_value(&response));
                 }
             }
             Event::TurnUsage(usage) => {
                 *lock(&self.usage) = Some(usage);
+            }
+            Event::UserMessageSaved { message_id } => {
+                *lock(&self.user_message) = Some(message_id);
             }
             Event::Permission(mut request) => {
                 // "Reject and tell MAIA why", for clients with forms.

@@ -295,6 +295,7 @@ impl Agent {
             choices: choices.clone(),
             asked: Default::default(),
             usage: Default::default(),
+            user_message: Default::default(),
         };
         if !matches!(how, Open::New) {
             if matches!(how, Open::Load(_)) {
