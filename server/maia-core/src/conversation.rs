@@ -157,7 +157,6 @@ impl Conversation {
 
     /// The user messages of the history (after the last `/clear` or
     /// compaction), oldest first, each with its stable id.
-    #[allow(dead_code, reason = "read by rewind and fork")]
     pub fn user_messages(&self) -> &[store::UserEntry] {
         &self.users
     }

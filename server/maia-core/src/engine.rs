@@ -185,18 +185,18 @@ impl Engine {
         Ok((started, replay))
     }
 
-    /// Forks thread `id` of `source_cwd` (all of it, or before the user
-    /// message `before`) into a new thread saved in `cwd`; returns its id,
-    /// to open with [`Engine::load_session_with_mcp`]. The source is only
-    /// read, so it may be open ([`crate::timeline::fork`]).
-    pub fn fork_session(
+    /// Saves `fork` ([`crate::timeline::Fork::prepare`]) as a new thread
+    /// in `cwd`; returns its id, to open with
+    /// [`Engine::load_session_with_mcp`].
+    pub fn save_fork(
         &self,
-        source_cwd: &Path,
-        id: &str,
-        before: Option<&str>,
+        fork: &crate::timeline::Fork,
         cwd: &Path,
     ) -> Result<String, crate::timeline::ForkError> {
-        crate::timeline::fork(source_cwd, id, before, cwd, self.options.home.as_deref())
+        let id = uuid::Uuid::new_v4().to_string();
+        let name = session::fresh_name(&id);
+        fork.save((cwd, &id, &name), self.options.home.as_deref())?;
+        Ok(id)
     }
 
     /// The folders this user's threads are saved in (from the index under

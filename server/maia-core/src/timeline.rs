@@ -228,26 +228,41 @@ pub fn fork_records(loaded: &Loaded, before: Option<&str>) -> Result<Vec<Record>
     Ok(out)
 }
 
-/// Forks thread `source_id` of `source_cwd` before the user message
-/// `before` into a new thread saved in `cwd` (its own journal, written
-/// whole); returns the new thread's id. The source is only read.
-pub fn fork(
-    source_cwd: &Path,
-    source_id: &str,
-    before: Option<&str>,
-    cwd: &Path,
-    home: Option<&Path>,
-) -> Result<String, ForkError> {
-    let summary = store::find(source_cwd, source_id)
-        .ok_or_else(|| ForkError::NotFound(source_id.to_owned()))?;
-    let loaded = store::load(&summary.path)?;
-    let records = fork_records(&loaded, before)?;
-    let id = uuid::Uuid::new_v4().to_string();
-    let header = store::new_header(&id, cwd);
-    let name = crate::session::fresh_name(&id);
-    drop(Journal::create_new(cwd, &name, &header, &records)?);
-    store::index_thread(home, cwd);
-    Ok(id)
+/// A fork ready to be saved: the records of its new thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fork {
+    records: Vec<Record>,
+}
+
+impl Fork {
+    /// The fork of thread `source_id` of `source_cwd` before the user
+    /// message `before` (all of it without one). The source is only read,
+    /// so it may be open.
+    pub fn prepare(
+        source_cwd: &Path,
+        source_id: &str,
+        before: Option<&str>,
+    ) -> Result<Fork, ForkError> {
+        let summary = store::find(source_cwd, source_id)
+            .ok_or_else(|| ForkError::NotFound(source_id.to_owned()))?;
+        let loaded = store::load(&summary.path)?;
+        Ok(Fork {
+            records: fork_records(&loaded, before)?,
+        })
+    }
+
+    /// Saves the fork as the new thread `id` in `cwd`, in the journal
+    /// `name` (written whole, never replacing a file).
+    pub fn save(
+        &self,
+        (cwd, id, name): (&Path, &str, &str),
+        home: Option<&Path>,
+    ) -> Result<(), ForkError> {
+        let header = store::new_header(id, cwd);
+        drop(Journal::create_new(cwd, name, &header, &self.records)?);
+        store::index_thread(home, cwd);
+        Ok(())
+    }
 }
 
 /// A git worktree made for a fork.
