@@ -29,6 +29,7 @@ mod acp_sessions;
 mod acp_steering;
 mod acp_surface;
 mod acp_terminal;
+mod acp_timeline;
 mod acp_tools;
 mod acp_workspace;
 mod cli_exec;

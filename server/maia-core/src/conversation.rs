@@ -539,6 +539,61 @@ mod tests {
     }
 
     #[test]
+    fn a_live_rewind_is_what_a_reload_derives_and_a_refused_one_writes_nothing() {
+        use crate::session_tools::{Todo, TodoStatus};
+        use crate::timeline::{MessagePoint, RewindError};
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _rx) = fresh(dir.path());
+        let user = |c: &mut Conversation, id: &str| {
+            c.record(&Record::UserDisplay {
+                id: id.into(),
+                text: format!("text {id}"),
+                steer: false,
+            });
+            c.push(ChatMessage::user(id));
+            c.push(ChatMessage::assistant(format!("re {id}")));
+        };
+        let todo = Todo {
+            content: "one".into(),
+            status: TodoStatus::Pending,
+            active_form: None,
+        };
+        user(&mut c, "a");
+        c.record(&Record::Plan {
+            todos: vec![todo.clone()],
+        });
+        user(&mut c, "b");
+        c.record(&Record::Plan { todos: vec![] });
+        user(&mut c, "c");
+        let point = |id: &str| MessagePoint {
+            message_id: id.into(),
+            ..Default::default()
+        };
+        let path = store::session_path(dir.path(), "first");
+        let before = std::fs::read(&path).unwrap();
+        assert!(matches!(
+            c.rewind(&point("zz")),
+            Err(RewindError::UnknownMessage(_))
+        ));
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        let done = c.rewind(&point("b")).unwrap();
+        assert_eq!(done.text, "text b");
+        assert_eq!(done.todos, vec![todo]);
+        assert_eq!(
+            c.history(),
+            &[ChatMessage::user("a"), ChatMessage::assistant("re a")]
+        );
+        let reloaded = crate::timeline::rewound(&store::load(&path).unwrap());
+        assert_eq!(reloaded.history(), c.history());
+        assert_eq!(reloaded.user_messages(), c.user_messages());
+        // New messages continue the rewound thread, live and on reload.
+        user(&mut c, "d");
+        let reloaded = crate::timeline::rewound(&store::load(&path).unwrap());
+        assert_eq!(reloaded.history(), c.history());
+        assert_eq!(c.user_messages().len(), 2);
+    }
+
+    #[test]
     fn the_thread_s_options_are_saved_and_follow_it_to_new_files() {
         let dir = tempfile::tempdir().unwrap();
         let (mut c, _rx) = fresh(dir.path());

@@ -441,4 +441,124 @@ mod tests {
             2
         );
     }
+
+    /// What the property test does to a thread.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Prompt(String),
+        /// Rewind before the live message at this index (modulo).
+        Rewind(usize),
+        /// Fork before the live message at this index (modulo; the end
+        /// forks all of it).
+        Fork(usize),
+        /// A crash while writing a rewind (`true`) or a prompt, after this
+        /// many bytes of its line.
+        Crash(bool, usize),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => "[a-z é]{0,12}".prop_map(Op::Prompt),
+            2 => (0usize..8).prop_map(Op::Rewind),
+            1 => (0usize..8).prop_map(Op::Fork),
+            2 => (any::<bool>(), 0usize..200).prop_map(|(r, c)| Op::Crash(r, c)),
+        ]
+    }
+
+    /// The history a thread of these user messages has (each answered).
+    fn model_history(model: &[(String, String)]) -> Vec<ChatMessage> {
+        model
+            .iter()
+            .flat_map(|(_, text)| {
+                [
+                    ChatMessage::user(text.as_str()),
+                    ChatMessage::assistant(format!("re {text}")),
+                ]
+            })
+            .collect()
+    }
+
+    fn texts(loaded: &Loaded) -> Vec<String> {
+        rewound(loaded)
+            .user_messages()
+            .into_iter()
+            .map(|u| u.text)
+            .collect()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(150))]
+        /// Prompts, rewinds, forks and crashes at any byte keep the journal
+        /// loadable, and the thread it derives is always the model's: the
+        /// messages sent minus the rewound ones, a fork the prefix it was
+        /// made before.
+        #[test]
+        fn the_thread_a_journal_derives_follows_the_model(
+            ops in proptest::collection::vec(op(), 1..30)
+        ) {
+            use std::io::Write;
+            let dir = tempfile::tempdir().unwrap();
+            let cwd = dir.path();
+            let header = store::new_header("p", cwd);
+            let mut journal = Journal::create(cwd, "p", &header, &[]).unwrap();
+            let path = journal.path().to_path_buf();
+            let mut model: Vec<(String, String)> = Vec::new();
+            for (n, op) in ops.into_iter().enumerate() {
+                match op {
+                    Op::Prompt(text) => {
+                        let id = format!("m{n}");
+                        for record in [
+                            Record::UserDisplay { id: id.clone(), text: text.clone(), steer: false },
+                            Record::Message { message: ChatMessage::user(text.as_str()) },
+                            Record::Message { message: ChatMessage::assistant(format!("re {text}")) },
+                        ] {
+                            journal.append(&record).unwrap();
+                        }
+                        model.push((id, text));
+                    }
+                    Op::Rewind(k) if !model.is_empty() => {
+                        let k = k % model.len();
+                        let point = MessagePoint { message_id: model[k].0.clone(), ..Default::default() };
+                        let loaded = store::load(&path).unwrap();
+                        proptest::prop_assert_eq!(check(&loaded, &point).unwrap(), model[k].1.clone());
+                        journal.append(&Record::Rewind { before: model[k].0.clone() }).unwrap();
+                        model.truncate(k);
+                    }
+                    Op::Rewind(_) => {}
+                    Op::Fork(k) => {
+                        let k = k % (model.len() + 1);
+                        let before = model.get(k).map(|(id, _)| id.as_str());
+                        let loaded = store::load(&path).unwrap();
+                        let records = fork_records(&loaded, before).unwrap();
+                        let name = format!("f{n}");
+                        drop(Journal::create_new(cwd, &name, &store::new_header(&name, cwd), &records).unwrap());
+                        let fork = store::load(&store::session_path(cwd, &name)).unwrap();
+                        let expected: Vec<String> = model[..k].iter().map(|(_, t)| t.clone()).collect();
+                        proptest::prop_assert_eq!(texts(&fork), expected);
+                        proptest::prop_assert_eq!(rewound(&fork).history(), model_history(&model[..k]));
+                    }
+                    Op::Crash(rewinding, cut) => {
+                        drop(journal);
+                        let record = match model.first() {
+                            Some((id, _)) if rewinding => Record::Rewind { before: id.clone() },
+                            _ => Record::UserDisplay { id: "torn".into(), text: "torn".into(), steer: false },
+                        };
+                        let mut bytes = serde_json::to_vec(&record).unwrap();
+                        bytes.push(b'\n');
+                        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+                        file.write_all(&bytes[..cut % bytes.len()]).unwrap();
+                        drop(file);
+                        // Loadable as it is, and the torn record is not in it.
+                        let loaded = store::load(&path).unwrap();
+                        proptest::prop_assert_eq!(texts(&loaded), model.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>());
+                        journal = Journal::open(&path).unwrap();
+                    }
+                }
+                let loaded = store::load(&path).unwrap();
+                proptest::prop_assert_eq!(texts(&loaded), model.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>());
+                proptest::prop_assert_eq!(rewound(&loaded).history(), model_history(&model));
+            }
+        }
+    }
 }
