@@ -195,7 +195,8 @@ async fn rewind_refusals_and_errors_change_nothing() {
 #[tokio::test]
 async fn fork_before_a_cursor_gives_each_branch_its_own_history() {
     let mut maia = Maia::start().await;
-    maia.initialize_with(json!({"session": {"cursors": {}}})).await;
+    maia.initialize_with(json!({"session": {"cursors": {}}}))
+        .await;
     let sid = maia.new_session().await;
     let (alpha, _) = maia.answered_turn(&sid, "alpha", "A.").await;
     let (beta, before) = maia.answered_turn(&sid, "beta", "B.").await;
@@ -226,7 +227,10 @@ async fn fork_before_a_cursor_gives_each_branch_its_own_history() {
     assert!(resp["result"]["modes"].is_object(), "{resp}");
 
     maia.answered_turn(&fork, "gamma", "G.").await;
-    assert_eq!(history(&maia), ["user: alpha", "assistant: A.", "user: gamma"]);
+    assert_eq!(
+        history(&maia),
+        ["user: alpha", "assistant: A.", "user: gamma"]
+    );
     maia.answered_turn(&sid, "delta", "D.").await;
     assert_eq!(
         history(&maia),
@@ -245,7 +249,10 @@ async fn fork_before_a_cursor_gives_each_branch_its_own_history() {
         .map(|c| c["cursorId"].clone())
         .collect();
     assert_eq!(announced.len(), 3, "{replay:?}");
-    assert_eq!(announced[0], alpha["result"]["_meta"]["maia"]["userMessageId"]);
+    assert_eq!(
+        announced[0],
+        alpha["result"]["_meta"]["maia"]["userMessageId"]
+    );
 
     // Unknown cursor and unknown session: errors, no new session.
     let before_count = std::fs::read_dir(maia.path(".maia/.sessions"))
@@ -275,9 +282,15 @@ async fn fork_before_a_cursor_gives_each_branch_its_own_history() {
 async fn cursors_are_sent_only_to_clients_that_take_them() {
     let (mut maia, sid) = Maia::ready().await;
     let (_, before) = maia.answered_turn(&sid, "alpha", "A.").await;
-    assert!(updates_of(&before, "cursor_update").is_empty(), "{before:?}");
+    assert!(
+        updates_of(&before, "cursor_update").is_empty(),
+        "{before:?}"
+    );
     let (_, replay) = maia.load(&sid).await;
-    assert!(updates_of(&replay, "cursor_update").is_empty(), "{replay:?}");
+    assert!(
+        updates_of(&replay, "cursor_update").is_empty(),
+        "{replay:?}"
+    );
 }
 
 fn git(cwd: &Path, args: &[&str]) {
@@ -328,7 +341,11 @@ async fn a_worktree_fork_writes_in_its_worktree_not_in_the_project() {
     )
     .await;
     let worktree = &resp["result"]["_meta"]["maia"]["worktree"];
-    let path = std::path::PathBuf::from(worktree["path"].as_str().unwrap_or_else(|| panic!("{resp}")));
+    let path = std::path::PathBuf::from(
+        worktree["path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{resp}")),
+    );
     let _cleanup = Cleanup(Some(path.clone()));
     let name = project.file_name().unwrap().to_string_lossy().into_owned();
     assert_eq!(path.parent(), project.parent());
@@ -360,8 +377,14 @@ async fn a_worktree_fork_writes_in_its_worktree_not_in_the_project() {
     // The fork's history is the source's.
     let requests = maia.mock.requests();
     let first_of_fork = &requests[requests.len() - 2]["messages"];
-    assert!(first_of_fork.to_string().contains("alpha"), "{first_of_fork}");
-    git(&project, &["worktree", "remove", "--force", &path.to_string_lossy()]);
+    assert!(
+        first_of_fork.to_string().contains("alpha"),
+        "{first_of_fork}"
+    );
+    git(
+        &project,
+        &["worktree", "remove", "--force", &path.to_string_lossy()],
+    );
 }
 
 #[tokio::test]
@@ -388,7 +411,9 @@ async fn slash_rewind_lists_and_truncates_and_slash_fork_names_the_new_session()
     let (_, before) = maia.turn(&sid, "/rewind").await;
     let listed = agent_text(&before);
     assert!(
-        listed.contains("1. first line") && listed.contains("2. second") && !listed.contains("more"),
+        listed.contains("1. first line")
+            && listed.contains("2. second")
+            && !listed.contains("more"),
         "{listed}"
     );
     let (_, before) = maia.turn(&sid, "/rewind 9").await;
@@ -415,7 +440,10 @@ async fn slash_rewind_lists_and_truncates_and_slash_fork_names_the_new_session()
         .unwrap_or_else(|| panic!("no fork listed: {resp}"));
     assert!(said.contains(fork["sessionId"].as_str().unwrap()), "{said}");
     assert!(
-        fork["title"].as_str().unwrap_or_default().ends_with("(fork)"),
+        fork["title"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("(fork)"),
         "{fork}"
     );
 }

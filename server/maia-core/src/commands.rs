@@ -425,7 +425,8 @@ fn rewind_command(session: &mut Session, args: &str) {
             session.say("No user message to rewind to.".to_owned());
             return;
         }
-        let mut text = String::from("User messages (`/rewind N` drops message N and what follows it):\n\n");
+        let mut text =
+            String::from("User messages (`/rewind N` drops message N and what follows it):\n\n");
         for (n, message) in messages.iter().enumerate() {
             let first = message.text.lines().next().unwrap_or("");
             text.push_str(&format!("{}. {first}\n", n + 1));
@@ -494,8 +495,7 @@ async fn fork_command(session: &mut Session, args: &str) {
     let id = uuid::Uuid::new_v4().to_string();
     let name = fresh_name(&id);
     let home = session.services().options.home.clone();
-    let saved =
-        crate::blocking::off_runtime(|| fork.save((&target, &id, &name), home.as_deref()));
+    let saved = crate::blocking::off_runtime(|| fork.save((&target, &id, &name), home.as_deref()));
     session.say(match (saved, worktree) {
         (Err(e), _) => format!("Not forked: {e}."),
         (Ok(()), None) => format!(

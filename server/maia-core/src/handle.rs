@@ -159,7 +159,10 @@ impl SessionHandle {
         let sent = !self.is_busy()
             && self
                 .changes
-                .send(Change::Rewind(crate::session::rewind::Request { point, reply }))
+                .send(Change::Rewind(crate::session::rewind::Request {
+                    point,
+                    reply,
+                }))
                 .is_ok();
         let busy = self.is_busy();
         async move {

@@ -383,7 +383,10 @@ mod tests {
             .collect();
         assert_eq!(
             listed,
-            vec![("u0".into(), "one".into(), 0), ("u2".into(), "three".into(), 1)]
+            vec![
+                ("u0".into(), "one".into(), 0),
+                ("u2".into(), "three".into(), 1)
+            ]
         );
     }
 
@@ -436,10 +439,7 @@ mod tests {
             fork_records(&l, Some("u9")),
             Err(ForkError::UnknownCursor(_))
         ));
-        assert_eq!(
-            loaded(fork_records(&l, None).unwrap()).history().len(),
-            2
-        );
+        assert_eq!(loaded(fork_records(&l, None).unwrap()).history().len(), 2);
     }
 
     /// What the property test does to a thread.

@@ -89,12 +89,11 @@ impl Agent {
         let cursor = request.cursor_id.as_ref().map(|c| c.0.to_string());
         let (from, sid) = (source_cwd.clone(), source.to_owned());
         // The cursor is checked before a worktree is made.
-        let fork = tokio::task::spawn_blocking(move || {
-            Fork::prepare(&from, &sid, cursor.as_deref())
-        })
-        .await
-        .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?
-        .map_err(|e| fork_error(e, source))?;
+        let fork =
+            tokio::task::spawn_blocking(move || Fork::prepare(&from, &sid, cursor.as_deref()))
+                .await
+                .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?
+                .map_err(|e| fork_error(e, source))?;
         let (cwd, meta) = if wants_worktree(request) {
             let worktree = maia_core::timeline::add_worktree(&source_cwd)
                 .await

@@ -18,8 +18,8 @@
 mod ask;
 mod auth;
 mod convert;
-mod forward;
 mod fork;
+mod forward;
 mod fs;
 mod manage;
 mod open;
