@@ -87,7 +87,7 @@ pub enum Record {
     /// A rewind: the thread is truncated before the user message `before`
     /// (its id); the records from it onward leave the derived state except
     /// the thread's own (costs, title, options). Nothing is deleted
-    /// ([`crate::timeline`]).
+    /// (`timeline.rs`).
     Rewind { before: String },
 }
 
