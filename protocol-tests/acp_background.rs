@@ -270,7 +270,7 @@ async fn the_end_of_a_background_command_reaches_the_model_at_the_next_tool_roun
 }
 
 #[tokio::test]
-async fn clear_and_a_killed_maia_leave_no_background_command() {
+async fn clear_new_and_a_killed_maia_leave_no_background_command() {
     let (mut maia, sid) = Maia::ready().await;
     maia.mock
         .push(bash_bg("a", "echo $$ > a.pid; exec sleep 30"));
@@ -291,6 +291,20 @@ async fn clear_and_a_killed_maia_leave_no_background_command() {
     assert!(
         eventually(Duration::from_secs(5), || !alive(a)).await,
         "/clear left a background command running"
+    );
+    // `/new` starts another conversation: the old one's commands stop too.
+    maia.mock
+        .push(bash_bg("d", "echo $$ > d.pid; exec sleep 30"));
+    maia.mock.push(mock::text_reply("started"));
+    let id = maia.prompt(&sid, "start another").await;
+    maia.response_with(id, allow).await;
+    assert!(eventually(Duration::from_secs(5), || pid_of(&maia, "d.pid").is_some()).await);
+    let d = pid_of(&maia, "d.pid").unwrap();
+    let (_, seen) = maia.turn(&sid, "/new").await;
+    assert!(agent_text(&seen).contains("Started a new conversation"));
+    assert!(
+        eventually(Duration::from_secs(5), || !alive(d)).await,
+        "/new left a background command running"
     );
     // A new one, then MAIA killed with SIGKILL: the guard takes it down.
     maia.mock

@@ -48,10 +48,11 @@ fn assert_cancelled(resp: &Value) {
         resp["result"]["stopReason"], "cancelled",
         "a cancelled turn answers with a result, not an error: {resp}"
     );
-    // Besides the stop reason, only what the turn used.
+    // Besides the stop reason, only what the turn used and the prompt's id.
     let keys: Vec<&String> = resp["result"].as_object().unwrap().keys().collect();
     assert!(
-        keys.iter().all(|k| *k == "stopReason" || *k == "usage"),
+        keys.iter()
+            .all(|k| ["stopReason", "usage", "_meta"].contains(&k.as_str())),
         "{resp}"
     );
     assert!(resp.get("error").is_none(), "{resp}");

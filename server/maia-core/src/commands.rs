@@ -274,6 +274,8 @@ pub(crate) async fn run_command(
             session.say(text);
         }
         "new" => {
+            // The old conversation's background commands end with it.
+            session.tools().tasks.stop_all();
             let saved = (!session.conversation().is_empty())
                 .then(|| session.conversation().name().to_owned());
             let name = unused_name(session);

@@ -21,6 +21,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::ToolCallView;
 
+mod index;
+pub use index::{index_thread, indexed_folders};
+
 /// The journal format version written by this build.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -765,60 +768,6 @@ pub fn find(cwd: &Path, id: &str) -> Option<Summary> {
     list(cwd).into_iter().find(|s| s.id == id)
 }
 
-/// The index of project folders that hold threads, under the user's
-/// `~/.maia`: one absolute folder per line, appended when a folder's first
-/// thread is created. The journals stay the truth about threads; the index
-/// only says where to look (`session/list` without a `cwd`).
-fn index_path(home: &Path) -> PathBuf {
-    home.join(".maia").join("session-folders.txt")
-}
-
-/// Records that `cwd` holds threads (once per folder; errors are logged).
-pub fn index_thread(home: Option<&Path>, cwd: &Path) {
-    let Some(home) = home else { return };
-    if indexed_folders(Some(home)).iter().any(|f| f == cwd) {
-        return;
-    }
-    let path = index_path(home);
-    let torn = std::fs::read(&path).is_ok_and(|t| t.last().is_some_and(|b| *b != b'\n'));
-    let result = (|| {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
-        // One write of one line (after a newline that ends a torn one): a
-        // crash tears at most this line.
-        let lead = if torn { "\n" } else { "" };
-        file.write_all(format!("{lead}{}\n", cwd.display()).as_bytes())
-    })();
-    if let Err(e) = result {
-        tracing::warn!("cannot update {}: {e}", path.display());
-    }
-}
-
-/// The folders the index names (each once, in order; torn lines and
-/// relative paths ignored). Reading never writes.
-pub fn indexed_folders(home: Option<&Path>) -> Vec<PathBuf> {
-    let Some(home) = home else {
-        return Vec::new();
-    };
-    let Ok(text) = std::fs::read_to_string(index_path(home)) else {
-        return Vec::new();
-    };
-    let complete = match text.rfind('\n') {
-        Some(end) => &text[..end],
-        None => "",
-    };
-    let mut out: Vec<PathBuf> = Vec::new();
-    for line in complete.lines() {
-        let folder = PathBuf::from(line);
-        if folder.is_absolute() && !out.contains(&folder) {
-            out.push(folder);
-        }
-    }
-    out
-}
-
 /// Formats seconds since the epoch as ISO 8601 (UTC).
 pub fn iso8601(secs: u64) -> String {
     humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs))
@@ -1055,7 +1004,7 @@ mod tests {
         index_thread(Some(home.path()), &a);
         let mut f = OpenOptions::new()
             .append(true)
-            .open(index_path(home.path()))
+            .open(index::index_path(home.path()))
             .unwrap();
         f.write_all(b"/torn/no-newl").unwrap();
         assert_eq!(

@@ -9,219 +9,26 @@
 //! `MAIA_BENCH_FILES` (Grep/Glob tree, default 100000), `MAIA_BENCH_CHUNKS` (default 2000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "perf/harness.rs"]
+mod harness;
 #[path = "perf/lsp.rs"]
 mod lsp;
+#[path = "perf/search.rs"]
+mod search;
 #[path = "../../maia-core/benches/session_load.rs"]
 mod session_load;
 #[path = "perf/stats.rs"]
 mod stats;
+#[path = "perf/steer.rs"]
+mod steer;
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use harness::{Maia, Table, env_usize, proc_kb, text_of};
 use maia_llm::ChatMessage;
 use maia_test_support::{self as mock, MockLlm};
-use serde_json::{Value, json};
-use stats::{Stats, ms};
-
-const WAIT: Duration = Duration::from_secs(30);
-
-struct Row {
-    measure: String,
-    result: String,
-    target: &'static str,
-    verdict: &'static str,
-}
-
-#[derive(Default)]
-struct Table(Vec<Row>);
-
-impl Table {
-    fn add(&mut self, measure: impl Into<String>, result: impl Into<String>) {
-        self.check(measure, result, "", None);
-    }
-
-    fn check(
-        &mut self,
-        measure: impl Into<String>,
-        result: impl Into<String>,
-        target: &'static str,
-        met: Option<bool>,
-    ) {
-        let row = Row {
-            measure: measure.into(),
-            result: result.into(),
-            target,
-            verdict: match met {
-                Some(true) => "met",
-                Some(false) => "**missed**",
-                None => "",
-            },
-        };
-        eprintln!("  {} = {}", row.measure, row.result);
-        self.0.push(row);
-    }
-
-    fn print(&self) {
-        println!("| measure | result | target | |");
-        println!("| --- | --- | --- | --- |");
-        for r in &self.0 {
-            println!(
-                "| {} | {} | {} | {} |",
-                r.measure, r.result, r.target, r.verdict
-            );
-        }
-    }
-}
-
-/// Sorted samples in ms.
-/// A `maia acp` process driven synchronously; stdout lines are read on a
-/// thread and timestamped there as they arrive.
-struct Maia {
-    child: Child,
-    stdin: ChildStdin,
-    rx: mpsc::Receiver<(Instant, Value)>,
-    next_id: u64,
-}
-
-impl Maia {
-    fn spawn(home: &Path) -> (Maia, Instant) {
-        let started = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
-            .arg("acp")
-            .env("HOME", home)
-            .env_remove("LITELLM_API_KEY")
-            .env_remove("MAIA_MODEL")
-            .env("MAIA_LOG", "error")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn maia");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Some(Ok(line)) = lines.next() {
-                let at = Instant::now();
-                let value = serde_json::from_str(&line).unwrap_or(Value::Null);
-                if tx.send((at, value)).is_err() {
-                    return;
-                }
-            }
-        });
-        (
-            Maia {
-                child,
-                stdin,
-                rx,
-                next_id: 1,
-            },
-            started,
-        )
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn send(&mut self, v: &Value) -> Instant {
-        let line = format!("{v}\n");
-        let at = Instant::now();
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.flush().unwrap();
-        at
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> (u64, Instant) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let at =
-            self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        (id, at)
-    }
-
-    fn next(&mut self) -> (Instant, Value) {
-        self.rx.recv_timeout(WAIT).expect("no message from maia")
-    }
-
-    /// Messages up to and including the response to `id`.
-    fn until_response(&mut self, id: u64) -> Vec<(Instant, Value)> {
-        let mut out = Vec::new();
-        loop {
-            let (at, m) = self.next();
-            let done = m.get("method").is_none() && m["id"] == json!(id);
-            out.push((at, m));
-            if done {
-                return out;
-            }
-        }
-    }
-
-    fn initialize(&mut self) -> Instant {
-        let (id, _) = self.request(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {},
-                   "clientInfo": {"name": "bench", "version": "1"}}),
-        );
-        self.until_response(id).last().unwrap().0
-    }
-
-    /// Opens a session; returns its id and the request → response time.
-    fn new_session(&mut self, cwd: &Path) -> (String, Duration) {
-        let (id, sent) = self.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
-        let (at, resp) = self.until_response(id).pop().unwrap();
-        (
-            resp["result"]["sessionId"].as_str().unwrap().to_owned(),
-            at - sent,
-        )
-    }
-
-    fn prompt(&mut self, sid: &str, text: &str) -> (u64, Instant) {
-        self.request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
-        )
-    }
-
-    fn cancel(&mut self, sid: &str) -> Instant {
-        self.send(&json!({"jsonrpc": "2.0", "method": "session/cancel",
-                          "params": {"sessionId": sid}}))
-    }
-
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn text_of(m: &Value) -> Option<&str> {
-    let u = &m["params"]["update"];
-    (m["method"] == "session/update" && u["sessionUpdate"] == "agent_message_chunk")
-        .then(|| u["content"]["text"].as_str())
-        .flatten()
-}
-
-/// `VmHWM` / `VmRSS` of a process, in kB.
-fn proc_kb(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-fn env_usize(key: &str, default: usize) -> usize {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use serde_json::json;
+use stats::{Stats, best_of, ms};
 
 struct Setup {
     rt: tokio::runtime::Runtime,
@@ -576,125 +383,6 @@ fn bench_caching(table: &mut Table) {
     drop(s.rt);
 }
 
-/// A tree of `count` small source files, 100 per folder; every 100th file
-/// holds a `needle_<n>` line.
-fn make_tree(root: &Path, count: usize) {
-    let body: String = (0..12)
-        .map(|i| format!("fn function_{i}(value: usize) -> usize {{ value * {i} + 1 }}\n"))
-        .collect();
-    for i in 0..count {
-        let dir = root.join(format!("d{}/e{}", i / 1000, (i / 100) % 10));
-        if i.is_multiple_of(100) {
-            std::fs::create_dir_all(&dir).unwrap();
-        }
-        let ext = ["rs", "txt", "md", "json"][i % 4];
-        let mut text = body.clone();
-        if i % 100 == 7 {
-            text.push_str(&format!("// needle_{i} here\n"));
-        }
-        std::fs::write(dir.join(format!("f{i}.{ext}")), text).unwrap();
-    }
-}
-
-fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
-    let mut best = f64::MAX;
-    for _ in 0..runs {
-        let started = Instant::now();
-        f();
-        best = best.min(ms(started.elapsed()));
-    }
-    best
-}
-
-fn run_tool(rt: &tokio::runtime::Runtime, root: &Path, name: &str, args: Value) -> String {
-    rt.block_on(async {
-        let ctx = maia_tools::ToolContext::local(root);
-        let input = maia_tools::ToolInput::parse(name, &args.to_string()).unwrap();
-        let prepared = maia_tools::prepare(input, &ctx).await.unwrap();
-        let out = maia_tools::execute(prepared, &ctx).await;
-        assert!(!out.is_error, "{}", out.content);
-        out.content
-    })
-}
-
-fn rg(args: &[&str], root: &Path) -> Option<String> {
-    let out = Command::new("rg").args(args).arg(root).output().ok()?;
-    Some(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn bench_search(table: &mut Table) {
-    let count = env_usize("MAIA_BENCH_FILES", 100_000);
-    let dir = tempfile::tempdir().unwrap();
-    let root: PathBuf = dir.path().canonicalize().unwrap();
-    let started = Instant::now();
-    make_tree(&root, count);
-    eprintln!(
-        "  (tree of {count} files written in {:.1} s)",
-        started.elapsed().as_secs_f64()
-    );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let rg_version = Command::new("rg").arg("--version").output().ok().map(|o| {
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_owned()
-    });
-
-    let cases: [(&str, &str, Value, Vec<&str>); 3] = [
-        (
-            "Grep `needle_[0-9]+`, files_with_matches",
-            "Grep",
-            json!({"pattern": "needle_[0-9]+"}),
-            vec!["-l", "needle_[0-9]+"],
-        ),
-        (
-            "Grep `needle_[0-9]+`, content",
-            "Grep",
-            json!({"pattern": "needle_[0-9]+", "output_mode": "content"}),
-            vec!["-n", "needle_[0-9]+"],
-        ),
-        (
-            "Glob `**/*.rs`",
-            "Glob",
-            json!({"pattern": "**/*.rs"}),
-            vec!["--files", "-g", "*.rs"],
-        ),
-    ];
-    for (label, tool, args, rg_args) in cases {
-        // Warm the page cache once.
-        let out = run_tool(&rt, &root, tool, args.clone());
-        assert!(!out.starts_with("No matches"), "{label}: {out}");
-        let maia = best_of(5, || {
-            run_tool(&rt, &root, tool, args.clone());
-        });
-        let measure = format!("{label}, {count} files (best of 5)");
-        match &rg_version {
-            Some(version) => {
-                rg(&rg_args, &root);
-                let rg_ms = best_of(5, || {
-                    rg(&rg_args, &root).unwrap();
-                });
-                let ratio = maia / rg_ms;
-                let is_grep = tool == "Grep";
-                table.check(
-                    measure,
-                    format!("MAIA {maia:.1} ms, {version} {rg_ms:.1} ms: {ratio:.2}×"),
-                    if is_grep { "≤ 1.2× ripgrep" } else { "" },
-                    is_grep.then_some(ratio <= 1.2),
-                );
-            }
-            None => table.add(
-                measure,
-                format!("MAIA {maia:.1} ms (ripgrep not installed: no ratio)"),
-            ),
-        }
-    }
-}
-
 fn bench_store(table: &mut Table) {
     let m = session_load::measure();
     table.check(
@@ -776,7 +464,11 @@ fn main() {
     }
     if wants("search") {
         eprintln!("search…");
-        bench_search(&mut table);
+        search::bench_search(&mut table);
+    }
+    if wants("steer") {
+        eprintln!("steer…");
+        steer::bench_steer(&mut table);
     }
     if wants("lsp") {
         eprintln!("lsp…");

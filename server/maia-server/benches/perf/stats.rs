@@ -1,6 +1,6 @@
 //! Percentiles of a benchmark's samples, in milliseconds.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub(crate) struct Stats(Vec<f64>);
 
@@ -23,4 +23,15 @@ impl Stats {
 
 pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// The shortest of `runs` runs of `f`, in ms.
+pub(crate) fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..runs {
+        let started = Instant::now();
+        f();
+        best = best.min(ms(started.elapsed()));
+    }
+    best
 }
