@@ -193,6 +193,24 @@ async fn rewind_refusals_and_errors_change_nothing() {
 }
 
 #[tokio::test]
+async fn a_message_before_a_compaction_or_a_clear_cannot_be_rewound_to() {
+    let (mut maia, sid) = Maia::ready().await;
+    let (hello, _) = maia.answered_turn(&sid, "hello", "answer").await;
+    maia.mock.push(mock::text_reply("summary"));
+    maia.turn(&sid, "/compact").await;
+    let resp = rewind(&mut maia, &sid, json!({"messageId": message_id(&hello)})).await;
+    assert_eq!(
+        resp["result"],
+        json!({"rewound": false, "reason": "before_compaction"}),
+        "{resp}"
+    );
+    let (after, _) = maia.answered_turn(&sid, "after", "ok").await;
+    maia.turn(&sid, "/clear").await;
+    let resp = rewind(&mut maia, &sid, json!({"messageId": message_id(&after)})).await;
+    assert_eq!(resp["result"]["reason"], "before_compaction", "{resp}");
+}
+
+#[tokio::test]
 async fn fork_before_a_cursor_gives_each_branch_its_own_history() {
     let mut maia = Maia::start().await;
     maia.initialize_with(json!({"session": {"cursors": {}}}))

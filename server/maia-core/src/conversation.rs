@@ -129,7 +129,15 @@ impl Conversation {
             Some(journal) => journal.path().to_path_buf(),
             None => return Err(RewindError::Unsaved),
         };
-        let text = crate::timeline::check(&store::load(&path)?, point)?;
+        let text = match crate::timeline::check(&store::load(&path)?, point) {
+            Err(RewindError::UnknownMessage(message))
+                if crate::timeline::in_earlier_file(&self.cwd, &self.id, &path, &message) =>
+            {
+                use crate::timeline::Refusal::BeforeCompaction;
+                return Err(RewindError::Refused(BeforeCompaction));
+            }
+            checked => checked?,
+        };
         let record = Record::Rewind {
             before: point.message_id.clone(),
         };

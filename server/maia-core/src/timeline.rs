@@ -177,6 +177,26 @@ pub fn check(loaded: &Loaded, point: &MessagePoint) -> Result<String, RewindErro
     Ok(text)
 }
 
+/// Whether the user message `message_id` is in a journal file of thread
+/// `id` in `cwd` other than `current` (one a compaction or `/new` left
+/// behind): a message the thread can no longer be rewound to.
+pub fn in_earlier_file(cwd: &Path, id: &str, current: &Path, message_id: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(store::sessions_dir(cwd)) else {
+        return false;
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p != current && p.extension().is_some_and(|e| e == "jsonl"))
+        .filter_map(|p| store::load(&p).ok())
+        .filter(|l| l.header.id == id)
+        .any(|l| {
+            l.records
+                .iter()
+                .any(|r| matches!(r, Record::UserDisplay { id: m, .. } if m == message_id))
+        })
+}
+
 /// The task list in effect in `loaded` (the last one written).
 pub fn todos(loaded: &Loaded) -> Vec<Todo> {
     loaded
