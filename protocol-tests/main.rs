@@ -30,6 +30,7 @@ mod acp_steering;
 mod acp_subagents;
 mod acp_surface;
 mod acp_terminal;
+mod acp_timeline;
 mod acp_tools;
 mod acp_workspace;
 mod cli_exec;

@@ -46,6 +46,7 @@ pub mod store;
 pub mod subagent;
 mod system_prompt;
 mod text_tool_calls;
+pub mod timeline;
 mod tools;
 pub mod window;
 pub mod workspace;

@@ -96,6 +96,11 @@ pub enum Record {
         state: crate::event::SubagentState,
         answer: String,
     },
+    /// A rewind: the thread is truncated before the user message `before`
+    /// (its id); the records from it onward leave the derived state except
+    /// the thread's own (costs, title, options). Nothing is deleted
+    /// (`timeline.rs`).
+    Rewind { before: String },
 }
 
 impl Record {

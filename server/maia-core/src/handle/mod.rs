@@ -152,6 +152,41 @@ impl SessionHandle {
         }
     }
 
+    /// Truncates the thread before the user message `point` names
+    /// ([`crate::timeline`]); refused with [`RewindError::Busy`] while a
+    /// turn runs, nothing changed.
+    ///
+    /// [`RewindError::Busy`]: crate::timeline::RewindError::Busy
+    pub fn rewind(
+        &self,
+        point: crate::timeline::MessagePoint,
+    ) -> impl std::future::Future<
+        Output = Result<crate::timeline::Rewound, crate::timeline::RewindError>,
+    > + Send
+    + use<> {
+        use crate::timeline::RewindError;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = !self.is_busy()
+            && self
+                .changes
+                .send(Change::Rewind(crate::session::rewind::Request {
+                    point,
+                    reply,
+                }))
+                .is_ok();
+        let busy = self.is_busy();
+        async move {
+            if !sent {
+                return Err(if busy {
+                    RewindError::Busy
+                } else {
+                    RewindError::Ended
+                });
+            }
+            answer.await.unwrap_or(Err(RewindError::Ended))
+        }
+    }
+
     /// Stops background task `task_id` (its whole process tree); its tool
     /// call then completes. `Ok(false)`: it had ended already.
     pub fn stop_task(&self, task_id: &str) -> Result<bool, String> {
@@ -481,6 +516,7 @@ fn launch(mut session: Session, launch: Launch) -> SessionHandle {
                                 Change::Steer(steer) => {
                                     next = idle_steer(&mut session, steer, &ctl);
                                 }
+                                Change::Rewind(request) => session.rewind_request(request),
                                 other => session.apply(other),
                             }
                             continue;

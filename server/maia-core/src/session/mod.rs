@@ -46,6 +46,7 @@ use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
 mod replay;
+pub(crate) mod rewind;
 pub(crate) mod steer;
 mod text;
 mod tooling;
@@ -79,6 +80,8 @@ pub(crate) enum Change {
         name: String,
         reply: tokio::sync::oneshot::Sender<Result<String, String>>,
     },
+    /// Truncate the thread before a user message (between turns only).
+    Rewind(rewind::Request),
 }
 
 /// Everything a running session owns, in parts with one owner each: what
@@ -288,6 +291,8 @@ impl Session {
                     .map_err(|e| e.to_string());
                 let _ = reply.send(renamed);
             }
+            // Taken here only at a turn's checkpoint: refused.
+            Change::Rewind(request) => request.refuse_busy(),
         }
     }
 

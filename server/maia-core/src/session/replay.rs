@@ -73,7 +73,8 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
             | Record::Compaction { .. }
             | Record::Option { .. }
             | Record::Usage { .. }
-            | Record::Costs { .. } => {}
+            | Record::Costs { .. }
+            | Record::Rewind { .. } => {}
         }
     }
     out

@@ -32,8 +32,16 @@ impl Agent {
             }
             return;
         }
+        // A replayed user message: the cursor before it follows it.
+        let cursor = match &event {
+            Event::UserMessage { message_id, .. } => convert::cursor_update(message_id, caps),
+            _ => None,
+        };
         if let Some(update) = convert::session_update(event, caps) {
             self.send_update(session_id, update);
+        }
+        if let Some(cursor) = cursor {
+            self.send_update(session_id, cursor);
         }
     }
 }
@@ -117,6 +125,10 @@ impl Forwarder {
                 *lock(&self.usage) = Some(usage);
             }
             Event::UserMessageSaved { message_id } => {
+                // Saved: a fork before it can be made from now on.
+                if let Some(cursor) = convert::cursor_update(&message_id, &self.caps) {
+                    self.notify(cursor);
+                }
                 *lock(&self.user_message) = Some(message_id);
             }
             Event::Permission(mut request) => {

@@ -18,6 +18,7 @@
 mod ask;
 mod auth;
 mod convert;
+mod fork;
 mod forward;
 mod fs;
 mod manage;
@@ -28,6 +29,7 @@ mod prompt;
 mod providers;
 mod queue;
 mod reason;
+mod rewind;
 mod steer;
 mod subagents;
 mod tasks;
@@ -304,6 +306,9 @@ impl Agent {
         if method == queue::METHOD {
             return self.queue(id, params);
         }
+        if method == rewind::METHOD {
+            return self.rewind(id, params);
+        }
         if method == tasks::METHOD {
             return self.conn.respond(id, self.stop_task(params));
         }
@@ -361,6 +366,7 @@ impl Agent {
                 }
                 return;
             }
+            ClientRequest::ForkSessionRequest(req) => return self.fork(id, req),
             ClientRequest::CloseSessionRequest(req) => {
                 return self.close_session(id, req.session_id.0.as_ref());
             }
@@ -572,6 +578,7 @@ fn named_session(params: &Value) -> Option<String> {
 fn meta() -> serde_json::Map<String, Value> {
     let mut meta = steer::capability();
     meta.insert("queue".into(), queue::capability());
+    meta.insert("sessionRewind".into(), rewind::capability());
     meta
 }
 
@@ -595,6 +602,7 @@ fn initialize_response() -> InitializeResponse {
                         .close(SessionCloseCapabilities::new())
                         .delete(SessionDeleteCapabilities::new())
                         .archive(SessionArchiveCapabilities::new())
+                        .fork(agent_client_protocol_schema::v1::SessionForkCapabilities::new())
                         .title(SessionTitleCapabilities::new()),
                 ),
         )
