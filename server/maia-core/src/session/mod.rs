@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactError, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name};
 use crate::conversation::Conversation;
-use crate::event::{CompactionState, Event, NoticeLevel};
+use crate::event::{CompactionState, Event};
 use crate::meter::{Meter, message_chars};
 use crate::mode::Mode;
 use crate::options::EngineOptions;
@@ -45,6 +45,7 @@ use crate::session_tools::Todo;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
+mod announce;
 mod replay;
 pub(crate) mod rewind;
 pub(crate) mod steer;
@@ -449,113 +450,6 @@ pub(crate) fn fresh_name(id: &str) -> String {
         })
         .collect();
     format!("{stamp}-{}", &id[..4.min(id.len())])
-}
-
-/// `a, b, c` for paths.
-fn list_paths(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-impl Session {
-    /// On a load or resume: says when the editor opened the conversation
-    /// with other additional folders than last time (the request's list is
-    /// the one that applies, as ACP says; an omitted list means none).
-    pub(crate) fn announce_roots_change(&self, previous: &[PathBuf]) {
-        if previous == self.services.roots.as_slice() {
-            return;
-        }
-        let text = if self.services.roots.is_empty() {
-            format!(
-                "This conversation was last opened with the workspace folders {}; the editor did not pass them this time, so they are not part of the workspace now.",
-                list_paths(previous)
-            )
-        } else if previous.is_empty() {
-            // The start notice lists them.
-            return;
-        } else {
-            format!(
-                "The workspace folders changed since this conversation was last opened: {} (before: {}).",
-                list_paths(&self.services.roots),
-                list_paths(previous)
-            )
-        };
-        tracing::info!("{text}");
-        self.emit(Event::Notice {
-            level: NoticeLevel::Info,
-            text,
-        });
-    }
-
-    /// Tells the user which settings, rules, skills, tools and context
-    /// file were loaded, and announces the commands.
-    pub(crate) fn announce_start(&self) {
-        let warn = |text: String| {
-            tracing::warn!("{text}");
-            self.emit(Event::Notice {
-                level: NoticeLevel::Warning,
-                text,
-            });
-        };
-        let info = |text: String| {
-            tracing::info!("{text}");
-            self.emit(Event::Notice {
-                level: NoticeLevel::Info,
-                text,
-            });
-        };
-        let home = self.services.options.home.as_deref();
-        for (level, text) in self.project.load_notices(home, &self.services.cwd) {
-            match level {
-                NoticeLevel::Warning => warn(text),
-                _ => info(text),
-            }
-        }
-        if !self.services.roots.is_empty() {
-            info(format!(
-                "Workspace folders besides {}: {}",
-                self.services.cwd.display(),
-                list_paths(&self.services.roots)
-            ));
-        }
-        for text in self.project.inventory() {
-            info(text);
-        }
-        let servers = self.services.mcp.status();
-        if !servers.is_empty() {
-            let list: Vec<String> = servers
-                .iter()
-                .map(|s| {
-                    let state = match &s.state {
-                        maia_mcp::ServerState::Starting => "starting",
-                        maia_mcp::ServerState::Connected { .. } => "connected",
-                        maia_mcp::ServerState::Failed(_) => "failed",
-                    };
-                    format!("{} ({state})", s.name)
-                })
-                .collect();
-            info(format!(
-                "MCP servers: {} — /mcp shows their tools",
-                list.join(", ")
-            ));
-        }
-        self.emit(Event::Commands(self.project.command_entries()));
-        let (level, text) = match &self.project.context_file {
-            Some(file) => (
-                NoticeLevel::Info,
-                format!("Context file loaded: {}", file.path.display()),
-            ),
-            None => (
-                NoticeLevel::Info,
-                "No context file (MAIA.md, CLAUDE.md or AGENTS.md) in this folder".to_owned(),
-            ),
-        };
-        tracing::info!("{text}");
-        self.emit(Event::Notice { level, text });
-    }
 }
 
 /// The context accounting and the compaction of the conversation: the
