@@ -37,7 +37,7 @@ async fn batches_and_non_objects_are_invalid_requests() {
 #[tokio::test]
 async fn unknown_methods_and_unadvertised_ones() {
     let (mut maia, sid) = Maia::ready().await;
-    for method in ["nope", "_vendor/thing", "session/fork"] {
+    for method in ["nope", "_vendor/thing", "session/status"] {
         let id = maia
             .request(
                 method,

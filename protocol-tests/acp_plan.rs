@@ -84,7 +84,8 @@ async fn an_approved_plan_switches_the_mode_and_the_next_edit_runs() {
     let (resp, before, asked) = plan_turn(&mut maia, &sid, "accept-edits").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
 
-    // Planning offers the read-only tools and ExitPlanMode only.
+    // Planning offers the read-only tools (a read-only Task too) and
+    // ExitPlanMode only.
     assert_eq!(
         offered(&maia, 0),
         [
@@ -95,7 +96,9 @@ async fn an_approved_plan_switches_the_mode_and_the_next_edit_runs() {
             "TodoWrite",
             "AskUser",
             "TaskOutput",
-            "ExitPlanMode"
+            "ExitPlanMode",
+            // A subagent, read-only like its parent.
+            "Task"
         ]
     );
     let system = content_text(&maia.mock.requests()[0]["messages"][0]);
@@ -320,7 +323,8 @@ async fn review_sends_staged_unstaged_and_new_files_with_read_only_tools() {
             "WebFetch",
             "TodoWrite",
             "AskUser",
-            "TaskOutput"
+            "TaskOutput",
+            "Task"
         ]
     );
     assert!(crate::harness::agent_text(&before).contains("staged.txt:2"));

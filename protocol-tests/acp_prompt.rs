@@ -54,7 +54,8 @@ async fn streams_text_before_the_response() {
             "CurrentModel",
             "AskUser",
             "TaskOutput",
-            "TaskStop"
+            "TaskStop",
+            "Task"
         ]
     );
 

@@ -329,6 +329,8 @@ pub(crate) async fn run_command(
             }
         }
         "load" => load_command(session, args),
+        "rewind" => rewind_command(session, args),
+        "fork" => fork_command(session, args).await,
         "compact" => match session
             .compact(crate::compaction::Trigger::Between, cancel)
             .await
@@ -418,10 +420,107 @@ fn load_saved(session: &mut Session, name: &str) {
         return;
     }
     session.say(intro);
-    for event in replay(&loaded, &session.services().cwd) {
+    for event in replay(&crate::timeline::rewound(&loaded), &session.services().cwd) {
         session.emit(event);
     }
     session.report_estimate();
+}
+
+/// `/rewind`: lists the thread's user messages; `/rewind N` truncates the
+/// thread before message N (`--files`: with the files as they were then).
+fn rewind_command(session: &mut Session, args: &str) {
+    let mut words = args.split_whitespace();
+    let number = words.next();
+    let files = words.any(|w| w == "--files");
+    let messages = session.conversation().user_messages().to_vec();
+    let Some(number) = number else {
+        if messages.is_empty() {
+            session.say("No user message to rewind to.".to_owned());
+            return;
+        }
+        let mut text =
+            String::from("User messages (`/rewind N` drops message N and what follows it):\n\n");
+        for (n, message) in messages.iter().enumerate() {
+            let first = message.text.lines().next().unwrap_or("");
+            text.push_str(&format!("{}. {first}\n", n + 1));
+        }
+        session.say(text);
+        return;
+    };
+    let Some(message) = number
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| messages.get(n.checked_sub(1)?))
+    else {
+        session.say(format!(
+            "Usage: `/rewind N [--files]`, N from 1 to {}.",
+            messages.len()
+        ));
+        return;
+    };
+    if files {
+        session.say(
+            "Not rewound: restoring files is not available in this build; nothing changed."
+                .to_owned(),
+        );
+        return;
+    }
+    let point = crate::timeline::MessagePoint {
+        message_id: message.id.clone(),
+        ..Default::default()
+    };
+    match session.rewind(&point) {
+        Ok(done) => session.say(format!(
+            "Rewound before message {number} (`{}`); it and what followed are gone from the conversation (the journal keeps them). Send a prompt to continue from there.",
+            done.text.lines().next().unwrap_or("")
+        )),
+        Err(e) => session.say(format!("Not rewound: {e}.")),
+    }
+}
+
+/// `/fork [--worktree]`: a new thread with this conversation, in this
+/// folder or in a new git worktree beside the project.
+async fn fork_command(session: &mut Session, args: &str) {
+    let cwd = session.services().cwd.clone();
+    let wants_worktree = match args.trim() {
+        "" => false,
+        "--worktree" => true,
+        _ => {
+            session.say("Usage: `/fork [--worktree]`.".to_owned());
+            return;
+        }
+    };
+    let source = session.id().to_owned();
+    let fork = match crate::blocking::off_runtime(|| {
+        crate::timeline::Fork::prepare(&cwd, &source, None)
+    }) {
+        Ok(fork) => fork,
+        Err(e) => return session.say(format!("Not forked: {e}.")),
+    };
+    let worktree = match wants_worktree {
+        false => None,
+        true => match crate::timeline::add_worktree(&cwd).await {
+            Ok(worktree) => Some(worktree),
+            Err(e) => return session.say(format!("Not forked: {e}.")),
+        },
+    };
+    let target = worktree.as_ref().map_or(cwd.clone(), |w| w.cwd.clone());
+    let id = uuid::Uuid::new_v4().to_string();
+    let name = fresh_name(&id);
+    let home = session.services().options.home.clone();
+    let saved = crate::blocking::off_runtime(|| fork.save((&target, &id, &name), home.as_deref()));
+    session.say(match (saved, worktree) {
+        (Err(e), _) => format!("Not forked: {e}."),
+        (Ok(()), None) => format!(
+            "Forked this conversation into the new session `{id}` (same folder); open it from the session list."
+        ),
+        (Ok(()), Some(w)) => format!(
+            "Forked this conversation into the new session `{id}`, working in the git worktree `{}` on the new branch `{}`; open it from the session list of that folder. Remove it with `git worktree remove {}` when done.",
+            w.path.display(),
+            w.branch,
+            w.path.display()
+        ),
+    });
 }
 
 async fn model_command(
@@ -580,7 +679,14 @@ fn context_command(session: &Session) {
         retried = session.meter().text_tool_calls.retried,
         shown = session.meter().text_tool_calls.shown,
     );
-    let text = format!("{text}{}", workspace_report(session));
+    let mut text = format!("{text}{}", workspace_report(session));
+    let children = crate::cost::subagent_lines(session.conversation().ledger());
+    if !children.is_empty() {
+        text.push_str("\n- subagents (charged to this thread):");
+        for line in children {
+            text.push_str(&format!("\n  - {line}"));
+        }
+    }
     session.say(text);
 }
 

@@ -78,6 +78,33 @@ impl Conversation {
         conversation
     }
 
+    /// A conversation kept in memory only: a child session's, whose parent
+    /// journals what it did ([`crate::store::Record::Subagent`]).
+    pub fn ephemeral(
+        id: &str,
+        cwd: &Path,
+        home: Option<&Path>,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Self {
+        Conversation {
+            id: id.to_owned(),
+            cwd: cwd.to_path_buf(),
+            home: home.map(Path::to_path_buf),
+            name: format!("subagent-{id}"),
+            history: Vec::new(),
+            summary: None,
+            title: None,
+            ledger: crate::cost::Ledger::default(),
+            turn_mark: crate::cost::Ledger::default(),
+            options: store::SessionOptions::new(),
+            users: Vec::new(),
+            timeline: crate::checkpoint::Timeline::default(),
+            journal: None,
+            unsaved: true,
+            events,
+        }
+    }
+
     /// A saved conversation, continued in `journal` (opened and locked).
     pub fn restore(
         id: &str,
@@ -86,23 +113,80 @@ impl Conversation {
         (name, loaded, journal): (String, &Loaded, Journal),
         events: mpsc::UnboundedSender<Event>,
     ) -> Self {
-        Conversation {
+        let mut conversation = Conversation {
             id: id.to_owned(),
             cwd: cwd.to_path_buf(),
             home: home.map(Path::to_path_buf),
             name,
-            history: loaded.history(),
-            summary: loaded.summary().map(str::to_owned),
-            title: loaded.title().map(str::to_owned),
-            ledger: loaded.ledger(),
-            turn_mark: loaded.ledger(),
-            options: loaded.options(),
-            users: loaded.user_messages(),
-            timeline: timeline_of(&loaded.records),
+            history: Vec::new(),
+            summary: None,
+            title: None,
+            ledger: crate::cost::Ledger::default(),
+            turn_mark: crate::cost::Ledger::default(),
+            options: store::SessionOptions::new(),
+            users: Vec::new(),
+            timeline: crate::checkpoint::Timeline::default(),
             journal: Some(journal),
             unsaved: false,
             events,
+        };
+        conversation.derive(loaded);
+        conversation
+    }
+
+    /// Sets the state derived from the journal from `loaded` (its rewinds
+    /// applied first, as every reader of a journal does).
+    fn derive(&mut self, loaded: &Loaded) {
+        // Every checkpoint of the file, rewound ones too: their changes
+        // are still on disk until reverted.
+        self.timeline = timeline_of(&loaded.records);
+        let loaded = crate::timeline::rewound(loaded);
+        self.history = loaded.history();
+        self.users = loaded.user_messages();
+        self.summary = loaded.summary().map(str::to_owned);
+        self.title = loaded.title().map(str::to_owned);
+        self.ledger = loaded.ledger();
+        self.turn_mark = loaded.ledger();
+        self.options = loaded.options();
+    }
+
+    /// Truncates the thread before the user message `point` names: a
+    /// [`Record::Rewind`] is appended and the state derived again from the
+    /// journal, as a reload would (nothing is deleted). Checked first
+    /// ([`crate::timeline::check`]); a refusal changes nothing.
+    pub fn rewind(
+        &mut self,
+        point: &crate::timeline::MessagePoint,
+    ) -> Result<crate::timeline::Rewound, crate::timeline::RewindError> {
+        use crate::timeline::RewindError;
+        let path = match &self.journal {
+            Some(journal) => journal.path().to_path_buf(),
+            None => return Err(RewindError::Unsaved),
+        };
+        let text = match crate::timeline::check(&store::load(&path)?, point) {
+            Err(RewindError::UnknownMessage(message))
+                if crate::timeline::in_earlier_file(&self.cwd, &self.id, &path, &message) =>
+            {
+                use crate::timeline::Refusal::BeforeCompaction;
+                return Err(RewindError::Refused(BeforeCompaction));
+            }
+            checked => checked?,
+        };
+        let record = Record::Rewind {
+            before: point.message_id.clone(),
+        };
+        if let Some(journal) = &mut self.journal {
+            journal.append(&record)?;
         }
+        let loaded = store::load(&path)?;
+        let turn_mark = self.turn_mark.clone();
+        self.derive(&loaded);
+        self.turn_mark = turn_mark;
+        Ok(crate::timeline::Rewound {
+            message_id: point.message_id.clone(),
+            text,
+            todos: crate::timeline::todos(&crate::timeline::rewound(&loaded)),
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -115,13 +199,12 @@ impl Conversation {
 
     /// The user messages of the history (after the last `/clear` or
     /// compaction), oldest first, each with its stable id.
-    #[allow(dead_code, reason = "read by rewind and fork")]
     pub fn user_messages(&self) -> &[store::UserEntry] {
         &self.users
     }
 
     /// The thread's file checkpoints ([`crate::checkpoint::Timeline`]).
-    pub fn timeline(&self) -> &crate::checkpoint::Timeline {
+    pub fn file_checkpoints(&self) -> &crate::checkpoint::Timeline {
         &self.timeline
     }
 
@@ -222,6 +305,8 @@ impl Conversation {
             Record::Option { key, value } => {
                 self.options.insert(key.clone(), value.clone());
             }
+            // Appended by `rewind` only, which derives everything again.
+            Record::Rewind { .. } => {}
             other => other.absorb_cost(&mut self.ledger),
         }
     }
@@ -321,16 +406,11 @@ impl Conversation {
         self.journal = Some(journal);
         self.unsaved = false;
         self.name = name;
-        self.history = loaded.history();
-        self.users = loaded.user_messages();
-        self.timeline = timeline_of(&loaded.records);
-        self.summary = loaded.summary().map(str::to_owned);
-        self.title = loaded.title().map(str::to_owned);
-        self.ledger = loaded.ledger();
-        self.turn_mark = loaded.ledger();
+        let mine = std::mem::take(&mut self.options);
+        self.derive(loaded);
         // The thread's options (the editor's choices) win over the adopted
         // conversation's.
-        for (key, value) in std::mem::replace(&mut self.options, loaded.options()) {
+        for (key, value) in mine {
             self.set_option(key, value);
         }
         Ok(())
@@ -527,6 +607,61 @@ mod tests {
         assert_eq!(reloaded("second"), c.user_messages());
         c.restart("third".into());
         assert!(c.user_messages().is_empty());
+    }
+
+    #[test]
+    fn a_live_rewind_is_what_a_reload_derives_and_a_refused_one_writes_nothing() {
+        use crate::session_tools::{Todo, TodoStatus};
+        use crate::timeline::{MessagePoint, RewindError};
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _rx) = fresh(dir.path());
+        let user = |c: &mut Conversation, id: &str| {
+            c.record(&Record::UserDisplay {
+                id: id.into(),
+                text: format!("text {id}"),
+                steer: false,
+            });
+            c.push(ChatMessage::user(id));
+            c.push(ChatMessage::assistant(format!("re {id}")));
+        };
+        let todo = Todo {
+            content: "one".into(),
+            status: TodoStatus::Pending,
+            active_form: None,
+        };
+        user(&mut c, "a");
+        c.record(&Record::Plan {
+            todos: vec![todo.clone()],
+        });
+        user(&mut c, "b");
+        c.record(&Record::Plan { todos: vec![] });
+        user(&mut c, "c");
+        let point = |id: &str| MessagePoint {
+            message_id: id.into(),
+            ..Default::default()
+        };
+        let path = store::session_path(dir.path(), "first");
+        let before = std::fs::read(&path).unwrap();
+        assert!(matches!(
+            c.rewind(&point("zz")),
+            Err(RewindError::UnknownMessage(_))
+        ));
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        let done = c.rewind(&point("b")).unwrap();
+        assert_eq!(done.text, "text b");
+        assert_eq!(done.todos, vec![todo]);
+        assert_eq!(
+            c.history(),
+            &[ChatMessage::user("a"), ChatMessage::assistant("re a")]
+        );
+        let reloaded = crate::timeline::rewound(&store::load(&path).unwrap());
+        assert_eq!(reloaded.history(), c.history());
+        assert_eq!(reloaded.user_messages(), c.user_messages());
+        // New messages continue the rewound thread, live and on reload.
+        user(&mut c, "d");
+        let reloaded = crate::timeline::rewound(&store::load(&path).unwrap());
+        assert_eq!(reloaded.history(), c.history());
+        assert_eq!(c.user_messages().len(), 2);
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub struct Charge {
     pub cost: Option<f64>,
     #[serde(default)]
     pub source: Option<PriceSource>,
+    /// The subagent that made the request (a `Task` call's child), charged
+    /// to its parent's thread; `None`: the thread's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// The price of one response: the `prices` setting, else the header's
@@ -73,8 +77,41 @@ impl Charge {
             cache_write_tokens: usage.cache_write_tokens,
             cost: priced.map(|(amount, _)| amount),
             source: priced.map(|(_, source)| source),
+            agent: None,
         }
     }
+
+    /// The line this charge is counted under: its model, with the
+    /// subagent that made it.
+    pub fn key(&self) -> String {
+        match &self.agent {
+            Some(agent) => format!("{}{SUBAGENT}{agent})", self.model),
+            None => self.model.clone(),
+        }
+    }
+}
+
+/// How a ledger line of a subagent's charges is marked (after the model).
+const SUBAGENT: &str = " (subagent ";
+
+/// The subagent lines of `ledger`, as `/context` shows them: the agent,
+/// its model, its requests, tokens and cost.
+pub fn subagent_lines(ledger: &Ledger) -> Vec<String> {
+    ledger
+        .models
+        .iter()
+        .filter_map(|(key, cost)| {
+            let (model, agent) = key.split_once(SUBAGENT)?;
+            let agent = agent.strip_suffix(')')?;
+            Some(format!(
+                "subagent `{agent}` on `{model}`: {} requests, {} input tokens, {} output tokens, {}",
+                cost.requests,
+                cost.prompt_tokens,
+                cost.completion_tokens,
+                show(cost.known())
+            ))
+        })
+        .collect()
 }
 
 /// What one model's responses cost in a thread.
@@ -116,10 +153,7 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn add(&mut self, charge: &Charge) {
-        self.models
-            .entry(charge.model.clone())
-            .or_default()
-            .add(charge);
+        self.models.entry(charge.key()).or_default().add(charge);
     }
 
     pub fn is_empty(&self) -> bool {

@@ -167,7 +167,7 @@ impl Engine {
         let summary = store::find(&cwd, id).ok_or_else(|| LoadError::NotFound(id.to_owned()))?;
         // Lock first, then read: what is read is what this session appends to.
         let journal = store::Journal::open(&summary.path)?;
-        let loaded = store::load(&summary.path)?;
+        let loaded = crate::timeline::rewound(&store::load(&summary.path)?);
         let replay = session::replay(&loaded, &cwd);
         let started = handle::spawn(
             &self.session_options(),
@@ -183,6 +183,20 @@ impl Engine {
             mcp_servers,
         );
         Ok((started, replay))
+    }
+
+    /// Saves `fork` ([`crate::timeline::Fork::prepare`]) as a new thread
+    /// in `cwd`; returns its id, to open with
+    /// [`Engine::load_session_with_mcp`].
+    pub fn save_fork(
+        &self,
+        fork: &crate::timeline::Fork,
+        cwd: &Path,
+    ) -> Result<String, crate::timeline::ForkError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let name = session::fresh_name(&id);
+        fork.save((cwd, &id, &name), self.options.home.as_deref())?;
+        Ok(id)
     }
 
     /// The folders this user's threads are saved in (from the index under

@@ -237,6 +237,62 @@ pub enum Event {
     /// What the turn's model requests used, summed, when the server said
     /// (sent just before [`Event::TurnEnded`]).
     TurnUsage(maia_llm::Usage),
+    /// A child session a `Task` call started (see the `subagent` module).
+    Subagent(SubagentEvent),
     /// Always the last event of a turn.
     TurnEnded(StopReason),
+}
+
+/// Who a child session is, as its parent reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubagentInfo {
+    /// The child's session id.
+    pub id: String,
+    /// The parent's `Task` tool call that started it.
+    pub tool_call_id: String,
+    /// The agent it runs (`explore`, a file's name).
+    pub agent: String,
+    /// The `Task` call's short description.
+    pub description: String,
+    /// The prompt it was given.
+    pub prompt: String,
+}
+
+/// How a child session's work ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubagentState {
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+/// Something a child session did, on its parent's events.
+#[derive(Debug)]
+pub struct SubagentEvent {
+    pub child: std::sync::Arc<SubagentInfo>,
+    pub update: SubagentUpdate,
+}
+
+/// What happened to a child session. A front door that shows child
+/// sessions uses `Started`, `Event` and `Ended`; another shows `Progress`
+/// inside the parent's `Task` tool call. Both arrive.
+#[derive(Debug)]
+pub enum SubagentUpdate {
+    /// Sent before any other update of the child.
+    Started,
+    /// One event of the child's own session (its text, reasoning, tool
+    /// calls and their updates, usage); never a permission question (that
+    /// reaches the parent as its own [`Event::Permission`]) nor a turn's end.
+    Event(Box<Event>),
+    /// What the child did so far, as text lines and the files touched.
+    Progress {
+        text: String,
+        locations: Vec<PathBuf>,
+    },
+    /// The child's work ended, with its final answer.
+    Ended {
+        state: SubagentState,
+        answer: String,
+    },
 }

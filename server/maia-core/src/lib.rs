@@ -44,8 +44,10 @@ pub mod settings;
 pub mod skills;
 mod slash;
 pub mod store;
+pub mod subagent;
 mod system_prompt;
 mod text_tool_calls;
+pub mod timeline;
 mod tools;
 pub mod window;
 pub mod workspace;
@@ -54,8 +56,8 @@ pub use client::{Answer, Asker, ClientTools, Question};
 pub use engine::{Engine, EngineOptions, LoadError, McpServerConfig, McpTransport, SessionSummary};
 pub use event::{
     ChoiceKind, CommandEntry, CompactionState, Event, NoticeLevel, PermissionChoice,
-    PermissionReply, PermissionRequest, StopReason, ToolCallPatch, ToolCallView, ToolContent,
-    ToolStatus,
+    PermissionReply, PermissionRequest, StopReason, SubagentEvent, SubagentInfo, SubagentState,
+    SubagentUpdate, ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
 };
 pub use handle::{Busy, SessionHandle};
 /// The language servers a session would use ([`maia_lsp_client`]).

@@ -38,6 +38,8 @@ pub const READ_ONLY_TOOLS: &[&str] = &[
     "References",
     "Definition",
     "Symbols",
+    // A subagent: a read-only one when its parent is (see `subagent`).
+    "Task",
 ];
 
 /// The id of the plan shown to clients that take Markdown plans.

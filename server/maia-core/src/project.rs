@@ -47,6 +47,8 @@ pub(crate) struct Project {
     pub lsp: maia_lsp_client::LspSettings,
     /// The file checkpoints' settings (`checkpoints`).
     pub checkpoints: crate::checkpoint::Settings,
+    /// The agents a `Task` call can start ([`crate::subagent::agents`]).
+    pub agents: Arc<crate::subagent::LoadedAgents>,
 }
 
 /// Where a session's project is: its options, folder, additional roots and
@@ -111,6 +113,7 @@ impl Project {
             .warnings
             .iter()
             .chain(&self.markdown_commands.warnings)
+            .chain(&self.agents.warnings)
             .chain(&self.custom_tools.warnings)
         {
             say(NoticeLevel::Warning, warning.clone());
@@ -190,7 +193,34 @@ impl Project {
             pending_tools: Arc::new(Mutex::new(pending_tools)),
             lsp,
             checkpoints,
+            agents: Arc::new(crate::subagent::agents::load(home, cwd)),
         }
+    }
+
+    /// The same project for a child session: everything shared (the rules
+    /// and their answers, the sandbox, the settings), nothing read again.
+    /// `None` when the model server's client could not be built.
+    pub(crate) fn share(&self) -> Option<Project> {
+        Some(Project {
+            settings: self.settings.clone(),
+            llm: Ok(self.llm.as_ref().ok()?.clone()),
+            context_file: self.context_file.clone(),
+            broker: self.broker.clone(),
+            sandbox: self.sandbox.clone(),
+            sandbox_notes: Vec::new(),
+            skills: self.skills.clone(),
+            markdown_commands: self.markdown_commands.clone(),
+            custom_tools: self.custom_tools.clone(),
+            pending_tools: self.pending_tools.clone(),
+            lsp: self.lsp.clone(),
+            agents: self.agents.clone(),
+            // The parent's checkpoints around the `Task` call hold the
+            // child's changes.
+            checkpoints: crate::checkpoint::Settings {
+                enabled: false,
+                ..self.checkpoints.clone()
+            },
+        })
     }
 }
 

@@ -38,7 +38,7 @@ const MAX_DIFF_CHARS: usize = 120_000;
 const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs `git args` in `cwd`; its stdout, or what went wrong.
-async fn git(cwd: &Path, args: &[&str]) -> Result<String, String> {
+pub(crate) async fn git(cwd: &Path, args: &[&str]) -> Result<String, String> {
     let mut command = maia_tools::process::command("git");
     command
         .args(args)

@@ -188,7 +188,7 @@ pub(crate) struct Header {
 /// Splits `text` into its front matter (the lines between a first `---`
 /// line and the next `---` line) and the rest. `None` when the text does not
 /// start with a front matter.
-fn split_front_matter(text: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_front_matter(text: &str) -> Option<(&str, &str)> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first_end = text.find('\n').unwrap_or(text.len());
     if text[..first_end].trim_end() != "---" {

@@ -33,6 +33,16 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: Some("saved session name"),
     },
     CommandInfo {
+        name: "rewind",
+        description: "List the user messages, or drop message N and what follows it (--files: restore the files too)",
+        hint: Some("N [--files] (optional)"),
+    },
+    CommandInfo {
+        name: "fork",
+        description: "Fork this conversation into a new session (--worktree: in a new git worktree)",
+        hint: Some("--worktree (optional)"),
+    },
+    CommandInfo {
         name: "compact",
         description: "Summarise the conversation to free the context (it continues as NAME__n)",
         hint: None,

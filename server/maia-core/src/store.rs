@@ -99,6 +99,20 @@ pub enum Record {
         key: String,
         value: serde_json::Value,
     },
+    /// A child session a `Task` call ran (the `subagent` module): who it
+    /// was, its tool calls in their final state, how it ended and its
+    /// answer (the child keeps no journal of its own).
+    Subagent {
+        child: crate::event::SubagentInfo,
+        calls: Vec<ToolCallView>,
+        state: crate::event::SubagentState,
+        answer: String,
+    },
+    /// A rewind: the thread is truncated before the user message `before`
+    /// (its id); the records from it onward leave the derived state except
+    /// the thread's own (costs, title, options). Nothing is deleted
+    /// (`timeline.rs`).
+    Rewind { before: String },
 }
 
 impl Record {

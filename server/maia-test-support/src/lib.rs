@@ -16,7 +16,7 @@ pub use fixtures::{
     reasoning_field_then_text, reasoning_then_text, role_chunk, slow_text, split_chars, split_n,
     sse_chunk, stream, text_chunks, text_reply, tool_calls_reply, usage_chunk,
 };
-pub use server::{MockLlm, Reply, Rule, WindowError, estimate_tokens};
+pub use server::{Gate, MockLlm, Reply, Rule, WindowError, estimate_tokens};
 /// Re-exported for tests that need a scratch directory.
 pub use tempfile;
 

@@ -34,6 +34,31 @@ pub enum Reply {
     /// Sends `200` and SSE headers, then nothing until the client disconnects (counted in
     /// [`MockLlm::dropped_streams`]); for cancellation tests.
     Hang,
+    /// `reply`, once `gate` is open: the request is recorded at once (so
+    /// [`MockLlm::wait_for_requests`] sees it) and answered later; for tests
+    /// of requests that must all be in flight together.
+    Gated { gate: Gate, reply: Box<Reply> },
+}
+
+/// Holds [`Reply::Gated`] answers until [`Gate::open`].
+#[derive(Clone, Debug)]
+pub struct Gate(Arc<tokio::sync::Semaphore>);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate(Arc::new(tokio::sync::Semaphore::new(0)))
+    }
+}
+
+impl Gate {
+    /// Lets every held and later answer through.
+    pub fn open(&self) {
+        self.0.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+
+    async fn pass(&self) {
+        let _ = self.0.acquire().await;
+    }
 }
 
 /// A standing answer: the reply for a chat request it matches, `None` otherwise.
@@ -503,6 +528,11 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             }
         };
     shared.changed.notify_waiters();
+    let mut reply = reply;
+    while let Some(Reply::Gated { gate, reply: inner }) = reply {
+        gate.pass().await;
+        reply = Some(*inner);
+    }
 
     match reply {
         None => json_response(
@@ -540,6 +570,10 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             response
         }
         Some(Reply::Hang) => sse_response(hang_body(shared)),
+        // Unwrapped above.
+        Some(Reply::Gated { .. }) => {
+            json_response(StatusCode::INTERNAL_SERVER_ERROR, String::new())
+        }
     }
 }
 

@@ -11,9 +11,12 @@ use crate::session::Session;
 use crate::store::Record;
 
 /// Whether a tool may change files: anything outside the read-only set
-/// (and `ExitPlanMode`, which only asks).
+/// (and `ExitPlanMode`, which only asks), and `Task`, whose subagent may
+/// write (the child takes no checkpoints of its own).
 pub(crate) fn mutating(tool: &str) -> bool {
-    !crate::plan_mode::READ_ONLY_TOOLS.contains(&tool) && tool != crate::plan_mode::EXIT_PLAN_MODE
+    tool == "Task"
+        || (!crate::plan_mode::READ_ONLY_TOOLS.contains(&tool)
+            && tool != crate::plan_mode::EXIT_PLAN_MODE)
 }
 
 /// The session's checkpoint taker (its store in the project's sessions
@@ -172,7 +175,7 @@ impl Session {
         &mut self,
         request: &RevertRequest,
     ) -> Result<RevertReport, RevertError> {
-        let chosen = match self.conversation.timeline().select(&request.target) {
+        let chosen = match self.conversation.file_checkpoints().select(&request.target) {
             // Nothing recorded because checkpoints are off: say why.
             Err(RevertError::NothingToRevert) => {
                 return Err(match self.checkpoints.off(&self.project.checkpoints) {

@@ -8,7 +8,7 @@
 //! summary a compaction continues from is written by
 //! [`crate::compaction::Compactor`] from borrowed parts. The task that runs
 //! its turns and the handle a front door drives it with are in
-//! `handle.rs`. Nothing here reaches up into either.
+//! `handle/`. Nothing here reaches up into either.
 //!
 //! Every message of the conversation goes through its [`Conversation`],
 //! which appends it to the journal (see [`crate::store`]) as it happens.
@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactError, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name};
 use crate::conversation::Conversation;
-use crate::event::{CompactionState, Event, NoticeLevel};
+use crate::event::{CompactionState, Event};
 use crate::meter::{Meter, message_chars};
 use crate::mode::Mode;
 use crate::options::EngineOptions;
@@ -45,14 +45,16 @@ use crate::session_tools::Todo;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
+mod announce;
 pub(crate) mod files;
 mod replay;
+pub(crate) mod rewind;
 pub(crate) mod steer;
 mod text;
 mod tooling;
 mod turn;
 
-pub(crate) use replay::replay;
+pub(crate) use {replay::replay, tooling::ChildSetup, tooling::Spawner};
 
 /// A change to what the session uses, sent by its handle. The session
 /// owns its mode, model and client tools as plain fields and applies the
@@ -82,6 +84,8 @@ pub(crate) enum Change {
     },
     /// `_session/files/revert`: done when idle, refused in a turn.
     Revert(files::RevertCall),
+    /// Truncate the thread before a user message (between turns only).
+    Rewind(rewind::Request),
 }
 
 /// Everything a running session owns, in parts with one owner each: what
@@ -107,6 +111,8 @@ pub(crate) struct Session {
     /// Output of `!commands` waiting to join the next request.
     bang_output: Vec<String>,
     checkpoints: crate::checkpoint::Checkpoints,
+    /// A `Task` call's child: its place ([`crate::subagent`]).
+    role: Option<crate::subagent::ChildRole>,
 }
 
 /// What a session is given when it opens and keeps until it ends.
@@ -127,6 +133,7 @@ pub(crate) struct Services {
     pub(crate) vision: crate::images::VisionCache,
     /// Changes from the handle, applied by [`Session::apply_changes`].
     pub(crate) changes: mpsc::UnboundedReceiver<Change>,
+    pub(crate) spawner: Arc<dyn Spawner>,
 }
 
 /// State the tools of every turn share with the session.
@@ -141,6 +148,8 @@ pub(crate) struct ToolState {
     pub(crate) reads: Arc<ReadTracker>,
     /// Commands run in the background (`Bash` with `run_in_background`).
     pub(crate) tasks: crate::background::Tasks,
+    /// What the batch's `Task` calls leave for the journal.
+    pub(crate) records: crate::subagent::Sink,
 }
 
 /// The running turn's state (empty between turns).
@@ -170,6 +179,7 @@ pub(crate) struct Parts {
     pub(crate) project: Project,
     pub(crate) conversation: Conversation,
     pub(crate) model: Option<String>,
+    pub(crate) role: Option<crate::subagent::ChildRole>,
 }
 
 /// The user's message of the running turn: where it is in the history and
@@ -192,6 +202,7 @@ impl Session {
             project,
             conversation,
             model,
+            role,
         } = parts;
         Self {
             checkpoints: files::checkpoints(&services.cwd, &id),
@@ -206,6 +217,7 @@ impl Session {
             mode: Mode::default(),
             client: crate::client::ClientTools::default(),
             bang_output: Vec::new(),
+            role,
         }
     }
 
@@ -286,6 +298,8 @@ impl Session {
                 let _ = reply.send(renamed);
             }
             Change::Revert(call) => call.refuse(),
+            // Taken here only at a turn's checkpoint: refused.
+            Change::Rewind(request) => request.refuse_busy(),
         }
     }
 
@@ -442,113 +456,6 @@ pub(crate) fn fresh_name(id: &str) -> String {
         })
         .collect();
     format!("{stamp}-{}", &id[..4.min(id.len())])
-}
-
-/// `a, b, c` for paths.
-fn list_paths(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-impl Session {
-    /// On a load or resume: says when the editor opened the conversation
-    /// with other additional folders than last time (the request's list is
-    /// the one that applies, as ACP says; an omitted list means none).
-    pub(crate) fn announce_roots_change(&self, previous: &[PathBuf]) {
-        if previous == self.services.roots.as_slice() {
-            return;
-        }
-        let text = if self.services.roots.is_empty() {
-            format!(
-                "This conversation was last opened with the workspace folders {}; the editor did not pass them this time, so they are not part of the workspace now.",
-                list_paths(previous)
-            )
-        } else if previous.is_empty() {
-            // The start notice lists them.
-            return;
-        } else {
-            format!(
-                "The workspace folders changed since this conversation was last opened: {} (before: {}).",
-                list_paths(&self.services.roots),
-                list_paths(previous)
-            )
-        };
-        tracing::info!("{text}");
-        self.emit(Event::Notice {
-            level: NoticeLevel::Info,
-            text,
-        });
-    }
-
-    /// Tells the user which settings, rules, skills, tools and context
-    /// file were loaded, and announces the commands.
-    pub(crate) fn announce_start(&self) {
-        let warn = |text: String| {
-            tracing::warn!("{text}");
-            self.emit(Event::Notice {
-                level: NoticeLevel::Warning,
-                text,
-            });
-        };
-        let info = |text: String| {
-            tracing::info!("{text}");
-            self.emit(Event::Notice {
-                level: NoticeLevel::Info,
-                text,
-            });
-        };
-        let home = self.services.options.home.as_deref();
-        for (level, text) in self.project.load_notices(home, &self.services.cwd) {
-            match level {
-                NoticeLevel::Warning => warn(text),
-                _ => info(text),
-            }
-        }
-        if !self.services.roots.is_empty() {
-            info(format!(
-                "Workspace folders besides {}: {}",
-                self.services.cwd.display(),
-                list_paths(&self.services.roots)
-            ));
-        }
-        for text in self.project.inventory() {
-            info(text);
-        }
-        let servers = self.services.mcp.status();
-        if !servers.is_empty() {
-            let list: Vec<String> = servers
-                .iter()
-                .map(|s| {
-                    let state = match &s.state {
-                        maia_mcp::ServerState::Starting => "starting",
-                        maia_mcp::ServerState::Connected { .. } => "connected",
-                        maia_mcp::ServerState::Failed(_) => "failed",
-                    };
-                    format!("{} ({state})", s.name)
-                })
-                .collect();
-            info(format!(
-                "MCP servers: {} — /mcp shows their tools",
-                list.join(", ")
-            ));
-        }
-        self.emit(Event::Commands(self.project.command_entries()));
-        let (level, text) = match &self.project.context_file {
-            Some(file) => (
-                NoticeLevel::Info,
-                format!("Context file loaded: {}", file.path.display()),
-            ),
-            None => (
-                NoticeLevel::Info,
-                "No context file (MAIA.md, CLAUDE.md or AGENTS.md) in this folder".to_owned(),
-            ),
-        };
-        tracing::info!("{text}");
-        self.emit(Event::Notice { level, text });
-    }
 }
 
 /// The context accounting and the compaction of the conversation: the

@@ -1,12 +1,15 @@
 //! The replay of a saved conversation: its journal's records as the
 //! events a front door shows (what the user typed, the answers, the
-//! reasoning, the tool calls, the title and the task list).
+//! reasoning, the tool calls, the title, the task list and the children
+//! of `Task` calls).
 
 use std::path::Path;
 
 use maia_llm::ChatMessage;
 
-use crate::event::Event;
+use std::sync::Arc;
+
+use crate::event::{Event, SubagentEvent, SubagentInfo, SubagentState, SubagentUpdate};
 use crate::store::{Loaded, Record};
 
 /// The replay of a saved conversation, as events (images read from
@@ -59,6 +62,12 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
             Record::ToolCall { call } => out.push(Event::ToolCall(call.clone())),
             Record::Title { title } => out.push(Event::Title(title.clone())),
             Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
+            Record::Subagent {
+                child,
+                calls,
+                state,
+                answer,
+            } => replay_child(&mut out, child, calls, *state, answer),
             Record::Message { .. }
             | Record::Clear
             | Record::Compaction { .. }
@@ -66,8 +75,50 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
             | Record::Usage { .. }
             | Record::Costs { .. }
             | Record::Checkpoint(_)
-            | Record::Reverted { .. } => {}
+            | Record::Reverted { .. }
+            | Record::Rewind { .. } => {}
         }
     }
     out
+}
+
+/// A child session as its parent saved it: announced, its tool calls, its
+/// answer, its end (before the parent's `Task` call, saved after its batch).
+fn replay_child(
+    out: &mut Vec<Event>,
+    child: &SubagentInfo,
+    calls: &[crate::event::ToolCallView],
+    state: SubagentState,
+    answer: &str,
+) {
+    let child = Arc::new(child.clone());
+    let send = |out: &mut Vec<Event>, update| {
+        out.push(Event::Subagent(SubagentEvent {
+            child: child.clone(),
+            update,
+        }));
+    };
+    send(out, SubagentUpdate::Started);
+    for call in calls {
+        send(
+            out,
+            SubagentUpdate::Event(Box::new(Event::ToolCall(call.clone()))),
+        );
+    }
+    if !answer.is_empty() {
+        send(
+            out,
+            SubagentUpdate::Event(Box::new(Event::AgentText {
+                message_id: uuid::Uuid::new_v4().to_string(),
+                text: answer.to_owned(),
+            })),
+        );
+    }
+    send(
+        out,
+        SubagentUpdate::Ended {
+            state,
+            answer: answer.to_owned(),
+        },
+    );
 }

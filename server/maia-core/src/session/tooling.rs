@@ -4,12 +4,50 @@
 //! an approved plan leaves behind; and what each model response costs
 //! (turns and summaries alike). A child of `session`, like `turn`.
 
+use std::sync::Arc;
+
 use maia_llm::{ChatMessage, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactError, Compactor};
 use crate::event::Event;
+use std::path::PathBuf;
+
+use maia_tools::FileSystem;
+
+use crate::mode::Mode;
+use crate::options::EngineOptions;
+use crate::project::Project;
 use crate::session::Session;
+use crate::store::Record;
+use crate::subagent::{ChildRole, ModelChoice};
+use crate::window::WindowCache;
+
+/// Starts the child sessions of `Task` calls (the handle's, one per top
+/// session and its descendants).
+pub(crate) trait Spawner: Send + Sync {
+    fn spawn(&self, setup: ChildSetup) -> crate::subagent::Child;
+}
+
+/// What a child session is made of: its parent's services, project
+/// (shared: the same rules, sandbox, settings), mode and client, and its
+/// own role and first prompt.
+pub(crate) struct ChildSetup {
+    pub(crate) id: String,
+    pub(crate) options: Arc<EngineOptions>,
+    pub(crate) cwd: PathBuf,
+    pub(crate) roots: Vec<PathBuf>,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) mcp: Arc<maia_mcp::McpManager>,
+    pub(crate) lsp: Arc<maia_lsp_client::LspManager>,
+    pub(crate) windows: Arc<WindowCache>,
+    pub(crate) project: Project,
+    pub(crate) model: Option<String>,
+    pub(crate) mode: Mode,
+    pub(crate) client: crate::client::ClientTools,
+    pub(crate) role: ChildRole,
+    pub(crate) prompt: String,
+}
 
 impl Session {
     /// The tools of this turn (built-in, session, skill, custom, MCP).
@@ -24,10 +62,102 @@ impl Session {
             model: self.model.clone(),
             asker: self.client.asker.clone(),
             asked_as_text: self.turn.asked_as_text.clone(),
-            set: crate::plan_mode::ToolSet::of(self.mode, self.turn.read_only),
+            set: crate::plan_mode::ToolSet::of(self.mode, self.read_only()),
             mode_switch: self.turn.mode_switch.clone(),
             tasks: self.tools.tasks.clone(),
+            task: self.task_source(),
+            role: self.role.clone(),
         })
+    }
+
+    /// Whether the turn offers read-only tools only: `/review`, or a child
+    /// whose parent was planning.
+    fn read_only(&self) -> bool {
+        self.turn.read_only || self.role.as_ref().is_some_and(|r| r.read_only)
+    }
+
+    /// What the `Task` tool needs: the agents and how to start a child of
+    /// this session; `None` at the deepest level.
+    fn task_source(&self) -> Option<crate::tools::TaskSource> {
+        let depth = self.role.as_ref().map_or(0, |r| r.depth);
+        if depth >= crate::subagent::MAX_DEPTH {
+            return None;
+        }
+        let project = self.project.share()?;
+        let agents = self.project.agents.clone();
+        let base = (
+            self.services.options.clone(),
+            self.services.cwd.clone(),
+            self.services.roots.clone(),
+            self.services.fs.clone(),
+            self.services.mcp.clone(),
+            self.services.lsp.clone(),
+            self.services.windows.clone(),
+        );
+        let (model, mode, client) = (self.model.clone(), self.mode, self.client.clone());
+        let read_only = self.read_only() || self.mode == crate::mode::Mode::Plan;
+        let small = self.project.settings.small_model.clone();
+        let spawner = self.services.spawner.clone();
+        let sink = self.tools.records.clone();
+        let start: crate::subagent::StartChild = Arc::new(move |request| {
+            let crate::subagent::ChildRequest { agent, prompt, .. } = request;
+            let model = match &agent.model {
+                ModelChoice::Inherit => model.clone(),
+                ModelChoice::Small => small.clone().or_else(|| model.clone()),
+                ModelChoice::Named(id) => Some(id.clone()),
+            };
+            let Some(project) = project.share() else {
+                return Err("the model server is not available".to_owned());
+            };
+            let (options, cwd, roots, fs, mcp, lsp, windows) = base.clone();
+            let id = format!("sub-{}", uuid::Uuid::new_v4().simple());
+            Ok(spawner.spawn(ChildSetup {
+                id,
+                options,
+                cwd,
+                roots,
+                fs,
+                mcp,
+                lsp,
+                windows,
+                project,
+                model,
+                // A planning parent's child is read-only, in the default mode.
+                mode: if mode == crate::mode::Mode::Plan {
+                    crate::mode::Mode::default()
+                } else {
+                    mode
+                },
+                client: client.clone(),
+                role: ChildRole {
+                    agent: agent.name.clone(),
+                    prompt: agent.prompt.clone(),
+                    tools: agent.tools.clone(),
+                    read_only,
+                    depth: depth + 1,
+                    parent: sink.clone(),
+                },
+                prompt,
+            }))
+        });
+        Some(crate::tools::TaskSource { agents, start })
+    }
+
+    /// Writes what the batch's `Task` calls left for the journal; a child
+    /// passes its charges on to its parent.
+    fn take_records(&mut self) {
+        let records = match self.tools.records.lock() {
+            Ok(mut records) => std::mem::take(&mut *records),
+            Err(_) => return,
+        };
+        for record in records {
+            if let (Record::Usage { .. }, Some(role)) = (&record, &self.role)
+                && let Ok(mut parent) = role.parent.lock()
+            {
+                parent.push(record.clone());
+            }
+            self.record(&record);
+        }
     }
 
     /// Every tool offered to the model.
@@ -70,23 +200,25 @@ impl Session {
             sandbox_failures: self.tools.sandbox_failures.clone(),
             ask: tokio::sync::Mutex::new(()),
             lsp: self.services.lsp.clone(),
+            records: self.tools.records.clone(),
         };
         // A checkpoint before calls that may change files, another after.
         let before = match calls.iter().any(|c| super::files::mutating(&c.name)) {
             true => self.checkpoint_before().await,
             false => None,
         };
-        let (messages, views, images) =
-            crate::tools::router::run_batch(&registry, calls, batch).await;
+        let done = crate::tools::router::run_batch(&registry, calls, batch).await;
+        self.take_records();
         if let Some(before) = before {
-            let mutating: Vec<(String, Vec<std::path::PathBuf>)> = views
+            let mutating: Vec<(String, Vec<std::path::PathBuf>)> = done
+                .1
                 .iter()
                 .filter(|v| super::files::mutating(&v.name))
                 .map(|v| (v.id.clone(), v.locations.clone()))
                 .collect();
             self.checkpoint_after(before, &mutating).await;
         }
-        (messages, views, images)
+        done
     }
 }
 
@@ -107,7 +239,7 @@ impl Session {
 
     /// What the system prompt adds for the mode and a read-only turn.
     pub(crate) fn tool_set_section(&self) -> Option<&'static str> {
-        match crate::plan_mode::ToolSet::of(self.mode, self.turn.read_only) {
+        match crate::plan_mode::ToolSet::of(self.mode, self.read_only()) {
             crate::plan_mode::ToolSet::All => None,
             crate::plan_mode::ToolSet::ReadOnly => Some(crate::plan_mode::READ_ONLY_SECTION),
             crate::plan_mode::ToolSet::Planning => Some(crate::plan_mode::PROMPT_SECTION),
@@ -151,7 +283,14 @@ impl Session {
                 header.map(|amount| (amount, crate::cost::PriceSource::Header)),
             ),
         };
-        self.record(&crate::store::Record::Usage { charge });
+        if let Some(role) = &self.role
+            && let Ok(mut parent) = role.parent.lock()
+        {
+            let mut charge = charge.clone();
+            charge.agent = Some(role.agent.clone());
+            parent.push(Record::Usage { charge });
+        }
+        self.record(&Record::Usage { charge });
     }
 
     /// A turn with read-only tools only (`/review`), shown as `typed`.

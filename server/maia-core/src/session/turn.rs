@@ -60,6 +60,19 @@ impl Session {
     }
 
     pub(crate) fn system_prompt(&self) -> String {
+        if let Some(own) = self.role.as_ref().and_then(|r| r.prompt.as_deref()) {
+            // A subagent's own prompt, with where it works.
+            let mut prompt = format!(
+                "{own}\n\nWorking folder: {}\nPlatform: {}",
+                self.services.cwd.display(),
+                std::env::consts::OS
+            );
+            if let Some(section) = self.tool_set_section() {
+                prompt.push_str("\n\n");
+                prompt.push_str(section);
+            }
+            return prompt;
+        }
         let mut prompt = system_prompt::build(
             &self.services.cwd,
             self.project.context_file.as_ref(),

@@ -1,7 +1,7 @@
 //! The tools of a session behind one registry. Each family is one file
 //! implementing [`registry::Tool`]: built-in ([`builtin`]), session
 //! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`],
-//! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols) and [`plan`] (`ExitPlanMode`, in the `plan` mode only); [`registry`] builds the registry of one turn (one line per
+//! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols), [`plan`] (`ExitPlanMode`, in the `plan` mode only) and `task` (`Task`, a subagent); [`registry`] builds the registry of one turn (one line per
 //! family) and [`router`] runs the calls of one model response.
 
 pub(crate) mod builtin;
@@ -13,6 +13,7 @@ pub(crate) mod registry;
 pub(crate) mod router;
 mod session;
 mod skill;
+mod task;
 mod tasks;
 
 use std::collections::HashSet;
@@ -45,6 +46,16 @@ pub(crate) struct Sources {
     pub set: crate::plan_mode::ToolSet,
     /// Where `ExitPlanMode` leaves the mode the user chose.
     pub mode_switch: Arc<Mutex<Option<crate::mode::Mode>>>,
+    /// The `Task` tool's agents and starter (`None`: not offered).
+    pub task: Option<TaskSource>,
+    /// A child session's place: its agent's `tools` narrow the set.
+    pub role: Option<crate::subagent::ChildRole>,
+}
+
+/// What the `Task` tool starts children with.
+pub(crate) struct TaskSource {
+    pub agents: Arc<crate::subagent::LoadedAgents>,
+    pub start: crate::subagent::StartChild,
 }
 
 /// The registry of one turn: built-in tools, then session tools, the
@@ -75,7 +86,16 @@ pub(crate) fn registry(s: Sources) -> ToolRegistry {
     r.register(Arc::new(plan::ExitPlanMode {
         switch: s.mode_switch.clone(),
     }));
+    if let Some(source) = s.task {
+        r.register(Arc::new(task::Task {
+            agents: source.agents,
+            start: source.start,
+        }));
+    }
     r.retain(|name| s.set.offers(name));
+    if let Some(role) = &s.role {
+        r.retain(|name| role.allows(name));
+    }
     r
 }
 
@@ -125,6 +145,7 @@ pub fn reserved_tool_names() -> Vec<String> {
             crate::skills::tool_definition(),
             tasks::output_definition(),
             tasks::stop_definition(),
+            task::definition(&crate::subagent::LoadedAgents::default()),
             crate::plan_mode::definition(),
         ]
         .map(|spec| spec.name),

@@ -68,6 +68,8 @@ pub(crate) struct Batch {
     pub ask: tokio::sync::Mutex<()>,
     /// The language servers: Write and Edit report what they broke.
     pub lsp: Arc<maia_lsp_client::LspManager>,
+    /// What the calls leave for the session's journal (`Task`).
+    pub records: crate::subagent::Sink,
 }
 
 /// What a tool's `run` gets besides its plan.

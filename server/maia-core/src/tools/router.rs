@@ -619,6 +619,7 @@ mod tests {
                 None,
                 Arc::new(|_| {}),
             )),
+            records: Arc::default(),
         };
         (batch, rx)
     }

@@ -5,4 +5,5 @@
 
 mod harness;
 mod journal_state;
+mod subagents;
 mod turns;

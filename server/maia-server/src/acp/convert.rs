@@ -294,6 +294,26 @@ fn compaction(id: String, state: CompactionState, caps: &ClientCapabilities) -> 
     }
 }
 
+/// The `cursor_update` announcing the cursor before user message
+/// `message_id` (its id is the message's), for a client with
+/// `session.cursors`; `session/fork` takes it as `cursorId`.
+pub fn cursor_update(message_id: &str, caps: &ClientCapabilities) -> Option<SessionUpdate> {
+    use agent_client_protocol_schema::v1::{
+        CursorAnchor, CursorAnchorPosition, CursorCapabilities, CursorForkCapabilities, CursorId,
+        CursorMessageAnchor, CursorUpdate,
+    };
+    caps.session.as_ref()?.cursors.as_ref()?;
+    let anchor = CursorAnchor::UserMessage(CursorMessageAnchor::new(
+        MessageId::new(message_id.to_owned()),
+        CursorAnchorPosition::Before,
+    ));
+    Some(SessionUpdate::CursorUpdate(
+        CursorUpdate::new(CursorId::new(message_id.to_owned()))
+            .anchor(anchor)
+            .capabilities(CursorCapabilities::new().fork(CursorForkCapabilities::new())),
+    ))
+}
+
 /// The `session/update` for an event, if it has one for this client.
 pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<SessionUpdate> {
     Some(match event {
@@ -386,6 +406,7 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
         Event::Permission(_)
         | Event::UserMessageSaved { .. }
+        | Event::Subagent(_)
         | Event::TurnFailed(_)
         | Event::TurnUsage(_)
         | Event::QueueChanged

@@ -24,9 +24,24 @@ impl Agent {
         }
     }
 
+    /// Sends a replayed event (`session/load`).
     pub(super) fn forward(&self, session_id: &str, event: Event, caps: &ClientCapabilities) {
+        if let Event::Subagent(event) = event {
+            for (id, update) in super::subagents::updates(session_id, event, caps, (false, true)) {
+                self.send_update(&id, update);
+            }
+            return;
+        }
+        // A replayed user message: the cursor before it follows it.
+        let cursor = match &event {
+            Event::UserMessage { message_id, .. } => convert::cursor_update(message_id, caps),
+            _ => None,
+        };
         if let Some(update) = convert::session_update(event, caps) {
             self.send_update(session_id, update);
+        }
+        if let Some(cursor) = cursor {
+            self.send_update(session_id, cursor);
         }
     }
 }
@@ -110,6 +125,10 @@ impl Forwarder {
                 *lock(&self.usage) = Some(usage);
             }
             Event::UserMessageSaved { message_id } => {
+                // Saved: a fork before it can be made from now on.
+                if let Some(cursor) = convert::cursor_update(&message_id, &self.caps) {
+                    self.notify(cursor);
+                }
                 *lock(&self.user_message) = Some(message_id);
             }
             Event::Permission(mut request) => {
@@ -176,6 +195,21 @@ impl Forwarder {
                 self.notify(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
                     options,
                 )));
+            }
+            Event::Subagent(event) => {
+                let thinking = self.choices.lock().show_thinking;
+                let sent = super::subagents::updates(
+                    &self.session_id,
+                    event,
+                    &self.caps,
+                    (true, thinking),
+                );
+                for (id, update) in sent {
+                    match convert::notification(&id, update) {
+                        Ok(params) => self.conn.notify("session/update", params),
+                        Err(e) => tracing::error!("cannot encode an update: {e}"),
+                    }
+                }
             }
             Event::Thought { .. } if !self.choices.lock().show_thinking => {}
             Event::ModelChanged(name) => {

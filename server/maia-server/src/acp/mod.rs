@@ -18,6 +18,7 @@
 mod ask;
 mod auth;
 mod convert;
+mod fork;
 mod forward;
 mod fs;
 mod manage;
@@ -29,7 +30,9 @@ mod providers;
 mod queue;
 mod reason;
 mod revert;
+mod rewind;
 mod steer;
+mod subagents;
 mod tasks;
 mod terminal;
 
@@ -307,6 +310,9 @@ impl Agent {
         if method == revert::METHOD {
             return self.revert_files(id, params);
         }
+        if method == rewind::METHOD {
+            return self.rewind(id, params);
+        }
         if method == tasks::METHOD {
             return self.conn.respond(id, self.stop_task(params));
         }
@@ -364,6 +370,7 @@ impl Agent {
                 }
                 return;
             }
+            ClientRequest::ForkSessionRequest(req) => return self.fork(id, req),
             ClientRequest::CloseSessionRequest(req) => {
                 return self.close_session(id, req.session_id.0.as_ref());
             }
@@ -503,7 +510,18 @@ impl Agent {
                         entry.handle.cancel();
                     }
                     None => {
-                        tracing::debug!(session = %n.session_id, "cancel for an unknown session")
+                        // A child of a `Task` call is cancelled alone.
+                        let id = n.session_id.0.as_ref();
+                        let entries: Vec<_> = self
+                            .lock_sessions()
+                            .values()
+                            .filter_map(Slot::entry)
+                            .collect();
+                        if entries.iter().any(|entry| entry.handle.cancel_child(id)) {
+                            tracing::info!(session = %id, "subagent cancel requested");
+                        } else {
+                            tracing::debug!(session = %id, "cancel for an unknown session")
+                        }
                     }
                 }
             }
@@ -565,6 +583,7 @@ fn meta() -> serde_json::Map<String, Value> {
     let mut meta = steer::capability();
     meta.insert("queue".into(), queue::capability());
     meta.insert("fileRevert".into(), revert::capability());
+    meta.insert("sessionRewind".into(), rewind::capability());
     meta
 }
 
@@ -588,6 +607,7 @@ fn initialize_response() -> InitializeResponse {
                         .close(SessionCloseCapabilities::new())
                         .delete(SessionDeleteCapabilities::new())
                         .archive(SessionArchiveCapabilities::new())
+                        .fork(agent_client_protocol_schema::v1::SessionForkCapabilities::new())
                         .title(SessionTitleCapabilities::new()),
                 ),
         )

@@ -27,6 +27,14 @@ pub(super) enum Open {
     New,
     Load(String),
     Resume(String),
+    /// A fork already saved as the thread `id` (`fork.rs`), opened as a
+    /// load is but answered as a new session: nothing of it is sent before
+    /// the answer, and its history is not replayed (the client holds it);
+    /// `meta` goes into the answer's `_meta`.
+    Fork {
+        id: String,
+        meta: Option<serde_json::Map<String, Value>>,
+    },
 }
 
 /// What `session/new`, `session/load` and `session/resume` ask for, in
@@ -128,7 +136,7 @@ impl Agent {
             .generations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let live = match &how {
-            Open::New => None,
+            Open::New | Open::Fork { .. } => None,
             Open::Load(sid) | Open::Resume(sid) => {
                 let mut sessions = self.lock_sessions();
                 // Messages still waiting behind an earlier open now wait
@@ -239,7 +247,7 @@ impl Agent {
                 engine.start_session_with_mcp(cwd_for_engine, fs_for_engine, mcp, roots),
                 Vec::new(),
             )),
-            Open::Load(sid) | Open::Resume(sid) => {
+            Open::Load(sid) | Open::Resume(sid) | Open::Fork { id: sid, .. } => {
                 engine.load_session_with_mcp(cwd_for_engine, fs_for_engine, &sid, mcp, roots)
             }
         })
@@ -297,7 +305,17 @@ impl Agent {
             usage: Default::default(),
             user_message: Default::default(),
         };
-        if !matches!(how, Open::New) {
+        let fork_cursors: Vec<String> = match how {
+            Open::Fork { .. } => replay
+                .iter()
+                .filter_map(|event| match event {
+                    maia_core::Event::UserMessage { message_id, .. } => Some(message_id.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        if matches!(how, Open::Load(_) | Open::Resume(_)) {
             if matches!(how, Open::Load(_)) {
                 for event in replay {
                     if !show_thinking && matches!(event, maia_core::Event::Thought { .. }) {
@@ -350,6 +368,12 @@ impl Agent {
             }
         }
         self.conn.respond(id, result);
+        // A fork's cursors, so it can be forked in turn.
+        for message_id in fork_cursors {
+            if let Some(cursor) = convert::cursor_update(&message_id, &caps) {
+                self.send_update(&session_id, cursor);
+            }
+        }
         self.drain_queue(&session_id, generation);
         // The pump does not own the handle: dropping the entry ends the session.
         let pump = tokio::spawn(async move {
@@ -444,7 +468,8 @@ impl Open {
     /// The id a load or resume names.
     pub(super) fn session_id(&self) -> Option<String> {
         match self {
-            Open::New => None,
+            // A fork's id is new: no message can name it before the answer.
+            Open::New | Open::Fork { .. } => None,
             Open::Load(sid) | Open::Resume(sid) => Some(sid.clone()),
         }
     }
@@ -472,11 +497,17 @@ impl Open {
                     .modes(modes)
                     .config_options(options),
             ),
+            Open::Fork { meta, .. } => to_value(
+                &agent_client_protocol_schema::v1::ForkSessionResponse::new(session_id.to_owned())
+                    .modes(modes)
+                    .config_options(options)
+                    .meta(meta.clone()),
+            ),
         }
     }
 }
 
-fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
+pub(super) fn check_cwd(cwd: &Path, system_prompt: bool) -> Result<(), RpcError> {
     if !cwd.is_absolute() {
         return Err(invalid_params(format!(
             "cwd must be an absolute path, got `{}`",

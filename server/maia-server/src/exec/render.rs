@@ -201,7 +201,25 @@ impl Output {
             } => self.note(&format!("! {}", text.trim())),
             Event::ModeChanged(mode) => self.note(&format!("• mode: {}", mode.id())),
             Event::PlanProposed { markdown, .. } => self.answer(&format!("\n{markdown}\n")),
+            // A subagent's own tool calls, indented under its `Task` call.
+            Event::Subagent(maia_core::SubagentEvent {
+                update: maia_core::SubagentUpdate::Event(event),
+                child,
+            }) => match *event {
+                Event::ToolCall(view) => self.note(&format!("  • {}: {}", child.agent, view.title)),
+                Event::Subagent(grandchild) => self.render_subagent_child(grandchild),
+                _ => {}
+            },
             _ => {}
+        }
+    }
+
+    fn render_subagent_child(&mut self, event: maia_core::SubagentEvent) {
+        if let maia_core::SubagentUpdate::Started = event.update {
+            self.note(&format!(
+                "  • {} started {}",
+                event.child.agent, event.child.description
+            ));
         }
     }
 
@@ -404,6 +422,21 @@ fn json_event(event: Event) -> Option<Value> {
             "cached_read": usage.cached_tokens,
             "cached_write": usage.cache_write_tokens,
         }),
+        Event::Subagent(maia_core::SubagentEvent { child, update }) => match update {
+            maia_core::SubagentUpdate::Started => json!({
+                "type": "subagent_started", "id": child.id, "tool_call_id": child.tool_call_id,
+                "agent": child.agent, "description": child.description,
+            }),
+            maia_core::SubagentUpdate::Event(event) => {
+                let mut value = json_event(*event)?;
+                value["subagent"] = child.id.clone().into();
+                value
+            }
+            maia_core::SubagentUpdate::Progress { .. } => return None,
+            maia_core::SubagentUpdate::Ended { state, answer } => json!({
+                "type": "subagent_ended", "id": child.id, "state": state, "answer": answer,
+            }),
+        },
         Event::QueueChanged => json!({"type": "queue_changed"}),
         Event::QueueTurn {
             turn_id,

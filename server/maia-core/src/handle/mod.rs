@@ -28,6 +28,9 @@ use crate::settings;
 use crate::store::{self, Journal, Loaded, Record};
 use crate::window::WindowCache;
 
+mod children;
+use children::ChildSpawner;
+
 /// A prompt was sent while a turn is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("this session is already running a prompt; wait for it to finish or cancel it")]
@@ -58,7 +61,14 @@ pub struct SessionHandle {
     saved_options: store::SessionOptions,
     /// Cancelled once the session has stopped and released its journal.
     ended: CancellationToken,
+    /// The running children of `Task` calls, of this session and of its
+    /// descendants, by session id.
+    children: Children,
 }
+
+/// Running child sessions by id, shared by a top session and its
+/// descendants.
+type Children = Arc<Mutex<std::collections::HashMap<String, SessionHandle>>>;
 
 impl std::fmt::Debug for SessionHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,10 +152,64 @@ impl SessionHandle {
         }
     }
 
+    /// Truncates the thread before the user message `point` names
+    /// ([`crate::timeline`]); refused with [`RewindError::Busy`] while a
+    /// turn runs, nothing changed.
+    ///
+    /// [`RewindError::Busy`]: crate::timeline::RewindError::Busy
+    pub fn rewind(
+        &self,
+        point: crate::timeline::MessagePoint,
+    ) -> impl std::future::Future<
+        Output = Result<crate::timeline::Rewound, crate::timeline::RewindError>,
+    > + Send
+    + use<> {
+        use crate::timeline::RewindError;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = !self.is_busy()
+            && self
+                .changes
+                .send(Change::Rewind(crate::session::rewind::Request {
+                    point,
+                    reply,
+                }))
+                .is_ok();
+        let busy = self.is_busy();
+        async move {
+            if !sent {
+                return Err(if busy {
+                    RewindError::Busy
+                } else {
+                    RewindError::Ended
+                });
+            }
+            answer.await.unwrap_or(Err(RewindError::Ended))
+        }
+    }
+
     /// Stops background task `task_id` (its whole process tree); its tool
     /// call then completes. `Ok(false)`: it had ended already.
     pub fn stop_task(&self, task_id: &str) -> Result<bool, String> {
         self.tasks.stop(task_id)
+    }
+
+    /// Cancels the running turn of child session `id` (a `Task` call's,
+    /// of this session or of one of its children) alone: its `Task` call
+    /// ends "cancelled by the user" and the parent's turn goes on. `false`
+    /// when no such child runs.
+    pub fn cancel_child(&self, id: &str) -> bool {
+        let child = self
+            .children
+            .lock()
+            .ok()
+            .and_then(|children| children.get(id).cloned());
+        match child {
+            Some(child) => {
+                child.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Cancels the running turn, if any: the model stream is dropped and
@@ -302,28 +366,12 @@ pub(crate) fn spawn(
         .clone()
         .or_else(|| project.settings.model.clone());
     let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
     let (changes_tx, changes) = mpsc::unbounded_channel();
-    let (queue_tx, mut queue_rx) = mpsc::unbounded_channel();
-    let busy = Arc::new(AtomicBool::new(false));
-    let turn = Arc::new(Mutex::new(None));
-    let ended = CancellationToken::new();
-    let mut handle = SessionHandle {
-        id: id.clone(),
-        cwd: cwd.clone(),
-        ops: ops_tx,
-        changes: changes_tx,
-        queue: queue_tx,
-        tasks: crate::background::Tasks::default(),
-        turn: turn.clone(),
-        busy: busy.clone(),
-        initial_model: model.clone(),
-        saved_options: match &start {
-            Start::New => store::SessionOptions::new(),
-            Start::Restore { loaded, .. } => loaded.options(),
-        },
-        ended: ended.clone(),
+    let saved_options = match &start {
+        Start::New => store::SessionOptions::new(),
+        Start::Restore { loaded, .. } => loaded.options(),
     };
+    let children = Children::default();
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
         tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
     }
@@ -375,7 +423,7 @@ pub(crate) fn spawn(
             Some(loaded),
         ),
     };
-    let mut session = Session::new(Parts {
+    let session = Session::new(Parts {
         id,
         services: Services {
             options: options.clone(),
@@ -388,10 +436,14 @@ pub(crate) fn spawn(
             windows: windows.clone(),
             vision: crate::images::VisionCache::new(windows.catalogue().clone()),
             changes,
+            spawner: Arc::new(ChildSpawner {
+                children: children.clone(),
+            }),
         },
         project,
         conversation,
-        model,
+        model: model.clone(),
+        role: None,
     });
     if let Some(loaded) = &restored
         && let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
@@ -412,10 +464,65 @@ pub(crate) fn spawn(
         true => None,
         false => store::queue_path(&session.services().cwd, session.id()),
     };
-    let mut queue = Queue::load(queue_path);
+    let handle = launch(
+        session,
+        Launch {
+            changes: changes_tx,
+            queue: Queue::load(queue_path),
+            initial_model: model,
+            saved_options,
+            children,
+            top: true,
+        },
+    );
+    (handle, events_rx)
+}
+
+/// What [`launch`] needs besides the session.
+struct Launch {
+    /// The sender of the session's changes (its receiver is in the session).
+    changes: mpsc::UnboundedSender<Change>,
+    queue: Queue,
+    initial_model: Option<String>,
+    saved_options: store::SessionOptions,
+    children: Children,
+    /// A top session owns its MCP and language servers (a child shares
+    /// its parent's) and runs what the user types as commands.
+    top: bool,
+}
+
+/// Runs `session`'s turns on a task, one after another; returns its
+/// handle.
+fn launch(mut session: Session, launch: Launch) -> SessionHandle {
+    let Launch {
+        changes,
+        mut queue,
+        initial_model,
+        saved_options,
+        children,
+        top,
+    } = launch;
+    let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
+    let (queue_tx, mut queue_rx) = mpsc::unbounded_channel();
+    let busy = Arc::new(AtomicBool::new(false));
+    let turn = Arc::new(Mutex::new(None));
+    let ended = CancellationToken::new();
     let events = session.services().events.clone();
     let tasks = session.tools().tasks.clone();
-    handle.tasks = tasks.clone();
+    let handle = SessionHandle {
+        id: session.id().to_owned(),
+        cwd: session.services().cwd.clone(),
+        ops: ops_tx,
+        changes,
+        queue: queue_tx,
+        tasks: tasks.clone(),
+        turn: turn.clone(),
+        busy: busy.clone(),
+        initial_model,
+        saved_options,
+        ended: ended.clone(),
+        children,
+    };
     tokio::spawn(async move {
         let ctl = TurnControl { busy, turn };
         // A turn to start at once: a steer's or the queue's.
@@ -440,6 +547,7 @@ pub(crate) fn spawn(
                                     session.answer_revert(call).await;
                                     ctl.end();
                                 }
+                                Change::Rewind(request) => session.rewind_request(request),
                                 other => session.apply(other),
                             }
                             continue;
@@ -467,7 +575,14 @@ pub(crate) fn spawn(
             };
             session.apply_changes();
             let stop = {
-                let run = crate::commands::run_prompt(&mut session, parts, &cancel);
+                let run = async {
+                    if top {
+                        crate::commands::run_prompt(&mut session, parts, &cancel).await
+                    } else {
+                        // A child's prompt is the model's task, never a command.
+                        session.run_turn(parts, None, &cancel).await
+                    }
+                };
                 tokio::pin!(run);
                 // The queue is edited while the turn runs.
                 loop {
@@ -534,14 +649,16 @@ pub(crate) fn spawn(
                 announce_queue_turn(&session, turn_id, queued_id);
             }
         }
-        session.services().mcp.shutdown();
-        session.services().lsp.shutdown();
+        if top {
+            session.services().mcp.shutdown();
+            session.services().lsp.shutdown();
+        }
         tracing::debug!(session = %session.id(), "session ended");
         // The journal (and its lock) goes with the session.
         drop(session);
         ended.cancel();
     });
-    (handle, events_rx)
+    handle
 }
 
 /// The busy flag and the running turn's token, as the session task sets
