@@ -550,3 +550,32 @@ async fn checkpoints_off_say_why_disabled_or_too_many_files() {
         agent_text(&before)
     );
 }
+
+#[tokio::test]
+async fn a_rewind_with_restore_files_restores_them_as_a_revert_would() {
+    let (mut maia, sid) = Maia::ready().await;
+    write(&maia, "a.txt", "a0\n", 0o644);
+    bash_turn(&mut maia, &sid, "printf 'a1\\n' > a.txt").await;
+    let (second, _) = bash_turn(&mut maia, &sid, "printf 'a2\\n' > a.txt").await;
+    let id = maia
+        .request(
+            "_session/rewind",
+            json!({"sessionId": sid, "beforeMessage": {"messageId": second}, "restoreFiles": true}),
+        )
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"]["rewound"], true, "{resp}");
+    assert_eq!(
+        resp["result"]["_meta"]["maia"]["reverted"],
+        json!(["a.txt"]),
+        "{resp}"
+    );
+    assert_eq!(read(&maia.path("a.txt")), "a1\n");
+    let (_, before) = maia.turn(&sid, "/rewind 1 --files").await;
+    let text = agent_text(&before);
+    assert!(
+        text.contains("Rewound") && text.contains("Files restored: 1"),
+        "{text}"
+    );
+    assert_eq!(read(&maia.path("a.txt")), "a0\n");
+}

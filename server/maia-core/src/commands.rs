@@ -329,7 +329,7 @@ pub(crate) async fn run_command(
             }
         }
         "load" => load_command(session, args),
-        "rewind" => rewind_command(session, args),
+        "rewind" => rewind_command(session, args).await,
         "fork" => fork_command(session, args).await,
         "compact" => match session
             .compact(crate::compaction::Trigger::Between, cancel)
@@ -428,7 +428,7 @@ fn load_saved(session: &mut Session, name: &str) {
 
 /// `/rewind`: lists the thread's user messages; `/rewind N` truncates the
 /// thread before message N (`--files`: with the files as they were then).
-fn rewind_command(session: &mut Session, args: &str) {
+async fn rewind_command(session: &mut Session, args: &str) {
     let mut words = args.split_whitespace();
     let number = words.next();
     let files = words.any(|w| w == "--files");
@@ -458,24 +458,29 @@ fn rewind_command(session: &mut Session, args: &str) {
         ));
         return;
     };
-    if files {
-        session.say(
-            "Not rewound: restoring files is not available in this build; nothing changed."
-                .to_owned(),
-        );
-        return;
-    }
+    // The files' preview first: a revert that cannot be done changes nothing.
+    let preview = match files {
+        true => match session.preview_restore(&message.id).await {
+            Ok(preview) => preview,
+            Err(e) => return session.say(format!("Not rewound: {e}.")),
+        },
+        false => None,
+    };
     let point = crate::timeline::MessagePoint {
         message_id: message.id.clone(),
         ..Default::default()
     };
-    match session.rewind(&point) {
-        Ok(done) => session.say(format!(
+    let mut text = match session.rewind(&point) {
+        Ok(done) => format!(
             "Rewound before message {number} (`{}`); it and what followed are gone from the conversation (the journal keeps them). Send a prompt to continue from there.",
             done.text.lines().next().unwrap_or("")
-        )),
-        Err(e) => session.say(format!("Not rewound: {e}.")),
+        ),
+        Err(e) => return session.say(format!("Not rewound: {e}.")),
+    };
+    if let Some(preview) = preview {
+        text.push_str(&session.apply_restore(preview).await);
     }
+    session.say(text);
 }
 
 /// `/fork [--worktree]`: a new thread with this conversation, in this

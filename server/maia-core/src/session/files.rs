@@ -168,6 +168,45 @@ impl Session {
         text
     }
 
+    /// The preview of restoring the files as they were before user message
+    /// `message_id` (`/rewind N --files`); `None` when nothing is to revert.
+    pub(crate) async fn preview_restore(
+        &mut self,
+        message_id: &str,
+    ) -> Result<Option<(RevertRequest, RevertReport)>, RevertError> {
+        let request = RevertRequest {
+            target: checkpoint::RevertTarget::FromMessage(message_id.to_owned()),
+            preview_token: None,
+            force: false,
+            dry_run: true,
+        };
+        match self.revert_files(&request).await {
+            Ok(preview) => Ok(Some((request, preview))),
+            Err(RevertError::NothingToRevert) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Applies a [`Session::preview_restore`]; what was done, as text.
+    pub(crate) async fn apply_restore(
+        &mut self,
+        (mut request, preview): (RevertRequest, RevertReport),
+    ) -> String {
+        request.dry_run = false;
+        request.preview_token = Some(preview.token);
+        match self.revert_files(&request).await {
+            Ok(done) if done.conflicts.is_empty() => {
+                format!(" Files restored: {}.", done.reverted.len())
+            }
+            Ok(done) => format!(
+                " Files restored: {}; kept as you changed them after MAIA (conflicts): {}.",
+                done.reverted.len(),
+                done.conflicts.join(", ")
+            ),
+            Err(e) => format!(" The files were not restored: {e}."),
+        }
+    }
+
     /// Reverts file changes ([`checkpoint::plan::revert`]): a preview with
     /// its token, or (with the preview's token) the files restored and a
     /// `Reverted` record written, so the next undo goes further back.

@@ -9,6 +9,7 @@
 //! `reason`); a request that names nothing known is an error: unknown
 //! session `-32002`, unknown message `-32602`, a running turn `-32000`.
 
+use maia_core::checkpoint::{RevertError, RevertRequest, RevertTarget};
 use maia_core::timeline::{MessagePoint, RewindError};
 use maia_rpc::{ErrorCode, Id, RpcError};
 use serde::Deserialize;
@@ -81,23 +82,49 @@ impl Agent {
                 Err(invalid_params("beforeMessage.messageId must not be empty")),
             );
         }
-        if params.restore_files {
-            // Checked before anything changes: this build cannot restore
-            // files, so the conversation is not truncated either.
-            return self.conn.respond(
-                id,
-                Ok(json!({ "rewound": false, "reason": "restore_files_unavailable" })),
-            );
-        }
+        let restore = params.restore_files.then(|| RevertRequest {
+            target: RevertTarget::FromMessage(params.before_message.message_id.clone()),
+            preview_token: None,
+            force: false,
+            dry_run: true,
+        });
         let point = MessagePoint {
             message_id: params.before_message.message_id,
             fingerprint: params.before_message.message_fingerprint,
             occurrence: params.before_message.message_occurrence,
         };
-        let answer = entry.handle.rewind(point);
+        let handle = entry.handle.clone();
         let (conn, session_id) = (self.conn.clone(), params.session_id);
         tokio::spawn(async move {
-            conn.respond(id, result(answer.await, &session_id));
+            // The files' preview first (a revert that cannot be done
+            // changes nothing), then the rewind, then the files restored as
+            // `_session/files/revert {beforeMessage, force: false}` would.
+            let preview = match restore {
+                Some(request) => match handle.revert_files(request.clone()).await {
+                    Ok(preview) => Some((request, preview)),
+                    Err(RevertError::NothingToRevert) => None,
+                    Err(e) => {
+                        let reason = format!("cannot restore the files: {e}");
+                        return conn.respond(id, Ok(json!({ "rewound": false, "reason": reason })));
+                    }
+                },
+                None => None,
+            };
+            let mut answer = result(handle.rewind(point).await, &session_id);
+            if let (Some((mut request, preview)), Ok(value)) = (preview, &mut answer)
+                && value["rewound"] == true
+            {
+                request.dry_run = false;
+                request.preview_token = Some(preview.token);
+                value["_meta"] = match handle.revert_files(request).await {
+                    Ok(done) => json!({ "maia": {
+                        "reverted": done.reverted,
+                        "conflicts": done.conflicts,
+                    }}),
+                    Err(e) => json!({ "maia": { "filesNotRestored": e.to_string() } }),
+                };
+            }
+            conn.respond(id, answer);
         });
     }
 }
