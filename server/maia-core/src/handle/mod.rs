@@ -29,6 +29,7 @@ use crate::store::{self, Journal, Loaded, Record};
 use crate::window::WindowCache;
 
 mod children;
+mod files;
 use children::ChildSpawner;
 
 /// A prompt was sent while a turn is running.
@@ -287,33 +288,6 @@ impl SessionHandle {
     /// questions); they apply from the next batch of tool calls.
     pub fn use_client(&self, tools: crate::client::ClientTools) {
         self.change(Change::Client(tools));
-    }
-
-    /// Reverts file changes the session made ([`crate::checkpoint`]): a
-    /// preview (`dry_run`) with its token, or the revert itself. Refused
-    /// while a turn runs ([`RevertError::TurnRunning`](crate::checkpoint::RevertError::TurnRunning)), nothing changed.
-    pub fn revert_files(
-        &self,
-        request: crate::checkpoint::RevertRequest,
-    ) -> impl std::future::Future<
-        Output = Result<crate::checkpoint::RevertReport, crate::checkpoint::RevertError>,
-    > + Send
-    + use<> {
-        use crate::checkpoint::RevertError;
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let call = crate::session::files::RevertCall { request, reply };
-        let sent = !self.is_busy() && self.changes.send(Change::Revert(call)).is_ok();
-        let busy = self.is_busy();
-        async move {
-            if !sent {
-                return Err(if busy {
-                    RevertError::TurnRunning
-                } else {
-                    RevertError::Off("the session has ended".into())
-                });
-            }
-            answer.await.unwrap_or(Err(RevertError::TurnRunning))
-        }
     }
 
     fn change(&self, change: Change) {
