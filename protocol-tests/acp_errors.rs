@@ -37,11 +37,12 @@ async fn batches_and_non_objects_are_invalid_requests() {
 #[tokio::test]
 async fn unknown_methods_and_unadvertised_ones() {
     let (mut maia, sid) = Maia::ready().await;
+    let cwd = maia.cwd();
     for method in ["nope", "_vendor/thing", "session/status"] {
         let id = maia
             .request(
                 method,
-                json!({"sessionId": sid, "cwd": "/tmp", "mcpServers": [], "modeId": "x"}),
+                json!({"sessionId": sid, "cwd": cwd, "mcpServers": [], "modeId": "x"}),
             )
             .await;
         let (resp, _) = maia.response(id).await;

@@ -36,8 +36,9 @@ async fn answers_version_one_whatever_is_asked() {
 #[tokio::test]
 async fn requests_before_initialize_fail_without_crashing() {
     let mut maia = Maia::start().await;
+    let cwd = maia.cwd();
     let id = maia
-        .request("session/new", json!({"cwd": "/tmp", "mcpServers": []}))
+        .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
         .await;
     let (resp, _) = maia.response(id).await;
     assert_eq!(resp["error"]["code"], -32600, "{resp}");

@@ -99,8 +99,9 @@ async fn neovim_plugin_asks_streams_and_reviews_hunks() {
     };
     let mock = MockLlm::start().await;
     let home = tempfile::tempdir().unwrap();
-    let project = tempfile::tempdir().unwrap();
-    let root = project.path().canonicalize().unwrap();
+    // A project in the home folder, as users keep them: the home's `.maia`
+    // (MAIA's settings) must not make the home folder the project root.
+    let root = home.path().canonicalize().unwrap().join("code/project");
     std::fs::create_dir_all(root.join(".git")).unwrap();
     let settings = json!({
         "LiteLLM_URL": mock.url(),

@@ -71,9 +71,28 @@ function M.is_file_buffer(buf)
     and vim.api.nvim_buf_get_name(buf) ~= ''
 end
 
+--- The nearest directory above `buf`'s file holding any of `root_markers`
+--- (all markers weigh the same: `vim.fs.root` with a list prefers the first
+--- marker at any height), else the current directory. The home folder's
+--- `.maia` holds the user's settings, not a project: it marks no root.
 function M.root(buf)
-  local root = vim.fs.root(buf, M.config.root_markers)
-  return vim.fs.normalize(root or vim.fn.getcwd())
+  local name = vim.api.nvim_buf_get_name(buf)
+  local dir = vim.fs.normalize(name ~= '' and vim.fs.dirname(name) or vim.fn.getcwd())
+  local home = vim.env.HOME and vim.fs.normalize(vim.env.HOME) or nil
+  local uv = vim.uv or vim.loop
+  while dir do
+    for _, marker in ipairs(M.config.root_markers) do
+      if not (marker == '.maia' and dir == home) and uv.fs_stat(dir .. '/' .. marker) then
+        return dir
+      end
+    end
+    local parent = vim.fs.dirname(dir)
+    if parent == nil or parent == dir then
+      break
+    end
+    dir = parent
+  end
+  return vim.fs.normalize(vim.fn.getcwd())
 end
 
 --- The MAIA client serving `buf`'s project, if one runs.
