@@ -79,6 +79,11 @@ async fn revert(maia: &mut Maia, params: Value) -> Value {
     maia.response(id).await.0
 }
 
+/// A path of the project as the wire gives it: absolute.
+fn abs(maia: &Maia, name: &str) -> String {
+    maia.path(name).display().to_string()
+}
+
 #[tokio::test]
 async fn undo_restores_a_shell_turn_exactly_bytes_and_modes() {
     let (mut maia, sid) = Maia::ready().await;
@@ -125,7 +130,7 @@ async fn files_revert_previews_then_applies_with_its_token() {
     let kind = |path: &str| {
         files
             .iter()
-            .find(|f| f["path"] == path)
+            .find(|f| f["path"] == abs(&maia, path))
             .map(|f| f["kind"].as_str().unwrap().to_owned())
             .unwrap_or_else(|| panic!("{path} not in {preview}"))
     };
@@ -135,7 +140,10 @@ async fn files_revert_previews_then_applies_with_its_token() {
     assert_eq!(kind("renamed.txt"), "created");
     assert_eq!(kind("old.txt"), "deleted");
     assert_eq!(kind("secret.txt"), "modified");
-    let edit = files.iter().find(|f| f["path"] == "edit.txt").unwrap();
+    let edit = files
+        .iter()
+        .find(|f| f["path"] == abs(&maia, "edit.txt"))
+        .unwrap();
     assert_eq!(
         edit["diff"],
         json!({"oldText": "two\n", "newText": "one\n"})
@@ -172,7 +180,10 @@ async fn a_user_edit_after_the_turn_is_a_conflict_kept_unless_forced() {
         .as_array()
         .unwrap()
         .clone();
-    let a = files.iter().find(|f| f["path"] == "a.txt").unwrap();
+    let a = files
+        .iter()
+        .find(|f| f["path"] == abs(&maia, "a.txt"))
+        .unwrap();
     assert_eq!(a["conflict"], true, "{preview}");
     let token = preview["result"]["previewToken"]
         .as_str()
@@ -190,12 +201,12 @@ async fn a_user_edit_after_the_turn_is_a_conflict_kept_unless_forced() {
     let applied = revert(&mut maia, params(false, Some(&token), false)).await;
     assert_eq!(
         applied["result"]["_meta"]["maia"]["conflicts"],
-        json!(["a.txt"]),
+        json!([abs(&maia, "a.txt")]),
         "{applied}"
     );
     assert_eq!(
         applied["result"]["_meta"]["maia"]["reverted"],
-        json!(["b.txt"])
+        json!([abs(&maia, "b.txt")])
     );
     assert_eq!(read(&maia.path("a.txt")), "mine\n");
     assert_eq!(read(&maia.path("b.txt")), "b1\n");
@@ -262,7 +273,11 @@ async fn one_edit_among_several_is_reverted_by_its_tool_call_id() {
         json!({"sessionId": sid, "toolCallId": edit_y, "dryRun": true}),
     )
     .await;
-    assert_eq!(preview["result"]["paths"], json!(["y.txt"]), "{preview}");
+    assert_eq!(
+        preview["result"]["paths"],
+        json!([abs(&maia, "y.txt")]),
+        "{preview}"
+    );
     let token = preview["result"]["previewToken"].clone();
     let applied = revert(
         &mut maia,
@@ -567,7 +582,7 @@ async fn a_rewind_with_restore_files_restores_them_as_a_revert_would() {
     assert_eq!(resp["result"]["rewound"], true, "{resp}");
     assert_eq!(
         resp["result"]["_meta"]["maia"]["reverted"],
-        json!(["a.txt"]),
+        json!([abs(&maia, "a.txt")]),
         "{resp}"
     );
     assert_eq!(read(&maia.path("a.txt")), "a1\n");

@@ -5,6 +5,8 @@
 //! files were kept because the user changed them after MAIA (`force`
 //! overwrites them). Advertised as `initialize` `_meta.fileRevert`.
 
+use std::path::Path;
+
 use maia_core::checkpoint::{RevertError, RevertReport, RevertRequest, RevertTarget};
 use maia_rpc::{Id, RpcError};
 use serde::Deserialize;
@@ -75,13 +77,14 @@ impl Agent {
                 force: params.force,
                 dry_run: params.dry_run,
             };
-            Ok((params.dry_run, entry.handle.revert_files(request)))
+            let cwd = entry.handle.cwd().to_path_buf();
+            Ok((params.dry_run, cwd, entry.handle.revert_files(request)))
         })();
         match started {
-            Ok((dry_run, answer)) => {
+            Ok((dry_run, cwd, answer)) => {
                 let conn = self.conn.clone();
                 tokio::spawn(async move {
-                    conn.respond(id, answer_of(dry_run, answer.await));
+                    conn.respond(id, answer_of(dry_run, &cwd, answer.await));
                 });
             }
             Err(e) => self.conn.respond(id, Err(e)),
@@ -89,8 +92,23 @@ impl Agent {
     }
 }
 
+/// A path of the engine's report (relative to the session's folder) as
+/// ACP gives paths: absolute.
+pub(super) fn absolute(cwd: &Path, path: &str) -> String {
+    cwd.join(path).display().to_string()
+}
+
+/// Paths made absolute ([`absolute`]).
+pub(super) fn absolutes(cwd: &Path, paths: &[String]) -> Vec<String> {
+    paths.iter().map(|p| absolute(cwd, p)).collect()
+}
+
 /// The engine's answer on the wire.
-fn answer_of(dry_run: bool, answer: Result<RevertReport, RevertError>) -> Result<Value, RpcError> {
+fn answer_of(
+    dry_run: bool,
+    cwd: &Path,
+    answer: Result<RevertReport, RevertError>,
+) -> Result<Value, RpcError> {
     let report = match answer {
         Ok(report) => report,
         Err(e @ (RevertError::UnknownToolCall(_) | RevertError::UnknownMessage(_))) => {
@@ -118,7 +136,7 @@ fn answer_of(dry_run: bool, answer: Result<RevertReport, RevertError>) -> Result
             .iter()
             .map(|f| {
                 let mut file = json!({
-                    "path": f.path,
+                    "path": absolute(cwd, &f.path),
                     "kind": f.kind.as_str(),
                     "conflict": f.conflict,
                 });
@@ -132,8 +150,8 @@ fn answer_of(dry_run: bool, answer: Result<RevertReport, RevertError>) -> Result
         let mut out = json!({
             "canRevert": can,
             "previewToken": report.token,
-            "paths": report.files.iter().map(|f| &f.path).collect::<Vec<_>>(),
-            "_meta": { "maia": { "files": files, "notCaptured": report.not_captured } },
+            "paths": report.files.iter().map(|f| absolute(cwd, &f.path)).collect::<Vec<_>>(),
+            "_meta": { "maia": { "files": files, "notCaptured": absolutes(cwd, &report.not_captured) } },
         });
         if !can {
             out["reason"] = json!(if report.files.is_empty() {
@@ -146,6 +164,9 @@ fn answer_of(dry_run: bool, answer: Result<RevertReport, RevertError>) -> Result
     }
     Ok(json!({
         "reverted": report.applied,
-        "_meta": { "maia": { "reverted": report.reverted, "conflicts": report.conflicts } },
+        "_meta": { "maia": {
+            "reverted": absolutes(cwd, &report.reverted),
+            "conflicts": absolutes(cwd, &report.conflicts),
+        } },
     }))
 }

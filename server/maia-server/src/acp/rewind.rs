@@ -94,6 +94,7 @@ impl Agent {
             occurrence: params.before_message.message_occurrence,
         };
         let handle = entry.handle.clone();
+        let cwd = handle.cwd().to_path_buf();
         let (conn, session_id) = (self.conn.clone(), params.session_id);
         tokio::spawn(async move {
             // The files' preview first (a revert that cannot be done
@@ -118,8 +119,8 @@ impl Agent {
                 request.preview_token = Some(preview.token);
                 value["_meta"] = match handle.revert_files(request).await {
                     Ok(done) => json!({ "maia": {
-                        "reverted": done.reverted,
-                        "conflicts": done.conflicts,
+                        "reverted": super::revert::absolutes(&cwd, &done.reverted),
+                        "conflicts": super::revert::absolutes(&cwd, &done.conflicts),
                     }}),
                     Err(e) => json!({ "maia": { "filesNotRestored": e.to_string() } }),
                 };
