@@ -515,8 +515,12 @@ fn launch(mut session: Session, launch: Launch) -> SessionHandle {
                                     next = idle_steer(&mut session, steer, &ctl);
                                 }
                                 Change::Revert(call) if ctl.claim() => {
-                                    session.answer_revert(call).await;
+                                    // Idle again before the answer: the
+                                    // client's next request (the apply
+                                    // after a preview) is not refused.
+                                    let report = session.revert_files(&call.request).await;
                                     ctl.end();
+                                    let _ = call.reply.send(report);
                                 }
                                 Change::Rewind(request) => session.rewind_request(request),
                                 other => session.apply(other),
