@@ -1,0 +1,555 @@
+//! The file checkpoints' property test, in process: random sequences of
+//! turns whose `Bash` calls create, modify, delete, rename and chmod files
+//! (snapshotted and recorded by the session itself), user edits between
+//! turns, reverts (the last turn, from a user message, one tool call;
+//! preview, token, apply; sometimes forced) and crashes that tear the
+//! journal's last line, checked after every step against a model: the
+//! files on disk (bytes and modes) are the model's, a revert gives back
+//! the state before the undone changes except where the user changed a
+//! file after MAIA (a conflict, named and kept unless forced), and the
+//! journal loads with the checkpoints and reverts the model expects.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use maia_core::checkpoint::{RevertError, RevertRequest, RevertTarget};
+use maia_core::store::{self, Record};
+use maia_core::{Event, Mode, StopReason};
+use maia_test_support as mock;
+use proptest::prelude::*;
+use serde_json::json;
+
+use crate::harness::{Harness, stop_of};
+
+/// The files the test plays with (one in a subfolder, created on demand).
+const PATHS: [&str; 4] = ["a.txt", "b.txt", "sub/c.txt", "sub/d.sh"];
+/// The modes files get (600, 640 and 700 are kept beside git's tree).
+const MODES: [u32; 5] = [0o644, 0o755, 0o600, 0o640, 0o700];
+
+/// A file: its bytes and permission bits.
+type File = (Vec<u8>, u32);
+/// The project's files, by path.
+type Tree = BTreeMap<String, File>;
+
+/// One change to the files, by index into [`PATHS`] / [`MODES`].
+#[derive(Debug, Clone)]
+enum FileOp {
+    Write(usize, String, usize),
+    Delete(usize),
+    Rename(usize, usize),
+    Chmod(usize, usize),
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// A turn: each inner list is one response's `Bash` call.
+    Turn(Vec<Vec<FileOp>>),
+    /// The user changes a file between turns.
+    UserEdit(FileOp),
+    /// `/undo` (`true`) or a revert of the last turn through the handle.
+    Undo(bool),
+    /// Revert from the turn at this index (modulo), forced or not.
+    RevertFrom(usize, bool),
+    /// Revert one tool call (index modulo), forced or not.
+    RevertCall(usize, bool),
+    /// `/rewind N` before the live user message at this index (modulo),
+    /// with `--files` (`true`) or not.
+    Rewind(usize, bool),
+    /// A crash while a record was written, after this many of its bytes;
+    /// then a restart.
+    Crash(usize),
+}
+
+fn file_op() -> impl Strategy<Value = FileOp> {
+    let path = 0..PATHS.len();
+    let mode = 0..MODES.len();
+    prop_oneof![
+        4 => (path.clone(), "[ab\n]{0,4}", mode.clone()).prop_map(|(p, c, m)| FileOp::Write(p, c, m)),
+        1 => path.clone().prop_map(FileOp::Delete),
+        1 => (path.clone(), path.clone()).prop_map(|(f, t)| FileOp::Rename(f, t)),
+        1 => (path, mode).prop_map(|(p, m)| FileOp::Chmod(p, m)),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let batch = proptest::collection::vec(file_op(), 1..4);
+    prop_oneof![
+        6 => proptest::collection::vec(batch, 1..3).prop_map(Op::Turn),
+        4 => file_op().prop_map(Op::UserEdit),
+        3 => any::<bool>().prop_map(Op::Undo),
+        2 => (0usize..8, proptest::bool::weighted(0.3)).prop_map(|(k, f)| Op::RevertFrom(k, f)),
+        2 => (0usize..8, proptest::bool::weighted(0.3)).prop_map(|(k, f)| Op::RevertCall(k, f)),
+        1 => (0usize..8, any::<bool>()).prop_map(|(k, f)| Op::Rewind(k, f)),
+        1 => (0usize..400).prop_map(Op::Crash),
+    ]
+}
+
+/// Applies `op` to `tree` when it makes sense there (a delete, rename or
+/// chmod of a missing file does nothing); returns the shell command that
+/// does the same, if any.
+fn apply(tree: &mut Tree, op: &FileOp) -> Option<String> {
+    match op {
+        FileOp::Write(p, text, m) => {
+            let (path, mode) = (PATHS[*p], MODES[*m]);
+            tree.insert(path.to_owned(), (text.as_bytes().to_vec(), mode));
+            Some(format!(
+                "mkdir -p sub && printf '%s' '{text}' > {path} && chmod {mode:o} {path}"
+            ))
+        }
+        FileOp::Delete(p) => {
+            let path = PATHS[*p];
+            tree.remove(path)?;
+            Some(format!("rm {path}"))
+        }
+        FileOp::Rename(f, t) => {
+            let (from, to) = (PATHS[*f], PATHS[*t]);
+            if from == to || !tree.contains_key(from) {
+                return None;
+            }
+            let file = tree.remove(from)?;
+            tree.insert(to.to_owned(), file);
+            Some(format!("mkdir -p sub && mv {from} {to}"))
+        }
+        FileOp::Chmod(p, m) => {
+            let (path, mode) = (PATHS[*p], MODES[*m]);
+            tree.get_mut(path)?.1 = mode;
+            Some(format!("chmod {mode:o} {path}"))
+        }
+    }
+}
+
+/// The same change made by the user, directly.
+fn user_edit(root: &Path, op: &FileOp) {
+    let full = |p: usize| root.join(PATHS[p]);
+    match op {
+        FileOp::Write(p, text, m) => {
+            std::fs::create_dir_all(root.join("sub")).unwrap();
+            std::fs::write(full(*p), text).unwrap();
+            std::fs::set_permissions(full(*p), std::fs::Permissions::from_mode(MODES[*m])).unwrap();
+        }
+        FileOp::Delete(p) => std::fs::remove_file(full(*p)).unwrap(),
+        FileOp::Rename(f, t) => {
+            std::fs::create_dir_all(root.join("sub")).unwrap();
+            std::fs::rename(full(*f), full(*t)).unwrap();
+        }
+        FileOp::Chmod(p, m) => {
+            std::fs::set_permissions(full(*p), std::fs::Permissions::from_mode(MODES[*m])).unwrap();
+        }
+    }
+}
+
+/// The files on disk (regular files only; MAIA's own folder left out).
+fn disk(root: &Path) -> Tree {
+    fn walk(root: &Path, dir: &Path, out: &mut Tree) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            let relative = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                if relative != ".maia" {
+                    walk(root, &path, out);
+                }
+            } else {
+                let mode = meta.permissions().mode() & 0o7777;
+                out.insert(relative, (std::fs::read(&path).unwrap(), mode));
+            }
+        }
+    }
+    let mut out = Tree::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// A checkpoint as the model sees it: one `Bash` call's trees.
+#[derive(Debug)]
+struct Ckpt {
+    turn: usize,
+    call: String,
+    before: Tree,
+    after: Tree,
+    reverted: bool,
+}
+
+/// What reverting `chosen` (oldest first) does to `now`, per path, from
+/// the newest checkpoint backwards: a file as the checkpoint left it gets
+/// its state before; any other is a conflict, kept (forced: every path
+/// gets the oldest checkpoint's before). Returns the files after and the
+/// conflicts reported.
+fn revert_model(now: &Tree, chosen: &[&Ckpt], force: bool) -> (Tree, BTreeSet<String>) {
+    let mut paths = BTreeSet::new();
+    for c in chosen {
+        for p in c.before.keys().chain(c.after.keys()) {
+            if c.before.get(p) != c.after.get(p) {
+                paths.insert(p.clone());
+            }
+        }
+    }
+    let mut out = now.clone();
+    let mut conflicts = BTreeSet::new();
+    for path in paths {
+        let current = now.get(&path);
+        let (mut target, mut forced, mut conflict) = (current, current, false);
+        for c in chosen.iter().rev() {
+            let (before, after) = (c.before.get(&path), c.after.get(&path));
+            if before == after {
+                continue;
+            }
+            forced = before;
+            if conflict {
+                continue;
+            }
+            if target == after {
+                target = before;
+            } else {
+                conflict = true;
+            }
+        }
+        let goal = if force { forced } else { target };
+        // A conflict that nothing changes (forcing would leave it as it is) is not named.
+        if conflict && !force && !(target == current && forced == current) {
+            conflicts.insert(path.clone());
+        }
+        match goal {
+            Some(file) => out.insert(path, file.clone()),
+            None => out.remove(&path),
+        };
+    }
+    (out, conflicts)
+}
+
+struct World {
+    h: Harness,
+    tree: Tree,
+    ckpts: Vec<Ckpt>,
+    /// User message id of each turn.
+    turns: Vec<String>,
+    /// The turns still in the thread (not rewound), in order.
+    thread: Vec<usize>,
+    /// Tool call ids, in order.
+    calls: Vec<String>,
+    session: String,
+}
+
+impl World {
+    async fn turn(&mut self, batches: &[Vec<FileOp>]) {
+        let n = self.turns.len();
+        let mut planned = Vec::new();
+        let mut tree = self.tree.clone();
+        for (b, ops) in batches.iter().enumerate() {
+            let before = tree.clone();
+            let commands: Vec<String> = ops.iter().filter_map(|o| apply(&mut tree, o)).collect();
+            let command = if commands.is_empty() {
+                "true".to_owned()
+            } else {
+                commands.join(" && ")
+            };
+            let call = format!("t{n}b{b}");
+            self.h.mock.push(mock::tool_calls_reply(&[(
+                call.as_str(),
+                "Bash",
+                json!({ "command": command }),
+            )]));
+            planned.push((call, before, tree.clone()));
+        }
+        self.h.mock.push(mock::text_reply("done"));
+        let events = self.h.prompt(&format!("turn {n}")).await;
+        assert_eq!(stop_of(&events), StopReason::EndTurn);
+        let id = events
+            .iter()
+            .find_map(|e| match e {
+                Event::UserMessageSaved { message_id } => Some(message_id.clone()),
+                _ => None,
+            })
+            .expect("the prompt was saved under an id");
+        self.turns.push(id);
+        self.thread.push(n);
+        // The session names the calls itself: in the order they ran.
+        let mut ids: Vec<String> = Vec::new();
+        for event in &events {
+            if let Event::ToolCall(view) = event
+                && !ids.contains(&view.id)
+            {
+                ids.push(view.id.clone());
+            }
+        }
+        assert_eq!(ids.len(), planned.len(), "one call per batch");
+        for ((_, before, after), call) in planned.into_iter().zip(ids) {
+            self.calls.push(call.clone());
+            if before != after {
+                self.ckpts.push(Ckpt {
+                    turn: n,
+                    call,
+                    before,
+                    after,
+                    reverted: false,
+                });
+            }
+        }
+        self.tree = tree;
+    }
+
+    /// A revert through the handle: preview, its conflicts checked, then
+    /// applied with its token.
+    async fn revert(&mut self, target: RevertTarget, chosen: Vec<usize>, force: bool) {
+        let mut request = RevertRequest {
+            target,
+            preview_token: None,
+            force,
+            dry_run: true,
+        };
+        let preview = self.h.session().revert_files(request.clone()).await;
+        if chosen.is_empty() {
+            assert_eq!(preview, Err(RevertError::NothingToRevert));
+            return;
+        }
+        let preview = preview.expect("a preview");
+        let picked: Vec<&Ckpt> = chosen.iter().map(|&i| &self.ckpts[i]).collect();
+        let (expected, conflicts) = revert_model(&self.tree, &picked, force);
+        let named: BTreeSet<String> = preview.conflicts.iter().cloned().collect();
+        if !force {
+            assert_eq!(named, conflicts, "conflicts of the preview");
+        }
+        assert_eq!(disk(self.h.cwd()), self.tree, "a preview changes nothing");
+        request.dry_run = false;
+        request.preview_token = Some(preview.token.clone());
+        let done = self
+            .h
+            .session()
+            .revert_files(request)
+            .await
+            .expect("applied");
+        assert!(done.applied);
+        if !force {
+            let kept: BTreeSet<String> = done.conflicts.iter().cloned().collect();
+            assert_eq!(kept, conflicts, "conflicts kept");
+        }
+        for i in chosen {
+            self.ckpts[i].reverted = true;
+        }
+        self.tree = expected;
+    }
+
+    fn live(&self) -> impl Iterator<Item = (usize, &Ckpt)> {
+        self.ckpts.iter().enumerate().filter(|(_, c)| !c.reverted)
+    }
+
+    async fn undo(&mut self, slash: bool) {
+        let last = self.live().last().map(|(_, c)| c.turn);
+        let chosen: Vec<usize> = self
+            .live()
+            .filter(|(_, c)| Some(c.turn) == last)
+            .map(|(i, _)| i)
+            .collect();
+        if !slash {
+            return self.revert(RevertTarget::LastTurn, chosen, false).await;
+        }
+        let picked: Vec<&Ckpt> = chosen.iter().map(|&i| &self.ckpts[i]).collect();
+        let (expected, _) = revert_model(&self.tree, &picked, false);
+        let events = self.h.prompt("/undo").await;
+        assert_eq!(stop_of(&events), StopReason::EndTurn);
+        for i in chosen {
+            self.ckpts[i].reverted = true;
+        }
+        self.tree = expected;
+    }
+
+    /// `/rewind N [--files]`: the thread loses that message and what
+    /// follows; with `--files` the files are restored as a revert from it
+    /// would (the checkpoints outlive the rewind).
+    async fn rewind(&mut self, k: usize, files: bool) {
+        if self.thread.is_empty() {
+            return;
+        }
+        let at = k % self.thread.len();
+        let turn = self.thread[at];
+        let flag = if files { " --files" } else { "" };
+        let events = self.h.prompt(&format!("/rewind {}{flag}", at + 1)).await;
+        assert_eq!(stop_of(&events), StopReason::EndTurn);
+        let said = crate::harness::agent_text(&events);
+        assert!(said.starts_with("Rewound before message"), "{said}");
+        self.thread.truncate(at);
+        if files {
+            let chosen: Vec<usize> = self
+                .live()
+                .filter(|(_, c)| c.turn >= turn)
+                .map(|(i, _)| i)
+                .collect();
+            let picked: Vec<&Ckpt> = chosen.iter().map(|&i| &self.ckpts[i]).collect();
+            let (expected, _) = revert_model(&self.tree, &picked, false);
+            for i in chosen {
+                self.ckpts[i].reverted = true;
+            }
+            self.tree = expected;
+        }
+    }
+
+    /// A crash while a record (a revert of every live checkpoint) was
+    /// written, then a restart: the torn line is not read and the thread
+    /// goes on.
+    async fn crash(&mut self, cut: usize) {
+        use std::io::Write;
+        let id = self.h.stop().await;
+        let ids: Vec<String> = match store::load(&self.journal()) {
+            Ok(loaded) => loaded
+                .records
+                .into_iter()
+                .filter_map(|r| match r {
+                    Record::Checkpoint(c) => Some(c.id),
+                    _ => None,
+                })
+                .collect(),
+            Err(e) => panic!("the journal does not load: {e}"),
+        };
+        let record = Record::Reverted {
+            ids,
+            paths: Vec::new(),
+            conflicts: Vec::new(),
+        };
+        let mut bytes = serde_json::to_vec(&record).unwrap();
+        bytes.push(b'\n');
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.journal())
+            .unwrap();
+        file.write_all(&bytes[..cut % bytes.len()]).unwrap();
+        drop(file);
+        self.h.load(&id);
+        self.h.session().set_mode(Mode::Bypass);
+    }
+
+    /// The thread's journal file (the one whose header names the session).
+    fn journal(&self) -> std::path::PathBuf {
+        let dir = store::sessions_dir(self.h.cwd());
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.extension().is_some_and(|e| e == "jsonl")
+                    && store::load(p).is_ok_and(|l| l.header.id == self.session)
+            })
+            .unwrap_or_else(|| panic!("no journal of {} in {}", self.session, dir.display()))
+    }
+
+    /// The journal loads, and its checkpoints and reverts are the model's.
+    fn check_journal(&self) {
+        let loaded = store::load(&self.journal()).expect("the journal loads");
+        let mut ids = Vec::new();
+        let mut reverted = BTreeSet::new();
+        for record in loaded.records {
+            match record {
+                Record::Checkpoint(c) => ids.push((c.id, c.tool_call_id)),
+                Record::Reverted { ids, .. } => reverted.extend(ids),
+                _ => {}
+            }
+        }
+        let calls: Vec<Option<String>> = ids.iter().map(|(_, call)| call.clone()).collect();
+        let expected: Vec<Option<String>> =
+            self.ckpts.iter().map(|c| Some(c.call.clone())).collect();
+        assert_eq!(calls, expected, "the checkpoints recorded");
+        let undone: Vec<bool> = ids.iter().map(|(id, _)| reverted.contains(id)).collect();
+        let expected: Vec<bool> = self.ckpts.iter().map(|c| c.reverted).collect();
+        assert_eq!(undone, expected, "the checkpoints reverted");
+    }
+
+    async fn step(&mut self, op: &Op) {
+        match op {
+            Op::Turn(batches) => self.turn(batches).await,
+            Op::UserEdit(edit) => {
+                let mut tree = self.tree.clone();
+                if apply(&mut tree, edit).is_some() {
+                    user_edit(self.h.cwd(), edit);
+                    self.tree = tree;
+                }
+            }
+            Op::Undo(slash) => self.undo(*slash).await,
+            Op::RevertFrom(k, force) => {
+                if self.turns.is_empty() {
+                    return;
+                }
+                let k = k % self.turns.len();
+                let chosen = self
+                    .live()
+                    .filter(|(_, c)| c.turn >= k)
+                    .map(|(i, _)| i)
+                    .collect();
+                let target = RevertTarget::FromMessage(self.turns[k].clone());
+                self.revert(target, chosen, *force).await;
+            }
+            Op::RevertCall(k, force) => {
+                if self.calls.is_empty() {
+                    return;
+                }
+                let call = self.calls[k % self.calls.len()].clone();
+                let chosen = self
+                    .live()
+                    .filter(|(_, c)| c.call == call)
+                    .map(|(i, _)| i)
+                    .collect();
+                self.revert(RevertTarget::ToolCall(call), chosen, *force)
+                    .await;
+            }
+            Op::Rewind(k, files) => self.rewind(*k, *files).await,
+            Op::Crash(cut) => self.crash(*cut).await,
+        }
+        assert_eq!(disk(self.h.cwd()), self.tree, "the files after {op:?}");
+        self.check_journal();
+    }
+}
+
+async fn run(ops: Vec<Op>) {
+    let h = Harness::start(json!({})).await;
+    h.session().set_mode(Mode::Bypass);
+    let session = h.session().id().to_owned();
+    let mut tree = Tree::new();
+    // The project starts with two files.
+    for (path, text) in [("a.txt", "a\n"), ("sub/c.txt", "c\n")] {
+        user_edit(
+            h.cwd(),
+            &FileOp::Write(
+                PATHS.iter().position(|p| *p == path).unwrap(),
+                text.into(),
+                0,
+            ),
+        );
+        tree.insert(path.to_owned(), (text.as_bytes().to_vec(), 0o644));
+    }
+    let mut world = World {
+        h,
+        tree,
+        ckpts: Vec::new(),
+        turns: Vec::new(),
+        thread: Vec::new(),
+        calls: Vec::new(),
+        session,
+    };
+    for op in &ops {
+        world.step(op).await;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 32,
+        max_shrink_iters: 200,
+        ..ProptestConfig::default()
+    })]
+    /// Turns that change files, user edits, reverts and crashes keep the
+    /// files equal to the model's and the journal loadable and consistent.
+    #[test]
+    fn files_follow_the_model_through_turns_edits_reverts_and_crashes(
+        ops in proptest::collection::vec(op(), 1..16)
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(run(ops));
+    }
+}
