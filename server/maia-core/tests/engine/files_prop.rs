@@ -41,10 +41,14 @@ enum FileOp {
     Chmod(usize, usize),
 }
 
+/// One response's calls: a `Bash` command's changes, and maybe a `Write`
+/// of a new file (path, text) run beside it.
+type Batch = (Vec<FileOp>, Option<(usize, String)>);
+
 #[derive(Debug, Clone)]
 enum Op {
-    /// A turn: each inner list is one response's `Bash` call.
-    Turn(Vec<Vec<FileOp>>),
+    /// A turn: one response per batch.
+    Turn(Vec<Batch>),
     /// The user changes a file between turns.
     UserEdit(FileOp),
     /// `/undo` (`true`) or a revert of the last turn through the handle.
@@ -73,7 +77,8 @@ fn file_op() -> impl Strategy<Value = FileOp> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let batch = proptest::collection::vec(file_op(), 1..4);
+    let write = proptest::option::weighted(0.3, (0..PATHS.len(), "[ab\n]{0,4}"));
+    let batch = (proptest::collection::vec(file_op(), 1..4), write);
     prop_oneof![
         6 => proptest::collection::vec(batch, 1..3).prop_map(Op::Turn),
         4 => file_op().prop_map(Op::UserEdit),
@@ -139,6 +144,18 @@ fn user_edit(root: &Path, op: &FileOp) {
     }
 }
 
+/// The mode of a file this process creates (what `Write` gives a new
+/// file: the umask's).
+fn new_file_mode() -> u32 {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("probe"), "").unwrap();
+    std::fs::metadata(dir.path().join("probe"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
 /// The files on disk (regular files only; MAIA's own folder left out).
 fn disk(root: &Path) -> Tree {
     fn walk(root: &Path, dir: &Path, out: &mut Tree) {
@@ -173,7 +190,39 @@ struct Ckpt {
     call: String,
     before: Tree,
     after: Tree,
+    /// Only these paths are the call's (calls of one batch).
+    paths: Option<BTreeSet<String>>,
     reverted: bool,
+}
+
+impl Ckpt {
+    fn new(turn: usize, call: String, plan: &Planned, paths: Option<BTreeSet<String>>) -> Self {
+        Ckpt {
+            turn,
+            call,
+            before: plan.before.clone(),
+            after: plan.after.clone(),
+            paths,
+            reverted: false,
+        }
+    }
+
+    /// The paths it changed.
+    fn changed(&self) -> impl Iterator<Item = &String> {
+        self.before
+            .keys()
+            .chain(self.after.keys())
+            .filter(|p| self.before.get(*p) != self.after.get(*p))
+            .filter(|p| self.paths.as_ref().is_none_or(|only| only.contains(*p)))
+    }
+}
+
+/// One batch as planned: the trees before and after, and the new file
+/// its `Write` makes.
+struct Planned {
+    before: Tree,
+    after: Tree,
+    write: Option<String>,
 }
 
 /// What reverting `chosen` (oldest first) does to `now`, per path, from
@@ -184,11 +233,7 @@ struct Ckpt {
 fn revert_model(now: &Tree, chosen: &[&Ckpt], force: bool) -> (Tree, BTreeSet<String>) {
     let mut paths = BTreeSet::new();
     for c in chosen {
-        for p in c.before.keys().chain(c.after.keys()) {
-            if c.before.get(p) != c.after.get(p) {
-                paths.insert(p.clone());
-            }
-        }
+        paths.extend(c.changed().cloned());
     }
     let mut out = now.clone();
     let mut conflicts = BTreeSet::new();
@@ -196,10 +241,10 @@ fn revert_model(now: &Tree, chosen: &[&Ckpt], force: bool) -> (Tree, BTreeSet<St
         let current = now.get(&path);
         let (mut target, mut forced, mut conflict) = (current, current, false);
         for c in chosen.iter().rev() {
-            let (before, after) = (c.before.get(&path), c.after.get(&path));
-            if before == after {
+            if !c.changed().any(|p| *p == path) {
                 continue;
             }
+            let (before, after) = (c.before.get(&path), c.after.get(&path));
             forced = before;
             if conflict {
                 continue;
@@ -237,11 +282,11 @@ struct World {
 }
 
 impl World {
-    async fn turn(&mut self, batches: &[Vec<FileOp>]) {
+    async fn turn(&mut self, batches: &[Batch]) {
         let n = self.turns.len();
-        let mut planned = Vec::new();
+        let mut planned: Vec<Planned> = Vec::new();
         let mut tree = self.tree.clone();
-        for (b, ops) in batches.iter().enumerate() {
+        for (b, (ops, write)) in batches.iter().enumerate() {
             let before = tree.clone();
             let commands: Vec<String> = ops.iter().filter_map(|o| apply(&mut tree, o)).collect();
             let command = if commands.is_empty() {
@@ -249,13 +294,40 @@ impl World {
             } else {
                 commands.join(" && ")
             };
-            let call = format!("t{n}b{b}");
-            self.h.mock.push(mock::tool_calls_reply(&[(
-                call.as_str(),
-                "Bash",
-                json!({ "command": command }),
-            )]));
-            planned.push((call, before, tree.clone()));
+            let touched: BTreeSet<&str> = ops
+                .iter()
+                .flat_map(|o| match o {
+                    FileOp::Write(p, ..) | FileOp::Delete(p) | FileOp::Chmod(p, _) => vec![*p],
+                    FileOp::Rename(f, t) => vec![*f, *t],
+                })
+                .map(|p| PATHS[p])
+                .collect();
+            // A Write beside the command, of a new file the command leaves
+            // alone (they run at once).
+            let write = write.as_ref().and_then(|(p, text)| {
+                let path = PATHS[*p];
+                (!before.contains_key(path) && !touched.contains(path) && !tree.contains_key(path))
+                    .then(|| (path.to_owned(), text.clone()))
+            });
+            let mut calls = vec![(format!("t{n}b{b}"), "Bash", json!({ "command": command }))];
+            if let Some((path, text)) = &write {
+                tree.insert(path.clone(), (text.as_bytes().to_vec(), new_file_mode()));
+                calls.push((
+                    format!("t{n}b{b}w"),
+                    "Write",
+                    json!({ "file_path": path, "content": text }),
+                ));
+            }
+            let reply: Vec<(&str, &str, serde_json::Value)> = calls
+                .iter()
+                .map(|(id, name, args)| (id.as_str(), *name, args.clone()))
+                .collect();
+            self.h.mock.push(mock::tool_calls_reply(&reply));
+            planned.push(Planned {
+                before,
+                after: tree.clone(),
+                write: write.map(|(path, _)| path),
+            });
         }
         self.h.mock.push(mock::text_reply("done"));
         let events = self.h.prompt(&format!("turn {n}")).await;
@@ -270,25 +342,40 @@ impl World {
         self.turns.push(id);
         self.thread.push(n);
         // The session names the calls itself: in the order they ran.
-        let mut ids: Vec<String> = Vec::new();
+        let (mut bash, mut writes): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
         for event in &events {
             if let Event::ToolCall(view) = event
-                && !ids.contains(&view.id)
+                && !bash.contains(&view.id)
+                && !writes.contains(&view.id)
             {
-                ids.push(view.id.clone());
+                match view.name.as_str() {
+                    "Write" => writes.push(view.id.clone()),
+                    _ => bash.push(view.id.clone()),
+                }
             }
         }
-        assert_eq!(ids.len(), planned.len(), "one call per batch");
-        for ((_, before, after), call) in planned.into_iter().zip(ids) {
-            self.calls.push(call.clone());
-            if before != after {
-                self.ckpts.push(Ckpt {
-                    turn: n,
-                    call,
-                    before,
-                    after,
-                    reverted: false,
-                });
+        assert_eq!(bash.len(), planned.len(), "one command per batch");
+        let mut writes = writes.into_iter();
+        for (plan, command) in planned.into_iter().zip(bash) {
+            self.calls.push(command.clone());
+            let Some(path) = plan.write.clone() else {
+                if plan.before != plan.after {
+                    self.ckpts.push(Ckpt::new(n, command, &plan, None));
+                }
+                continue;
+            };
+            let write = writes.next().expect("the Write's call");
+            self.calls.push(write.clone());
+            // The Write owns its file; the rest is the command's.
+            let rest: BTreeSet<String> = PATHS
+                .iter()
+                .map(|p| (*p).to_owned())
+                .filter(|p| *p != path && plan.before.get(p) != plan.after.get(p))
+                .collect();
+            self.ckpts
+                .push(Ckpt::new(n, write, &plan, Some(BTreeSet::from([path]))));
+            if !rest.is_empty() {
+                self.ckpts.push(Ckpt::new(n, command, &plan, Some(rest)));
             }
         }
         self.tree = tree;
@@ -552,4 +639,32 @@ proptest! {
             .unwrap();
         runtime.block_on(run(ops));
     }
+}
+
+/// Found by the property test: a turn rewound without its files, then a
+/// restart, then `/undo` — the restarted session had lost the rewound
+/// turn's checkpoint ("no file changes to undo").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewound_turns_changes_are_still_undone_after_a_restart() {
+    run(vec![
+        Op::Turn(vec![(vec![FileOp::Write(0, String::new(), 0)], None)]),
+        Op::Rewind(0, false),
+        Op::Crash(0),
+        Op::Undo(false),
+    ])
+    .await;
+}
+
+/// Found by the property test: the apply sent right after its preview
+/// was refused ("a turn is running"): the session answered the preview
+/// before it was idle again (a race: the session on another thread).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revert_is_applied_right_after_its_preview() {
+    run(vec![
+        Op::Turn(vec![(vec![FileOp::Chmod(0, 2)], None)]),
+        Op::RevertCall(0, false),
+        Op::Turn(vec![(vec![FileOp::Delete(2)], None)]),
+        Op::Undo(false),
+    ])
+    .await;
 }
