@@ -167,8 +167,10 @@ impl Engine {
         let summary = store::find(&cwd, id).ok_or_else(|| LoadError::NotFound(id.to_owned()))?;
         // Lock first, then read: what is read is what this session appends to.
         let journal = store::Journal::open(&summary.path)?;
-        let loaded = crate::timeline::rewound(&store::load(&summary.path)?);
-        let replay = session::replay(&loaded, &cwd);
+        // The session derives its state from every record (the checkpoints
+        // of rewound turns stay revertible); the replay shows the thread.
+        let loaded = store::load(&summary.path)?;
+        let replay = session::replay(&crate::timeline::rewound(&loaded), &cwd);
         let started = handle::spawn(
             &self.session_options(),
             &self.windows,

@@ -25,7 +25,7 @@ use crate::queue::{
 use crate::session::steer::{Steer, SteerOutcome};
 use crate::session::{Change, Parts, Services, Session, default_model, fresh_name};
 use crate::settings;
-use crate::store::{self, Journal, Loaded, Record};
+use crate::store::{self, Journal, Loaded};
 use crate::window::WindowCache;
 
 mod children;
@@ -420,13 +420,10 @@ pub(crate) fn spawn(
         role: None,
     });
     if let Some(loaded) = &restored
-        && let Some(todos) = loaded.records.iter().rev().find_map(|r| match r {
-            Record::Plan { todos } => Some(todos.clone()),
-            _ => None,
-        })
         && let Ok(mut list) = session.tools().todos.lock()
     {
-        *list = todos;
+        // The task list in effect: rewinds applied.
+        *list = crate::timeline::todos(&crate::timeline::rewound(loaded));
     }
     session.announce_start();
     if restored.is_some() {
@@ -518,8 +515,12 @@ fn launch(mut session: Session, launch: Launch) -> SessionHandle {
                                     next = idle_steer(&mut session, steer, &ctl);
                                 }
                                 Change::Revert(call) if ctl.claim() => {
-                                    session.answer_revert(call).await;
+                                    // Idle again before the answer: the
+                                    // client's next request (the apply
+                                    // after a preview) is not refused.
+                                    let report = session.revert_files(&call.request).await;
                                     ctl.end();
+                                    let _ = call.reply.send(report);
                                 }
                                 Change::Rewind(request) => session.rewind_request(request),
                                 other => session.apply(other),

@@ -39,12 +39,6 @@ impl RevertCall {
 }
 
 impl Session {
-    /// Answers a revert the handle sent ([`Session::revert_files`]).
-    pub(crate) async fn answer_revert(&mut self, call: RevertCall) {
-        let report = self.revert_files(&call.request).await;
-        let _ = call.reply.send(report);
-    }
-
     /// A turn or a `!command` starts: the next mutating call snapshots first.
     pub(crate) fn begin_checkpoints(&mut self) {
         self.checkpoints.begin_turn();
