@@ -48,16 +48,16 @@ pub(crate) struct Conversation {
 }
 
 impl Conversation {
-    /// A fresh conversation `name`, its journal created now, so the thread
-    /// is known to `load`, `resume` and `list` before its first message.
-    pub fn create(
+    /// An empty conversation `name` without a journal yet: what every
+    /// constructor starts from.
+    fn blank(
         id: &str,
         cwd: &Path,
         home: Option<&Path>,
         name: String,
         events: mpsc::UnboundedSender<Event>,
     ) -> Self {
-        let mut conversation = Conversation {
+        Conversation {
             id: id.to_owned(),
             cwd: cwd.to_path_buf(),
             home: home.map(Path::to_path_buf),
@@ -73,7 +73,19 @@ impl Conversation {
             journal: None,
             unsaved: false,
             events,
-        };
+        }
+    }
+
+    /// A fresh conversation `name`, its journal created now, so the thread
+    /// is known to `load`, `resume` and `list` before its first message.
+    pub fn create(
+        id: &str,
+        cwd: &Path,
+        home: Option<&Path>,
+        name: String,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Self {
+        let mut conversation = Self::blank(id, cwd, home, name, events);
         conversation.open_journal();
         conversation
     }
@@ -86,23 +98,9 @@ impl Conversation {
         home: Option<&Path>,
         events: mpsc::UnboundedSender<Event>,
     ) -> Self {
-        Conversation {
-            id: id.to_owned(),
-            cwd: cwd.to_path_buf(),
-            home: home.map(Path::to_path_buf),
-            name: format!("subagent-{id}"),
-            history: Vec::new(),
-            summary: None,
-            title: None,
-            ledger: crate::cost::Ledger::default(),
-            turn_mark: crate::cost::Ledger::default(),
-            options: store::SessionOptions::new(),
-            users: Vec::new(),
-            timeline: crate::checkpoint::Timeline::default(),
-            journal: None,
-            unsaved: true,
-            events,
-        }
+        let mut conversation = Self::blank(id, cwd, home, format!("subagent-{id}"), events);
+        conversation.unsaved = true;
+        conversation
     }
 
     /// A saved conversation, continued in `journal` (opened and locked).
@@ -113,23 +111,8 @@ impl Conversation {
         (name, loaded, journal): (String, &Loaded, Journal),
         events: mpsc::UnboundedSender<Event>,
     ) -> Self {
-        let mut conversation = Conversation {
-            id: id.to_owned(),
-            cwd: cwd.to_path_buf(),
-            home: home.map(Path::to_path_buf),
-            name,
-            history: Vec::new(),
-            summary: None,
-            title: None,
-            ledger: crate::cost::Ledger::default(),
-            turn_mark: crate::cost::Ledger::default(),
-            options: store::SessionOptions::new(),
-            users: Vec::new(),
-            timeline: crate::checkpoint::Timeline::default(),
-            journal: Some(journal),
-            unsaved: false,
-            events,
-        };
+        let mut conversation = Self::blank(id, cwd, home, name, events);
+        conversation.journal = Some(journal);
         conversation.derive(loaded);
         conversation
     }
