@@ -393,3 +393,152 @@ async fn only_allowed_domains_go_out_through_the_proxy() {
     assert!(!out.contains("from-refused"), "{out}");
     assert_eq!(refused_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+/// A local server that keeps the first bytes of each connection (a request
+/// head, or a ClientHello) and answers `body` to an HTTP request.
+fn recording_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+                if head.first() == Some(&0x16) {
+                    break;
+                }
+            }
+            let tls = head.first() == Some(&0x16);
+            kept.lock().unwrap().push(head);
+            if !tls {
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        }
+    });
+    (port, seen)
+}
+
+fn curl() -> bool {
+    std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Domain fronting through the proxy: a plain request to an allowed host
+/// whose `Host` header names another site is refused before anything is
+/// sent; routing headers (`X-Forwarded-Host`, `Forwarded`) are dropped; a
+/// kept-alive connection cannot carry a second, unchecked request.
+#[tokio::test]
+async fn the_proxy_checks_the_host_header_it_forwards() {
+    if !curl() {
+        eprintln!("no curl: proxy test skipped");
+        return;
+    }
+    let (port, seen) = recording_server("from-allowed");
+    let (mut maia, sid) = bypass(json!({"sandbox": {"allowedDomains": ["127.0.0.1"]}})).await;
+    for flags in ["", "-p "] {
+        let out = bash(
+            &mut maia,
+            &sid,
+            &format!("curl -s {flags}-H 'Host: evil.test' http://127.0.0.1:{port}/"),
+        )
+        .await;
+        assert!(
+            out.contains("MAIA sandbox") && out.contains("the Host header names evil.test"),
+            "{flags}: {out}"
+        );
+    }
+    // (A tunnel's connection is made before its first bytes are checked.)
+    assert!(
+        seen.lock().unwrap().iter().all(Vec::is_empty),
+        "a fronted request was forwarded"
+    );
+    seen.lock().unwrap().clear();
+    let out = bash(
+        &mut maia,
+        &sid,
+        &format!(
+            "curl -s -H 'X-Forwarded-Host: evil.test' -H 'Forwarded: host=evil.test' http://127.0.0.1:{port}/"
+        ),
+    )
+    .await;
+    assert!(out.contains("from-allowed"), "{out}");
+    let heads = seen.lock().unwrap().clone();
+    let head = heads.iter().find(|h| !h.is_empty()).unwrap();
+    let head = String::from_utf8_lossy(head).to_ascii_lowercase();
+    assert!(!head.contains("evil.test"), "{head}");
+    assert!(head.contains(&format!("host: 127.0.0.1:{port}")), "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+}
+
+/// A CONNECT tunnel to an allowed host whose TLS names another server (SNI)
+/// is closed with the TLS alert before the ClientHello reaches the server;
+/// one that names the host goes through.
+#[tokio::test]
+async fn a_tunnel_whose_tls_names_another_server_is_closed() {
+    if !python() {
+        eprintln!("no python3: SNI test skipped");
+        return;
+    }
+    let (port, seen) = recording_server("unused");
+    let (mut maia, sid) = bypass(json!({"sandbox": {"allowedDomains": ["localhost"]}})).await;
+    let script = format!(
+        r#"
+import os, socket, ssl, sys
+proxy = os.environ["HTTPS_PROXY"].rstrip("/").rsplit("/", 1)[-1]
+h, p = proxy.rsplit(":", 1)
+s = socket.create_connection((h, int(p)), timeout=10)
+s.sendall(b"CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n")
+reply = b""
+while b"\r\n\r\n" not in reply:
+    reply += s.recv(1024)
+print(reply.split(b"\r\n")[0].decode())
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+try:
+    ctx.wrap_socket(s, server_hostname=sys.argv[1])
+    print("handshake done")
+except Exception as e:
+    print("tls:", e)
+"#
+    );
+    std::fs::write(maia.cwd().join("sni.py"), script).unwrap();
+    let out = bash(&mut maia, &sid, "python3 sni.py evil.test").await;
+    assert!(out.contains("200 Connection Established"), "{out}");
+    assert!(
+        out.to_ascii_uppercase().contains("UNRECOGNIZED_NAME"),
+        "{out}"
+    );
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|h| h.first() != Some(&0x16)),
+        "the mismatched ClientHello was forwarded"
+    );
+    let _ = bash(&mut maia, &sid, "python3 sni.py localhost").await;
+    assert!(
+        eventually(WAIT, || seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|h| h.first() == Some(&0x16)))
+        .await,
+        "the matching ClientHello did not reach the server"
+    );
+}

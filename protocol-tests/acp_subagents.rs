@@ -330,3 +330,52 @@ async fn a_client_without_subagents_sees_progress_in_the_task_call() {
         "the notes say KIWI"
     );
 }
+
+/// An agent file written after `session/new` is read at the next turn: a
+/// `Task` call names it and runs it (it was "Unknown agent" for the rest
+/// of the session), and the user is told what changed.
+#[tokio::test]
+async fn an_agent_file_written_after_session_new_is_used_at_the_next_turn() {
+    let mut maia = Maia::start().await;
+    maia.initialize_with(json!({"session": {"notices": {}}}))
+        .await;
+    let sid = maia.new_session().await;
+    maia.mock.push(mock::text_reply("first"));
+    let id = maia.prompt(&sid, "hello").await;
+    maia.response(id).await;
+    let agents = maia.path(".maia/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("scout.md"),
+        "---\nname: scout\ndescription: Looks around\ntools: Read\n---\nYou are the SCOUT-PROMPT agent.\n",
+    )
+    .unwrap();
+    maia.mock.set_rule(|request| {
+        let system = request["messages"][0]["content"].to_string();
+        system
+            .contains("SCOUT-PROMPT")
+            .then(|| mock::text_reply("scouted"))
+    });
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "t1",
+        "Task",
+        json!({"description": "look", "prompt": "look around", "agent": "scout"}),
+    )]));
+    maia.mock.push(mock::text_reply("done"));
+    let id = maia.prompt(&sid, "use the scout").await;
+    let (resp, messages) = maia.response_with(id, choose("allow_once")).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let all = serde_json::to_string(&messages).unwrap();
+    assert!(all.contains("Agent files changed: added `scout`"), "{all}");
+    assert!(!all.contains("Unknown agent"), "{all}");
+    let call = updates_of(&messages, "tool_call")
+        .into_iter()
+        .find(|u| u["title"] == "scout: look")
+        .unwrap_or_else(|| panic!("{all}"));
+    let last = updates_of(&messages, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["toolCallId"] == call["toolCallId"])
+        .last()
+        .unwrap();
+    assert_eq!(last["content"][0]["content"]["text"], "scouted");
+}

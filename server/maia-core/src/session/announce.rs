@@ -114,3 +114,53 @@ impl Session {
         self.emit(Event::Notice { level, text });
     }
 }
+
+impl Session {
+    /// Agent files are read again at each turn (a listing of a few small
+    /// files): one written, changed or removed since the last turn applies
+    /// at once, and the user is told which.
+    pub(crate) fn refresh_agents(&mut self) {
+        let home = self.services.options.home.as_deref();
+        let fresh = crate::blocking::off_runtime(|| {
+            crate::subagent::agents::load(home, &self.services.cwd)
+        });
+        let old = &self.project.agents;
+        if fresh.agents == old.agents {
+            return;
+        }
+        let names = |from: &crate::subagent::LoadedAgents, of: &crate::subagent::LoadedAgents| {
+            from.agents
+                .iter()
+                .filter(|a| of.get(&a.name).is_none())
+                .map(|a| format!("`{}`", a.name))
+                .collect::<Vec<_>>()
+        };
+        let added = names(&fresh, old);
+        let removed = names(old, &fresh);
+        let changed: Vec<String> = fresh
+            .agents
+            .iter()
+            .filter(|a| old.get(&a.name).is_some_and(|o| o != *a))
+            .map(|a| format!("`{}`", a.name))
+            .collect();
+        let mut parts = Vec::new();
+        for (what, list) in [("added", added), ("changed", changed), ("removed", removed)] {
+            if !list.is_empty() {
+                parts.push(format!("{what} {}", list.join(", ")));
+            }
+        }
+        let text = format!("Agent files changed: {}.", parts.join("; "));
+        tracing::info!("{text}");
+        for warning in fresh.warnings.iter().filter(|w| !old.warnings.contains(w)) {
+            self.emit(Event::Notice {
+                level: NoticeLevel::Warning,
+                text: warning.clone(),
+            });
+        }
+        self.project.agents = std::sync::Arc::new(fresh);
+        self.emit(Event::Notice {
+            level: NoticeLevel::Info,
+            text,
+        });
+    }
+}

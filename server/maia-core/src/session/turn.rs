@@ -96,6 +96,7 @@ impl Session {
         display: Option<String>,
         cancel: &CancellationToken,
     ) -> StopReason {
+        self.refresh_agents();
         let message = build_user_message(&parts, self.services.fs.as_ref()).await;
         // What the model was given of a file counts as read for Edit.
         for (path, text) in &message.seen {

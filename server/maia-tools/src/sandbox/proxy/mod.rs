@@ -5,7 +5,12 @@
 //! MAIA), so commands reach it through `HTTP_PROXY`/`HTTPS_PROXY`/
 //! `ALL_PROXY` and nothing else. A listed domain (or `*.domain` for its
 //! subdomains) is connected from MAIA's side; any other is refused with a
-//! clear message.
+//! clear message. What is forwarded is checked too, not only where: a
+//! plain request's `Host` must name its target ([`head`]), and a tunnel's
+//! TLS must name its CONNECT host ([`tunnel`]).
+
+mod head;
+mod tunnel;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// The most a request head may take.
-const MAX_HEAD: usize = 16 * 1024;
+pub(super) const MAX_HEAD: usize = 16 * 1024;
 
 /// What the proxy lets through.
 #[derive(Debug, Clone, Default)]
@@ -144,16 +149,27 @@ async fn handle_one(mut conn: TcpStream, allowed: &Allowed) -> std::io::Result<(
     if method.eq_ignore_ascii_case("CONNECT") {
         conn.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             .await?;
-        upstream.write_all(&head[end..]).await?;
-    } else {
-        // The origin form of the request line; the rest as it came.
-        let first = format!("{method} {path} {version}\r\n");
-        let after_line = text.find("\r\n").map_or(end, |i| i + 2);
-        upstream.write_all(first.as_bytes()).await?;
-        upstream.write_all(&head[after_line..]).await?;
+        let first = head[end..].to_vec();
+        return tunnel::relay(&mut conn, &mut upstream, first, &host, port).await;
+    }
+    // The origin form of the request line; the headers checked.
+    let first = format!("{method} {path} {version}");
+    match head::rewrite(&text, &first, &host, port) {
+        Ok(rewritten) => {
+            upstream.write_all(rewritten.as_bytes()).await?;
+            upstream.write_all(&head[end..]).await?;
+        }
+        Err(why) => return refuse(&mut conn, &why).await,
     }
     tokio::io::copy_bidirectional(&mut conn, &mut upstream).await?;
     Ok(())
+}
+
+/// A 403 for a request whose head breaks a rule, with the reason.
+async fn refuse(conn: &mut TcpStream, why: &str) -> std::io::Result<()> {
+    tracing::warn!(why, "sandbox proxy: a request was refused");
+    let message = format!("[MAIA sandbox] refused: {why}.\n");
+    answer(conn, "403 Forbidden", &message).await
 }
 
 async fn answer(conn: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
