@@ -374,8 +374,7 @@ async fn an_agent_file_written_after_session_new_is_used_at_the_next_turn() {
         .unwrap_or_else(|| panic!("{all}"));
     let last = updates_of(&messages, "tool_call_update")
         .into_iter()
-        .filter(|u| u["toolCallId"] == call["toolCallId"])
-        .last()
+        .rfind(|u| u["toolCallId"] == call["toolCallId"])
         .unwrap();
     assert_eq!(last["content"][0]["content"]["text"], "scouted");
 }

@@ -69,12 +69,12 @@ pub(super) fn rewrite(head: &str, first: &str, host: &str, port: u16) -> Result<
         out.push_str("\r\n");
     }
     let authority = authority(host, port);
-    if let Some(named) = named {
-        if !same_authority(&named, host, port) {
-            return Err(format!(
-                "the Host header names {named}, not {authority} that the request goes to (a Host header chooses the site behind a shared front)"
-            ));
-        }
+    if let Some(named) = named
+        && !same_authority(&named, host, port)
+    {
+        return Err(format!(
+            "the Host header names {named}, not {authority} that the request goes to (a Host header chooses the site behind a shared front)"
+        ));
     }
     out.push_str(&format!("Host: {authority}\r\nConnection: close\r\n\r\n"));
     Ok(out)
