@@ -188,3 +188,36 @@ async fn concurrent_prompt_on_one_session_is_rejected() {
         |u| u["sessionUpdate"] == "agent_message_chunk" || u["sessionUpdate"] == "usage_update"
     ));
 }
+
+/// The title comes from the whole prompt: a client that sends "Please
+/// rewrite", a link and " for me." as three blocks (agent-shell) gets the
+/// sentence, with the mention as its file name, not the first block alone.
+#[tokio::test]
+async fn the_title_of_a_three_block_prompt_is_the_whole_sentence() {
+    let (mut maia, sid) = Maia::ready().await;
+    let file = maia.path("notes.txt");
+    std::fs::write(&file, "text").unwrap();
+    maia.mock.push(mock::text_reply("ok"));
+    let uri = format!("file://{}", file.display());
+    let id = maia
+        .prompt_blocks(
+            &sid,
+            json!([
+                {"type": "text", "text": "Please rewrite"},
+                {"type": "resource_link", "uri": uri, "name": "notes.txt"},
+                {"type": "text", "text": " for me."}
+            ]),
+        )
+        .await;
+    let (resp, messages) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn");
+    let titles: Vec<serde_json::Value> = updates_of(&messages, "session_info_update")
+        .into_iter()
+        .filter_map(|u| u.get("title").cloned())
+        .collect();
+    assert_eq!(
+        titles,
+        vec![json!("Please rewrite notes.txt for me.")],
+        "{messages:#?}"
+    );
+}

@@ -45,6 +45,37 @@ pub(crate) fn display_text(parts: &[PromptPart]) -> String {
     out.join("\n")
 }
 
+/// The text a title is made from: the prompt's text blocks and mentions
+/// read as one sentence (a client may send "Please rewrite ", a link and
+/// " for me." as three blocks), a mention as its file name.
+pub(crate) fn title_text(parts: &[PromptPart]) -> String {
+    let name = |s: &str| {
+        let s = s.trim_end_matches('/');
+        s.rsplit('/').next().unwrap_or(s).to_owned()
+    };
+    let mut out = String::new();
+    for part in parts {
+        let piece = match part {
+            PromptPart::Text(text) => text.clone(),
+            PromptPart::File(path) => path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+            PromptPart::Embedded { uri, .. } => name(uri),
+            PromptPart::Image { .. } | PromptPart::Note(_) => continue,
+        };
+        let joins = out.is_empty()
+            || out.ends_with(char::is_whitespace)
+            || piece.starts_with(char::is_whitespace)
+            || piece.starts_with([',', '.', ';', ':', '!', '?', ')']);
+        if !joins {
+            out.push(' ');
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
 /// A title from the first line of the first message.
 pub(super) fn title_from(text: &str) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
@@ -123,5 +154,14 @@ mod tests {
             "{t}"
         );
         assert_eq!(title_from("  \n "), None);
+        let parts = [
+            PromptPart::Text("Please rewrite".into()),
+            PromptPart::File("/p/notes.txt".into()),
+            PromptPart::Text(" for me.".into()),
+        ];
+        assert_eq!(
+            title_from(&title_text(&parts)).as_deref(),
+            Some("Please rewrite notes.txt for me.")
+        );
     }
 }

@@ -14,7 +14,9 @@ use crate::event::{Event, StopReason};
 use crate::images;
 use crate::prompt::{PromptPart, build_user_message};
 use crate::session::Session;
-use crate::session::text::{LoopGuard, describe_failure, display_text, new_message_id, title_from};
+use crate::session::text::{
+    LoopGuard, describe_failure, display_text, new_message_id, title_from, title_text,
+};
 use crate::store::Record;
 use crate::system_prompt;
 
@@ -110,6 +112,7 @@ impl Session {
         if let Some(notes) = self.task_notes() {
             user_text = format!("{notes}\n\n{user_text}");
         }
+        let titled = display.clone().unwrap_or_else(|| title_text(&parts));
         let display = display.unwrap_or_else(|| display_text(&parts));
         let turn_start = self.conversation.len();
         self.conversation.mark_turn();
@@ -143,7 +146,7 @@ impl Session {
         // Titled from the first message, early in the file (listing reads
         // only the start of each file).
         if self.conversation.title().is_none()
-            && let Some(title) = title_from(&display)
+            && let Some(title) = title_from(&titled)
         {
             self.record(&Record::Title {
                 title: title.clone(),
