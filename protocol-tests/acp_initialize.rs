@@ -65,3 +65,62 @@ async fn exits_promptly_when_stdin_closes() {
     let status = maia.wait_exit(std::time::Duration::from_secs(2)).await;
     assert!(status.success(), "{status:?}");
 }
+
+/// Without `MAIA_LOG`, nothing below a warning reaches stderr in
+/// `maia acp`: editors show an agent's stderr to the user (agent-shell's
+/// Notices showed the INFO lines, with module names and the settings path,
+/// at every start).
+#[tokio::test]
+async fn by_default_stderr_gets_no_info_lines() {
+    use std::io::Write;
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".maia")).unwrap();
+    std::fs::write(
+        home.path().join(".maia/settings.json"),
+        r#"{"LiteLLM_URL": "http://127.0.0.1:9", "LiteLLM_API_Key": "sk-x", "model": "m"}"#,
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_maia"))
+        .arg("acp")
+        .env("HOME", home.path())
+        .env_remove("MAIA_LOG")
+        .env_remove("MAIA_LOG_FILE")
+        .env_remove("LITELLM_API_KEY")
+        .current_dir(project.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cwd = project.path().display().to_string();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":1}}}}"#
+    )
+    .unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":2,"method":"session/new","params":{{"cwd":{cwd:?},"mcpServers":[]}}}}"#
+    )
+    .unwrap();
+    // Wait for both answers before closing stdin.
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let mut answered = 0;
+    while answered < 2 {
+        let Some(Ok(line)) = lines.next() else { break };
+        if line.contains(r#""id":1"#) || line.contains(r#""id":2"#) {
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 2, "both requests answered");
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains(" INFO ") && !stderr.contains(" DEBUG "),
+        "{stderr}"
+    );
+}

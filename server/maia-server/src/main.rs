@@ -46,7 +46,7 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
         cli::Command::Acp | cli::Command::Lsp => {
-            if let Err(e) = logging::init("info") {
+            if let Err(e) = logging::init() {
                 eprintln!("maia: cannot set up logging: {e}");
             }
             let lsp = matches!(cli.command, cli::Command::Lsp);
@@ -85,7 +85,7 @@ fn main() -> ExitCode {
             }
         }
         cli::Command::Exec(args) => {
-            if let Err(e) = logging::init("warn") {
+            if let Err(e) = logging::init() {
                 eprintln!("maia: cannot set up logging: {e}");
             }
             exec::main(args, cli.model)
