@@ -101,21 +101,45 @@ fn target(method: &str, target: &str) -> Option<(String, u16, String)> {
     Some((host.to_owned(), port, path.to_owned()))
 }
 
-async fn handle_one(mut conn: TcpStream, allowed: &Allowed) -> std::io::Result<()> {
-    let mut head = Vec::new();
+/// Reads into `head` until it holds a whole request head; its length, or
+/// `None` when the client closed first or sent an over-long head (answered
+/// with a 431).
+pub(super) async fn read_head(
+    conn: &mut TcpStream,
+    head: &mut Vec<u8>,
+) -> std::io::Result<Option<usize>> {
     let mut buf = [0u8; 4096];
-    let end = loop {
-        let n = conn.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        head.extend_from_slice(&buf[..n]);
+    loop {
         if let Some(i) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
+            return Ok(Some(i + 4));
         }
         if head.len() > MAX_HEAD {
-            return answer(&mut conn, "431 Request Header Fields Too Large", "").await;
+            answer(conn, "431 Request Header Fields Too Large", "").await?;
+            return Ok(None);
         }
+        let n = conn.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Sends `first` upstream, then relays both ways until either side closes.
+pub(super) async fn forward(
+    conn: &mut TcpStream,
+    upstream: &mut TcpStream,
+    first: &[u8],
+) -> std::io::Result<()> {
+    upstream.write_all(first).await?;
+    tokio::io::copy_bidirectional(conn, upstream).await?;
+    Ok(())
+}
+
+async fn handle_one(mut conn: TcpStream, allowed: &Allowed) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let Some(end) = read_head(&mut conn, &mut head).await? else {
+        return Ok(());
     };
     let text = String::from_utf8_lossy(&head[..end]).into_owned();
     let line = text.lines().next().unwrap_or_default();
@@ -156,13 +180,11 @@ async fn handle_one(mut conn: TcpStream, allowed: &Allowed) -> std::io::Result<(
     let first = format!("{method} {path} {version}");
     match head::rewrite(&text, &first, &host, port) {
         Ok(rewritten) => {
-            upstream.write_all(rewritten.as_bytes()).await?;
-            upstream.write_all(&head[end..]).await?;
+            let bytes = [rewritten.as_bytes(), &head[end..]].concat();
+            forward(&mut conn, &mut upstream, &bytes).await
         }
-        Err(why) => return refuse(&mut conn, &why).await,
+        Err(why) => refuse(&mut conn, &why).await,
     }
-    tokio::io::copy_bidirectional(&mut conn, &mut upstream).await?;
-    Ok(())
 }
 
 /// A 403 for a request whose head breaks a rule, with the reason.

@@ -48,9 +48,7 @@ pub(super) async fn relay(
     if head::looks_like_http(&first) {
         return http(conn, upstream, first, host, port).await;
     }
-    upstream.write_all(&first).await?;
-    tokio::io::copy_bidirectional(conn, upstream).await?;
-    Ok(())
+    super::forward(conn, upstream, &first).await
 }
 
 /// A TLS connection: reads its ClientHello and checks the server name.
@@ -96,9 +94,7 @@ async fn tls(
         conn.write_all(&UNRECOGNIZED_NAME).await?;
         return conn.shutdown().await;
     }
-    upstream.write_all(&first).await?;
-    tokio::io::copy_bidirectional(conn, upstream).await?;
-    Ok(())
+    super::forward(conn, upstream, &first).await
 }
 
 /// Plain HTTP in the tunnel: its first request is held to the Host rule,
@@ -110,28 +106,15 @@ async fn http(
     host: &str,
     port: u16,
 ) -> std::io::Result<()> {
-    let mut buf = [0u8; 4096];
-    let end = loop {
-        if let Some(i) = first.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if first.len() > MAX_HEAD {
-            return super::answer(conn, "431 Request Header Fields Too Large", "").await;
-        }
-        let n = conn.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        first.extend_from_slice(&buf[..n]);
+    let Some(end) = super::read_head(conn, &mut first).await? else {
+        return Ok(());
     };
     let text = String::from_utf8_lossy(&first[..end]).into_owned();
     let line = text.split("\r\n").next().unwrap_or_default();
     match head::rewrite(&text, line, host, port) {
         Ok(rewritten) => {
-            upstream.write_all(rewritten.as_bytes()).await?;
-            upstream.write_all(&first[end..]).await?;
-            tokio::io::copy_bidirectional(conn, upstream).await?;
-            Ok(())
+            let bytes = [rewritten.as_bytes(), &first[end..]].concat();
+            super::forward(conn, upstream, &bytes).await
         }
         Err(why) => super::refuse(conn, &why).await,
     }
