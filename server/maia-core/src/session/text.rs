@@ -64,6 +64,11 @@ pub(crate) fn title_text(parts: &[PromptPart]) -> String {
             PromptPart::Embedded { uri, .. } => name(uri),
             PromptPart::Image { .. } | PromptPart::Note(_) => continue,
         };
+        // A mention the text already names ("Read @notes.md" sent with
+        // notes.md attached, once as a link and once embedded) adds nothing.
+        if !matches!(part, PromptPart::Text(_)) && !piece.is_empty() && out.contains(&piece) {
+            continue;
+        }
         let joins = out.is_empty()
             || out.ends_with(char::is_whitespace)
             || piece.starts_with(char::is_whitespace)
@@ -163,5 +168,15 @@ mod tests {
             title_from(&title_text(&parts)).as_deref(),
             Some("Please rewrite notes.txt for me.")
         );
+        // The VS Code panel types "@notes.md" and attaches the file twice.
+        let parts = [
+            PromptPart::Text("Read @notes.md".into()),
+            PromptPart::File("/p/notes.md".into()),
+            PromptPart::Embedded {
+                uri: "file:///p/notes.md".into(),
+                text: "x".into(),
+            },
+        ];
+        assert_eq!(title_text(&parts), "Read @notes.md");
     }
 }
