@@ -225,6 +225,45 @@ async fn a_user_edit_after_the_turn_is_a_conflict_kept_unless_forced() {
 }
 
 #[tokio::test]
+async fn a_conflict_an_undo_kept_can_be_forced_afterwards() {
+    let (mut maia, sid) = Maia::ready().await;
+    write(&maia, "a.txt", "a1\n", 0o644);
+    write(&maia, "b.txt", "b1\n", 0o644);
+    let (message, _) = bash_turn(
+        &mut maia,
+        &sid,
+        "printf 'a2\\n' > a.txt && printf 'b2\\n' > b.txt",
+    )
+    .await;
+    write(&maia, "a.txt", "mine\n", 0o644);
+    let (_, before) = maia.turn(&sid, "/undo").await;
+    let text = agent_text(&before);
+    assert!(text.contains("conflicts): `a.txt`"), "{text}");
+    assert_eq!(read(&maia.path("a.txt")), "mine\n");
+    assert_eq!(read(&maia.path("b.txt")), "b1\n");
+    // The kept conflict can still be forced: only it is left to restore.
+    let params = |dry: bool, token: Option<&str>| json!({"sessionId": sid, "beforeMessage": {"messageId": message}, "dryRun": dry, "previewToken": token, "force": true});
+    let preview = revert(&mut maia, params(true, None)).await;
+    let files = preview["result"]["_meta"]["maia"]["files"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{preview}"))
+        .clone();
+    assert_eq!(files.len(), 1, "{preview}");
+    assert_eq!(files[0]["path"], abs(&maia, "a.txt"), "{preview}");
+    let token = preview["result"]["previewToken"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let forced = revert(&mut maia, params(false, Some(&token))).await;
+    assert_eq!(forced["result"]["reverted"], true, "{forced}");
+    assert_eq!(read(&maia.path("a.txt")), "a1\n");
+    assert_eq!(read(&maia.path("b.txt")), "b1\n");
+    // Forced, nothing is left: not even forcing finds more to do.
+    let again = revert(&mut maia, params(true, None)).await;
+    assert_eq!(again["result"]["canRevert"], false, "{again}");
+}
+
+#[tokio::test]
 async fn one_edit_among_several_is_reverted_by_its_tool_call_id() {
     let (mut maia, sid) = Maia::ready().await;
     write(&maia, "x.txt", "x1\n", 0o644);
@@ -593,4 +632,126 @@ async fn a_rewind_with_restore_files_restores_them_as_a_revert_would() {
         "{text}"
     );
     assert_eq!(read(&maia.path("a.txt")), "a0\n");
+}
+
+/// Every name under `dir`, recursively (links not followed).
+fn names_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            names_under(&path, out);
+        }
+        out.push(path);
+    }
+}
+
+/// Whether a file is being written: a name beside the files in `dir` or a
+/// file in one of the staging folders.
+fn mid_write(dir: &Path, staging: &Path) -> bool {
+    let aside = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().contains("maia-restore"));
+    aside
+        || std::fs::read_dir(staging)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|folder| {
+                std::fs::read_dir(folder.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|e| e.file_name().to_string_lossy().parse::<u64>().is_ok())
+            })
+}
+
+#[tokio::test]
+async fn a_revert_killed_at_any_point_leaves_nothing_behind_and_finishes_after_a_restart() {
+    const FILES: usize = 500;
+    let (mut maia, sid) = Maia::ready().await;
+    // Files big enough that a kill lands while one is being written.
+    let original = |i: usize| format!("orig {i}\n").repeat(8 * 1024);
+    for i in 1..=FILES {
+        write(&maia, &format!("d/f{i:03}.txt"), &original(i), 0o644);
+    }
+    let (message, _) = bash_turn(
+        &mut maia,
+        &sid,
+        "for f in d/*.txt; do echo changed > \"$f\"; done",
+    )
+    .await;
+    let is_restored = |maia: &Maia, i: usize| {
+        std::fs::read(maia.path(&format!("d/f{i:03}.txt"))).is_ok_and(|b| b.starts_with(b"orig"))
+    };
+    let params = |dry: bool, token: Option<&str>| json!({"sessionId": sid, "beforeMessage": {"messageId": message}, "dryRun": dry, "previewToken": token});
+    // Cut after the 1st, 150th, 300th and 450th file is back (in order).
+    for cut in [1, 150, 300, 450] {
+        let preview = revert(&mut maia, params(true, None)).await;
+        let files = preview["result"]["_meta"]["maia"]["files"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{preview}"))
+            .clone();
+        // What the cut revert restored is done, not a conflict.
+        assert!(files.iter().all(|f| f["conflict"] == false), "{preview}");
+        let token = preview["result"]["previewToken"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        maia.request("_session/files/revert", params(false, Some(&token)))
+            .await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline && !is_restored(&maia, cut) {
+            tokio::task::yield_now().await;
+        }
+        // Then the moment a file is half-way (being written, not renamed
+        // into place yet), or the revert's end.
+        let staging = maia.path(".maia/.sessions/.checkpoints/restore");
+        while std::time::Instant::now() < deadline
+            && !mid_write(&maia.path("d"), &staging)
+            && !is_restored(&maia, FILES)
+        {
+            tokio::task::yield_now().await;
+        }
+        // SIGKILL: no chance to clean up.
+        maia = maia.restart().await;
+        maia.initialize().await;
+        maia.load(&sid).await;
+    }
+    // Nothing of the interrupted reverts is left anywhere in the project.
+    let mut names = Vec::new();
+    names_under(&maia.cwd(), &mut names);
+    let left: Vec<_> = names
+        .iter()
+        .filter(|p| p.to_string_lossy().contains("maia-restore"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let staging = maia.path(".maia/.sessions/.checkpoints/restore");
+    let staged: Vec<_> = std::fs::read_dir(&staging)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(staged.is_empty(), "staging folders left: {staged:?}");
+    // The revert finishes.
+    let preview = revert(&mut maia, params(true, None)).await;
+    assert!(
+        preview["result"]["_meta"]["maia"]["files"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{preview}"))
+            .iter()
+            .all(|f| f["conflict"] == false),
+        "{preview}"
+    );
+    let token = preview["result"]["previewToken"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let applied = revert(&mut maia, params(false, Some(&token))).await;
+    assert_eq!(applied["result"]["reverted"], true, "{applied}");
+    for i in 1..=FILES {
+        assert_eq!(read(&maia.path(&format!("d/f{i:03}.txt"))), original(i));
+    }
 }

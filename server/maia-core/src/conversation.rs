@@ -496,7 +496,7 @@ fn timeline_of(records: &[Record]) -> crate::checkpoint::Timeline {
 fn absorb_timeline(timeline: &mut crate::checkpoint::Timeline, record: &Record) {
     match record {
         Record::Checkpoint(checkpoint) => timeline.add(checkpoint),
-        Record::Reverted { ids, .. } => timeline.reverted.extend(ids.iter().cloned()),
+        Record::Reverted { ids, conflicts, .. } => timeline.revert(ids, conflicts),
         Record::ToolCall { call } => {
             timeline.tool_calls.insert(call.id.clone());
         }

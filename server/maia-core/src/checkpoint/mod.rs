@@ -17,6 +17,7 @@
 
 pub mod git;
 pub mod plan;
+pub mod restore;
 pub mod walk;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -137,6 +138,9 @@ pub struct Checkpoint {
 pub struct Timeline {
     pub checkpoints: Vec<Checkpoint>,
     pub reverted: BTreeSet<String>,
+    /// The conflicts an undo of each reverted checkpoint kept (the user had
+    /// changed them): what a forced revert of it still restores.
+    pub kept: BTreeMap<String, BTreeSet<String>>,
     /// Tool call ids of the thread.
     pub tool_calls: BTreeSet<String>,
     /// User message ids in order.
@@ -160,9 +164,57 @@ impl Timeline {
         }
     }
 
+    /// Checkpoints were reverted, keeping `conflicts` as the user left them.
+    pub fn revert(&mut self, ids: &[String], conflicts: &[String]) {
+        for id in ids {
+            self.reverted.insert(id.clone());
+            let kept: BTreeSet<String> = conflicts.iter().cloned().collect();
+            if kept.is_empty() {
+                self.kept.remove(id);
+            } else {
+                self.kept.insert(id.clone(), kept);
+            }
+        }
+    }
+
     /// The checkpoints `target` undoes (not reverted yet), oldest first.
     pub fn select(&self, target: &RevertTarget) -> Result<Vec<Checkpoint>, RevertError> {
-        let live = |c: &&Checkpoint| !self.reverted.contains(&c.id);
+        self.select_for(target, false)
+    }
+
+    /// As [`Timeline::select`]; `force` also takes the reverted ones whose
+    /// undo kept conflicts, narrowed to those paths.
+    pub fn select_for(
+        &self,
+        target: &RevertTarget,
+        force: bool,
+    ) -> Result<Vec<Checkpoint>, RevertError> {
+        let chosen = self.chosen(target, force)?;
+        Ok(chosen
+            .into_iter()
+            .map(|mut c| {
+                if self.reverted.contains(&c.id)
+                    && let Some(kept) = self.kept.get(&c.id)
+                {
+                    let mine: Vec<String> = match &c.paths {
+                        Some(paths) => paths
+                            .iter()
+                            .filter(|p| kept.contains(*p))
+                            .cloned()
+                            .collect(),
+                        None => kept.iter().cloned().collect(),
+                    };
+                    c.paths = Some(mine);
+                }
+                c
+            })
+            .collect())
+    }
+
+    fn chosen(&self, target: &RevertTarget, force: bool) -> Result<Vec<Checkpoint>, RevertError> {
+        let live = |c: &&Checkpoint| {
+            !self.reverted.contains(&c.id) || (force && self.kept.contains_key(&c.id))
+        };
         let chosen: Vec<Checkpoint> = match target {
             RevertTarget::ToolCall(id) => {
                 if !self.tool_calls.contains(id) {
@@ -263,9 +315,15 @@ pub struct Checkpoints {
 impl Checkpoints {
     /// The checkpoints of `session` in `cwd`, whose sessions folder is
     /// `sessions` (the store is `sessions/.checkpoints`).
+    /// What an interrupted revert left is removed here ([`restore::sweep`]).
     pub fn new(sessions: &Path, cwd: &Path, session: &str) -> Self {
+        let repo = git::Repo::new(sessions, cwd, session);
+        let swept = restore::sweep(&repo.git_dir);
+        if swept > 0 {
+            tracing::info!("removed what {swept} interrupted revert(s) left");
+        }
         Checkpoints {
-            repo: git::Repo::new(sessions, cwd, session),
+            repo,
             sessions: sessions.to_path_buf(),
             session: session.to_owned(),
             off: None,

@@ -1,7 +1,7 @@
 //! Reverting checkpoints: the plan (what each file becomes, which files
 //! the user changed after MAIA did: conflicts, kept unless forced), its
-//! preview (kinds and diffs) and token, and applying it (each file written
-//! aside and renamed into place, never torn).
+//! preview (kinds and diffs) and token, and applying it (each file staged
+//! and renamed into place, never torn: [`super::restore`]).
 //!
 //! The plan walks the chosen checkpoints from the newest backwards, per
 //! path: when the file as it stands (or as an undone later checkpoint left
@@ -10,12 +10,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
 use super::Checkpoint;
 use super::git::{Blob, GitError, Repo};
+use super::restore::{Goal, Staging};
 
 /// What to undo.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,6 +332,9 @@ fn plan(root: &Path, steps: &[Vec<Step>]) -> Plan {
             if let Some(state) = target.get_mut(&step.path) {
                 if *state == step.after {
                     *state = step.before.clone();
+                } else if *state == step.before {
+                    // Already as undoing leaves it (an interrupted revert
+                    // got this far): nothing to do, and no conflict.
                 } else {
                     // Changed by someone else since: it stays as the newer
                     // checkpoints' undoing left it.
@@ -496,6 +500,7 @@ pub async fn revert(
     } else {
         &plan.target
     };
+    let mut staging = Staging::new(&repo.git_dir)?;
     for file in &report.files {
         let (Some(goal), Some(now)) = (goals.get(&file.path), plan.now.get(&file.path)) else {
             continue;
@@ -503,7 +508,7 @@ pub async fn revert(
         if goal == now {
             continue;
         }
-        write_state(&root, &file.path, goal, editor).await?;
+        write_state(&mut staging, &root, &file.path, goal, editor).await?;
         report.reverted.push(file.path.clone());
     }
     if request.force {
@@ -513,70 +518,37 @@ pub async fn revert(
     Ok(report)
 }
 
-/// Puts `state` at `path`: written aside and renamed into place (or
-/// through the editor for text), deleted when absent.
+/// Puts `state` at `path`: through the editor for text when it offers
+/// it, else staged and renamed into place ([`Staging`]), deleted when
+/// absent.
 async fn write_state(
+    staging: &mut Staging,
     root: &Path,
     path: &str,
     state: &State,
     editor: Option<&dyn maia_tools::FileSystem>,
 ) -> Result<(), RevertError> {
     let full = root.join(path);
-    let io = |e: std::io::Error| RevertError::Io {
-        path: path.to_owned(),
-        message: e.to_string(),
-    };
-    match state {
-        None | Some(Entry::Other) => {
-            match std::fs::symlink_metadata(&full) {
-                Ok(meta) if !meta.is_dir() => std::fs::remove_file(&full).map_err(io)?,
-                _ => {}
-            }
-            return Ok(());
+    if let (Some(fs), Some(Entry::File { mode, bytes })) = (editor, state)
+        && let Ok(text) = std::str::from_utf8(bytes)
+        && !std::fs::symlink_metadata(&full).is_ok_and(|m| m.file_type().is_symlink())
+    {
+        let io = |e: String| RevertError::Io {
+            path: path.to_owned(),
+            message: e,
+        };
+        if let Some(parent) = full.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(e.to_string()))?;
         }
-        Some(entry) => {
-            if let Some(parent) = full.parent() {
-                std::fs::create_dir_all(parent).map_err(io)?;
-            }
-            if let (Some(fs), Entry::File { mode, bytes }) = (editor, entry)
-                && let Ok(text) = std::str::from_utf8(bytes)
-                && !std::fs::symlink_metadata(&full).is_ok_and(|m| m.file_type().is_symlink())
-            {
-                fs.write(&full, text).await.map_err(|e| RevertError::Io {
-                    path: path.to_owned(),
-                    message: e.to_string(),
-                })?;
-                std::fs::set_permissions(&full, std::fs::Permissions::from_mode(*mode))
-                    .map_err(io)?;
-                return Ok(());
-            }
-            let aside = aside_path(&full);
-            let written = match entry {
-                Entry::File { mode, bytes } => std::fs::write(&aside, bytes).and_then(|()| {
-                    std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(*mode))
-                }),
-                Entry::Link { target } => {
-                    use std::os::unix::ffi::OsStrExt;
-                    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(target), &aside)
-                }
-                Entry::Other => Ok(()),
-            };
-            if let Err(e) = written.and_then(|()| std::fs::rename(&aside, &full)) {
-                let _ = std::fs::remove_file(&aside);
-                return Err(io(e));
-            }
-        }
+        fs.write(&full, text).await.map_err(|e| io(e.to_string()))?;
+        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(*mode))
+            .map_err(|e| io(e.to_string()))?;
+        return Ok(());
     }
-    Ok(())
-}
-
-fn aside_path(full: &Path) -> PathBuf {
-    let name = full
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    full.with_file_name(format!(
-        ".{name}.maia-restore-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    ))
+    let goal = match state {
+        None | Some(Entry::Other) => Goal::Absent,
+        Some(Entry::File { mode, bytes }) => Goal::File { mode: *mode, bytes },
+        Some(Entry::Link { target }) => Goal::Link { target },
+    };
+    staging.put(root, path, goal)
 }

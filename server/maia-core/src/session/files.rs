@@ -208,7 +208,11 @@ impl Session {
         &mut self,
         request: &RevertRequest,
     ) -> Result<RevertReport, RevertError> {
-        let chosen = match self.conversation.file_checkpoints().select(&request.target) {
+        let chosen = match self
+            .conversation
+            .file_checkpoints()
+            .select_for(&request.target, request.force)
+        {
             // Nothing recorded because checkpoints are off: say why.
             Err(RevertError::NothingToRevert) => {
                 return Err(match self.checkpoints.off(&self.project.checkpoints) {
