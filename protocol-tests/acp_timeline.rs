@@ -452,3 +452,107 @@ async fn slash_rewind_lists_and_truncates_and_slash_fork_names_the_new_session()
         "{fork}"
     );
 }
+
+/// The worktree folders beside `project` (`<name>.maia-fork-*`).
+fn fork_folders(project: &Path) -> Vec<std::path::PathBuf> {
+    let name = project.file_name().unwrap().to_string_lossy().into_owned();
+    std::fs::read_dir(project.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().is_some_and(|n| {
+                n.to_string_lossy()
+                    .starts_with(&format!("{name}.maia-fork-"))
+            })
+        })
+        .collect()
+}
+
+fn git_out(cwd: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("git runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn a_worktree_fork_killed_while_it_is_made_leaves_nothing_after_a_restart() {
+    let (mut maia, sid) = Maia::ready().await;
+    let project = maia.cwd();
+    git(&project, &["init", "-q", "-b", "main"]);
+    // Enough files that the checkout takes a while.
+    for i in 0..3000 {
+        let dir = project.join(format!("src/d{}", i % 30));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+    }
+    git(&project, &["add", "-A"]);
+    git(
+        &project,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "start",
+        ],
+    );
+    maia.answered_turn(&sid, "alpha", "A.").await;
+    maia.request(
+        "session/fork",
+        json!({"sessionId": sid, "cwd": project, "mcpServers": [], "_meta": {"maia": {"worktree": true}}}),
+    )
+    .await;
+    // SIGKILL the moment the worktree's folder appears: mid-checkout.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline && fork_folders(&project).is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let made = fork_folders(&project);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let _cleanup = Cleanup(Some(made[0].clone()));
+    maia = maia.restart().await;
+    maia.initialize().await;
+    // A session opening in the project undoes the half-made fork.
+    maia.load(&sid).await;
+    // The record goes last, once everything it names is undone.
+    let records = || {
+        std::fs::read_dir(maia.path(".maia/.sessions/.forks"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline && records() > 0 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(records(), 0);
+    assert_eq!(fork_folders(&project), Vec::<std::path::PathBuf>::new());
+    let list = git_out(&project, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+    let branches = git_out(&project, &["branch", "--list", "maia/*"]);
+    assert_eq!(branches.trim(), "", "{branches}");
+    // And a worktree fork made afterwards works.
+    let (resp, _) = call(
+        &mut maia,
+        "session/fork",
+        json!({"sessionId": sid, "cwd": project, "mcpServers": [], "_meta": {"maia": {"worktree": true}}}),
+    )
+    .await;
+    let path = std::path::PathBuf::from(
+        resp["result"]["_meta"]["maia"]["worktree"]["path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{resp}")),
+    );
+    let _cleanup2 = Cleanup(Some(path.clone()));
+    assert!(path.join("src/d0/f0.txt").exists());
+    git(
+        &project,
+        &["worktree", "remove", "--force", &path.to_string_lossy()],
+    );
+}

@@ -504,16 +504,30 @@ async fn fork_command(session: &mut Session, args: &str) {
     };
     let worktree = match wants_worktree {
         false => None,
-        true => match crate::timeline::add_worktree(&cwd).await {
-            Ok(worktree) => Some(worktree),
+        true => match crate::worktree::add(&cwd, &crate::store::sessions_dir(&cwd)).await {
+            Ok(made) => Some(made),
             Err(e) => return session.say(format!("Not forked: {e}.")),
         },
     };
-    let target = worktree.as_ref().map_or(cwd.clone(), |w| w.cwd.clone());
+    let target = worktree
+        .as_ref()
+        .map_or(cwd.clone(), |(w, _)| w.cwd.clone());
     let id = uuid::Uuid::new_v4().to_string();
     let name = fresh_name(&id);
     let home = session.services().options.home.clone();
     let saved = crate::blocking::off_runtime(|| fork.save((&target, &id, &name), home.as_deref()));
+    // Saved: the worktree is the fork's; else it goes.
+    let worktree = match (worktree, &saved) {
+        (Some((w, making)), Ok(())) => {
+            making.done();
+            Some(w)
+        }
+        (Some((_, making)), Err(_)) => {
+            making.undo().await;
+            None
+        }
+        (None, _) => None,
+    };
     session.say(match (saved, worktree) {
         (Err(e), _) => format!("Not forked: {e}."),
         (Ok(()), None) => format!(

@@ -51,6 +51,7 @@ pub mod timeline;
 mod tools;
 pub mod window;
 pub mod workspace;
+pub mod worktree;
 
 pub use client::{Answer, Asker, ClientTools, Question};
 pub use engine::{Engine, EngineOptions, LoadError, McpServerConfig, McpTransport, SessionSummary};

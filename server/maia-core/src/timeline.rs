@@ -6,7 +6,7 @@
 //! message, into a new thread ([`fork`]), in the same folder or in a git
 //! worktree of its own ([`add_worktree`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
@@ -283,55 +283,6 @@ impl Fork {
         store::index_thread(home, cwd);
         Ok(())
     }
-}
-
-/// A git worktree made for a fork.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Worktree {
-    /// The worktree's folder, beside the repository's.
-    pub path: PathBuf,
-    /// Its new branch, `maia/fork-<8 hex>`.
-    pub branch: String,
-    /// Where the fork works: the worktree, or the same subfolder of it as
-    /// the session's folder is of its repository.
-    pub cwd: PathBuf,
-}
-
-/// Adds a git worktree for a fork of a session working in `cwd`: a new
-/// branch `maia/fork-<8 hex>` at the repository's `HEAD`, checked out in
-/// `<parent>/<repository folder>.maia-fork-<8 hex>` (uncommitted changes
-/// stay in the project). Fails when `cwd` is not in a git repository.
-pub async fn add_worktree(cwd: &Path) -> Result<Worktree, String> {
-    let top = crate::review::git(cwd, &["rev-parse", "--show-toplevel"])
-        .await
-        .map_err(|_| format!("`{}` is not in a git repository", cwd.display()))?;
-    let top = PathBuf::from(top.trim());
-    let name = top
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| format!("`{}` has no folder name", top.display()))?;
-    let parent = top
-        .parent()
-        .ok_or_else(|| format!("`{}` has no parent folder", top.display()))?;
-    let tag: String = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
-    let path = parent.join(format!("{name}.maia-fork-{tag}"));
-    let branch = format!("maia/fork-{tag}");
-    let target = path.to_string_lossy().into_owned();
-    crate::review::git(&top, &["worktree", "add", "-b", &branch, &target]).await?;
-    let inside = std::fs::canonicalize(cwd)
-        .ok()
-        .zip(std::fs::canonicalize(&top).ok())
-        .and_then(|(cwd, top)| cwd.strip_prefix(top).ok().map(Path::to_path_buf))
-        .unwrap_or_default();
-    let fork_cwd = path.join(inside);
-    if let Err(e) = std::fs::create_dir_all(&fork_cwd) {
-        return Err(format!("cannot create `{}`: {e}", fork_cwd.display()));
-    }
-    Ok(Worktree {
-        path,
-        branch,
-        cwd: fork_cwd,
-    })
 }
 
 #[cfg(test)]

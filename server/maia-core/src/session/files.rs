@@ -21,8 +21,12 @@ pub(crate) fn mutating(tool: &str) -> bool {
 
 /// The session's checkpoint taker (its store in the project's sessions
 /// folder).
+/// What an interrupted worktree fork left is undone here, in the
+/// background ([`crate::worktree::sweep`]).
 pub(super) fn checkpoints(cwd: &std::path::Path, id: &str) -> checkpoint::Checkpoints {
-    checkpoint::Checkpoints::new(&crate::store::sessions_dir(cwd), cwd, id)
+    let sessions = crate::store::sessions_dir(cwd);
+    crate::worktree::sweep_in_background(&sessions, cwd);
+    checkpoint::Checkpoints::new(&sessions, cwd, id)
 }
 
 /// A revert the handle sent, with where its answer goes.

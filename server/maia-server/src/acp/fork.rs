@@ -94,10 +94,13 @@ impl Agent {
                 .await
                 .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?
                 .map_err(|e| fork_error(e, source))?;
+        let mut making_worktree = None;
         let (cwd, meta) = if wants_worktree(request) {
-            let worktree = maia_core::timeline::add_worktree(&source_cwd)
+            let sessions = maia_core::store::sessions_dir(&source_cwd);
+            let (worktree, making) = maia_core::worktree::add(&source_cwd, &sessions)
                 .await
                 .map_err(|e| invalid_params(format!("cannot fork into a worktree: {e}")))?;
+            making_worktree = Some(making);
             let mut meta = serde_json::Map::new();
             meta.insert(
                 "maia".into(),
@@ -114,8 +117,22 @@ impl Agent {
         let (engine, target) = (self.engine.clone(), cwd.clone());
         let opened = tokio::task::spawn_blocking(move || engine.save_fork(&fork, &target))
             .await
-            .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?
-            .map_err(|e| fork_error(e, source))?;
+            .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))
+            .and_then(|saved| saved.map_err(|e| fork_error(e, source)));
+        // Saved: the worktree is the fork's; else it goes.
+        let opened = match (opened, making_worktree) {
+            (Ok(opened), making) => {
+                if let Some(making) = making {
+                    making.done();
+                }
+                opened
+            }
+            (Err(e), Some(making)) => {
+                making.undo().await;
+                return Err(e);
+            }
+            (Err(e), None) => return Err(e),
+        };
         if let Ok(mut known) = self.known_cwds.lock() {
             known.insert(cwd.clone());
         }

@@ -1,0 +1,355 @@
+//! Git worktrees made for forks (`/fork --worktree`, `session/fork` with
+//! `_meta.maia.worktree`), safe to interrupt at any point: before
+//! `git worktree add` runs, a record of what it will make (folder, branch,
+//! the commit it starts from) is written to the project's sessions folder
+//! (`.forks/<tag>.json`) and held locked; it is removed once the fork's
+//! journal is saved in the worktree. [`sweep`], run when a session opens
+//! in the project, undoes what a record nobody holds names: the worktree
+//! (through git), its branch while it still points where it started, and
+//! the folder. A forged record can name nothing but a folder and a branch
+//! of the shapes MAIA makes, beside the project's repository.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The records' folder inside the sessions folder.
+const FORKS_DIR: &str = ".forks";
+
+/// A git worktree made for a fork.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worktree {
+    /// The worktree's folder, beside the repository's.
+    pub path: PathBuf,
+    /// Its new branch, `maia/fork-<8 hex>`.
+    pub branch: String,
+    /// Where the fork works: the worktree, or the same subfolder of it as
+    /// the session's folder is of its repository.
+    pub cwd: PathBuf,
+}
+
+/// What a worktree being made will be, as its record keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct Record {
+    /// The repository's top folder.
+    top: PathBuf,
+    /// The 8 hex digits of the folder's and branch's names.
+    tag: String,
+    /// The commit the branch starts at.
+    head: String,
+}
+
+impl Record {
+    /// The folder, when `top` has a parent and a name.
+    fn folder(&self) -> Option<PathBuf> {
+        let name = self.top.file_name()?.to_string_lossy().into_owned();
+        Some(
+            self.top
+                .parent()?
+                .join(format!("{name}.maia-fork-{}", self.tag)),
+        )
+    }
+
+    fn branch(&self) -> String {
+        format!("maia/fork-{}", self.tag)
+    }
+
+    /// Whether the record has the shape MAIA writes (a forged one is
+    /// ignored).
+    fn well_formed(&self) -> bool {
+        self.tag.len() == 8
+            && self.tag.bytes().all(|b| b.is_ascii_hexdigit())
+            && self.head.len() >= 40
+            && self.head.bytes().all(|b| b.is_ascii_hexdigit())
+            && self.top.is_absolute()
+    }
+}
+
+/// A worktree being made: its record, held locked until [`Making::done`]
+/// (the fork was saved) or [`Making::undo`] (it could not be).
+#[derive(Debug)]
+pub struct Making {
+    file: PathBuf,
+    record: Record,
+    /// Held for the lock.
+    _lock: File,
+}
+
+impl Making {
+    /// The fork is saved in the worktree: nothing to undo any more.
+    pub fn done(self) {
+        if let Err(e) = std::fs::remove_file(&self.file) {
+            tracing::warn!("cannot remove {}: {e}", self.file.display());
+        }
+    }
+
+    /// The fork could not be saved: the worktree and its branch go.
+    pub async fn undo(self) {
+        undo(&self.record).await;
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// Adds a git worktree for a fork of a session working in `cwd`: a new
+/// branch `maia/fork-<8 hex>` at the repository's `HEAD`, checked out in
+/// `<parent>/<repository folder>.maia-fork-<8 hex>` (uncommitted changes
+/// stay in the project). Fails when `cwd` is not in a git repository.
+/// `sessions` is the project's sessions folder, where the record goes.
+pub async fn add(cwd: &Path, sessions: &Path) -> Result<(Worktree, Making), String> {
+    let top = crate::review::git(cwd, &["rev-parse", "--show-toplevel"])
+        .await
+        .map_err(|_| format!("`{}` is not in a git repository", cwd.display()))?;
+    let top = PathBuf::from(top.trim());
+    let head = crate::review::git(&top, &["rev-parse", "--verify", "HEAD"])
+        .await
+        .map_err(|_| format!("`{}` has no commit to start a branch at", top.display()))?;
+    let record = Record {
+        top: top.clone(),
+        tag: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
+        head: head.trim().to_owned(),
+    };
+    let path = record
+        .folder()
+        .ok_or_else(|| format!("`{}` has no parent folder", top.display()))?;
+    let branch = record.branch();
+    let making = write_record(sessions, record)
+        .map_err(|e| format!("cannot write the fork's record in the sessions folder: {e}"))?;
+    let target = path.to_string_lossy().into_owned();
+    let added = crate::review::git(
+        &top,
+        &[
+            "worktree",
+            "add",
+            "-b",
+            &branch,
+            &target,
+            &making.record.head,
+        ],
+    )
+    .await;
+    if let Err(e) = added {
+        making.undo().await;
+        return Err(e);
+    }
+    let inside = std::fs::canonicalize(cwd)
+        .ok()
+        .zip(std::fs::canonicalize(&top).ok())
+        .and_then(|(cwd, top)| cwd.strip_prefix(top).ok().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let fork_cwd = path.join(inside);
+    if let Err(e) = std::fs::create_dir_all(&fork_cwd) {
+        making.undo().await;
+        return Err(format!("cannot create `{}`: {e}", fork_cwd.display()));
+    }
+    Ok((
+        Worktree {
+            path,
+            branch,
+            cwd: fork_cwd,
+        },
+        making,
+    ))
+}
+
+fn write_record(sessions: &Path, record: Record) -> std::io::Result<Making> {
+    use std::io::Write;
+    let dir = sessions.join(FORKS_DIR);
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("{}.json", record.tag));
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&file)?;
+    out.lock()?;
+    out.write_all(&serde_json::to_vec(&record).map_err(std::io::Error::other)?)?;
+    out.sync_all()?;
+    Ok(Making {
+        file,
+        record,
+        _lock: out,
+    })
+}
+
+/// Removes what an interrupted worktree fork left: the worktree, its
+/// branch (while it still points where it started) and the folder.
+async fn undo(record: &Record) {
+    let Some(folder) = record.folder() else {
+        return;
+    };
+    let target = folder.to_string_lossy().into_owned();
+    let listed = crate::review::git(&record.top, &["worktree", "list", "--porcelain"])
+        .await
+        .unwrap_or_default();
+    let registered = listed
+        .lines()
+        .any(|line| line.strip_prefix("worktree ") == Some(target.as_str()));
+    if registered
+        && let Err(e) = crate::review::git(
+            &record.top,
+            &["worktree", "remove", "--force", "--force", &target],
+        )
+        .await
+    {
+        tracing::warn!("cannot remove the worktree {target}: {e}");
+    }
+    // A folder git had not registered yet (or could not remove).
+    if folder.exists()
+        && let Err(e) = std::fs::remove_dir_all(&folder)
+    {
+        tracing::warn!("cannot remove {target}: {e}");
+    }
+    let _ = crate::review::git(&record.top, &["worktree", "prune"]).await;
+    let branch = record.branch();
+    let at = crate::review::git(
+        &record.top,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ],
+    )
+    .await;
+    if at.is_ok_and(|sha| sha.trim() == record.head)
+        && let Err(e) = crate::review::git(&record.top, &["branch", "-D", &branch]).await
+    {
+        tracing::warn!("cannot remove the branch {branch}: {e}");
+    }
+}
+
+/// Undoes the worktree forks of the project (sessions folder `sessions`,
+/// repository top `top`) that were interrupted before their fork was
+/// saved; the folders removed.
+pub async fn sweep(sessions: &Path, cwd: &Path) -> Vec<PathBuf> {
+    let dir = sessions.join(FORKS_DIR);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let top = crate::review::git(cwd, &["rev-parse", "--show-toplevel"])
+        .await
+        .map(|t| PathBuf::from(t.trim()))
+        .ok();
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let file = entry.path();
+        let Ok(lock) = File::open(&file) else {
+            continue;
+        };
+        // A fork being made right now holds its record.
+        if lock.try_lock().is_err() {
+            continue;
+        }
+        let record = std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok());
+        match record {
+            Some(record) if record.well_formed() && Some(&record.top) == top.as_ref() => {
+                undo(&record).await;
+                removed.extend(record.folder());
+            }
+            // Torn (killed while written: nothing was made yet), or not
+            // ours to act on.
+            _ => {}
+        }
+        let _ = std::fs::remove_file(&file);
+    }
+    removed
+}
+
+/// [`sweep`] on a task, when there are records (a session opening does
+/// not wait for it).
+pub fn sweep_in_background(sessions: &Path, cwd: &Path) {
+    if !sessions.join(FORKS_DIR).is_dir() {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let (sessions, cwd) = (sessions.to_path_buf(), cwd.to_path_buf());
+    runtime.spawn(async move {
+        for folder in sweep(&sessions, &cwd).await {
+            tracing::info!("removed {}, left by an interrupted fork", folder.display());
+        }
+    });
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    async fn repo() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("proj");
+        std::fs::create_dir_all(&top).unwrap();
+        let top = top.canonicalize().unwrap();
+        for args in [
+            &["init", "-q"][..],
+            &[
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "user.name=t",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "x",
+            ],
+        ] {
+            crate::review::git(&top, args).await.unwrap();
+        }
+        (dir, top)
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_fork_is_undone_by_the_sweep_and_a_finished_one_kept() {
+        let (_dir, top) = repo().await;
+        let sessions = top.join(".maia/.sessions");
+        let (kept, making) = add(&top, &sessions).await.unwrap();
+        making.done();
+        let (cut, making) = add(&top, &sessions).await.unwrap();
+        // Held: a sweep leaves it.
+        assert!(sweep(&sessions, &top).await.is_empty());
+        assert!(cut.path.exists());
+        // Dropped without `done` (as a kill would): swept.
+        drop(making);
+        assert_eq!(sweep(&sessions, &top).await, vec![cut.path.clone()]);
+        assert!(!cut.path.exists());
+        let branches = crate::review::git(&top, &["branch", "--list"])
+            .await
+            .unwrap();
+        assert!(!branches.contains(&cut.branch), "{branches}");
+        assert!(branches.contains(&kept.branch), "{branches}");
+        assert!(kept.path.exists());
+        let list = crate::review::git(&top, &["worktree", "list"])
+            .await
+            .unwrap();
+        assert_eq!(list.lines().count(), 2, "{list}");
+        crate::review::git(
+            &top,
+            &[
+                "worktree",
+                "remove",
+                "--force",
+                &kept.path.to_string_lossy(),
+            ],
+        )
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_forged_record_names_nothing_outside_the_forks_shapes() {
+        let (dir, top) = repo().await;
+        let sessions = top.join(".maia/.sessions");
+        let victim = dir.path().join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::create_dir_all(sessions.join(FORKS_DIR)).unwrap();
+        let forged = serde_json::json!({"top": victim, "tag": "../../victim", "head": "0"});
+        std::fs::write(sessions.join(FORKS_DIR).join("x.json"), forged.to_string()).unwrap();
+        assert!(sweep(&sessions, &top).await.is_empty());
+        assert!(victim.exists());
+    }
+}
