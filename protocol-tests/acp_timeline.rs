@@ -475,6 +475,7 @@ fn git_out(cwd: &Path, args: &[&str]) -> String {
         .current_dir(cwd)
         .output()
         .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

@@ -44,4 +44,5 @@ mod neovim;
 mod readme;
 mod registry;
 mod robustness;
+mod timeline_escapes;
 mod timeline_files;

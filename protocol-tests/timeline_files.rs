@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::harness::{Maia, Options, agent_text, choose, read};
 
-fn write(maia: &Maia, rel: &str, text: &str, mode: u32) {
+pub(crate) fn write(maia: &Maia, rel: &str, text: &str, mode: u32) {
     let path = maia.path(rel);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, text).unwrap();
@@ -39,7 +39,7 @@ const SHELL: &str = "printf 'two\\n' > edit.txt && echo new > new.txt && rm gone
 
 /// A turn whose one Bash call runs `command` (allowed once); the prompt's
 /// user message id and the tool call's id.
-async fn bash_turn(maia: &mut Maia, sid: &str, command: &str) -> (String, String) {
+pub(crate) async fn bash_turn(maia: &mut Maia, sid: &str, command: &str) -> (String, String) {
     let (resp, before) = maia
         .tool_turn(
             sid,
@@ -74,7 +74,7 @@ fn assert_seed_restored(maia: &Maia) {
     assert_eq!(mode(&maia.path("run.sh")), 0o644);
 }
 
-async fn revert(maia: &mut Maia, params: Value) -> Value {
+pub(crate) async fn revert(maia: &mut Maia, params: Value) -> Value {
     let id = maia.request("_session/files/revert", params).await;
     maia.response(id).await.0
 }

@@ -197,8 +197,29 @@ impl Repo {
     }
 
     /// Stages the whole work tree (except `skip`, files over the size
-    /// bound) into the session's index and writes it as a tree.
-    pub async fn snapshot(&self, skip: &[String]) -> Result<String, GitError> {
+    /// bound; with `ignored`, files the user's ignore rules leave out but
+    /// that are captured all the same) into the session's index and writes
+    /// it as a tree.
+    pub async fn snapshot(&self, skip: &[String], ignored: &[String]) -> Result<String, GitError> {
+        if !ignored.is_empty() {
+            let mut spec = String::new();
+            for path in ignored {
+                spec.push_str(":(literal)");
+                spec.push_str(path);
+                spec.push('\0');
+            }
+            self.run(
+                &[
+                    "add",
+                    "-f",
+                    "--ignore-errors",
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ],
+                Some(spec.as_bytes()),
+            )
+            .await?;
+        }
         if skip.is_empty() {
             self.run(&["add", "-A", "--ignore-errors", "--", "."], None)
                 .await?;

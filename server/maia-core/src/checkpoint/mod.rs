@@ -15,6 +15,7 @@
 //! records like the rest of the conversation's state); reverting is planned
 //! and applied by [`plan`].
 
+mod batch;
 pub mod git;
 pub mod plan;
 pub mod restore;
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::settings::{FileContent, SettingsFiles};
 
+pub use batch::records_of_batch;
 pub use plan::{FileKind, PlannedFile, RevertError, RevertReport, RevertRequest, RevertTarget};
 
 /// Default `checkpoints.maxFileBytes`: 5 MiB.
@@ -129,6 +131,36 @@ pub struct Checkpoint {
     pub before_modes: BTreeMap<String, u32>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub after_modes: BTreeMap<String, u32>,
+    /// Changes an undo cannot restore (what git cannot hold), named.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_restored: Vec<NotRestored>,
+    /// Folders the change created: an undo removes them when left empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created_dirs: Vec<String>,
+}
+
+/// A change an undo cannot restore: a file, or the folder it sits in,
+/// with why and how many of its files changed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NotRestored {
+    pub path: String,
+    pub why: walk::Escape,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub files: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl NotRestored {
+    /// `` `path` (why) ``, in words.
+    pub fn describe(&self) -> String {
+        match self.files {
+            0 | 1 => format!("`{}` ({})", self.path, self.why.describe()),
+            n => format!("`{}` ({n} files; {})", self.path, self.why.describe()),
+        }
+    }
 }
 
 /// What the journal says of the thread's checkpoints: the list, which were
@@ -292,6 +324,8 @@ pub struct Snapshot {
     pub tree: String,
     pub modes: BTreeMap<String, u32>,
     pub not_captured: Vec<String>,
+    /// The walk it was taken after: what git could not hold, the folders.
+    pub seen: std::sync::Arc<walk::Walk>,
 }
 
 /// A session's checkpoint taker: the store, whether it is off (and why),
@@ -370,7 +404,8 @@ impl Checkpoints {
         }
         let taken = async {
             self.repo.ensure().await?;
-            let tree = self.repo.snapshot(&walk.oversize).await?;
+            let skip: Vec<String> = walk.oversize.iter().chain(&walk.nested).cloned().collect();
+            let tree = self.repo.snapshot(&skip, &walk.ignored).await?;
             self.repo.keep(&self.session, self.next_ref, &tree).await?;
             Ok::<_, git::GitError>(tree)
         }
@@ -380,8 +415,9 @@ impl Checkpoints {
                 self.next_ref += 1;
                 let snapshot = Snapshot {
                     tree,
-                    modes: walk.modes,
-                    not_captured: walk.oversize,
+                    modes: walk.modes.clone(),
+                    not_captured: walk.oversize.clone(),
+                    seen: std::sync::Arc::new(walk),
                 };
                 self.last = Some(snapshot.clone());
                 Ok(snapshot)
@@ -439,64 +475,6 @@ impl Checkpoints {
             tracing::warn!("cannot remove the checkpoints of {session}: {e}");
         }
     }
-}
-
-/// The checkpoint records of one batch of calls: one per mutating call,
-/// each with the paths it named when several calls changed files at once;
-/// the changes no call named go to the calls that name no path (commands).
-pub fn records_of_batch(
-    message_id: &str,
-    calls: &[(String, Vec<PathBuf>)],
-    before: &Snapshot,
-    after: &Snapshot,
-    changed: &[String],
-    cwd: &Path,
-) -> Vec<Checkpoint> {
-    let base = |tool_call_id: Option<String>, paths: Option<Vec<String>>| Checkpoint {
-        id: format!("ckpt-{}", uuid::Uuid::new_v4().simple()),
-        message_id: message_id.to_owned(),
-        tool_call_id,
-        before: before.tree.clone(),
-        after: after.tree.clone(),
-        paths,
-        not_captured: after.not_captured.clone(),
-        before_modes: before.modes.clone(),
-        after_modes: after.modes.clone(),
-    };
-    if let [(id, _)] = calls {
-        return vec![base(Some(id.clone()), None)];
-    }
-    let relative = |p: &PathBuf| {
-        p.strip_prefix(cwd)
-            .ok()
-            .map(|r| r.to_string_lossy().into_owned())
-    };
-    let mut named: BTreeSet<String> = BTreeSet::new();
-    let mut out = Vec::new();
-    for (id, locations) in calls.iter().filter(|(_, l)| !l.is_empty()) {
-        let mine: Vec<String> = locations
-            .iter()
-            .filter_map(relative)
-            .filter(|p| changed.contains(p))
-            .collect();
-        named.extend(mine.iter().cloned());
-        if !mine.is_empty() {
-            out.push(base(Some(id.clone()), Some(mine)));
-        }
-    }
-    let rest: Vec<String> = changed
-        .iter()
-        .filter(|p| !named.contains(*p))
-        .cloned()
-        .collect();
-    if !rest.is_empty() {
-        let owner = calls
-            .iter()
-            .find(|(_, l)| l.is_empty())
-            .map(|(id, _)| id.clone());
-        out.push(base(owner, Some(rest)));
-    }
-    out
 }
 
 #[cfg(test)]

@@ -106,6 +106,12 @@ pub struct RevertReport {
     pub files: Vec<PlannedFile>,
     /// Files over the size bound that the checkpoints did not hold.
     pub not_captured: Vec<String>,
+    /// Changes the checkpoints could not hold (ignored folders, paths
+    /// named `.git`, nested repositories, outside the project), named.
+    pub not_restored: Vec<super::NotRestored>,
+    /// Folders the undone changes created that the revert removes when
+    /// they are left empty (as planned), or removed (as applied).
+    pub folders: Vec<String>,
     /// `sha256:<hex>` of the plan and the files as they are.
     pub token: String,
     /// Applied (false for a dry run).
@@ -441,6 +447,28 @@ pub fn describe(report: &RevertReport) -> String {
             }
         }
     }
+    if !report.folders.is_empty() {
+        text.push_str(&format!(
+            "\nFolders MAIA created, removed when left empty: {}\n",
+            report
+                .folders
+                .iter()
+                .map(|p| format!("`{p}/`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !report.not_restored.is_empty() {
+        text.push_str(&format!(
+            "\nChanged but not restored: {}\n",
+            report
+                .not_restored
+                .iter()
+                .map(super::NotRestored::describe)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     if !report.not_captured.is_empty() {
         text.push_str(&format!(
             "\nNot captured (over `checkpoints.maxFileBytes`), not restored: {}\n",
@@ -474,7 +502,21 @@ pub async fn revert(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
+    let not_restored: Vec<super::NotRestored> = chosen
+        .iter()
+        .flat_map(|c| c.not_restored.iter().cloned())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let folders: Vec<String> = chosen
+        .iter()
+        .flat_map(|c| c.created_dirs.iter().cloned())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut report = RevertReport {
+        not_restored,
+        folders,
         conflicts: files
             .iter()
             .filter(|f| f.conflict)
@@ -511,6 +553,8 @@ pub async fn revert(
         write_state(&mut staging, &root, &file.path, goal, editor).await?;
         report.reverted.push(file.path.clone());
     }
+    drop(staging);
+    report.folders = remove_empty_folders(&root, &report.folders);
     if request.force {
         report.conflicts.clear();
     }
@@ -551,4 +595,24 @@ async fn write_state(
         Some(Entry::Link { target }) => Goal::Link { target },
     };
     staging.put(root, path, goal)
+}
+
+/// Removes `folders` (relative to `root`) that are empty, deepest first
+/// (a folder emptied by removing its empty subfolders goes too); the ones
+/// removed. A folder holding anything, or that is not a folder (a link),
+/// stays.
+fn remove_empty_folders(root: &Path, folders: &[String]) -> Vec<String> {
+    let mut deepest_first: Vec<&String> = folders.iter().collect();
+    deepest_first.sort_by_key(|f| std::cmp::Reverse(f.matches('/').count()));
+    let mut removed = Vec::new();
+    for folder in deepest_first {
+        let full = root.join(folder);
+        let is_folder = std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir());
+        // `remove_dir` fails on a folder that is not empty: nothing lost.
+        if is_folder && std::fs::remove_dir(&full).is_ok() {
+            removed.push(folder.clone());
+        }
+    }
+    removed.sort();
+    removed
 }

@@ -90,9 +90,6 @@ impl Session {
                 return;
             }
         };
-        if changed.is_empty() {
-            return;
-        }
         let message = self
             .conversation
             .user_messages()
@@ -107,6 +104,22 @@ impl Session {
             &changed,
             &self.services.cwd,
         );
+        let not_restored: Vec<String> = records
+            .iter()
+            .flat_map(|r| &r.not_restored)
+            // Build output in ignored folders is common: named at /undo only.
+            .filter(|n| n.why != checkpoint::walk::Escape::Ignored)
+            .map(checkpoint::NotRestored::describe)
+            .collect();
+        if !not_restored.is_empty() {
+            self.emit(Event::Notice {
+                level: NoticeLevel::Warning,
+                text: format!(
+                    "Changed, but not held by the checkpoint: {}; `/undo` cannot restore them",
+                    not_restored.join(", ")
+                ),
+            });
+        }
         if let Some(first) = records.first()
             && !first.not_captured.is_empty()
         {

@@ -22,8 +22,20 @@ use serde_json::json;
 
 use crate::harness::{Harness, stop_of};
 
-/// The files the test plays with (one in a subfolder, created on demand).
-const PATHS: [&str; 4] = ["a.txt", "b.txt", "sub/c.txt", "sub/d.sh"];
+/// The files the test plays with (one in a subfolder, created on demand;
+/// `.gitignore`, whose patterns ignore some of the others, and an ignored
+/// file).
+const PATHS: [&str; 6] = [
+    "a.txt",
+    "b.txt",
+    "sub/c.txt",
+    "sub/d.sh",
+    ".gitignore",
+    "x.env",
+];
+/// What files hold: a few bytes, or an ignore pattern that names files
+/// (never a folder: an ignored folder is not captured, only named).
+const TEXT: &str = "[ab\n]{0,4}|\\*\\.txt\n|b\\.txt\n|\\*\\.env\n|!x\\.env\n";
 /// The modes files get (600, 640 and 700 are kept beside git's tree).
 const MODES: [u32; 5] = [0o644, 0o755, 0o600, 0o640, 0o700];
 
@@ -63,13 +75,17 @@ enum Op {
     /// A crash while a record was written, after this many of its bytes;
     /// then a restart.
     Crash(usize),
+    /// A crash in the middle of a revert from the turn at this index
+    /// (modulo), after this many files (modulo) were restored: what it
+    /// staged is left behind; then a restart.
+    CrashInRevert(usize, usize),
 }
 
 fn file_op() -> impl Strategy<Value = FileOp> {
     let path = 0..PATHS.len();
     let mode = 0..MODES.len();
     prop_oneof![
-        4 => (path.clone(), "[ab\n]{0,4}", mode.clone()).prop_map(|(p, c, m)| FileOp::Write(p, c, m)),
+        4 => (path.clone(), TEXT, mode.clone()).prop_map(|(p, c, m)| FileOp::Write(p, c, m)),
         1 => path.clone().prop_map(FileOp::Delete),
         1 => (path.clone(), path.clone()).prop_map(|(f, t)| FileOp::Rename(f, t)),
         1 => (path, mode).prop_map(|(p, m)| FileOp::Chmod(p, m)),
@@ -77,7 +93,7 @@ fn file_op() -> impl Strategy<Value = FileOp> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let write = proptest::option::weighted(0.3, (0..PATHS.len(), "[ab\n]{0,4}"));
+    let write = proptest::option::weighted(0.3, (0..PATHS.len(), TEXT));
     let batch = (proptest::collection::vec(file_op(), 1..4), write);
     prop_oneof![
         6 => proptest::collection::vec(batch, 1..3).prop_map(Op::Turn),
@@ -87,6 +103,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0usize..8, proptest::bool::weighted(0.3)).prop_map(|(k, f)| Op::RevertCall(k, f)),
         1 => (0usize..8, any::<bool>()).prop_map(|(k, f)| Op::Rewind(k, f)),
         1 => (0usize..400).prop_map(Op::Crash),
+        1 => (0usize..8, 0usize..8).prop_map(|(k, n)| Op::CrashInRevert(k, n)),
     ]
 }
 
@@ -184,7 +201,7 @@ fn disk(root: &Path) -> Tree {
 }
 
 /// A checkpoint as the model sees it: one `Bash` call's trees.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Ckpt {
     turn: usize,
     call: String,
@@ -193,6 +210,9 @@ struct Ckpt {
     /// Only these paths are the call's (calls of one batch).
     paths: Option<BTreeSet<String>>,
     reverted: bool,
+    /// The conflicts its (unforced) undo kept: a forced revert still
+    /// restores those paths.
+    kept: BTreeSet<String>,
 }
 
 impl Ckpt {
@@ -204,7 +224,21 @@ impl Ckpt {
             after: plan.after.clone(),
             paths,
             reverted: false,
+            kept: BTreeSet::new(),
         }
+    }
+
+    /// As a forced revert takes it: whole while live, else narrowed to the
+    /// conflicts its undo kept.
+    fn as_forced(&self) -> Ckpt {
+        let mut c = self.clone();
+        if c.reverted {
+            c.paths = Some(match &self.paths {
+                Some(paths) => paths.intersection(&self.kept).cloned().collect(),
+                None => self.kept.clone(),
+            });
+        }
+        c
     }
 
     /// The paths it changed.
@@ -251,6 +285,8 @@ fn revert_model(now: &Tree, chosen: &[&Ckpt], force: bool) -> (Tree, BTreeSet<St
             }
             if target == after {
                 target = before;
+            } else if target == before {
+                // Already undone (a revert cut short got this far).
             } else {
                 conflict = true;
             }
@@ -396,7 +432,8 @@ impl World {
             return;
         }
         let preview = preview.expect("a preview");
-        let picked: Vec<&Ckpt> = chosen.iter().map(|&i| &self.ckpts[i]).collect();
+        let forced: Vec<Ckpt> = chosen.iter().map(|&i| self.ckpts[i].as_forced()).collect();
+        let picked: Vec<&Ckpt> = forced.iter().collect();
         let (expected, conflicts) = revert_model(&self.tree, &picked, force);
         let named: BTreeSet<String> = preview.conflicts.iter().cloned().collect();
         if !force {
@@ -416,14 +453,30 @@ impl World {
             let kept: BTreeSet<String> = done.conflicts.iter().cloned().collect();
             assert_eq!(kept, conflicts, "conflicts kept");
         }
-        for i in chosen {
-            self.ckpts[i].reverted = true;
-        }
+        let kept = if force { BTreeSet::new() } else { conflicts };
+        self.mark_reverted(&chosen, &kept);
         self.tree = expected;
+    }
+
+    /// `chosen` were reverted, keeping `conflicts` as the user left them.
+    fn mark_reverted(&mut self, chosen: &[usize], conflicts: &BTreeSet<String>) {
+        for &i in chosen {
+            self.ckpts[i].reverted = true;
+            self.ckpts[i].kept = conflicts.clone();
+        }
     }
 
     fn live(&self) -> impl Iterator<Item = (usize, &Ckpt)> {
         self.ckpts.iter().enumerate().filter(|(_, c)| !c.reverted)
+    }
+
+    /// What a revert takes: the live checkpoints; forced, also the
+    /// reverted ones whose undo kept conflicts.
+    fn revertible(&self, force: bool) -> impl Iterator<Item = (usize, &Ckpt)> {
+        self.ckpts
+            .iter()
+            .enumerate()
+            .filter(move |(_, c)| !c.reverted || (force && !c.kept.is_empty()))
     }
 
     async fn undo(&mut self, slash: bool) {
@@ -437,12 +490,10 @@ impl World {
             return self.revert(RevertTarget::LastTurn, chosen, false).await;
         }
         let picked: Vec<&Ckpt> = chosen.iter().map(|&i| &self.ckpts[i]).collect();
-        let (expected, _) = revert_model(&self.tree, &picked, false);
+        let (expected, conflicts) = revert_model(&self.tree, &picked, false);
         let events = self.h.prompt("/undo").await;
         assert_eq!(stop_of(&events), StopReason::EndTurn);
-        for i in chosen {
-            self.ckpts[i].reverted = true;
-        }
+        self.mark_reverted(&chosen, &conflicts);
         self.tree = expected;
     }
 
@@ -468,10 +519,8 @@ impl World {
                 .map(|(i, _)| i)
                 .collect();
             let picked: Vec<&Ckpt> = chosen.iter().map(|&i| &self.ckpts[i]).collect();
-            let (expected, _) = revert_model(&self.tree, &picked, false);
-            for i in chosen {
-                self.ckpts[i].reverted = true;
-            }
+            let (expected, conflicts) = revert_model(&self.tree, &picked, false);
+            self.mark_reverted(&chosen, &conflicts);
             self.tree = expected;
         }
     }
@@ -508,6 +557,59 @@ impl World {
         drop(file);
         self.h.load(&id);
         self.h.session().set_mode(Mode::Bypass);
+    }
+
+    /// A revert from turn `k` killed after `cut` of its files: those are
+    /// as it leaves them, its staging folder (a staged file, and a file it
+    /// was writing beside its target) is left, and nothing is journaled.
+    /// After the restart nothing of it is left in the project, and the
+    /// next revert finishes it.
+    async fn crash_in_revert(&mut self, k: usize, cut: usize) {
+        if self.turns.is_empty() {
+            return;
+        }
+        let k = k % self.turns.len();
+        let picked: Vec<&Ckpt> = self
+            .live()
+            .filter(|(_, c)| c.turn >= k)
+            .map(|(_, c)| c)
+            .collect();
+        let (expected, _) = revert_model(&self.tree, &picked, false);
+        let differing: BTreeSet<String> = self
+            .tree
+            .keys()
+            .chain(expected.keys())
+            .filter(|p| self.tree.get(*p) != expected.get(*p))
+            .cloned()
+            .collect();
+        let cwd = self.h.cwd().to_path_buf();
+        for path in differing.iter().take(cut % (differing.len() + 1)) {
+            let full = cwd.join(path);
+            match expected.get(path) {
+                Some((bytes, mode)) => {
+                    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+                    std::fs::write(&full, bytes).unwrap();
+                    std::fs::set_permissions(&full, std::fs::Permissions::from_mode(*mode))
+                        .unwrap();
+                    self.tree.insert(path.clone(), (bytes.clone(), *mode));
+                }
+                None => {
+                    std::fs::remove_file(&full).unwrap();
+                    self.tree.remove(path);
+                }
+            }
+        }
+        let id = self.h.stop().await;
+        let staging = store::sessions_dir(&cwd).join(".checkpoints/restore/cut");
+        std::fs::create_dir_all(&staging).unwrap();
+        std::fs::write(staging.join("lock"), "").unwrap();
+        std::fs::write(staging.join("1"), "half").unwrap();
+        let aside = cwd.join(".a.txt.maia-restore-0badcafe");
+        std::fs::write(&aside, "half").unwrap();
+        std::fs::write(staging.join("pending"), format!("{}\n", aside.display())).unwrap();
+        self.h.load(&id);
+        self.h.session().set_mode(Mode::Bypass);
+        assert!(!staging.exists(), "the staging folder is swept");
     }
 
     /// The thread's journal file (the one whose header names the session).
@@ -561,7 +663,7 @@ impl World {
                 }
                 let k = k % self.turns.len();
                 let chosen = self
-                    .live()
+                    .revertible(*force)
                     .filter(|(_, c)| c.turn >= k)
                     .map(|(i, _)| i)
                     .collect();
@@ -574,7 +676,7 @@ impl World {
                 }
                 let call = self.calls[k % self.calls.len()].clone();
                 let chosen = self
-                    .live()
+                    .revertible(*force)
                     .filter(|(_, c)| c.call == call)
                     .map(|(i, _)| i)
                     .collect();
@@ -583,6 +685,7 @@ impl World {
             }
             Op::Rewind(k, files) => self.rewind(*k, *files).await,
             Op::Crash(cut) => self.crash(*cut).await,
+            Op::CrashInRevert(k, cut) => self.crash_in_revert(*k, *cut).await,
         }
         assert_eq!(disk(self.h.cwd()), self.tree, "the files after {op:?}");
         self.check_journal();
@@ -594,8 +697,14 @@ async fn run(ops: Vec<Op>) {
     h.session().set_mode(Mode::Bypass);
     let session = h.session().id().to_owned();
     let mut tree = Tree::new();
-    // The project starts with two files.
-    for (path, text) in [("a.txt", "a\n"), ("sub/c.txt", "c\n")] {
+    // The project starts with two files, an ignore rule and a file it
+    // ignores.
+    for (path, text) in [
+        ("a.txt", "a\n"),
+        ("sub/c.txt", "c\n"),
+        (".gitignore", "*.env\n"),
+        ("x.env", "e\n"),
+    ] {
         user_edit(
             h.cwd(),
             &FileOp::Write(

@@ -146,12 +146,17 @@ fn answer_of(
                 file
             })
             .collect();
-        let can = report.files.iter().any(|f| !f.conflict);
+        let can = report.files.iter().any(|f| !f.conflict) || !report.folders.is_empty();
         let mut out = json!({
             "canRevert": can,
             "previewToken": report.token,
             "paths": report.files.iter().map(|f| absolute(cwd, &f.path)).collect::<Vec<_>>(),
-            "_meta": { "maia": { "files": files, "notCaptured": absolutes(cwd, &report.not_captured) } },
+            "_meta": { "maia": {
+                "files": files,
+                "notCaptured": absolutes(cwd, &report.not_captured),
+                "notRestored": not_restored(cwd, &report),
+                "folders": absolutes(cwd, &report.folders),
+            } },
         });
         if !can {
             out["reason"] = json!(if report.files.is_empty() {
@@ -167,6 +172,30 @@ fn answer_of(
         "_meta": { "maia": {
             "reverted": absolutes(cwd, &report.reverted),
             "conflicts": absolutes(cwd, &report.conflicts),
+            "notRestored": not_restored(cwd, &report),
+            "removedFolders": absolutes(cwd, &report.folders),
         } },
     }))
+}
+
+/// What the revert cannot restore: `{path, reason, files?}`, the path
+/// absolute, the reason `ignored`, `git_name`, `nested_repository` or
+/// `outside_project`.
+fn not_restored(cwd: &Path, report: &RevertReport) -> Vec<Value> {
+    report
+        .not_restored
+        .iter()
+        .map(|n| {
+            let path = if n.path.starts_with('/') {
+                n.path.clone()
+            } else {
+                absolute(cwd, &n.path)
+            };
+            let mut out = json!({ "path": path, "reason": n.why });
+            if n.files > 1 {
+                out["files"] = json!(n.files);
+            }
+            out
+        })
+        .collect()
 }
