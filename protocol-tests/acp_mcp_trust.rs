@@ -244,7 +244,10 @@ async fn a_project_server_writes_outside_the_project_only_once_trusted() {
     let title = outcome(&mut maia, "rc").await;
     assert!(title.contains("failed"), "{title}");
     assert!(title.contains("/mcp trust rc"), "no hint: {title}");
-    assert!(!bashrc.exists(), "an untrusted project server wrote ~/.bashrc");
+    assert!(
+        !bashrc.exists(),
+        "an untrusted project server wrote ~/.bashrc"
+    );
 
     // The user trusts it; the next session runs it as configured.
     let id = maia.prompt(&sid, "/mcp trust rc").await;

@@ -58,12 +58,44 @@ pub enum McpTransport {
     },
 }
 
-/// The sandbox stdio servers run in.
+/// The sandbox stdio servers may run in, and how each one runs.
 #[derive(Debug, Clone)]
 pub struct McpSandbox {
     pub sandbox: Arc<maia_tools::sandbox::Sandbox>,
-    /// Servers kept off the network (`"network": false`).
-    pub offline: Vec<String>,
+    /// How each stdio server runs, by name; a server not named here runs
+    /// in the sandbox with the network ([`Confinement::default`]).
+    pub servers: HashMap<String, Confinement>,
+}
+
+/// How one stdio server runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confinement {
+    /// As configured, outside the sandbox (a server the user configured
+    /// or trusted).
+    AsConfigured,
+    /// In the sandbox's file-system rules.
+    Sandboxed {
+        /// It may use the network.
+        network: bool,
+        /// Folders it may write besides where a command may (created
+        /// before it starts).
+        writable: Vec<PathBuf>,
+        /// Variables set before the server's own `env` (which wins).
+        env: Vec<(String, String)>,
+        /// Added to its failure reason (what the user can do about it).
+        note: Option<String>,
+    },
+}
+
+impl Default for Confinement {
+    fn default() -> Self {
+        Confinement::Sandboxed {
+            network: true,
+            writable: Vec::new(),
+            env: Vec::new(),
+            note: None,
+        }
+    }
 }
 
 /// One MCP server to connect.
@@ -157,8 +189,9 @@ struct Server {
     known_tools: Mutex<Vec<McpTool>>,
     /// Serialises (re)connections.
     connecting: tokio::sync::Mutex<()>,
-    /// The sandbox of a stdio server, and whether it may use the network.
-    sandbox: Option<(Arc<maia_tools::sandbox::Sandbox>, bool)>,
+    /// The sandbox of a stdio server and how it runs there (`None`: as
+    /// configured).
+    sandbox: Option<(Arc<maia_tools::sandbox::Sandbox>, Confinement)>,
 }
 
 struct Inner {
@@ -198,8 +231,7 @@ impl McpManager {
 
     /// [`McpManager::start`] with stdio servers inside `sandbox`'s
     /// file-system sandbox (they write only where a command may and cannot
-    /// read the secrets); those named in [`McpSandbox::offline`] also
-    /// without the network.
+    /// read the secrets), each as [`McpSandbox::servers`] says.
     pub fn start_sandboxed(
         configs: Vec<McpServerConfig>,
         sandbox: Option<McpSandbox>,
@@ -210,9 +242,11 @@ impl McpManager {
                 tracing::warn!(server = %config.name, "duplicate MCP server name; ignored");
                 continue;
             }
-            let sandboxed = sandbox.as_ref().map(|s| {
-                let network = !s.offline.contains(&config.name);
-                (s.sandbox.clone(), network)
+            let sandboxed = sandbox.as_ref().and_then(|s| {
+                match s.servers.get(&config.name).cloned().unwrap_or_default() {
+                    Confinement::AsConfigured => None,
+                    confined => Some((s.sandbox.clone(), confined)),
+                }
             });
             servers.push(Arc::new(Server {
                 sandbox: sandboxed,
@@ -250,6 +284,16 @@ impl McpManager {
             *t = tasks;
         }
         McpManager { inner }
+    }
+
+    /// The configuration of server `name`, and whether it runs in the
+    /// sandbox.
+    pub fn config(&self, name: &str) -> Option<(McpServerConfig, bool)> {
+        self.inner
+            .servers
+            .iter()
+            .find(|s| s.config.name == name)
+            .map(|s| (s.config.clone(), s.sandbox.is_some()))
     }
 
     /// Whether there are no servers.
@@ -607,6 +651,17 @@ async fn connect(inner: &Arc<Inner>, server: &Arc<Server>) -> Result<Arc<Connect
         }
         Err(reason) => {
             kill_group(server);
+            let reason = match &server.sandbox {
+                Some((
+                    _,
+                    Confinement::Sandboxed {
+                        note: Some(note), ..
+                    },
+                )) => {
+                    format!("{reason} ({note})")
+                }
+                _ => reason,
+            };
             set_slot(inner, server, Slot::Failed(reason.clone()));
             Err(reason)
         }
@@ -628,13 +683,27 @@ async fn open(server: &Server) -> Result<Connection, String> {
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
             let mut cmd = maia_tools::process::command(command);
             cmd.args(args);
+            if let Some((_, Confinement::Sandboxed { env, writable, .. })) = &server.sandbox {
+                cmd.envs(env.iter().map(|(k, v)| (k, v)));
+                for dir in writable {
+                    if let Err(e) = std::fs::create_dir_all(dir) {
+                        tracing::warn!("cannot create {}: {e}", dir.display());
+                    }
+                }
+            }
             cmd.envs(env.iter().map(|(k, v)| (k, v)));
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }
-            if let Some((sandbox, network)) = &server.sandbox {
+            if let Some((
+                sandbox,
+                Confinement::Sandboxed {
+                    network, writable, ..
+                },
+            )) = &server.sandbox
+            {
                 sandbox
-                    .attach_server(&mut cmd, *network)
+                    .attach_server(&mut cmd, *network, writable)
                     .map_err(|e| format!("cannot start `{command}` in the sandbox: {e}"))?;
             }
             let (transport, stderr) = TokioChildProcess::builder(cmd)

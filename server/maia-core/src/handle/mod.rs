@@ -357,12 +357,20 @@ pub(crate) fn spawn(
         tracing::warn!("cannot record the workspace folders: {e}");
     }
     // Connects in the background; never delays the session.
+    let editor_servers: Vec<String> = mcp_servers.iter().map(|s| s.name.clone()).collect();
+    let mcp_servers = settings::merge_mcp_servers(mcp_servers, &project.settings);
     let mcp_sandbox = project.sandbox.clone().map(|sandbox| maia_mcp::McpSandbox {
         sandbox,
-        offline: project.settings.mcp_offline.clone(),
+        servers: crate::mcp_trust::confinement(
+            options.home.as_deref(),
+            &cwd,
+            &mcp_servers,
+            &editor_servers,
+            &project.settings,
+        ),
     });
     let mcp = Arc::new(maia_mcp::McpManager::start_sandboxed(
-        settings::merge_mcp_servers(mcp_servers, &project.settings),
+        mcp_servers,
         mcp_sandbox,
     ));
     let lsp = crate::langs::manager(
