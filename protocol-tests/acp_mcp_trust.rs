@@ -271,3 +271,29 @@ async fn a_project_server_writes_outside_the_project_only_once_trusted() {
     assert!(title.contains("failed"), "{title}");
     assert!(!profile.exists(), "a changed project server kept the trust");
 }
+
+/// With the sandbox off (`"sandbox": "off"` in the user's settings) a
+/// project's untrusted server does not start at all; the user's do.
+#[tokio::test]
+async fn without_the_sandbox_a_projects_untrusted_server_does_not_start() {
+    let mut maia = Maia::start_with(Options {
+        settings: json!({"sandbox": "off",
+                         "mcpServers": {"mine": {"command": mock_mcp()}}}),
+        ..Options::default()
+    })
+    .await;
+    maia.initialize_with(json!({"session": {"notices": {}}}))
+        .await;
+    let marker = maia.path("started.pid");
+    project_servers(
+        &maia,
+        json!({"proj": {"command": mock_mcp(), "env": {"MOCK_MCP_PID_FILE": marker}}}),
+    );
+    let _ = new_session(&mut maia, json!([])).await;
+    let title = outcome(&mut maia, "proj").await;
+    assert!(title.contains("failed"), "{title}");
+    assert!(title.contains("which is off here"), "{title}");
+    assert!(!marker.exists(), "the project's server was started");
+    let title = outcome(&mut maia, "mine").await;
+    assert!(title.contains("connected"), "{title}");
+}

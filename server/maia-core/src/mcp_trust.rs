@@ -31,16 +31,30 @@ const USER_CACHES: &[&str] = &[
     ".bun/install/cache",
 ];
 
+/// Where a session's servers run.
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    pub home: Option<&'a Path>,
+    pub cwd: &'a Path,
+    /// The session has a sandbox (not off, supported by the kernel).
+    pub sandboxed: bool,
+}
+
 /// How each stdio server of a session runs. `editor`: the names of the
 /// servers the editor passed (they are the user's, whatever the settings
-/// say under the same name).
+/// say under the same name). Without a sandbox the user's servers run as
+/// configured and a project's untrusted one does not start.
 pub fn confinement(
-    home: Option<&Path>,
-    cwd: &Path,
+    place: Place<'_>,
     servers: &[McpServerConfig],
     editor: &[String],
     settings: &Settings,
 ) -> HashMap<String, Confinement> {
+    let Place {
+        home,
+        cwd,
+        sandboxed,
+    } = place;
     let trusted = crate::permission::trusted_mcp_servers(home, cwd);
     let mut out = HashMap::new();
     for server in servers {
@@ -51,7 +65,7 @@ pub fn confinement(
         let offline = settings.mcp_offline.contains(name);
         let project = settings.mcp_project.contains(name) && !editor.contains(name);
         let as_configured = !project || trusted.contains(&trust_key(server));
-        let how = match (as_configured, offline) {
+        let how = match (as_configured, offline && sandboxed) {
             (true, false) => Confinement::AsConfigured,
             (true, true) => Confinement::Sandboxed {
                 network: false,
@@ -68,8 +82,13 @@ pub fn confinement(
                     env: cache.as_deref().map(cache_env).unwrap_or_default(),
                     writable: cache.into_iter().collect(),
                     note: Some(format!(
-                        "a project's server runs in the sandbox; `/mcp trust {name}` \
-                         lets it run as configured from the next session"
+                        "a project's server runs {}; `/mcp trust {name}` \
+                         lets it run as configured from the next session",
+                        if sandboxed {
+                            "in the sandbox"
+                        } else {
+                            "only in the sandbox, which is off here"
+                        }
                     )),
                 }
             }
@@ -182,6 +201,18 @@ mod tests {
         }
     }
 
+    fn place<'a>(
+        home: &'a tempfile::TempDir,
+        cwd: &'a tempfile::TempDir,
+        sandboxed: bool,
+    ) -> Place<'a> {
+        Place {
+            home: Some(home.path()),
+            cwd: cwd.path(),
+            sandboxed,
+        }
+    }
+
     #[test]
     fn the_users_run_as_configured_the_projects_in_the_sandbox_until_trusted() {
         let home = tempfile::tempdir().unwrap();
@@ -200,7 +231,7 @@ mod tests {
             stdio("ed", "npx"),
         ];
         let editor = ["ed".to_owned()];
-        let how = confinement(Some(home.path()), cwd.path(), &servers, &editor, &settings);
+        let how = confinement(place(&home, &cwd, true), &servers, &editor, &settings);
         assert_eq!(how["mine"], Confinement::AsConfigured);
         assert_eq!(how["ed"], Confinement::AsConfigured);
         let Confinement::Sandboxed {
@@ -237,11 +268,31 @@ mod tests {
             &fingerprint(&servers[2]),
         )
         .unwrap();
-        let how = confinement(Some(home.path()), cwd.path(), &servers, &editor, &settings);
+        let how = confinement(place(&home, &cwd, true), &servers, &editor, &settings);
         assert_eq!(how["proj"], Confinement::AsConfigured);
         // Another command line under the same name is not trusted.
         let changed = [stdio("proj", "node")];
-        let how = confinement(Some(home.path()), cwd.path(), &changed, &editor, &settings);
+        let how = confinement(place(&home, &cwd, true), &changed, &editor, &settings);
         assert!(matches!(how["proj"], Confinement::Sandboxed { .. }));
+    }
+
+    #[test]
+    fn without_a_sandbox_a_projects_untrusted_server_does_not_start() {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let mut settings = crate::settings::from_files(
+            &crate::settings::SettingsFiles::default(),
+            cwd.path(),
+            None,
+        );
+        settings.mcp_project = vec!["proj".to_owned()];
+        settings.mcp_offline = vec!["quiet".to_owned()];
+        let servers = [stdio("quiet", "uvx"), stdio("proj", "npx")];
+        let how = confinement(place(&home, &cwd, false), &servers, &[], &settings);
+        assert_eq!(how["quiet"], Confinement::AsConfigured);
+        let Confinement::Sandboxed { note, .. } = &how["proj"] else {
+            panic!("{how:?}")
+        };
+        assert!(note.as_deref().unwrap_or_default().contains("which is off"));
     }
 }

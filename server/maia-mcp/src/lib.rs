@@ -61,7 +61,9 @@ pub enum McpTransport {
 /// The sandbox stdio servers may run in, and how each one runs.
 #[derive(Debug, Clone)]
 pub struct McpSandbox {
-    pub sandbox: Arc<maia_tools::sandbox::Sandbox>,
+    /// `None`: no sandbox (off, or the kernel lacks it); a server that must
+    /// run in it is then not started.
+    pub sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
     /// How each stdio server runs, by name; a server not named here runs
     /// in the sandbox with the network ([`Confinement::default`]).
     pub servers: HashMap<String, Confinement>,
@@ -73,7 +75,7 @@ pub enum Confinement {
     /// As configured, outside the sandbox (a server the user configured
     /// or trusted).
     AsConfigured,
-    /// In the sandbox's file-system rules.
+    /// In the sandbox's file-system rules (not started without a sandbox).
     Sandboxed {
         /// It may use the network.
         network: bool,
@@ -189,9 +191,9 @@ struct Server {
     known_tools: Mutex<Vec<McpTool>>,
     /// Serialises (re)connections.
     connecting: tokio::sync::Mutex<()>,
-    /// The sandbox of a stdio server and how it runs there (`None`: as
-    /// configured).
-    sandbox: Option<(Arc<maia_tools::sandbox::Sandbox>, Confinement)>,
+    /// How a stdio server runs, and the sandbox it runs in if it must.
+    confinement: Confinement,
+    sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
 }
 
 struct Inner {
@@ -242,14 +244,16 @@ impl McpManager {
                 tracing::warn!(server = %config.name, "duplicate MCP server name; ignored");
                 continue;
             }
-            let sandboxed = sandbox.as_ref().and_then(|s| {
-                match s.servers.get(&config.name).cloned().unwrap_or_default() {
-                    Confinement::AsConfigured => None,
-                    confined => Some((s.sandbox.clone(), confined)),
-                }
-            });
+            let (confinement, sandbox) = match &sandbox {
+                Some(s) => (
+                    s.servers.get(&config.name).cloned().unwrap_or_default(),
+                    s.sandbox.clone(),
+                ),
+                None => (Confinement::AsConfigured, None),
+            };
             servers.push(Arc::new(Server {
-                sandbox: sandboxed,
+                confinement,
+                sandbox,
                 config,
                 slot: Mutex::new(Slot::Starting),
                 pgid: Mutex::new(None),
@@ -293,7 +297,10 @@ impl McpManager {
             .servers
             .iter()
             .find(|s| s.config.name == name)
-            .map(|s| (s.config.clone(), s.sandbox.is_some()))
+            .map(|s| {
+                let confined = matches!(s.confinement, Confinement::Sandboxed { .. });
+                (s.config.clone(), confined)
+            })
     }
 
     /// Whether there are no servers.
@@ -651,13 +658,10 @@ async fn connect(inner: &Arc<Inner>, server: &Arc<Server>) -> Result<Arc<Connect
         }
         Err(reason) => {
             kill_group(server);
-            let reason = match &server.sandbox {
-                Some((
-                    _,
-                    Confinement::Sandboxed {
-                        note: Some(note), ..
-                    },
-                )) => {
+            let reason = match &server.confinement {
+                Confinement::Sandboxed {
+                    note: Some(note), ..
+                } => {
                     format!("{reason} ({note})")
                 }
                 _ => reason,
@@ -683,7 +687,7 @@ async fn open(server: &Server) -> Result<Connection, String> {
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
             let mut cmd = maia_tools::process::command(command);
             cmd.args(args);
-            if let Some((_, Confinement::Sandboxed { env, writable, .. })) = &server.sandbox {
+            if let Confinement::Sandboxed { env, writable, .. } = &server.confinement {
                 cmd.envs(env.iter().map(|(k, v)| (k, v)));
                 for dir in writable {
                     if let Err(e) = std::fs::create_dir_all(dir) {
@@ -695,13 +699,15 @@ async fn open(server: &Server) -> Result<Connection, String> {
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }
-            if let Some((
-                sandbox,
-                Confinement::Sandboxed {
-                    network, writable, ..
-                },
-            )) = &server.sandbox
+            if let Confinement::Sandboxed {
+                network, writable, ..
+            } = &server.confinement
             {
+                let Some(sandbox) = &server.sandbox else {
+                    return Err(format!(
+                        "`{command}` must run in the sandbox, which is off or not available here"
+                    ));
+                };
                 sandbox
                     .attach_server(&mut cmd, *network, writable)
                     .map_err(|e| format!("cannot start `{command}` in the sandbox: {e}"))?;
