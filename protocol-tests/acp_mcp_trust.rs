@@ -34,7 +34,7 @@ const START: Duration = Duration::from_secs(90);
 /// `MAIA_REQUIRE_ALL=1`, where a missing tool fails the test.
 fn tool(program: &str, env_var: Option<&str>) -> Option<PathBuf> {
     let found = env_var
-        .and_then(|v| std::env::var_os(v))
+        .and_then(std::env::var_os)
         .map(PathBuf::from)
         .filter(|p| p.is_file())
         .or_else(|| {
@@ -248,6 +248,11 @@ async fn a_project_server_writes_outside_the_project_only_once_trusted() {
         !bashrc.exists(),
         "an untrusted project server wrote ~/.bashrc"
     );
+
+    let id = maia.prompt(&sid, "/mcp").await;
+    let (_, before) = maia.response(id).await;
+    let said = agent_text(&before);
+    assert!(said.contains("runs in the sandbox"), "{said}");
 
     // The user trusts it; the next session runs it as configured.
     let id = maia.prompt(&sid, "/mcp trust rc").await;
