@@ -63,7 +63,7 @@ pub struct Settings {
     /// the sandbox (the others may use it).
     pub mcp_offline: Vec<String>,
     /// MCP servers whose entry comes from the project's settings file (not
-    /// the home folder's): they need the user's trust ([`crate::mcp_trust`]).
+    /// the home folder's): they need the user's trust (`mcp_trust.rs`).
     pub mcp_project: Vec<String>,
     /// Files that were read.
     pub loaded: Vec<PathBuf>,

@@ -11,6 +11,7 @@
 //!   the process group of every stdio server, so no server outlives its
 //!   session.
 
+mod confine;
 mod content;
 mod sse;
 
@@ -30,6 +31,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub use confine::{Confinement, McpSandbox};
 pub use content::{MAX_OUTPUT_CHARS, render_result};
 
 /// How long one server may take to start and list its tools.
@@ -56,48 +58,6 @@ pub enum McpTransport {
         url: String,
         headers: Vec<(String, String)>,
     },
-}
-
-/// The sandbox stdio servers may run in, and how each one runs.
-#[derive(Debug, Clone)]
-pub struct McpSandbox {
-    /// `None`: no sandbox (off, or the kernel lacks it); a server that must
-    /// run in it is then not started.
-    pub sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
-    /// How each stdio server runs, by name; a server not named here runs
-    /// in the sandbox with the network ([`Confinement::default`]).
-    pub servers: HashMap<String, Confinement>,
-}
-
-/// How one stdio server runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confinement {
-    /// As configured, outside the sandbox (a server the user configured
-    /// or trusted).
-    AsConfigured,
-    /// In the sandbox's file-system rules (not started without a sandbox).
-    Sandboxed {
-        /// It may use the network.
-        network: bool,
-        /// Folders it may write besides where a command may (created
-        /// before it starts).
-        writable: Vec<PathBuf>,
-        /// Variables set before the server's own `env` (which wins).
-        env: Vec<(String, String)>,
-        /// Added to its failure reason (what the user can do about it).
-        note: Option<String>,
-    },
-}
-
-impl Default for Confinement {
-    fn default() -> Self {
-        Confinement::Sandboxed {
-            network: true,
-            writable: Vec::new(),
-            env: Vec::new(),
-            note: None,
-        }
-    }
 }
 
 /// One MCP server to connect.
@@ -687,31 +647,13 @@ async fn open(server: &Server) -> Result<Connection, String> {
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
             let mut cmd = maia_tools::process::command(command);
             cmd.args(args);
-            if let Confinement::Sandboxed { env, writable, .. } = &server.confinement {
-                cmd.envs(env.iter().map(|(k, v)| (k, v)));
-                for dir in writable {
-                    if let Err(e) = std::fs::create_dir_all(dir) {
-                        tracing::warn!("cannot create {}: {e}", dir.display());
-                    }
-                }
-            }
+            confine::before_env(&mut cmd, &server.confinement);
             cmd.envs(env.iter().map(|(k, v)| (k, v)));
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }
-            if let Confinement::Sandboxed {
-                network, writable, ..
-            } = &server.confinement
-            {
-                let Some(sandbox) = &server.sandbox else {
-                    return Err(format!(
-                        "`{command}` must run in the sandbox, which is off or not available here"
-                    ));
-                };
-                sandbox
-                    .attach_server(&mut cmd, *network, writable)
-                    .map_err(|e| format!("cannot start `{command}` in the sandbox: {e}"))?;
-            }
+            confine::attach(&mut cmd, &server.confinement, server.sandbox.as_deref())
+                .map_err(|e| format!("cannot start `{command}`{e}"))?;
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(std::process::Stdio::piped())
                 .spawn()

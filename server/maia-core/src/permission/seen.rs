@@ -144,7 +144,7 @@ pub fn confirm_tool(home: Option<&Path>, cwd: &Path, name: &str, fingerprint: &s
 }
 
 /// The project MCP servers of `cwd` the user trusts, as
-/// `name#fingerprint` ([`crate::mcp_trust`]).
+/// `name#fingerprint` (`mcp_trust.rs`).
 pub fn trusted_mcp_servers(home: Option<&Path>, cwd: &Path) -> Vec<String> {
     home.map(|h| read_section(&h.join(SEEN_FILE), MCP_SECTION))
         .unwrap_or_default()
