@@ -268,6 +268,9 @@ mod tests {
             &fingerprint(&servers[2]),
         )
         .unwrap();
+        // Other confirmations written later keep the trust.
+        crate::permission::confirm_tool(Some(home.path()), cwd.path(), "t", "f");
+        crate::permission::confirm_rule(Some(home.path()), cwd.path(), "Bash(ls)");
         let how = confinement(place(&home, &cwd, true), &servers, &editor, &settings);
         assert_eq!(how["proj"], Confinement::AsConfigured);
         // Another command line under the same name is not trusted.

@@ -762,6 +762,13 @@ mod tests {
         .unwrap();
         let s = load(Some(home.path()), cwd.path(), None);
         assert_eq!(s.mcp_servers.len(), 2, "{:?}", s.mcp_servers);
+        // The project's entry replaced the home's `a`: `a` is the project's.
+        let mut project = s.mcp_project.clone();
+        project.sort();
+        assert_eq!(project, ["a", "bad", "ed"]);
+        // In the home folder itself, the one file is the user's.
+        let at_home = load(Some(home.path()), home.path(), None);
+        assert!(at_home.mcp_project.is_empty(), "{:?}", at_home.mcp_project);
         let a = &s.mcp_servers[0];
         assert_eq!(
             a.transport,
