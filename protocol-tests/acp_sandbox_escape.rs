@@ -274,26 +274,28 @@ async fn the_session_temp_folder_is_removed_even_after_kill_9() {
     );
 }
 
-/// A stdio MCP server runs under the same file-system sandbox: it writes
-/// in the project, not outside (its first act is writing its pid file; the
-/// mock stops when it cannot).
+/// A stdio MCP server the project configured runs under the same
+/// file-system sandbox: it writes in the project, not outside (its first
+/// act is writing its pid file; the mock stops when it cannot). The user's
+/// own servers run as configured (`acp_mcp_trust.rs`).
 #[tokio::test]
-async fn a_stdio_mcp_server_cannot_write_outside_the_project() {
+async fn a_project_stdio_mcp_server_cannot_write_outside_the_project() {
     let mut maia = Maia::start().await;
     maia.initialize_with(json!({"session": {"notices": {}}}))
         .await;
     let outside = maia.home.path().join("escape.pid");
     let inside = maia.path("inside.pid");
-    let server = |name: &str, pid: &std::path::Path| {
-        json!({"name": name, "command": crate::acp_mcp::mock_mcp(), "args": [],
-               "env": [{"name": "MOCK_MCP_PID_FILE", "value": pid}]})
-    };
+    let server = |pid: &std::path::Path| json!({"command": crate::acp_mcp::mock_mcp(), "env": {"MOCK_MCP_PID_FILE": pid}});
+    let settings = maia.path(".maia/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(
+        &settings,
+        json!({"mcpServers": {"out": server(&outside), "in": server(&inside)}}).to_string(),
+    )
+    .unwrap();
     let cwd = maia.cwd();
     let id = maia
-        .request(
-            "session/new",
-            json!({"cwd": cwd, "mcpServers": [server("out", &outside), server("in", &inside)]}),
-        )
+        .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
         .await;
     let (resp, _) = maia.response(id).await;
     assert!(resp["result"]["sessionId"].is_string(), "{resp}");

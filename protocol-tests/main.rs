@@ -19,6 +19,7 @@ mod acp_initialize;
 mod acp_llm_faults;
 mod acp_lsp_client;
 mod acp_mcp;
+mod acp_mcp_trust;
 mod acp_models;
 mod acp_modes;
 mod acp_plan;

@@ -268,7 +268,19 @@ pub(crate) async fn run_command(
 ) -> StopReason {
     match command.name {
         "mcp" => {
-            let report = crate::mcp::report(&session.services().mcp);
+            let services = session.services();
+            let report = match args.strip_prefix("trust") {
+                Some(name) if name.is_empty() || name.starts_with(char::is_whitespace) => {
+                    crate::mcp_trust::trust(
+                        services.options.home.as_deref(),
+                        &services.cwd,
+                        &services.mcp,
+                        &session.project().settings,
+                        name.trim(),
+                    )
+                }
+                _ => crate::mcp::report(&services.mcp),
+            };
             session.say(report);
         }
         "help" => {

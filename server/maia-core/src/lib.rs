@@ -26,6 +26,7 @@ pub mod images;
 mod langs;
 pub mod markdown_commands;
 mod mcp;
+pub mod mcp_trust;
 mod md_files;
 mod meter;
 pub mod mode;

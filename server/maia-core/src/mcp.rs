@@ -157,6 +157,12 @@ pub(crate) fn report(manager: &McpManager) -> String {
                 }
             }
         }
+        if manager
+            .config(&server.name)
+            .is_some_and(|(_, confined)| confined)
+        {
+            text.push_str("  - runs in the sandbox\n");
+        }
         if !server.disabled.is_empty() {
             text.push_str(&format!(
                 "  - disabled in the settings: {}\n",
@@ -166,7 +172,8 @@ pub(crate) fn report(manager: &McpManager) -> String {
     }
     text.push_str(
         "\nTheir tool calls ask for permission unless a rule allows them \
-             (`mcp__<server>__<tool>` or `mcp__<server>__<tool>(pattern)`).",
+             (`mcp__<server>__<tool>` or `mcp__<server>__<tool>(pattern)`). \
+             A project's server runs in the sandbox until `/mcp trust NAME`.",
     );
     text
 }

@@ -62,6 +62,9 @@ pub struct Settings {
     /// MCP servers whose `"network": false` keeps them off the network in
     /// the sandbox (the others may use it).
     pub mcp_offline: Vec<String>,
+    /// MCP servers whose entry comes from the project's settings file (not
+    /// the home folder's): they need the user's trust (`mcp_trust.rs`).
+    pub mcp_project: Vec<String>,
     /// Files that were read.
     pub loaded: Vec<PathBuf>,
     /// Problems found (unreadable files, bad values).
@@ -324,6 +327,11 @@ pub fn load(home: Option<&Path>, cwd: &Path, env_api_key: Option<String>) -> Set
 pub fn from_files(files: &SettingsFiles, cwd: &Path, env_api_key: Option<String>) -> Settings {
     let mut merged = Map::new();
     let mut mcp = Map::new();
+    let mut mcp_project = Vec::new();
+    let home_file = files
+        .home
+        .as_ref()
+        .map(|h| h.join(".maia").join("settings.json"));
     let mut loaded = Vec::new();
     let mut warnings = Vec::new();
     for SettingsFile {
@@ -339,7 +347,16 @@ pub fn from_files(files: &SettingsFiles, cwd: &Path, env_api_key: Option<String>
                 let mut map = map.clone();
                 // Servers merge one by one rather than as a whole object.
                 match map.remove("mcpServers") {
-                    Some(Value::Object(servers)) => mcp.extend(servers),
+                    Some(Value::Object(servers)) => {
+                        let project = home_file.as_ref() != Some(file);
+                        for name in servers.keys() {
+                            mcp_project.retain(|n| n != name);
+                            if project {
+                                mcp_project.push(name.clone());
+                            }
+                        }
+                        mcp.extend(servers)
+                    }
                     Some(_) => warnings.push(format!(
                         "mcpServers in {} must be an object; ignored",
                         file.display()
@@ -365,6 +382,7 @@ pub fn from_files(files: &SettingsFiles, cwd: &Path, env_api_key: Option<String>
     let mut settings = from_map(&merged, env_api_key, loaded, warnings);
     settings.mcp_servers = mcp_servers;
     settings.mcp_disabled = mcp_disabled;
+    settings.mcp_project = mcp_project;
     settings.mcp_offline = mcp
         .iter()
         .filter(|(_, entry)| entry.get("network").and_then(Value::as_bool) == Some(false))
@@ -607,6 +625,7 @@ fn from_map(
         mcp_servers: Vec::new(),
         mcp_disabled: HashMap::new(),
         mcp_offline: Vec::new(),
+        mcp_project: Vec::new(),
         loaded,
         warnings,
     }
@@ -743,6 +762,13 @@ mod tests {
         .unwrap();
         let s = load(Some(home.path()), cwd.path(), None);
         assert_eq!(s.mcp_servers.len(), 2, "{:?}", s.mcp_servers);
+        // The project's entry replaced the home's `a`: `a` is the project's.
+        let mut project = s.mcp_project.clone();
+        project.sort();
+        assert_eq!(project, ["a", "bad", "ed"]);
+        // In the home folder itself, the one file is the user's.
+        let at_home = load(Some(home.path()), home.path(), None);
+        assert!(at_home.mcp_project.is_empty(), "{:?}", at_home.mcp_project);
         let a = &s.mcp_servers[0];
         assert_eq!(
             a.transport,

@@ -79,8 +79,8 @@ pub const COMMANDS: &[CommandInfo] = &[
     },
     CommandInfo {
         name: "mcp",
-        description: "List the MCP servers, their state and their tools",
-        hint: None,
+        description: "List the MCP servers, their state and their tools; `trust NAME` lets a project's server run as configured",
+        hint: Some("trust NAME (optional)"),
     },
     CommandInfo {
         name: "help",

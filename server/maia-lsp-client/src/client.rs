@@ -115,7 +115,7 @@ impl Client {
             // It reads the project and writes only where commands may (its
             // caches under the session's temp folder); it needs no network.
             sandbox
-                .attach_server(&mut cmd, false)
+                .attach_server(&mut cmd, false, &[])
                 .map_err(|e| format!("cannot start `{}` in the sandbox: {e}", config.command))?;
         }
         let mut child = cmd

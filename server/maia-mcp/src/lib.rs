@@ -11,6 +11,7 @@
 //!   the process group of every stdio server, so no server outlives its
 //!   session.
 
+mod confine;
 mod content;
 mod sse;
 
@@ -30,6 +31,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub use confine::{Confinement, McpSandbox};
 pub use content::{MAX_OUTPUT_CHARS, render_result};
 
 /// How long one server may take to start and list its tools.
@@ -56,14 +58,6 @@ pub enum McpTransport {
         url: String,
         headers: Vec<(String, String)>,
     },
-}
-
-/// The sandbox stdio servers run in.
-#[derive(Debug, Clone)]
-pub struct McpSandbox {
-    pub sandbox: Arc<maia_tools::sandbox::Sandbox>,
-    /// Servers kept off the network (`"network": false`).
-    pub offline: Vec<String>,
 }
 
 /// One MCP server to connect.
@@ -157,8 +151,9 @@ struct Server {
     known_tools: Mutex<Vec<McpTool>>,
     /// Serialises (re)connections.
     connecting: tokio::sync::Mutex<()>,
-    /// The sandbox of a stdio server, and whether it may use the network.
-    sandbox: Option<(Arc<maia_tools::sandbox::Sandbox>, bool)>,
+    /// How a stdio server runs, and the sandbox it runs in if it must.
+    confinement: Confinement,
+    sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
 }
 
 struct Inner {
@@ -198,8 +193,7 @@ impl McpManager {
 
     /// [`McpManager::start`] with stdio servers inside `sandbox`'s
     /// file-system sandbox (they write only where a command may and cannot
-    /// read the secrets); those named in [`McpSandbox::offline`] also
-    /// without the network.
+    /// read the secrets), each as [`McpSandbox::servers`] says.
     pub fn start_sandboxed(
         configs: Vec<McpServerConfig>,
         sandbox: Option<McpSandbox>,
@@ -210,12 +204,16 @@ impl McpManager {
                 tracing::warn!(server = %config.name, "duplicate MCP server name; ignored");
                 continue;
             }
-            let sandboxed = sandbox.as_ref().map(|s| {
-                let network = !s.offline.contains(&config.name);
-                (s.sandbox.clone(), network)
-            });
+            let (confinement, sandbox) = match &sandbox {
+                Some(s) => (
+                    s.servers.get(&config.name).cloned().unwrap_or_default(),
+                    s.sandbox.clone(),
+                ),
+                None => (Confinement::AsConfigured, None),
+            };
             servers.push(Arc::new(Server {
-                sandbox: sandboxed,
+                confinement,
+                sandbox,
                 config,
                 slot: Mutex::new(Slot::Starting),
                 pgid: Mutex::new(None),
@@ -250,6 +248,19 @@ impl McpManager {
             *t = tasks;
         }
         McpManager { inner }
+    }
+
+    /// The configuration of server `name`, and whether it runs in the
+    /// sandbox.
+    pub fn config(&self, name: &str) -> Option<(McpServerConfig, bool)> {
+        self.inner
+            .servers
+            .iter()
+            .find(|s| s.config.name == name)
+            .map(|s| {
+                let confined = matches!(s.confinement, Confinement::Sandboxed { .. });
+                (s.config.clone(), confined)
+            })
     }
 
     /// Whether there are no servers.
@@ -607,6 +618,14 @@ async fn connect(inner: &Arc<Inner>, server: &Arc<Server>) -> Result<Arc<Connect
         }
         Err(reason) => {
             kill_group(server);
+            let reason = match &server.confinement {
+                Confinement::Sandboxed {
+                    note: Some(note), ..
+                } => {
+                    format!("{reason} ({note})")
+                }
+                _ => reason,
+            };
             set_slot(inner, server, Slot::Failed(reason.clone()));
             Err(reason)
         }
@@ -628,15 +647,13 @@ async fn open(server: &Server) -> Result<Connection, String> {
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
             let mut cmd = maia_tools::process::command(command);
             cmd.args(args);
+            confine::before_env(&mut cmd, &server.confinement);
             cmd.envs(env.iter().map(|(k, v)| (k, v)));
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }
-            if let Some((sandbox, network)) = &server.sandbox {
-                sandbox
-                    .attach_server(&mut cmd, *network)
-                    .map_err(|e| format!("cannot start `{command}` in the sandbox: {e}"))?;
-            }
+            confine::attach(&mut cmd, &server.confinement, server.sandbox.as_deref())
+                .map_err(|e| format!("cannot start `{command}`{e}"))?;
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(std::process::Stdio::piped())
                 .spawn()

@@ -378,7 +378,35 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
     if settings.mcp_servers.is_empty() {
         checks.push(Check::absent("mcp", "no MCP servers in the settings"));
     } else {
-        let manager = maia_mcp::McpManager::start(settings.mcp_servers.clone());
+        // A project's untrusted server is not run outside the sandbox
+        // (docs/permissions.md, "MCP servers: whose they are").
+        let how = maia_core::mcp_trust::confinement(
+            maia_core::mcp_trust::Place {
+                home,
+                cwd,
+                sandboxed: false,
+            },
+            &settings.mcp_servers,
+            &[],
+            &settings,
+        );
+        let (run, held): (Vec<_>, Vec<_>) = settings.mcp_servers.iter().cloned().partition(|s| {
+            !matches!(
+                how.get(&s.name),
+                Some(maia_mcp::Confinement::Sandboxed { .. })
+            )
+        });
+        for server in held {
+            checks.push(Check::absent(
+                "mcp",
+                format!(
+                    "MCP server {}: the project's, not started here until you trust it \
+                     (`/mcp trust {}` in a session)",
+                    server.name, server.name
+                ),
+            ));
+        }
+        let manager = maia_mcp::McpManager::start(run);
         manager.wait_ready(MCP_WAIT).await;
         for status in manager.status() {
             match status.state {

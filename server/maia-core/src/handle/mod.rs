@@ -357,13 +357,24 @@ pub(crate) fn spawn(
         tracing::warn!("cannot record the workspace folders: {e}");
     }
     // Connects in the background; never delays the session.
-    let mcp_sandbox = project.sandbox.clone().map(|sandbox| maia_mcp::McpSandbox {
-        sandbox,
-        offline: project.settings.mcp_offline.clone(),
-    });
+    let editor_servers: Vec<String> = mcp_servers.iter().map(|s| s.name.clone()).collect();
+    let mcp_servers = settings::merge_mcp_servers(mcp_servers, &project.settings);
+    let mcp_sandbox = maia_mcp::McpSandbox {
+        servers: crate::mcp_trust::confinement(
+            crate::mcp_trust::Place {
+                home: options.home.as_deref(),
+                cwd: &cwd,
+                sandboxed: project.sandbox.is_some(),
+            },
+            &mcp_servers,
+            &editor_servers,
+            &project.settings,
+        ),
+        sandbox: project.sandbox.clone(),
+    };
     let mcp = Arc::new(maia_mcp::McpManager::start_sandboxed(
-        settings::merge_mcp_servers(mcp_servers, &project.settings),
-        mcp_sandbox,
+        mcp_servers,
+        Some(mcp_sandbox),
     ));
     let lsp = crate::langs::manager(
         project.lsp.clone(),

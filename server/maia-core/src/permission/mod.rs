@@ -79,8 +79,8 @@ pub use persist::{PersistError, persist_rule};
 pub(crate) use rule::input_value;
 pub use rule::{Family, Rule, RuleError};
 pub use seen::{
-    SEEN_FILE, confirm_rule, confirm_tool, unconfirmed_allow_rules, unconfirmed_tools,
-    unseen_allow_rules,
+    SEEN_FILE, confirm_rule, confirm_tool, trust_mcp_server, trusted_mcp_servers,
+    unconfirmed_allow_rules, unconfirmed_tools, unseen_allow_rules,
 };
 pub use suggest::{suggest_rule, suggest_rule_value};
 

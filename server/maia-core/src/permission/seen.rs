@@ -143,6 +143,43 @@ pub fn confirm_tool(home: Option<&Path>, cwd: &Path, name: &str, fingerprint: &s
     }
 }
 
+/// The project MCP servers of `cwd` the user trusts, as
+/// `name#fingerprint` (`mcp_trust.rs`).
+pub fn trusted_mcp_servers(home: Option<&Path>, cwd: &Path) -> Vec<String> {
+    home.map(|h| read_section(&h.join(SEEN_FILE), MCP_SECTION))
+        .unwrap_or_default()
+        .remove(&store_key(&super::persist::local_settings_file(cwd)))
+        .unwrap_or_default()
+}
+
+/// Records that the user trusts the project MCP server `name` with this
+/// command line (`fingerprint`); an older trust of that name is replaced.
+pub fn trust_mcp_server(
+    home: &Path,
+    cwd: &Path,
+    name: &str,
+    fingerprint: &str,
+) -> std::io::Result<()> {
+    let store = home.join(SEEN_FILE);
+    let key = store_key(&super::persist::local_settings_file(cwd));
+    let mut servers = read_section(&store, MCP_SECTION);
+    let list = servers.entry(key).or_default();
+    list.retain(|e| e.split('#').next() != Some(name));
+    list.push(format!("{name}#{fingerprint}"));
+    write_full(
+        &store,
+        [
+            ("files", &read_section(&store, "files")),
+            ("confirmed", &read_section(&store, "confirmed")),
+            ("tools", &read_section(&store, "tools")),
+            (MCP_SECTION, &servers),
+        ],
+    )
+}
+
+/// The section of the trusted project MCP servers.
+const MCP_SECTION: &str = "mcpServers";
+
 fn store_key(local: &Path) -> String {
     std::fs::canonicalize(local)
         .unwrap_or_else(|_| local.to_path_buf())
@@ -202,13 +239,29 @@ fn write_all(
     confirmed: &BTreeMap<String, Vec<String>>,
     tools: &BTreeMap<String, Vec<String>>,
 ) -> std::io::Result<()> {
+    write_full(
+        store,
+        [
+            ("files", files),
+            ("confirmed", confirmed),
+            ("tools", tools),
+            (MCP_SECTION, &read_section(store, MCP_SECTION)),
+        ],
+    )
+}
+
+fn write_full(
+    store: &Path,
+    sections: [(&str, &BTreeMap<String, Vec<String>>); 4],
+) -> std::io::Result<()> {
     if let Some(dir) = store.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let text = serde_json::to_string_pretty(
-        &json!({ "version": 1, "files": files, "confirmed": confirmed, "tools": tools }),
-    )
-    .unwrap_or_default();
+    let mut value = json!({ "version": 1 });
+    for (name, section) in sections {
+        value[name] = json!(section);
+    }
+    let text = serde_json::to_string_pretty(&value).unwrap_or_default();
     let tmp: PathBuf = store.with_extension(format!("json.tmp{}", std::process::id()));
     std::fs::write(&tmp, text + "\n")?;
     std::fs::rename(&tmp, store)

@@ -360,16 +360,19 @@ impl Sandbox {
     }
 
     /// [`Sandbox::attach`] for a long-lived server (an MCP server): the
-    /// same file-system sandbox, the network as `network` says.
+    /// same file-system sandbox, the network as `network` says, and
+    /// `writable` (existing folders) writable too.
     pub fn attach_server(
         &self,
         command: &mut tokio::process::Command,
         network: bool,
+        writable: &[PathBuf],
     ) -> Result<(), SandboxError> {
-        let policy = SandboxPolicy {
+        let mut policy = SandboxPolicy {
             network,
             ..self.policy.clone()
         };
+        policy.writable.extend(writable.iter().cloned());
         self.attach_with(command, &policy)
     }
 
