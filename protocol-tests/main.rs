@@ -21,6 +21,7 @@ mod acp_lsp_client;
 mod acp_mcp;
 mod acp_models;
 mod acp_modes;
+mod acp_order;
 mod acp_plan;
 mod acp_prompt;
 mod acp_queue;
