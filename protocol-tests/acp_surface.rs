@@ -1,7 +1,7 @@
 //! The ACP 1.20 surface beyond prompts (issue 22): `logout`,
 //! `$/cancel_request` of MAIA's own slow requests, tool-call names, the
-//! reasoning-effort and boolean config options, `PromptResponse.usage`,
-//! `session/set_title` and the session archive.
+//! reasoning-effort and boolean config options, the turn's usage
+//! (`_meta.maia.usage`), `session/set_title` and the session archive.
 
 use std::time::Duration;
 
@@ -206,13 +206,36 @@ async fn every_tool_call_carries_the_tool_s_real_name() {
     assert_eq!(compaction[0]["name"], "Compact", "{before:?}");
 }
 
+/// The turn's usage in the prompt response: `_meta.maia.usage`, never at
+/// the root, so the response has only the stable v1 schema's fields.
+fn turn_usage(resp: &Value) -> &Value {
+    let result = &resp["result"];
+    let fields: Vec<&String> = result
+        .as_object()
+        .unwrap_or_else(|| panic!("no result in {resp}"))
+        .keys()
+        .collect();
+    assert!(
+        fields
+            .iter()
+            .all(|f| ["stopReason", "_meta"].contains(&f.as_str())),
+        "a field outside the stable PromptResponse: {resp}"
+    );
+    &result["_meta"]["maia"]["usage"]
+}
+
 #[tokio::test]
-async fn the_prompt_response_carries_the_turn_s_usage() {
+async fn the_prompt_response_carries_the_turn_s_usage_in_its_meta_not_at_its_root() {
     let (mut maia, sid) = Maia::ready().await;
     let (resp, _) = maia.answered_turn(&sid, "hello", "hi").await;
     let (p, c) = (mock::MOCK_PROMPT_TOKENS, mock::MOCK_COMPLETION_TOKENS);
+    assert!(resp["result"].get("usage").is_none(), "{resp}");
+    assert!(
+        resp["result"]["_meta"]["maia"]["userMessageId"].is_string(),
+        "{resp}"
+    );
     assert_eq!(
-        resp["result"]["usage"],
+        *turn_usage(&resp),
         json!({"totalTokens": p + c, "inputTokens": p, "outputTokens": c}),
         "{resp}"
     );
@@ -241,14 +264,14 @@ async fn the_prompt_response_carries_the_turn_s_usage() {
     let id = maia.prompt(&sid, "look").await;
     let (resp, _) = maia.response_with(id, choose("allow_once")).await;
     assert_eq!(
-        resp["result"]["usage"],
+        *turn_usage(&resp),
         json!({"totalTokens": 1300 + p + c, "inputTokens": 1000 + p, "outputTokens": 300 + c,
                "thoughtTokens": 200, "cachedReadTokens": 600, "cachedWriteTokens": 50}),
         "{resp}"
     );
     // A turn without a model request (a slash command) has none.
     let (resp, _) = maia.turn(&sid, "/help").await;
-    assert!(resp["result"].get("usage").is_none(), "{resp}");
+    assert!(turn_usage(&resp).is_null(), "{resp}");
 }
 
 fn listed(resp: &Value) -> Vec<(String, Value)> {

@@ -164,6 +164,22 @@ impl Maia {
         id
     }
 
+    /// Writes the requests `calls` (method, params) in one write, with no
+    /// wait between them; their ids, in order.
+    pub async fn pipeline(&mut self, calls: &[(&str, Value)]) -> Vec<u64> {
+        let mut text = String::new();
+        let mut ids = Vec::new();
+        for (method, params) in calls {
+            let id = self.next_id;
+            self.next_id += 1;
+            let message = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+            text.push_str(&format!("{message}\n"));
+            ids.push(id);
+        }
+        self.send_raw(&text).await;
+        ids
+    }
+
     pub async fn notify(&mut self, method: &str, params: Value) {
         self.send(&json!({"jsonrpc":"2.0","method":method,"params":params}))
             .await;

@@ -22,6 +22,7 @@ mod acp_mcp;
 mod acp_mcp_trust;
 mod acp_models;
 mod acp_modes;
+mod acp_order;
 mod acp_plan;
 mod acp_prompt;
 mod acp_queue;

@@ -56,6 +56,10 @@ pub enum RewindError {
     Store(#[from] StoreError),
     #[error("the session has ended")]
     Ended,
+    /// The files were to be restored too, and their preview failed:
+    /// nothing changed.
+    #[error("cannot restore the files: {0}")]
+    Files(crate::checkpoint::RevertError),
 }
 
 /// A rewind done.
@@ -67,6 +71,16 @@ pub struct Rewound {
     pub text: String,
     /// The task list in effect (the last one before the message).
     pub todos: Vec<Todo>,
+}
+
+/// A rewind a live session did ([`crate::SessionHandle::rewind`]), with
+/// the files restored when they were asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewindDone {
+    pub rewound: Rewound,
+    /// The files restored as a revert from the message would do it:
+    /// `None` when not asked for or nothing was to restore.
+    pub files: Option<Result<crate::checkpoint::RevertReport, crate::checkpoint::RevertError>>,
 }
 
 /// `sha256:` and the hex SHA-256 of a message's text (as codex-acp and

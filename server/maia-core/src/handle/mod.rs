@@ -1,8 +1,9 @@
-//! A session's handle and its task: [`SessionHandle`] submits prompts,
-//! cancels and sends changes; [`spawn`] opens a session (its project loaded,
-//! its journal created or restored) and runs its turns one after another on
-//! a task. This is the top of the engine's module graph: it drives the turn
-//! loop (`session/turn.rs`), which works on the session's state
+//! A session's handle: [`SessionHandle`] submits prompts, cancels and
+//! sends changes, in order, to the session's task (`handle/task.rs`);
+//! [`spawn`] opens a session (its project loaded, its journal created or
+//! restored) and starts that task, which runs its turns one after another.
+//! This is the top of the engine's module graph: it drives the turn loop
+//! (`session/turn.rs`), which works on the session's state
 //! ([`crate::session`]).
 
 use std::path::{Path, PathBuf};
@@ -14,14 +15,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::conversation::Conversation;
-use crate::event::{Event, StopReason};
+use crate::event::Event;
 use crate::mode::Mode;
 use crate::options::EngineOptions;
 use crate::project::Project;
 use crate::prompt::PromptPart;
-use crate::queue::{
-    Queue, QueueAnswer, QueueError, QueueOp, QueueRequest, QueueTurnStatus, Queued,
-};
+use crate::queue::{Queue, QueueAnswer, QueueError, QueueOp, QueueRequest};
 use crate::session::steer::{Steer, SteerOutcome};
 use crate::session::{Change, Parts, Services, Session, default_model, fresh_name};
 use crate::settings;
@@ -30,27 +29,23 @@ use crate::window::WindowCache;
 
 mod children;
 mod files;
+mod task;
 use children::ChildSpawner;
+use task::{Input, Launch, launch};
 
 /// A prompt was sent while a turn is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("this session is already running a prompt; wait for it to finish or cancel it")]
 pub struct Busy;
 
-enum Op {
-    Prompt {
-        parts: Vec<PromptPart>,
-        cancel: CancellationToken,
-    },
-}
-
 /// Drives one session. Cloneable; the session ends when every clone is gone.
 #[derive(Clone)]
 pub struct SessionHandle {
     id: String,
     cwd: PathBuf,
-    ops: mpsc::UnboundedSender<Op>,
-    changes: mpsc::UnboundedSender<Change>,
+    /// The session task's inbox: prompts, changes, rewinds and reverts,
+    /// in the order the caller wrote them.
+    inbox: mpsc::UnboundedSender<Input>,
     queue: mpsc::UnboundedSender<QueueRequest>,
     /// The session's background tasks (`_session/async_task/stop`).
     tasks: crate::background::Tasks,
@@ -102,7 +97,7 @@ impl SessionHandle {
         if let Ok(mut turn) = self.turn.lock() {
             *turn = Some(cancel.clone());
         }
-        if self.ops.send(Op::Prompt { parts, cancel }).is_err() {
+        if self.inbox.send(Input::Prompt { parts, cancel }).is_err() {
             self.busy.store(false, Ordering::Release);
             return Err(Busy);
         }
@@ -121,12 +116,12 @@ impl SessionHandle {
     ) -> impl std::future::Future<Output = SteerOutcome> + Send + use<> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let sent = self
-            .changes
-            .send(Change::Steer(Steer {
+            .inbox
+            .send(Input::Change(Change::Steer(Steer {
                 parts,
                 prompt_required,
                 reply,
-            }))
+            })))
             .is_ok();
         async move {
             let ended = || SteerOutcome::Failed("the session has ended".into());
@@ -154,37 +149,50 @@ impl SessionHandle {
     }
 
     /// Truncates the thread before the user message `point` names
-    /// ([`crate::timeline`]); refused with [`RewindError::Busy`] while a
-    /// turn runs, nothing changed.
+    /// ([`crate::timeline`]), restoring the files as a revert from it
+    /// would when `restore_files` (their preview first: one that fails
+    /// changes nothing). Handed to the session task now, in order with
+    /// the other requests: done between turns before a prompt sent after
+    /// it; refused with [`RewindError::Busy`] while a turn runs, nothing
+    /// changed.
     ///
     /// [`RewindError::Busy`]: crate::timeline::RewindError::Busy
     pub fn rewind(
         &self,
         point: crate::timeline::MessagePoint,
+        restore_files: bool,
     ) -> impl std::future::Future<
-        Output = Result<crate::timeline::Rewound, crate::timeline::RewindError>,
+        Output = Result<crate::timeline::RewindDone, crate::timeline::RewindError>,
     > + Send
     + use<> {
         use crate::timeline::RewindError;
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = !self.is_busy()
-            && self
-                .changes
-                .send(Change::Rewind(crate::session::rewind::Request {
-                    point,
-                    reply,
-                }))
-                .is_ok();
-        let busy = self.is_busy();
+        let request = crate::session::rewind::Request {
+            point,
+            restore_files,
+            reply,
+        };
+        let sent = self.inbox.send(Input::Rewind(request)).is_ok();
         async move {
             if !sent {
-                return Err(if busy {
-                    RewindError::Busy
-                } else {
-                    RewindError::Ended
-                });
+                return Err(RewindError::Ended);
             }
             answer.await.unwrap_or(Err(RewindError::Ended))
+        }
+    }
+
+    /// Resolves once the session task has taken every request sent
+    /// before this call (a rewind or a revert done, or refused): what
+    /// reads the session's journal from outside (a fork) sees their
+    /// effect.
+    pub fn reached(&self) -> impl std::future::Future<Output = ()> + Send + use<> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.inbox.send(Input::Reached(reply)).is_ok();
+        async move {
+            if sent {
+                // Dropped unanswered: the session ended; nothing to wait for.
+                let _ = answer.await;
+            }
         }
     }
 
@@ -292,7 +300,7 @@ impl SessionHandle {
 
     fn change(&self, change: Change) {
         // The session has ended when this fails: nothing left to change.
-        let _ = self.changes.send(change);
+        let _ = self.inbox.send(Input::Change(change));
     }
 
     /// Whether a turn is running.
@@ -458,313 +466,6 @@ pub(crate) fn spawn(
         },
     );
     (handle, events_rx)
-}
-
-/// What [`launch`] needs besides the session.
-struct Launch {
-    /// The sender of the session's changes (its receiver is in the session).
-    changes: mpsc::UnboundedSender<Change>,
-    queue: Queue,
-    initial_model: Option<String>,
-    saved_options: store::SessionOptions,
-    children: Children,
-    /// A top session owns its MCP and language servers (a child shares
-    /// its parent's) and runs what the user types as commands.
-    top: bool,
-}
-
-/// Runs `session`'s turns on a task, one after another; returns its
-/// handle.
-fn launch(mut session: Session, launch: Launch) -> SessionHandle {
-    let Launch {
-        changes,
-        mut queue,
-        initial_model,
-        saved_options,
-        children,
-        top,
-    } = launch;
-    let (ops_tx, mut ops_rx) = mpsc::unbounded_channel();
-    let (queue_tx, mut queue_rx) = mpsc::unbounded_channel();
-    let busy = Arc::new(AtomicBool::new(false));
-    let turn = Arc::new(Mutex::new(None));
-    let ended = CancellationToken::new();
-    let events = session.services().events.clone();
-    let tasks = session.tools().tasks.clone();
-    let handle = SessionHandle {
-        id: session.id().to_owned(),
-        cwd: session.services().cwd.clone(),
-        ops: ops_tx,
-        changes,
-        queue: queue_tx,
-        tasks: tasks.clone(),
-        turn: turn.clone(),
-        busy: busy.clone(),
-        initial_model,
-        saved_options,
-        ended: ended.clone(),
-        children,
-    };
-    tokio::spawn(async move {
-        let ctl = TurnControl { busy, turn };
-        // A turn to start at once: a steer's or the queue's.
-        let mut next: Option<NextTurn> = None;
-        loop {
-            let NextTurn {
-                parts,
-                cancel,
-                queued,
-            } = match next.take() {
-                Some(turn) => turn,
-                None => {
-                    // A change sent before a prompt is taken before it.
-                    let op = tokio::select! {
-                        biased;
-                        Some(change) = session.next_change() => {
-                            match change {
-                                Change::Steer(steer) => {
-                                    next = idle_steer(&mut session, steer, &ctl);
-                                }
-                                Change::Revert(call) if ctl.claim() => {
-                                    // Idle again before the answer: the
-                                    // client's next request (the apply
-                                    // after a preview) is not refused.
-                                    let report = session.revert_files(&call.request).await;
-                                    ctl.end();
-                                    let _ = call.reply.send(report);
-                                }
-                                Change::Rewind(request) => session.rewind_request(request),
-                                other => session.apply(other),
-                            }
-                            continue;
-                        }
-                        Some(request) = queue_rx.recv() => {
-                            next = idle_queue(&session, &mut queue, request, &ctl);
-                            continue;
-                        }
-                        () = tasks.ended() => {
-                            // Journaled now; the model hears of it next turn.
-                            session.record_task_ends();
-                            continue;
-                        }
-                        op = ops_rx.recv() => op,
-                    };
-                    let Some(Op::Prompt { parts, cancel }) = op else {
-                        break;
-                    };
-                    NextTurn {
-                        parts,
-                        cancel,
-                        queued: None,
-                    }
-                }
-            };
-            session.apply_changes();
-            let stop = {
-                let run = async {
-                    if top {
-                        crate::commands::run_prompt(&mut session, parts, &cancel).await
-                    } else {
-                        // A child's prompt is the model's task, never a command.
-                        session.run_turn(parts, None, &cancel).await
-                    }
-                };
-                tokio::pin!(run);
-                // The queue is edited while the turn runs.
-                loop {
-                    tokio::select! {
-                        stop = &mut run => break stop,
-                        Some(request) = queue_rx.recv() => {
-                            let QueueRequest { op, reply } = request;
-                            let answer = queue.edit(op).map(|(answer, changed)| {
-                                if changed {
-                                    let _ = events.send(Event::QueueChanged);
-                                }
-                                answer
-                            });
-                            let _ = reply.send(answer);
-                        }
-                    }
-                }
-            };
-            let stop = if cancel.is_cancelled() {
-                StopReason::Cancelled
-            } else {
-                stop
-            };
-            if let Some((turn_id, queued_id)) = queued {
-                let status = if stop == StopReason::Cancelled {
-                    QueueTurnStatus::Interrupted
-                } else {
-                    QueueTurnStatus::Completed
-                };
-                session.emit(Event::QueueTurn {
-                    turn_id,
-                    queued_id,
-                    status,
-                });
-            }
-            // A cancelled turn pauses the queue; any other end resumes it.
-            queue.paused = stop == StopReason::Cancelled;
-            // A steer the turn did not take starts the next one at once,
-            // else the queue's head: the session stays busy, so no prompt
-            // slips in between.
-            next = session
-                .leftover_steers(stop)
-                .map(|parts| NextTurn {
-                    parts,
-                    cancel: ctl.begin(),
-                    queued: None,
-                })
-                .or_else(|| {
-                    let item = queue.next()?;
-                    Some(NextTurn::queued(item, ctl.begin()))
-                });
-            if next.is_none() {
-                ctl.end();
-            }
-            if let Some(usage) = session.take_turn_usage() {
-                session.emit(Event::TurnUsage(usage));
-            }
-            session.emit(Event::TurnEnded(stop));
-            if let Some(NextTurn {
-                queued: Some((turn_id, queued_id)),
-                ..
-            }) = &next
-            {
-                announce_queue_turn(&session, turn_id, queued_id);
-            }
-        }
-        if top {
-            session.services().mcp.shutdown();
-            session.services().lsp.shutdown();
-        }
-        tracing::debug!(session = %session.id(), "session ended");
-        // The journal (and its lock) goes with the session.
-        drop(session);
-        ended.cancel();
-    });
-    handle
-}
-
-/// The busy flag and the running turn's token, as the session task sets
-/// them for the turns it starts itself.
-struct TurnControl {
-    busy: Arc<AtomicBool>,
-    turn: Arc<Mutex<Option<CancellationToken>>>,
-}
-
-impl TurnControl {
-    /// Marks the session busy, when it is idle.
-    fn claim(&self) -> bool {
-        self.busy
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
-    /// The token of a turn the session starts (already busy).
-    fn begin(&self) -> CancellationToken {
-        let cancel = CancellationToken::new();
-        if let Ok(mut turn) = self.turn.lock() {
-            *turn = Some(cancel.clone());
-        }
-        cancel
-    }
-
-    fn end(&self) {
-        if let Ok(mut turn) = self.turn.lock() {
-            *turn = None;
-        }
-        self.busy.store(false, Ordering::Release);
-    }
-}
-
-/// A turn the session task starts without a prompt from the handle.
-struct NextTurn {
-    parts: Vec<PromptPart>,
-    cancel: CancellationToken,
-    /// Taken from the queue: the turn's id and the queued prompt's.
-    queued: Option<(String, String)>,
-}
-
-impl NextTurn {
-    fn queued(item: Queued, cancel: CancellationToken) -> Self {
-        NextTurn {
-            parts: crate::queue::parts(&item.input),
-            cancel,
-            queued: Some((format!("turn-{}", uuid::Uuid::new_v4().simple()), item.id)),
-        }
-    }
-}
-
-fn announce_queue_turn(session: &Session, turn_id: &str, queued_id: &str) {
-    session.emit(Event::QueueChanged);
-    session.emit(Event::QueueTurn {
-        turn_id: turn_id.to_owned(),
-        queued_id: queued_id.to_owned(),
-        status: QueueTurnStatus::InProgress,
-    });
-}
-
-/// A queue request that reached the idle session: `start` starts a turn
-/// (returned, the session marked busy); the rest edits the queue.
-fn idle_queue(
-    session: &Session,
-    queue: &mut Queue,
-    request: QueueRequest,
-    ctl: &TurnControl,
-) -> Option<NextTurn> {
-    let QueueRequest { op, reply } = request;
-    let QueueOp::Start { id } = op else {
-        let answer = queue.edit(op).map(|(answer, changed)| {
-            if changed {
-                session.emit(Event::QueueChanged);
-            }
-            answer
-        });
-        let _ = reply.send(answer);
-        return None;
-    };
-    if !ctl.claim() {
-        let _ = reply.send(Err(QueueError::Busy));
-        return None;
-    }
-    let item = match queue.take(id.as_deref()) {
-        Ok(item) => item,
-        Err(e) => {
-            ctl.end();
-            let _ = reply.send(Err(e));
-            return None;
-        }
-    };
-    queue.paused = false;
-    let next = NextTurn::queued(item, ctl.begin());
-    if let Some((turn_id, queued_id)) = &next.queued {
-        let _ = reply.send(Ok(QueueAnswer::Started {
-            turn_id: turn_id.clone(),
-        }));
-        announce_queue_turn(session, turn_id, queued_id);
-    }
-    Some(next)
-}
-
-/// A steer that reached the idle session: it starts a turn (returned, the
-/// session marked busy), or is told a prompt is required; when a prompt is
-/// already on its way it waits for that prompt's turn.
-fn idle_steer(session: &mut Session, steer: Steer, ctl: &TurnControl) -> Option<NextTurn> {
-    if !ctl.busy.load(Ordering::Acquire) && steer.prompt_required {
-        steer.answer(SteerOutcome::PromptRequired);
-        return None;
-    }
-    if !ctl.claim() {
-        session.keep_steer(steer);
-        return None;
-    }
-    Some(NextTurn {
-        parts: steer.answer(SteerOutcome::StartedNewTurn),
-        cancel: ctl.begin(),
-        queued: None,
-    })
 }
 
 /// Learns the model's context window in the background as the session

@@ -198,14 +198,19 @@ impl Session {
         }
     }
 
-    /// Applies a [`Session::preview_restore`]; what was done, as text.
-    pub(crate) async fn apply_restore(
+    /// Applies a [`Session::preview_restore`]; what was done.
+    pub(crate) async fn restore(
         &mut self,
         (mut request, preview): (RevertRequest, RevertReport),
-    ) -> String {
+    ) -> Result<RevertReport, RevertError> {
         request.dry_run = false;
         request.preview_token = Some(preview.token);
-        match self.revert_files(&request).await {
+        self.revert_files(&request).await
+    }
+
+    /// Applies a [`Session::preview_restore`]; what was done, as text.
+    pub(crate) async fn apply_restore(&mut self, preview: (RevertRequest, RevertReport)) -> String {
+        match self.restore(preview).await {
             Ok(done) if done.conflicts.is_empty() => {
                 format!(" Files restored: {}.", done.reverted.len())
             }

@@ -14,15 +14,16 @@
 //! which appends it to the journal (see [`crate::store`]) as it happens.
 //!
 //! The session's task owns its mode, model and client tools as plain
-//! fields; the handle changes them by sending a [`Change`] on a queue of
-//! their own beside the prompt queue. The idle task takes waiting changes
-//! before the next prompt (a change sent before a prompt applies to it);
-//! a running turn takes them at its checkpoints, before each model request
-//! and each batch of tool calls, so a mode switch made mid-turn governs the
-//! next batch, as the shared cells this replaced did. A second queue rather
-//! than one: a turn taking changes must never meet a prompt. The front
-//! door keeps its own copy of what it set, and hears of the changes the
-//! session makes itself (settings, `/model`, the model list) through
+//! fields; the handle changes them by sending a [`Change`] to the task's
+//! inbox, in order with its prompts (`handle/task.rs`). The idle task
+//! applies a change as it reaches it (a change sent before a prompt
+//! applies to it); while a turn runs the task passes changes on to the
+//! session's own queue, which the turn takes at its checkpoints, before
+//! each model request and each batch of tool calls, so a mode switch made
+//! mid-turn governs the next batch, as the shared cells this replaced did.
+//! A queue of its own: a turn taking changes must never meet a prompt. The
+//! front door keeps its own copy of what it set, and hears of the changes
+//! the session makes itself (settings, `/model`, the model list) through
 //! [`Event::ModelChanged`].
 
 use std::path::PathBuf;
@@ -58,14 +59,14 @@ pub(crate) use {replay::replay, tooling::ChildSetup, tooling::Spawner};
 
 /// A change to what the session uses, sent by its handle. The session
 /// owns its mode, model and client tools as plain fields and applies the
-/// changes in order: between turns, before it takes the next prompt, and
-/// inside a turn at its checkpoints (before each model request and each
-/// batch of tool calls). Changes travel on their own queue so a turn can
-/// take them without ever meeting a prompt (no prompt is queued while a
-/// turn runs: the handle refuses it), and the idle task takes them before
-/// a prompt sent after them. So a mode change made before a prompt applies
-/// to that prompt, and one made during a turn applies from its next batch
-/// of tool calls — what the shared cells this replaces gave.
+/// changes in order: between turns, as the idle task reaches them in its
+/// inbox (before a prompt sent after them), and inside a turn at its
+/// checkpoints (before each model request and each batch of tool calls),
+/// from a queue of their own the task fills while the turn runs, so a turn
+/// takes them without ever meeting a prompt. So a mode change made before
+/// a prompt applies to that prompt, and one made during a turn applies
+/// from its next batch of tool calls — what the shared cells this replaces
+/// gave.
 pub(crate) enum Change {
     Mode(Mode),
     Model(String),
@@ -82,10 +83,6 @@ pub(crate) enum Change {
         name: String,
         reply: tokio::sync::oneshot::Sender<Result<String, String>>,
     },
-    /// `_session/files/revert`: done when idle, refused in a turn.
-    Revert(files::RevertCall),
-    /// Truncate the thread before a user message (between turns only).
-    Rewind(rewind::Request),
 }
 
 /// Everything a running session owns, in parts with one owner each: what
@@ -131,7 +128,8 @@ pub(crate) struct Services {
     pub(crate) windows: Arc<WindowCache>,
     /// What the endpoint said about vision (asked when an image is sent).
     pub(crate) vision: crate::images::VisionCache,
-    /// Changes from the handle, applied by [`Session::apply_changes`].
+    /// Changes from the handle, passed on by the session task while a
+    /// turn runs; applied by [`Session::apply_changes`].
     pub(crate) changes: mpsc::UnboundedReceiver<Change>,
     pub(crate) spawner: Arc<dyn Spawner>,
 }
@@ -250,11 +248,6 @@ impl Session {
         self.model.as_deref()
     }
 
-    /// The next change sent by the handle (`None` once it is gone).
-    pub(crate) async fn next_change(&mut self) -> Option<Change> {
-        self.services.changes.recv().await
-    }
-
     /// `/model NAME`: uses `name` from now on and tells the front door.
     pub(crate) fn choose_model(&mut self, name: &str) {
         self.model = Some(name.to_owned());
@@ -297,9 +290,6 @@ impl Session {
                     .map_err(|e| e.to_string());
                 let _ = reply.send(renamed);
             }
-            Change::Revert(call) => call.refuse(),
-            // Taken here only at a turn's checkpoint: refused.
-            Change::Rewind(request) => request.refuse_busy(),
         }
     }
 

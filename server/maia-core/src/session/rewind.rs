@@ -1,7 +1,7 @@
 //! Rewinding a live session: the thread truncated before one of its user
-//! messages ([`crate::timeline`]), and what the session derived from the
-//! dropped part forgotten (the context measurement, the files read, the
-//! task list).
+//! messages ([`crate::timeline`]), with the files restored when asked, and
+//! what the session derived from the dropped part forgotten (the context
+//! measurement, the files read, the task list).
 
 use std::sync::Arc;
 
@@ -9,12 +9,14 @@ use tokio::sync::oneshot;
 
 use super::Session;
 use crate::event::Event;
-use crate::timeline::{MessagePoint, RewindError, Rewound};
+use crate::timeline::{MessagePoint, RewindDone, RewindError, Rewound};
 
 /// A rewind on its way to the session (from its handle).
 pub(crate) struct Request {
     pub(crate) point: MessagePoint,
-    pub(crate) reply: oneshot::Sender<Result<Rewound, RewindError>>,
+    /// Restore the files too, as a revert from the message would.
+    pub(crate) restore_files: bool,
+    pub(crate) reply: oneshot::Sender<Result<RewindDone, RewindError>>,
 }
 
 impl Request {
@@ -26,10 +28,41 @@ impl Request {
 }
 
 impl Session {
-    /// Does a rewind asked for between turns and answers it.
-    pub(crate) fn rewind_request(&mut self, request: Request) {
-        let done = self.rewind(&request.point);
-        let _ = request.reply.send(done);
+    /// Does a rewind asked for between turns, as one operation, and
+    /// answers it: the files' preview first (a revert that cannot be done
+    /// changes nothing), then the rewind, then the files restored as
+    /// `_session/files/revert {beforeMessage, force: false}` would.
+    pub(crate) async fn rewind_request(&mut self, request: Request) {
+        let Request {
+            point,
+            restore_files,
+            reply,
+        } = request;
+        let preview = match restore_files {
+            true => match self.preview_restore(&point.message_id).await {
+                Ok(preview) => preview,
+                Err(e) => {
+                    let _ = reply.send(Err(RewindError::Files(e)));
+                    return;
+                }
+            },
+            false => None,
+        };
+        let done = match self.rewind(&point) {
+            Ok(rewound) => rewound,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let files = match preview {
+            Some(preview) => Some(self.restore(preview).await),
+            None => None,
+        };
+        let _ = reply.send(Ok(RewindDone {
+            rewound: done,
+            files,
+        }));
     }
 
     /// Truncates the thread before the user message `point` names (as a

@@ -433,9 +433,33 @@ fn review_findings(id: String, findings: &[maia_core::review::Finding]) -> ToolC
         ))])
 }
 
-/// A turn's usage as `PromptResponse.usage` (unstable
-/// `unstable_end_turn_token_usage`): the parts the server did not report
-/// (zero) are left out.
+/// The prompt response's `_meta` (`None` when empty): `maia.userMessageId`,
+/// the prompt's saved id, and `maia.usage`, the turn's usage. The usage is
+/// not at the root (`PromptResponse.usage`): that field is the Draft RFD's
+/// (`unstable_end_turn_token_usage`), not the stable v1 schema's, and no
+/// shipped v1 client is known to read it (docs/acp.md, "Prompt turn").
+pub fn prompt_meta(
+    user_message: Option<String>,
+    usage: Option<Usage>,
+) -> Option<serde_json::Map<String, Value>> {
+    let mut maia = serde_json::Map::new();
+    if let Some(id) = user_message {
+        maia.insert("userMessageId".into(), Value::String(id));
+    }
+    if let Some(usage) = usage.and_then(|u| serde_json::to_value(u).ok()) {
+        maia.insert("usage".into(), usage);
+    }
+    if maia.is_empty() {
+        return None;
+    }
+    let mut meta = serde_json::Map::new();
+    meta.insert("maia".into(), Value::Object(maia));
+    Some(meta)
+}
+
+/// A turn's usage in the shape of the Draft's `PromptResponse.usage`
+/// (`unstable_end_turn_token_usage`), sent as `_meta.maia.usage`: the
+/// parts the server did not report (zero) are left out.
 pub fn turn_usage(usage: &maia_llm::Usage) -> Usage {
     let some = |n: u64| (n > 0).then_some(n);
     Usage::new(

@@ -49,13 +49,19 @@ impl Agent {
         }
         let source = request.session_id.0.to_string();
         // The source's folder: where its open session works, else the
-        // request's.
-        let source_cwd = self
-            .entry(&source)
+        // request's. An open source first takes what the client wrote
+        // before the fork (a rewind), so the fork sees its journal after.
+        let open = self.entry(&source);
+        let source_cwd = open
+            .as_ref()
             .map_or_else(|| request.cwd.clone(), |e| e.handle.cwd().to_path_buf());
+        let reached = open.map(|e| e.handle.reached());
         let agent = self.clone();
         let cancel = self.conn.cancellation(&id);
         tokio::spawn(async move {
+            if let Some(reached) = reached {
+                reached.await;
+            }
             match agent.save_fork(&request, &source, source_cwd).await {
                 Ok((cwd, opened, meta)) => {
                     let roots = maia_core::workspace::additional_roots(

@@ -109,15 +109,8 @@ impl Forwarder {
                 let saved = lock(&self.user_message).take();
                 let id = self.pending.lock().ok().and_then(|mut p| p.take());
                 if let Some(id) = id {
-                    let mut response = PromptResponse::new(convert::stop_reason(stop)).usage(usage);
-                    if let Some(message_id) = saved {
-                        let mut meta = serde_json::Map::new();
-                        meta.insert(
-                            "maia".into(),
-                            serde_json::json!({ "userMessageId": message_id }),
-                        );
-                        response = response.meta(meta);
-                    }
+                    let response = PromptResponse::new(convert::stop_reason(stop))
+                        .meta(convert::prompt_meta(saved, usage));
                     self.conn.respond(id, to_value(&response));
                 }
             }

@@ -9,8 +9,7 @@
 //! `reason`); a request that names nothing known is an error: unknown
 //! session `-32002`, unknown message `-32602`, a running turn `-32000`.
 
-use maia_core::checkpoint::{RevertError, RevertRequest, RevertTarget};
-use maia_core::timeline::{MessagePoint, RewindError};
+use maia_core::timeline::{MessagePoint, RewindDone, RewindError};
 use maia_rpc::{ErrorCode, Id, RpcError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -82,61 +81,49 @@ impl Agent {
                 Err(invalid_params("beforeMessage.messageId must not be empty")),
             );
         }
-        let restore = params.restore_files.then(|| RevertRequest {
-            target: RevertTarget::FromMessage(params.before_message.message_id.clone()),
-            preview_token: None,
-            force: false,
-            dry_run: true,
-        });
         let point = MessagePoint {
             message_id: params.before_message.message_id,
             fingerprint: params.before_message.message_fingerprint,
             occurrence: params.before_message.message_occurrence,
         };
-        let handle = entry.handle.clone();
-        let cwd = handle.cwd().to_path_buf();
+        // Handed to the session now, while this request is handled, so it
+        // takes effect before whatever the client wrote after it (a
+        // prompt); the session does the files' preview, the rewind and
+        // the files' restore as one operation.
+        let cwd = entry.handle.cwd().to_path_buf();
+        let done = entry.handle.rewind(point, params.restore_files);
         let (conn, session_id) = (self.conn.clone(), params.session_id);
         tokio::spawn(async move {
-            // The files' preview first (a revert that cannot be done
-            // changes nothing), then the rewind, then the files restored as
-            // `_session/files/revert {beforeMessage, force: false}` would.
-            let preview = match restore {
-                Some(request) => match handle.revert_files(request.clone()).await {
-                    Ok(preview) => Some((request, preview)),
-                    Err(RevertError::NothingToRevert) => None,
-                    Err(e) => {
-                        let reason = format!("cannot restore the files: {e}");
-                        return conn.respond(id, Ok(json!({ "rewound": false, "reason": reason })));
-                    }
-                },
-                None => None,
-            };
-            let mut answer = result(handle.rewind(point).await, &session_id);
-            if let (Some((mut request, preview)), Ok(value)) = (preview, &mut answer)
-                && value["rewound"] == true
-            {
-                request.dry_run = false;
-                request.preview_token = Some(preview.token);
-                value["_meta"] = match handle.revert_files(request).await {
-                    Ok(done) => json!({ "maia": {
-                        "reverted": super::revert::absolutes(&cwd, &done.reverted),
-                        "conflicts": super::revert::absolutes(&cwd, &done.conflicts),
-                    }}),
-                    Err(e) => json!({ "maia": { "filesNotRestored": e.to_string() } }),
-                };
-            }
-            conn.respond(id, answer);
+            conn.respond(id, result(done.await, &session_id, &cwd));
         });
     }
 }
 
 /// The answer to a rewind.
 fn result(
-    done: Result<maia_core::timeline::Rewound, RewindError>,
+    done: Result<RewindDone, RewindError>,
     session_id: &str,
+    cwd: &std::path::Path,
 ) -> Result<Value, RpcError> {
     match done {
-        Ok(_) => Ok(json!({ "rewound": true, "sessionId": session_id })),
+        Ok(RewindDone { files, .. }) => {
+            let mut value = json!({ "rewound": true, "sessionId": session_id });
+            match files {
+                Some(Ok(done)) => {
+                    value["_meta"] = json!({ "maia": {
+                        "reverted": super::revert::absolutes(cwd, &done.reverted),
+                        "conflicts": super::revert::absolutes(cwd, &done.conflicts),
+                    }});
+                }
+                Some(Err(e)) => {
+                    value["_meta"] = json!({ "maia": { "filesNotRestored": e.to_string() } });
+                }
+                None => {}
+            }
+            Ok(value)
+        }
+        // The files' preview failed: nothing changed.
+        Err(e @ RewindError::Files(_)) => Ok(json!({ "rewound": false, "reason": e.to_string() })),
         Err(RewindError::Refused(refusal)) => {
             Ok(json!({ "rewound": false, "reason": refusal.reason() }))
         }
