@@ -124,6 +124,12 @@ async fn folders_a_turn_created_go_with_its_undo_when_left_empty() {
     let (_, before) = maia.turn(&sid, "/undo").await;
     let text = agent_text(&before);
     assert!(text.contains("`made/deeper/`"), "{text}");
+    assert!(
+        text.contains(
+            "Removed the empty folders: `made/`, `made/deeper/`, `made/deeper/deepest/`."
+        ),
+        "{text}"
+    );
     assert!(!maia.path("made").exists(), "{text}");
     assert_eq!(read(&maia.path("empty/mine.txt")), "mine\n");
 }

@@ -163,6 +163,16 @@ impl Session {
                     "\n**Undone**: {} file(s) restored.",
                     done.reverted.len()
                 ));
+                if !done.folders.is_empty() {
+                    text.push_str(&format!(
+                        " Removed the empty folders: {}.",
+                        done.folders
+                            .iter()
+                            .map(|p| format!("`{p}/`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
                 if !done.conflicts.is_empty() {
                     text.push_str(&format!(
                         " Kept as you changed them after MAIA (conflicts): {}.",
