@@ -248,7 +248,7 @@ async fn run_bang(
         content: Some(view.content.clone()),
         raw_output: None,
     }));
-    session.record(&Record::ToolCall { call: view });
+    session.record(&Record::tool_call(&view));
     if cancel.is_cancelled() {
         return StopReason::Cancelled;
     }

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use maia_tools::{FileDiff, ToolKind};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -19,8 +18,7 @@ pub enum StopReason {
 }
 
 /// Lifecycle of a tool call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolStatus {
     Pending,
     InProgress,
@@ -28,9 +26,20 @@ pub enum ToolStatus {
     Failed,
 }
 
+impl ToolStatus {
+    /// Its name in snake case (`in_progress`), as the front doors write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Pending => "pending",
+            ToolStatus::InProgress => "in_progress",
+            ToolStatus::Completed => "completed",
+            ToolStatus::Failed => "failed",
+        }
+    }
+}
+
 /// Content shown with a tool call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ToolContent {
     Text {
         text: String,
@@ -45,7 +54,7 @@ pub enum ToolContent {
 }
 
 /// A tool call as the user sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolCallView {
     /// Unique within the session.
     pub id: String,
@@ -244,7 +253,7 @@ pub enum Event {
 }
 
 /// Who a child session is, as its parent reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubagentInfo {
     /// The child's session id.
     pub id: String,
@@ -259,8 +268,7 @@ pub struct SubagentInfo {
 }
 
 /// How a child session's work ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubagentState {
     Completed,
     Failed,

@@ -17,131 +17,15 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use maia_llm::ChatMessage;
-use serde::{Deserialize, Serialize};
-
-use crate::event::ToolCallView;
+use serde::Serialize;
 
 mod index;
+mod record;
 pub use index::{index_thread, indexed_folders};
-
-/// The journal format version written by this build.
-pub const FORMAT_VERSION: u32 = 1;
-
-/// First line of a journal.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Header {
-    /// Always `"maia-session"`.
-    pub kind: String,
-    pub version: u32,
-    /// The thread id the editor knows this conversation by.
-    pub id: String,
-    pub cwd: PathBuf,
-    /// Seconds since the Unix epoch.
-    pub created: u64,
-}
-
-/// One line after the header.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Record {
-    /// An entry of the model-facing history.
-    Message { message: ChatMessage },
-    /// What the user typed, as shown in the editor; `steer` when it was
-    /// sent while a turn ran and taken by that turn (`session::steer`).
-    UserDisplay {
-        /// The message's stable id (`Event::UserMessage`'s `message_id`,
-        /// what a rewind or a fork names). Journals written before ids
-        /// existed have none; [`load`] gives those `u<N>`, N being the
-        /// record's place among the file's user messages.
-        #[serde(default, skip_serializing_if = "String::is_empty")]
-        id: String,
-        text: String,
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        steer: bool,
-    },
-    /// An image the user sent with the message recorded just before; its
-    /// bytes are stored beside the journal (`images.rs`).
-    UserImage { image: ImageRef },
-    /// Reasoning shown to the user.
-    Thought { text: String },
-    /// A tool call in its final state.
-    ToolCall { call: ToolCallView },
-    /// The conversation's title.
-    Title { title: String },
-    /// `/clear`: the model-facing history starts again after this point.
-    Clear,
-    /// The task list after a `TodoWrite` (the whole list).
-    Plan {
-        todos: Vec<crate::session_tools::Todo>,
-    },
-    /// A compaction: the history starts again after this point, with this
-    /// summary as starting context (first record of a `name__n` file).
-    Compaction { summary: String },
-    /// One model response's usage and what it cost ([`crate::cost`]).
-    Usage { charge: crate::cost::Charge },
-    /// The thread's costs so far, carried into a compaction's new file.
-    Costs { ledger: crate::cost::Ledger },
-    /// A file checkpoint: the project's tree before and after a tool call
-    /// that may change files ([`crate::checkpoint`]).
-    Checkpoint(crate::checkpoint::Checkpoint),
-    /// Checkpoints undone (`/undo`, `_session/files/revert`): a later undo
-    /// goes further back; `conflicts` were left alone.
-    Reverted {
-        ids: Vec<String>,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        paths: Vec<String>,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        conflicts: Vec<String>,
-    },
-    /// A session option the user chose (the editor's config options, such
-    /// as `reasoning_effort`); the last record of a key wins.
-    Option {
-        key: String,
-        value: serde_json::Value,
-    },
-    /// A child session a `Task` call ran (the `subagent` module): who it
-    /// was, its tool calls in their final state, how it ended and its
-    /// answer (the child keeps no journal of its own).
-    Subagent {
-        child: crate::event::SubagentInfo,
-        calls: Vec<ToolCallView>,
-        state: crate::event::SubagentState,
-        answer: String,
-    },
-    /// A rewind: the thread is truncated before the user message `before`
-    /// (its id); the records from it onward leave the derived state except
-    /// the thread's own (costs, title, options). Nothing is deleted
-    /// (`timeline.rs`).
-    Rewind { before: String },
-}
-
-impl Record {
-    /// Keeps `ledger` in step with this record: a charge adds up, a carried
-    /// ledger replaces it (the same on reload and live).
-    pub fn absorb_cost(&self, ledger: &mut crate::cost::Ledger) {
-        match self {
-            Record::Usage { charge } => ledger.add(charge),
-            Record::Costs { ledger: carried } => ledger.clone_from(carried),
-            _ => {}
-        }
-    }
-}
-
-/// A session's options by key (see [`Record::Option`]).
-pub type SessionOptions = std::collections::BTreeMap<String, serde_json::Value>;
-
-/// A stored image, as journal records name it; its bytes are stored beside
-/// the journal (`images.rs`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ImageRef {
-    /// Hex SHA-256 of the bytes (the file name).
-    pub sha256: String,
-    pub mime_type: String,
-    pub name: String,
-    pub bytes: u64,
-    pub width: u32,
-    pub height: u32,
-}
+pub use record::{
+    FORMAT_VERSION, Header, ImageRef, Record, SavedContent, SavedDiff, SavedKind, SavedStatus,
+    SavedSubagent, SavedSubagentState, SavedToolCall, SessionOptions,
+};
 
 /// Why a journal could not be used.
 #[derive(Debug, thiserror::Error)]

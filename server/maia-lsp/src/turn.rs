@@ -277,7 +277,7 @@ pub async fn run(inner: Arc<Inner>, session: Arc<Session>, turn: Turn) {
                     &client,
                     &turn,
                     &sid,
-                    json!({"kind": "tool", "id": call.id, "title": call.title, "status": call.status}),
+                    json!({"kind": "tool", "id": call.id, "title": call.title, "status": call.status.as_str()}),
                 )
                 .await;
                 progress.report(call.title.clone(), true).await;
@@ -287,7 +287,7 @@ pub async fn run(inner: Arc<Inner>, session: Arc<Session>, turn: Turn) {
                     &client,
                     &turn,
                     &sid,
-                    json!({"kind": "toolUpdate", "id": patch.id, "status": patch.status}),
+                    json!({"kind": "toolUpdate", "id": patch.id, "status": patch.status.map(maia_core::ToolStatus::as_str)}),
                 )
                 .await;
             }

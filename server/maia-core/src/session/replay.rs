@@ -59,7 +59,7 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
                 message_id: id(),
                 text: text.clone(),
             }),
-            Record::ToolCall { call } => out.push(Event::ToolCall(call.clone())),
+            Record::ToolCall { call } => out.push(Event::ToolCall(call.into())),
             Record::Title { title } => out.push(Event::Title(title.clone())),
             Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
             Record::Subagent {
@@ -67,7 +67,10 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
                 calls,
                 state,
                 answer,
-            } => replay_child(&mut out, child, calls, *state, answer),
+            } => {
+                let calls: Vec<_> = calls.iter().map(Into::into).collect();
+                replay_child(&mut out, &child.into(), &calls, (*state).into(), answer)
+            }
             Record::Message { .. }
             | Record::Clear
             | Record::Compaction { .. }

@@ -94,7 +94,7 @@ impl Session {
     /// Journals the final state of the calls of background tasks that ended.
     pub(crate) fn record_task_ends(&mut self) {
         for call in self.tools.tasks.take_views() {
-            self.record(&Record::ToolCall { call });
+            self.record(&Record::tool_call(&call));
         }
     }
 

@@ -629,7 +629,7 @@ impl Session {
             }
             self.attach_tool_images(&mut results, found, cancel).await;
             for call in views {
-                self.record(&Record::ToolCall { call });
+                self.record(&Record::tool_call(&call));
             }
             let todos = self
                 .tools

@@ -182,12 +182,7 @@ impl Tool for Task {
             _ => (SubagentState::Completed, ToolOutput::ok(answer.clone())),
         };
         if let Ok(mut records) = env.batch.records.lock() {
-            records.push(Record::Subagent {
-                child: (*info).clone(),
-                calls: run.calls,
-                state,
-                answer: answer.clone(),
-            });
+            records.push(Record::subagent(&info, &run.calls, state, answer.clone()));
         }
         send(SubagentUpdate::Ended { state, answer });
         output

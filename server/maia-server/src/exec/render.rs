@@ -3,6 +3,7 @@
 //! tool when stderr is a terminal; or, with `--json`, one JSON object per
 //! line on stdout for every event (the shapes are in docs/exec.md).
 
+use maia_core::store::{SavedContent, SavedStatus, SavedSubagentState, SavedToolCall};
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -378,17 +379,19 @@ fn json_event(event: Event) -> Option<Value> {
         Event::Thought { message_id, text } => {
             json!({"type": "thought", "message_id": message_id, "text": text})
         }
+        // Tool calls in the journal's shapes (`maia_core::store`).
         Event::ToolCall(view) => {
-            let mut value = serde_json::to_value(&view).ok()?;
+            let mut value = serde_json::to_value(SavedToolCall::from(&view)).ok()?;
             value["type"] = "tool_call".into();
             value
         }
         Event::ToolCallUpdate(patch) => {
             let mut value = json!({"type": "tool_call_update", "id": patch.id});
             if let Some(status) = patch.status {
-                value["status"] = serde_json::to_value(status).ok()?;
+                value["status"] = serde_json::to_value(SavedStatus::from(status)).ok()?;
             }
             if let Some(content) = patch.content {
+                let content: Vec<SavedContent> = content.iter().map(SavedContent::from).collect();
                 value["content"] = serde_json::to_value(content).ok()?;
             }
             if let Some(output) = patch.raw_output {
@@ -434,7 +437,7 @@ fn json_event(event: Event) -> Option<Value> {
             }
             maia_core::SubagentUpdate::Progress { .. } => return None,
             maia_core::SubagentUpdate::Ended { state, answer } => json!({
-                "type": "subagent_ended", "id": child.id, "state": state, "answer": answer,
+                "type": "subagent_ended", "id": child.id, "state": SavedSubagentState::from(state), "answer": answer,
             }),
         },
         Event::QueueChanged => json!({"type": "queue_changed"}),
