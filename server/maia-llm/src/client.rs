@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::assemble::Assembler;
 use crate::config::LlmConfig;
-use crate::error::{ErrorInfo, LlmError, error_chain};
+use crate::error::{ConnectFailure, ErrorInfo, LlmError, error_chain};
 use crate::sse::{self, SseEvent};
 use crate::types::{ChatRequest, Completion, Delta, ModelInfo};
 
@@ -56,17 +56,9 @@ impl LlmClient {
     pub fn new(config: LlmConfig) -> Result<Self, LlmError> {
         let chat_url = config.join(&config.chat_endpoint);
         let models_url = config.join(&config.models_endpoint);
-        let parsed = reqwest::Url::parse(&chat_url).map_err(|err| LlmError::Connection {
-            message: crate::config::redact_userinfo(&format!(
-                "invalid base URL {:?}: {err}",
-                config.base_url
-            )),
-        })?;
-        reqwest::Url::parse(&models_url).map_err(|err| LlmError::Connection {
-            message: crate::config::redact_userinfo(&format!(
-                "invalid models URL {models_url:?}: {err}"
-            )),
-        })?;
+        let parsed = reqwest::Url::parse(&chat_url)
+            .map_err(|err| bad_url("base", &config.base_url, &err))?;
+        reqwest::Url::parse(&models_url).map_err(|err| bad_url("models", &models_url, &err))?;
 
         if !maia_http::tls_available() && parsed.scheme() == "https" {
             tracing::warn!(
@@ -75,10 +67,12 @@ impl LlmClient {
         }
         let builder = maia_http::builder(parsed.host_str(), None)
             .map_err(|err| LlmError::Connection {
+                kind: ConnectFailure::Other,
                 message: err.to_string(),
             })?
             .connect_timeout(config.request_timeout);
         let http = builder.build().map_err(|err| LlmError::Connection {
+            kind: ConnectFailure::Other,
             message: format!("cannot build the HTTP client: {}", error_chain(&err)),
         })?;
         Ok(Self {
@@ -356,9 +350,20 @@ fn complete_from_json(
     assembler.finish(true)
 }
 
-/// Whether a URL host is this machine (proxies are bypassed for it).
+/// An unusable base or models URL (`what`), as [`LlmClient::new`] reports it.
+fn bad_url(what: &str, url: &str, err: &dyn fmt::Display) -> LlmError {
+    LlmError::Connection {
+        kind: ConnectFailure::BadUrl {
+            reason: err.to_string(),
+        },
+        message: crate::config::redact_userinfo(&format!("invalid {what} URL {url:?}: {err}")),
+    }
+}
+
+/// No answer within `timeout` (the client's own deadline around a request).
 fn timed_out(timeout: Duration) -> LlmError {
     LlmError::Connection {
+        kind: ConnectFailure::Timeout,
         message: format!("no response within {} s", timeout.as_secs_f64()),
     }
 }
@@ -440,6 +445,18 @@ mod tests {
             ..LlmConfig::default()
         })
         .unwrap_err();
-        assert!(matches!(err, LlmError::Connection { .. }));
+        match err {
+            LlmError::Connection {
+                kind: ConnectFailure::BadUrl { reason },
+                message,
+            } => {
+                assert_eq!(reason, "relative URL without a base");
+                assert_eq!(
+                    message,
+                    "invalid base URL \"not a url\": relative URL without a base"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -2,6 +2,10 @@
 //!
 //! LiteLLM answers errors with `{"error":{"message":..,"type":..,"code":"429"}}` (`code` may be a
 //! string or an integer); the message is taken from there, else from the raw body, truncated.
+//!
+//! A request that got no HTTP answer is [`LlmError::Connection`] with a [`ConnectFailure`] saying
+//! why, read from reqwest's error and the types in its `source()` chain ([`connect_failure`]), so
+//! that callers branch on the kind, never on the message.
 
 use std::time::Duration;
 
@@ -15,7 +19,7 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 const MAX_BODY_CHARS: usize = 500;
 
 /// Everything that can go wrong talking to the server. `Display` is one line.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LlmError {
     #[error("rate limited{}: {message}", retry_after_suffix(.retry_after))]
     RateLimited {
@@ -33,11 +37,32 @@ pub enum LlmError {
     #[error("stream interrupted: {message}")]
     StreamInterrupted { message: String },
     #[error("connection failed: {message}")]
-    Connection { message: String },
+    Connection {
+        kind: ConnectFailure,
+        message: String,
+    },
     #[error("invalid response: {message}")]
     InvalidResponse { message: String },
     #[error("cancelled")]
     Cancelled,
+}
+
+/// Why a request got no HTTP answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectFailure {
+    /// The URL cannot be used (unparsable, no host, unsupported scheme); `reason` says why,
+    /// without the URL.
+    BadUrl { reason: String },
+    /// Nothing listens at the address: the TCP connection was refused.
+    Refused,
+    /// The host name could not be resolved.
+    Dns,
+    /// No answer in time, while connecting or waiting for the response.
+    Timeout,
+    /// The TLS handshake failed: a plain-HTTP server, an untrusted or wrong certificate.
+    Tls,
+    /// Anything else: a reset connection, a failing HTTP proxy, the client's own setup.
+    Other,
 }
 
 fn retry_after_suffix(retry_after: &Option<Duration>) -> String {
@@ -48,12 +73,22 @@ fn retry_after_suffix(retry_after: &Option<Duration>) -> String {
 }
 
 impl LlmError {
-    /// Whether trying the same request again may succeed: rate limits, 5xx, connection failures.
+    /// Whether trying the same request again may succeed: rate limits, 5xx, connection failures
+    /// (but not an unusable URL).
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Self::RateLimited { .. } | Self::Server { .. } | Self::Connection { .. }
-        )
+        match self {
+            Self::Connection { kind, .. } => !matches!(kind, ConnectFailure::BadUrl { .. }),
+            Self::RateLimited { .. } | Self::Server { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Why the request got no answer, for a [`LlmError::Connection`].
+    pub fn connect_failure(&self) -> Option<&ConnectFailure> {
+        match self {
+            Self::Connection { kind, .. } => Some(kind),
+            _ => None,
+        }
     }
 
     /// Classifies a non-success HTTP answer.
@@ -81,8 +116,66 @@ impl LlmError {
         if err.is_decode() || err.is_body() {
             Self::StreamInterrupted { message }
         } else {
-            Self::Connection { message }
+            Self::Connection {
+                kind: connect_failure(err),
+                message,
+            }
         }
+    }
+}
+
+/// Why reqwest got no answer, from its own flags and the error types in its `source()` chain:
+/// `io::ErrorKind::ConnectionRefused` / `TimedOut`, a `rustls::Error` (the chain goes into the
+/// error an `io::Error` wraps, which its `source()` skips).
+///
+/// A failed name lookup is the one case without a type to look for: hyper-util reports it as its
+/// private `ConnectError`, whose text is the fixed `"dns error"` (around the resolver's
+/// `io::Error`, whose kind is uncategorised), so that text is compared here and nowhere else.
+/// A TLS handshake cut short by the server (an `https://` URL, the connection closed during
+/// connect) counts as TLS.
+pub(crate) fn connect_failure(err: &reqwest::Error) -> ConnectFailure {
+    use std::error::Error;
+    use std::io;
+    if err.is_builder() {
+        return ConnectFailure::BadUrl {
+            reason: crate::config::redact_userinfo(&error_chain(err)),
+        };
+    }
+    if err.is_timeout() {
+        return ConnectFailure::Timeout;
+    }
+    let https = err.url().is_some_and(|url| url.scheme() == "https");
+    let mut cut_short = false;
+    let mut source: Option<&(dyn Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        if current.downcast_ref::<rustls::Error>().is_some() {
+            return ConnectFailure::Tls;
+        }
+        if current.to_string() == "dns error" {
+            return ConnectFailure::Dns;
+        }
+        source = match current.downcast_ref::<io::Error>() {
+            Some(io_err) => {
+                match io_err.kind() {
+                    io::ErrorKind::ConnectionRefused => return ConnectFailure::Refused,
+                    io::ErrorKind::TimedOut => return ConnectFailure::Timeout,
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
+                        cut_short = true;
+                    }
+                    _ => {}
+                }
+                // `io::Error::source()` skips the error it wraps: go into it.
+                io_err
+                    .get_ref()
+                    .map(|inner| inner as &(dyn Error + 'static))
+            }
+            None => current.source(),
+        };
+    }
+    if https && cut_short && err.is_connect() {
+        ConnectFailure::Tls
+    } else {
+        ConnectFailure::Other
     }
 }
 

@@ -17,7 +17,7 @@ mod types;
 pub use assemble::Assembler;
 pub use client::{LlmClient, MAX_BACKOFF, backoff};
 pub use config::{ApiKey, LlmConfig, redact_userinfo};
-pub use error::{LlmError, MAX_RETRY_AFTER};
+pub use error::{ConnectFailure, LlmError, MAX_RETRY_AFTER};
 pub use model_info::{
     ASK_CONTEXT_WINDOW_TIMEOUT, CONTEXT_WINDOW_QUESTION, MAX_TOKEN_COUNT, MIN_TOKEN_COUNT,
     MODEL_INFO_PATH, ModelInfoEntry, Prices, parse_token_count, plausible_window,

@@ -471,7 +471,16 @@ async fn connection_refused_after_retries() {
     })
     .unwrap();
     let (r, deltas) = run(&client).await;
-    assert!(matches!(r, Err(LlmError::Connection { .. })), "{r:?}");
+    assert!(
+        matches!(
+            r,
+            Err(LlmError::Connection {
+                kind: maia_llm::ConnectFailure::Refused,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
     assert_eq!(deltas.len(), 2);
     let text = r.unwrap_err().to_string();
     assert!(!text.contains('\n'));

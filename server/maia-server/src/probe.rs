@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use maia_core::window::WindowSource;
-use maia_llm::{LlmClient, LlmConfig, LlmError, ModelInfo};
+use maia_llm::{ConnectFailure, LlmClient, LlmConfig, LlmError, ModelInfo};
 
 /// How long one probe request may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -239,7 +239,7 @@ impl Problem {
                 status: 400,
                 message: short(message),
             },
-            LlmError::Connection { message } => connection_problem(url, base, message),
+            LlmError::Connection { kind, message } => connection_problem(kind, url, base, message),
             LlmError::Cancelled => Problem::Timeout {
                 url,
                 message: "cancelled".to_owned(),
@@ -256,39 +256,20 @@ fn short(message: &str) -> String {
     }
 }
 
-fn connection_problem(url: String, base: &str, message: &str) -> Problem {
-    let lower = message.to_ascii_lowercase();
+/// The problem behind a connection failure of kind `kind` (typed by
+/// `maia-llm`; the message is only shown).
+fn connection_problem(kind: &ConnectFailure, url: String, base: &str, message: &str) -> Problem {
     let message = short(message);
-    if lower.contains("invalid base url") || lower.contains("invalid models url") {
-        let message = message
-            .split_once("\": ")
-            .map_or(message.clone(), |(_, why)| why.to_owned());
-        Problem::BadUrl {
+    match kind {
+        ConnectFailure::BadUrl { reason } => Problem::BadUrl {
             url: base.to_owned(),
-            message,
-        }
-    } else if lower.contains("connection refused") {
-        Problem::Refused { url }
-    } else if lower.contains("dns error") || lower.contains("failed to lookup") {
-        Problem::UnknownHost { url, message }
-    } else if lower.contains("no response within") || lower.contains("timed out") {
-        Problem::Timeout { url, message }
-    } else if url.starts_with("https:")
-        && [
-            "tls",
-            "certificate",
-            "handshake",
-            "corrupt message",
-            "ssl",
-            "alert",
-            "connection closed",
-        ]
-        .iter()
-        .any(|w| lower.contains(w))
-    {
-        Problem::Tls { url, message }
-    } else {
-        Problem::Connection { url, message }
+            message: short(reason),
+        },
+        ConnectFailure::Refused => Problem::Refused { url },
+        ConnectFailure::Dns => Problem::UnknownHost { url, message },
+        ConnectFailure::Timeout => Problem::Timeout { url, message },
+        ConnectFailure::Tls => Problem::Tls { url, message },
+        ConnectFailure::Other => Problem::Connection { url, message },
     }
 }
 
@@ -347,34 +328,69 @@ pub async fn check_proxy(
 mod tests {
     use super::*;
 
+    fn connection(kind: ConnectFailure, message: &str) -> LlmError {
+        LlmError::Connection {
+            kind,
+            message: message.to_owned(),
+        }
+    }
+
     #[test]
-    fn connection_messages_name_their_cause() {
-        let url = "http://127.0.0.1:9/v1/models".to_owned();
-        let refused = "requesting the model list: error sending request: client error (Connect): tcp connect error: Connection refused (os error 111)";
+    fn connection_failures_are_classified_by_kind() {
+        let url = "http://127.0.0.1:9/v1/models";
+        let base = "http://127.0.0.1:9";
+        let classify =
+            |kind, message| Problem::classify(&connection(kind, message), url, base, false);
         assert_eq!(
-            connection_problem(url.clone(), "", refused),
-            Problem::Refused { url: url.clone() }
+            classify(ConnectFailure::Refused, "whatever the text"),
+            Problem::Refused { url: url.into() }
+        );
+        assert_eq!(
+            classify(ConnectFailure::Dns, "lookup failed"),
+            Problem::UnknownHost {
+                url: url.into(),
+                message: "lookup failed".into()
+            }
         );
         assert!(matches!(
-            connection_problem(
-                url.clone(),
-                "",
-                "dns error: failed to lookup address information"
-            ),
-            Problem::UnknownHost { .. }
+            classify(ConnectFailure::Timeout, "no response within 10 s"),
+            Problem::Timeout { .. }
         ));
+        // The kind decides, not the words: a TLS failure that mentions no TLS.
         assert!(matches!(
-            connection_problem(
-                "https://h/v1/models".into(),
-                "https://h",
-                "client error (Connect): received corrupt message of type InvalidContentType"
-            ),
+            classify(ConnectFailure::Tls, "received corrupt message"),
             Problem::Tls { .. }
         ));
         assert!(matches!(
-            connection_problem(url, "", "no response within 10 s"),
-            Problem::Timeout { .. }
+            classify(ConnectFailure::Other, "connection refused, tls, dns error"),
+            Problem::Connection { .. }
         ));
+        let bad = classify(
+            ConnectFailure::BadUrl {
+                reason: "relative URL without a base".into(),
+            },
+            "invalid base URL \"x\": relative URL without a base",
+        );
+        assert_eq!(
+            bad,
+            Problem::BadUrl {
+                url: base.into(),
+                message: "relative URL without a base".into()
+            }
+        );
+        assert_eq!(
+            bad.to_string(),
+            "`http://127.0.0.1:9` is not a usable URL (relative URL without a base)"
+        );
+        for kind in [
+            ConnectFailure::Refused,
+            ConnectFailure::Dns,
+            ConnectFailure::Tls,
+            ConnectFailure::Other,
+        ] {
+            assert!(classify(kind, "m").needs_login());
+        }
+        assert!(!classify(ConnectFailure::Timeout, "m").needs_login());
     }
 
     #[test]

@@ -472,7 +472,7 @@ pub(crate) fn spawn(
 /// opens (`/model/info`, the models list; the model's own answer is asked
 /// in the background too), so the first request does not wait for it.
 fn prefetch_window(session: &Session) {
-    let Ok(llm) = session.project().llm.as_ref().map(Clone::clone) else {
+    let Some(llm) = session.project().llm.as_ref().ok().cloned() else {
         return;
     };
     let (windows, model, manual) = (

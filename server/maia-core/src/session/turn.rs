@@ -719,13 +719,7 @@ impl Session {
         let llm = match &self.project.llm {
             Ok(llm) => llm,
             Err(e) => {
-                return (
-                    Err(LlmError::Connection {
-                        message: e.to_string(),
-                    }),
-                    String::new(),
-                    String::new(),
-                );
+                return (Err(e.clone()), String::new(), String::new());
             }
         };
         let message_id = new_message_id();
