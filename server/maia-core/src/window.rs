@@ -886,11 +886,24 @@ mod tests {
         let none = HashMap::new();
         let cancel = CancellationToken::new();
         let cancel_soon = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let server = mock.clone();
+        // Cancelled while the model holds the question: mid-flight.
+        let canceller = tokio::spawn(async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while server.window_questions() == 0 && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             cancel_soon.cancel();
+            server.window_questions()
         });
-        assert_eq!(resolve(&cache, &client, "m", &none, &cancel).await, None);
+        let resolved = tokio::time::timeout(
+            Duration::from_secs(5),
+            resolve(&cache, &client, "m", &none, &cancel),
+        )
+        .await
+        .expect("the cancel ends the question");
+        assert_eq!(canceller.await.unwrap(), 1, "cancelled before asking");
+        assert_eq!(resolved, None);
         assert_eq!(cache.cached(&client, "m"), None);
         // The next resolution asks again (the sources already read are not fetched again).
         mock.push_window_answer(text_reply("32k"));

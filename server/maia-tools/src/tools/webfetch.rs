@@ -862,25 +862,37 @@ mod tests {
         let err = fetch(url, limits).await.unwrap_err().to_string();
         assert!(err.contains("did not complete within 0.2 seconds"), "{err}");
 
+        // A server that never answers and says when a request arrives: the
+        // cancel comes once the request is in flight.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let hang = listener.local_addr().unwrap();
+        let arrived = std::sync::Arc::new(tokio::sync::Notify::new());
+        let tell = arrived.clone();
+        let app = Router::new().route(
+            "/hang",
+            get(move || async move {
+                tell.notify_one();
+                std::future::pending::<&str>().await
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         let dir = std::env::temp_dir();
         let ctx = ctx(&dir);
         let input = crate::ToolInput::parse(
             "WebFetch",
-            &json!({ "url": format!("http://{addr}/slow") }).to_string(),
+            &json!({ "url": format!("http://{hang}/hang") }).to_string(),
         )
         .unwrap();
         let prepared = crate::prepare(input, &ctx).await.unwrap();
         let cancel = ctx.cancel.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            arrived.notified().await;
             cancel.cancel();
         });
-        let started = std::time::Instant::now();
-        assert_eq!(
-            crate::execute(prepared, &ctx).await,
-            ToolOutput::cancelled()
-        );
-        assert!(started.elapsed() < Duration::from_secs(3));
+        let out = tokio::time::timeout(Duration::from_secs(3), crate::execute(prepared, &ctx))
+            .await
+            .expect("the cancel, after the request arrived, ends the fetch");
+        assert_eq!(out, ToolOutput::cancelled());
     }
 
     #[test]
