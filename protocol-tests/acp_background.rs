@@ -74,7 +74,9 @@ fn text_of(update: &Value) -> String {
 #[tokio::test]
 async fn a_background_command_stays_in_progress_until_it_exits_while_the_turn_goes_on() {
     let (mut maia, sid) = Maia::ready().await;
-    maia.mock.push(bash_bg("call_bg", "sleep 2; echo done"));
+    // It runs until the test lets it end, after the turn.
+    let command = "until [ -e go ]; do sleep 0.02; done; echo done";
+    maia.mock.push(bash_bg("call_bg", command));
     maia.mock.push(mock::text_reply("started it"));
     let id = maia.prompt(&sid, "run it in the background").await;
     let (resp, seen) = maia.response_with(id, allow).await;
@@ -95,6 +97,7 @@ async fn a_background_command_stays_in_progress_until_it_exits_while_the_turn_go
         "{result:?}"
     );
     // It completes when the command exits, with its exit code and output.
+    std::fs::write(maia.path("go"), "").unwrap();
     let done = final_update(&mut maia, &call).await;
     assert_eq!(done["status"], "completed", "{done}");
     let text = text_of(&done);
@@ -118,8 +121,9 @@ async fn a_background_command_stays_in_progress_until_it_exits_while_the_turn_go
         .unwrap()
         .to_owned();
     assert!(
-        last_user.starts_with("[Background task bg-1 (`sleep 2; echo done`) exited with code 0.")
-            && last_user.ends_with("and now?"),
+        last_user.starts_with(&format!(
+            "[Background task bg-1 (`{command}`) exited with code 0."
+        )) && last_user.ends_with("and now?"),
         "{last_user}"
     );
     // Replayed finished on load.

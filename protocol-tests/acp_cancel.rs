@@ -471,28 +471,45 @@ async fn closing_stdin_while_a_permission_is_pending_exits() {
 #[tokio::test]
 async fn cancel_while_tool_calls_are_streaming_leaves_no_orphan_call() {
     let (mut maia, sid) = Maia::ready().await;
-    let mut pieces = vec![
-        mock::sse_chunk(&mock::role_chunk()),
-        mock::sse_chunk(&mock::chunk(json!({"content": "Let me look."}), None)),
-    ];
-    match mock::tool_calls_reply(&[("call_g", "Glob", json!({"pattern": "*.rs"}))]) {
-        mock::Reply::Stream { pieces: calls, .. } => pieces.extend(calls.into_iter().skip(1)),
+    // The call's pieces: role, start (id, name), three parts of its
+    // arguments, finish, usage, [DONE].
+    let calls = match mock::tool_calls_reply(&[("call_g", "Glob", json!({"pattern": "*.rs"}))]) {
+        mock::Reply::Stream { pieces, .. } => pieces,
         _ => unreachable!(),
-    }
+    };
+    // The first piece holds the role, the call's start, the first part of
+    // its arguments and then the text: once the text is shown, MAIA has
+    // read a half-streamed call. The rest follows a long gap later, so the
+    // cancel lands inside the call.
+    let mut pieces = vec![format!(
+        "{}{}",
+        calls[..3].concat(),
+        mock::sse_chunk(&mock::chunk(json!({"content": "Let me look."}), None))
+    )];
+    pieces.extend(calls[3..].iter().cloned());
+    let total = pieces.len();
     maia.mock.push(mock::Reply::Stream {
         pieces,
-        gap: Duration::from_millis(300),
+        gap: Duration::from_secs(10),
     });
+    let sent_before = maia.mock.piece_times().len();
     let id = maia.prompt(&sid, "look").await;
     maia.wait_for(|m| is_update(m, "agent_message_chunk")).await;
-    // Let the tool call's first deltas arrive.
-    tokio::time::sleep(Duration::from_millis(400)).await;
     cancel(&mut maia, &sid).await;
     let (resp, before) = maia.response(id).await;
     assert_cancelled(&resp);
     assert!(
         updates_of(&before, "tool_call").is_empty(),
         "no half-streamed tool call is announced: {before:?}"
+    );
+    // The cancel cut the stream after its first piece, not after its end.
+    maia.mock
+        .wait_for_dropped_streams(1, Duration::from_secs(5))
+        .await;
+    assert_eq!(
+        maia.mock.piece_times().len() - sent_before,
+        1,
+        "pieces sent of {total}"
     );
     let messages = fresh_turn_is_clean(&mut maia, &sid).await;
     let roles: Vec<_> = messages

@@ -8,7 +8,8 @@
 //!
 //! The real server is pyright (`MAIA_PYRIGHT`: the path of
 //! `pyright-langserver`, installed by `.ci/run` from npm); its tests skip,
-//! saying so loudly, when the variable is unset. The misbehaving servers are
+//! saying so loudly, when the variable is unset, or fail with
+//! `MAIA_REQUIRE_ALL=1` (`mock::require`). The misbehaving servers are
 //! `fixtures/fake_lsp.py`.
 
 use std::time::{Duration, Instant};
@@ -21,16 +22,12 @@ use crate::harness::{Maia, Options, updates_of};
 const GOOD: &str = "def double(x: int) -> int:\n    return x * 2\n\n\ntotal: int = double(2)\n";
 
 fn pyright() -> Option<String> {
-    match std::env::var("MAIA_PYRIGHT") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ => {
-            eprintln!(
-                "\n!!! SKIPPED: MAIA_PYRIGHT is not set (the path of pyright-langserver; \
-                 .ci/run installs pyright from npm and sets it) !!!\n"
-            );
-            None
-        }
-    }
+    let path = mock::env_path("MAIA_PYRIGHT");
+    mock::require(
+        "pyright: MAIA_PYRIGHT, the path of pyright-langserver (.ci/run installs it from npm)",
+        path.is_some(),
+    );
+    path.map(|p| p.display().to_string())
 }
 
 fn fake(mode: &str) -> Value {

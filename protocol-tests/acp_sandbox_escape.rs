@@ -2,7 +2,8 @@
 //! would: bypass mode with `Bash(*)` allowed, so only the sandbox stands in
 //! the way. Each test plants something outside (a socket, a process, a
 //! secret) and checks that the command could not reach it; the controls
-//! check that ordinary work still runs.
+//! check that ordinary work still runs. Tests that need `python3` or
+//! `curl` skip without it, or fail with `MAIA_REQUIRE_ALL=1` (`mock::require`).
 
 use std::time::Duration;
 
@@ -54,8 +55,7 @@ fn python() -> bool {
 
 #[tokio::test]
 async fn a_udp_datagram_does_not_leave_the_sandbox() {
-    if !python() {
-        eprintln!("no python3: UDP escape test skipped");
+    if !mock::require("python3 on PATH", python()) {
         return;
     }
     let (mut maia, sid) = bypass(json!({})).await;
@@ -118,8 +118,7 @@ fn runtime_dir() -> Option<tempfile::TempDir> {
 
 #[tokio::test]
 async fn unix_sockets_outside_cannot_be_connected() {
-    if !python() {
-        eprintln!("no python3: unix socket escape test skipped");
+    if !mock::require("python3 on PATH", python()) {
         return;
     }
     let (mut maia, sid) = bypass(json!({})).await;
@@ -351,12 +350,7 @@ fn http_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::At
 /// the machine, no DNS is asked.
 #[tokio::test]
 async fn only_allowed_domains_go_out_through_the_proxy() {
-    let curl = std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !curl {
-        eprintln!("no curl: proxy test skipped");
+    if !mock::require("curl (the HTTP client) on PATH", curl()) {
         return;
     }
     let (allowed, _) = http_server("from-allowed");
@@ -446,8 +440,7 @@ fn curl() -> bool {
 /// kept-alive connection cannot carry a second, unchecked request.
 #[tokio::test]
 async fn the_proxy_checks_the_host_header_it_forwards() {
-    if !curl() {
-        eprintln!("no curl: proxy test skipped");
+    if !mock::require("curl (the HTTP client) on PATH", curl()) {
         return;
     }
     let (port, seen) = recording_server("from-allowed");
@@ -492,8 +485,7 @@ async fn the_proxy_checks_the_host_header_it_forwards() {
 /// one that names the host goes through.
 #[tokio::test]
 async fn a_tunnel_whose_tls_names_another_server_is_closed() {
-    if !python() {
-        eprintln!("no python3: SNI test skipped");
+    if !mock::require("python3 on PATH", python()) {
         return;
     }
     let (port, seen) = recording_server("unused");

@@ -655,8 +655,13 @@ async fn parallel_calls_ask_one_at_a_time_and_report_in_order() {
     let (mut maia, sid) = Maia::ready().await;
     std::fs::write(maia.path("p.txt"), "paragraph\n").unwrap();
     maia.mock.push(mock::tool_calls_reply(&[
-        ("call_1", "Bash", json!({"command": "sleep 0.3; echo a"})),
-        ("call_2", "Bash", json!({"command": "echo b"})),
+        // The first call ends after the second (it waits for its file).
+        (
+            "call_1",
+            "Bash",
+            json!({"command": "while [ ! -e b.done ]; do sleep 0.02; done; echo a"}),
+        ),
+        ("call_2", "Bash", json!({"command": "echo b; touch b.done"})),
         ("call_3", "Read", json!({"file_path": "p.txt"})),
     ]));
     maia.mock.push(mock::text_reply("done"));

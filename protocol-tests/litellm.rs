@@ -9,7 +9,8 @@
 //! renames to `llm_provider-retry-after`, and an error event mid-stream.
 //!
 //! The proxy is found through `MAIA_LITELLM` (the `litellm` executable of a
-//! virtual environment); without it the test prints SKIPPED and passes.
+//! virtual environment); without it the test prints SKIPPED and passes, or
+//! fails with `MAIA_REQUIRE_ALL=1` (`mock::require`).
 //! `.ci/run` installs LiteLLM into `.venv-litellm` and sets it, so CI runs it.
 //! See ../shared/guides/llm-testing.md §1 for LiteLLM's shapes and quirks.
 
@@ -249,14 +250,12 @@ async fn turn(maia: &mut Maia, sid: &str, text: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn litellm_proxy_between_maia_and_the_model() {
-    let litellm = match std::env::var_os("MAIA_LITELLM") {
-        Some(path) if !path.is_empty() => PathBuf::from(path),
-        _ => {
-            let why = "MAIA_LITELLM is not set (path to the `litellm` executable; .ci/run sets it)";
-            println!("SKIPPED litellm_proxy_between_maia_and_the_model: {why}");
-            eprintln!("SKIPPED litellm_proxy_between_maia_and_the_model: {why}");
-            return;
-        }
+    let Some(litellm) = mock::env_path("MAIA_LITELLM") else {
+        mock::require(
+            "the LiteLLM proxy: MAIA_LITELLM, the path of the `litellm` executable (.ci/run sets it)",
+            false,
+        );
+        return;
     };
     assert!(
         litellm.is_file(),

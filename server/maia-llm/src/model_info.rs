@@ -772,11 +772,24 @@ mod tests {
 
         mock.push_window_answer(Reply::Hang);
         let cancel_soon = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let (server, asked) = (mock.clone(), mock.window_questions());
+        // Cancelled while the model holds the question: mid-flight.
+        let canceller = tokio::spawn(async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while server.window_questions() == asked && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             cancel_soon.cancel();
+            server.window_questions() - asked
         });
-        let err = client.ask_context_window("m", &cancel).await.unwrap_err();
+        let err = tokio::time::timeout(
+            Duration::from_secs(5),
+            client.ask_context_window("m", &cancel),
+        )
+        .await
+        .expect("the cancel ends the question")
+        .unwrap_err();
+        assert_eq!(canceller.await.unwrap(), 1, "cancelled before asking");
         assert!(matches!(err, LlmError::Cancelled), "{err}");
     }
 }

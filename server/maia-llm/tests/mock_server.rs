@@ -379,14 +379,23 @@ async fn cancellation_while_hanging_and_during_retry_wait() {
     let client = client(&mock);
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let server = mock.clone();
+    // Cancelled once the server holds the request: mid-flight, not before.
+    let canceller = tokio::spawn(async move {
+        server.wait_for_requests(1, Duration::from_secs(5)).await;
         trigger.cancel();
+        Instant::now()
     });
-    let start = Instant::now();
-    let r = client.stream_chat(&request(), &cancel, &mut |_| {}).await;
-    assert!(matches!(r, Err(LlmError::Cancelled)));
-    assert!(start.elapsed() < Duration::from_millis(400));
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.stream_chat(&request(), &cancel, &mut |_| {}),
+    )
+    .await
+    .expect("the cancel ends a hanging stream");
+    let cancelled_at = canceller.await.unwrap();
+    assert!(matches!(r, Err(LlmError::Cancelled)), "{r:?}");
+    assert!(cancelled_at.elapsed() < Duration::from_millis(300));
+    assert_eq!(mock.requests().len(), 1);
     mock.wait_for_dropped_streams(1, Duration::from_secs(2))
         .await;
 

@@ -1,6 +1,6 @@
 //! Against a real language server: pyright (`MAIA_PYRIGHT`, the path of
 //! `pyright-langserver`; `.ci/run` installs it from npm). Skipped, loudly,
-//! when the variable is unset.
+//! when the variable is unset; a failure instead with `MAIA_REQUIRE_ALL=1`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,15 +10,12 @@ use maia_lsp_client::config::{LspSettings, ServerConfig};
 use maia_lsp_client::{EditReport, LspManager};
 
 fn pyright() -> Option<PathBuf> {
-    match std::env::var_os("MAIA_PYRIGHT") {
-        Some(p) => Some(PathBuf::from(p)),
-        None => {
-            eprintln!(
-                "SKIPPED: MAIA_PYRIGHT is not set (the path of pyright-langserver; .ci/run sets it)"
-            );
-            None
-        }
-    }
+    let path = maia_test_support::env_path("MAIA_PYRIGHT");
+    maia_test_support::require(
+        "pyright: MAIA_PYRIGHT, the path of pyright-langserver (.ci/run installs it from npm)",
+        path.is_some(),
+    );
+    path
 }
 
 fn manager(command: PathBuf, dir: &std::path::Path) -> Arc<LspManager> {

@@ -8,6 +8,7 @@
 
 mod fixtures;
 pub mod mock_mcp;
+mod require;
 mod server;
 
 pub use fixtures::{
@@ -16,6 +17,7 @@ pub use fixtures::{
     reasoning_field_then_text, reasoning_then_text, role_chunk, slow_text, split_chars, split_n,
     sse_chunk, stream, text_chunks, text_reply, tool_calls_reply, usage_chunk,
 };
+pub use require::{REQUIRE_ALL, env_path, on_path, require, require_all, which};
 pub use server::{Gate, MockLlm, Reply, Rule, WindowError, estimate_tokens};
 /// Re-exported for tests that need a scratch directory.
 pub use tempfile;

@@ -47,9 +47,13 @@ async fn wait_until(mut f: impl FnMut() -> bool) -> bool {
 async fn stdio_tools_calls_errors_cancel_crash_and_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
+    let log_file = dir.path().join("calls.log");
     let mut config = stdio(
         "mock",
-        vec![("MOCK_MCP_PID_FILE".into(), pid_file.display().to_string())],
+        vec![
+            ("MOCK_MCP_PID_FILE".into(), pid_file.display().to_string()),
+            ("MOCK_MCP_LOG".into(), log_file.display().to_string()),
+        ],
     );
     config.disabled_tools = vec!["fail".into()];
     let bad = stdio(
@@ -92,19 +96,43 @@ async fn stdio_tools_calls_errors_cancel_crash_and_shutdown() {
         .await;
     assert!(out.is_error && out.content.contains("disabled"), "{out:?}");
 
-    // Cancel during a slow call returns promptly.
+    // Cancel during a slow call, once the server runs it, returns promptly
+    // and the server is told.
+    let slow = |event: &str| {
+        std::fs::read_to_string(&log_file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .any(|l| l["tool"] == "slow" && l["event"] == event)
+    };
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = log_file.clone();
+    let canceller = tokio::spawn(async move {
+        let running =
+            wait_until(|| std::fs::read_to_string(&log).is_ok_and(|l| l.contains("slow"))).await;
         c2.cancel();
+        (running, Instant::now())
     });
-    let t = Instant::now();
-    let out = manager.call("mcp__mock__slow", json!({}), &cancel).await;
+    let out = tokio::time::timeout(
+        Duration::from_secs(10),
+        manager.call("mcp__mock__slow", json!({}), &cancel),
+    )
+    .await
+    .expect("the cancel ends the call");
+    let (running, cancelled_at) = canceller.await.unwrap();
+    assert!(running, "the slow call never reached the server");
     assert!(
-        out.is_error && t.elapsed() < Duration::from_secs(5),
+        out.is_error
+            && out.content == "cancelled"
+            && cancelled_at.elapsed() < Duration::from_secs(2),
         "{out:?}"
     );
+    assert!(
+        wait_until(|| slow("cancelled")).await,
+        "the server was not told of the cancel"
+    );
+    assert!(!slow("end"), "the slow call ran to its end");
 
     // A crash is reported, and the server restarted once on its next use.
     let pid: u32 = std::fs::read_to_string(&pid_file)

@@ -488,11 +488,20 @@ mod tests {
         let fake = Arc::new(Fake::default());
         let (ctx, _) = ctx_with(&fake, dir.path());
         let cancel = ctx.cancel.clone();
+        let watched = fake.clone();
+        // Cancelled while the editor runs the command (MAIA waits on it).
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            while !watched.calls().iter().any(|c| c == "wait") {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             cancel.cancel();
         });
-        let out = run(&ctx, "Bash", json!({"command": "sleep 30"})).await;
+        let out = tokio::time::timeout(
+            Duration::from_secs(3),
+            run(&ctx, "Bash", json!({"command": "sleep 30"})),
+        )
+        .await
+        .expect("the cancel ends the call");
         assert_eq!(out, ToolOutput::cancelled());
         assert_eq!(fake.calls()[1..], ["wait", "kill", "release"]);
     }

@@ -1,10 +1,12 @@
 //! Tests of the sandbox against the running kernel, through the Bash tool
-//! (each skips, saying so, where the kernel lacks the layer it tests).
+//! (each skips, saying so, where the kernel lacks the layer it tests, or
+//! fails there when `MAIA_REQUIRE_ALL=1`: see `maia_test_support::require`).
 #![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use maia_test_support::require;
 use serde_json::json;
 
 use super::*;
@@ -35,7 +37,10 @@ fn setup_with(
     let sandbox = match Sandbox::new(policy) {
         Ok(s) => s,
         Err(SandboxError::Unsupported) => {
-            eprintln!("Landlock unsupported here: sandbox test skipped");
+            require(
+                "Landlock (kernel ≥ 5.13 with the landlock LSM enabled)",
+                false,
+            );
             return None;
         }
         Err(e) => panic!("{e}"),
@@ -56,7 +61,10 @@ async fn sh(ctx: &crate::ToolContext, command: &str) -> crate::ToolOutput {
 fn namespaces() -> bool {
     let s = support();
     eprintln!("sandbox support here: {s:?}");
-    s.mount_namespace && s.network_namespace
+    require(
+        "unprivileged mount and network namespaces",
+        s.mount_namespace && s.network_namespace,
+    )
 }
 
 #[tokio::test]
@@ -80,7 +88,7 @@ async fn workspace_write_allows_the_project_and_temp_only() {
     let _ = std::fs::remove_file(home.join(&probe));
     assert!(out.is_error && !leaked, "{}", out.content);
     assert!(out.content.contains("MAIA sandbox"), "{}", out.content);
-    if support().mount_namespace {
+    if require("unprivileged mount namespaces", support().mount_namespace) {
         for cmd in [
             "echo x > .git/hooks/pre-commit",
             "echo x >> .git/config",
@@ -142,8 +150,10 @@ async fn network_is_refused_unless_allowed() {
 
 #[tokio::test]
 async fn signals_reach_only_the_commands_own_processes() {
-    if support().landlock_abi.unwrap_or(0) < 6 {
-        eprintln!("Landlock ABI < 6: signal test skipped");
+    if !require(
+        "Landlock ABI 6 (signal scoping, kernel ≥ 6.12)",
+        support().landlock_abi.unwrap_or(0) >= 6,
+    ) {
         return;
     }
     let Some((_dir, ctx)) = setup(SandboxMode::WorkspaceWrite, false) else {
@@ -176,7 +186,7 @@ async fn unix_sockets_outside_cannot_be_connected() {
     };
     let out = sh(&ctx, &format!("test -e {} && echo visible", path.display())).await;
     assert!(!out.content.contains("visible"), "{}", out.content);
-    if which("python3") {
+    if require("python3 on PATH", which("python3")) {
         let out = sh(
             &ctx,
             &format!(
@@ -317,7 +327,7 @@ async fn build_like_commands_keep_working() {
     assert!(!out.is_error, "{}", out.content);
     assert!(out.content.contains("data\nshm"), "{}", out.content);
     assert!(dir.path().join("p/n").exists());
-    if which("python3") {
+    if require("python3 on PATH", which("python3")) {
         let script = "import multiprocessing as m, socket\na, b = socket.socketpair(); a.send(b'x'); assert b.recv(1) == b'x'\ndef sq(x): return x * x\nif __name__ == '__main__':\n    with m.Pool(2) as p: print(sum(p.map(sq, range(10))))\n    l = m.Lock(); l.acquire(); l.release()\n    s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); c = socket.create_connection(s.getsockname()); print('loopback ok')\n";
         std::fs::write(dir.path().join("p/mp.py"), script).unwrap();
         let out = sh(&ctx, "python3 mp.py").await;
@@ -330,7 +340,7 @@ async fn build_like_commands_keep_working() {
             assert!(out.content.contains("loopback ok"), "{}", out.content);
         }
     }
-    if which("git") {
+    if require("git on PATH", which("git")) {
         let p = dir.path().join("p");
         std::fs::remove_dir_all(p.join(".git")).unwrap();
         let git = std::process::Command::new("git")
@@ -419,8 +429,7 @@ fn http_server(body: &'static str) -> (std::net::SocketAddr, Arc<std::sync::atom
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowed_domains_go_through_the_proxy_and_others_are_refused() {
-    if !namespaces() || !which("curl") {
-        eprintln!("no namespaces or no curl: proxy test skipped");
+    if !namespaces() || !require("curl (the HTTP client) on PATH", which("curl")) {
         return;
     }
     let (allowed, allowed_hits) = http_server("from-allowed");

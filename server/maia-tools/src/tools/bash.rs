@@ -210,15 +210,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ctx(dir.path());
         let cancel = ctx.cancel.clone();
+        let (started, finished) = (dir.path().join("started"), dir.path().join("finished"));
+        let seen = started.clone();
+        // Cancelled once the command runs: mid-flight, not before it began.
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !seen.exists() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             cancel.cancel();
         });
         let start = Instant::now();
-        let out = run(&ctx, "Bash", json!({"command": "sleep 30"})).await;
-        assert!(start.elapsed() < Duration::from_secs(3));
+        let command = "touch started; sleep 30; touch finished";
+        let out = run(&ctx, "Bash", json!({ "command": command })).await;
+        assert!(start.elapsed() < Duration::from_secs(5));
         assert!(out.is_error);
         assert_eq!(out.content, "cancelled");
+        assert!(started.exists() && !finished.exists());
     }
 
     fn is_dead(pid: i32) -> bool {
