@@ -2,10 +2,13 @@
 //! implementing [`registry::Tool`]: built-in ([`builtin`]), session
 //! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`],
 //! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols), [`plan`] (`ExitPlanMode`, in the `plan` mode only) and `task` (`Task`, a subagent); [`registry`] builds the registry of one turn (one line per
-//! family) and [`router`] runs the calls of one model response.
+//! family), [`effect`] holds what a tool declares it may change and what a
+//! call did to its session, and [`router`] runs the calls of one model
+//! response.
 
 pub(crate) mod builtin;
 mod custom;
+pub(crate) mod effect;
 mod lsp;
 mod mcp;
 mod plan;
@@ -17,13 +20,11 @@ mod task;
 mod tasks;
 
 use std::collections::HashSet;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use maia_mcp::McpManager;
 
 use crate::custom_tools::LoadedTools;
-use crate::session_tools::Todo;
 use crate::skills::LoadedSkills;
 pub(crate) use registry::ToolRegistry;
 
@@ -35,17 +36,12 @@ pub(crate) struct Sources {
     pub pending_tools: Arc<Mutex<HashSet<String>>>,
     pub mcp: Arc<McpManager>,
     pub lsp: Arc<maia_lsp_client::LspManager>,
-    pub todos: Arc<Mutex<Vec<Todo>>>,
     pub model: Option<String>,
     pub asker: Option<Arc<dyn crate::client::Asker>>,
-    /// Set when an `AskUser` question was shown as text.
-    pub asked_as_text: Arc<AtomicBool>,
     /// The session's background tasks.
     pub tasks: crate::background::Tasks,
     /// Which tools the turn offers (the mode, a read-only turn).
     pub set: crate::plan_mode::ToolSet,
-    /// Where `ExitPlanMode` leaves the mode the user chose.
-    pub mode_switch: Arc<Mutex<Option<crate::mode::Mode>>>,
     /// The `Task` tool's agents and starter (`None`: not offered).
     pub task: Option<TaskSource>,
     /// A child session's place: its agent's `tools` narrow the set.
@@ -83,18 +79,20 @@ pub(crate) fn registry(s: Sources) -> ToolRegistry {
             tool,
         }));
     }
-    r.register(Arc::new(plan::ExitPlanMode {
-        switch: s.mode_switch.clone(),
-    }));
+    if s.set.ends_planning() {
+        r.register(Arc::new(plan::ExitPlanMode));
+    }
     if let Some(source) = s.task {
         r.register(Arc::new(task::Task {
             agents: source.agents,
             start: source.start,
         }));
     }
-    r.retain(|name| s.set.offers(name));
+    // What each tool declares it may change decides what a read-only turn
+    // offers and what a read-only agent may use.
+    r.retain(|_, tool| s.set.offers(tool.effect()));
     if let Some(role) = &s.role {
-        r.retain(|name| role.allows(name));
+        r.retain(|name, tool| role.allows(name, tool.effect()));
     }
     r
 }
@@ -106,15 +104,12 @@ fn fixed(s: &Sources) -> Vec<Arc<dyn registry::Tool>> {
         .into_iter()
         .map(|b| Arc::new(b) as Arc<dyn registry::Tool>)
         .collect();
-    tools.push(Arc::new(session::TodoWrite {
-        todos: s.todos.clone(),
-    }));
+    tools.push(Arc::new(session::TodoWrite));
     tools.push(Arc::new(session::CurrentModel {
         model: s.model.clone(),
     }));
     tools.push(Arc::new(session::AskUser {
         asker: s.asker.clone(),
-        asked_as_text: s.asked_as_text.clone(),
     }));
     tools.push(Arc::new(tasks::TaskOutput {
         tasks: s.tasks.clone(),
