@@ -16,9 +16,9 @@ use maia_llm::ToolSpec;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::effect::ToolEffect;
 use crate::event::{ChoiceKind, PermissionChoice, PermissionReply};
 use crate::mode::Mode;
-use crate::tools::effect::ToolEffect;
 
 /// The tool that ends planning.
 pub const EXIT_PLAN_MODE: &str = "ExitPlanMode";

@@ -4,11 +4,11 @@
 //! whether the turn ends because a question was shown as text. A child of
 //! `session`, like `turn`.
 
+use crate::effect::TurnEffect;
 use crate::event::Event;
 use crate::session::Session;
 use crate::session_tools::Todo;
 use crate::store::Record;
-use crate::tools::effect::TurnEffect;
 
 /// What the turn acts on after a batch's effects were applied.
 #[derive(Debug, Default)]

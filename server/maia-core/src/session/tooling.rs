@@ -1,7 +1,8 @@
 //! The tools of a session's turn: the registry it offers (its tool set
 //! follows the mode and whether the turn is read-only, see
-//! [`crate::plan_mode`]), running one batch of calls, and the mode switch
-//! an approved plan leaves behind; and what each model response costs
+//! [`crate::plan_mode`]), running one batch of calls (with a checkpoint
+//! around the calls whose tools may change files); and what each model
+//! response costs
 //! (turns and summaries alike). A child of `session`, like `turn`.
 
 use std::sync::Arc;
@@ -199,11 +200,7 @@ impl Session {
         };
         // A checkpoint before calls that may change files (as their tools
         // declare), another after.
-        let mutating = |name: &str| {
-            registry
-                .get(name)
-                .is_some_and(|tool| tool.effect().may_change_files())
-        };
+        let mutating = |name: &str| crate::tools::may_change_files(&registry, name);
         let before = match calls.iter().any(|c| mutating(&c.name)) {
             true => self.checkpoint_before().await,
             false => None,

@@ -76,8 +76,8 @@ pub struct ChildRole {
 impl ChildRole {
     /// Whether the child may use `tool`, which declares `effect` (names
     /// compare case-insensitively).
-    pub(crate) fn allows(&self, tool: &str, effect: crate::tools::effect::ToolEffect) -> bool {
-        (!self.reads_only || effect == crate::tools::effect::ToolEffect::ReadOnly)
+    pub(crate) fn allows(&self, tool: &str, effect: crate::effect::ToolEffect) -> bool {
+        (!self.reads_only || effect == crate::effect::ToolEffect::ReadOnly)
             && self
                 .tools
                 .as_ref()

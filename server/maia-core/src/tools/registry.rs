@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use maia_llm::{ToolCall, ToolSpec};
-use maia_tools::{ToolContext, ToolKind};
+use maia_tools::{ToolContext, ToolKind, ToolOutput};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
-pub(crate) use super::effect::{Ran, ToolEffect, TurnEffect};
+pub(crate) use crate::effect::{ToolEffect, TurnEffect};
 use crate::event::{Event, ToolContent};
 use crate::mode::Mode;
 use crate::permission::{Broker, GateFacts};
@@ -81,6 +81,33 @@ pub(crate) struct CallEnv<'a> {
     /// sandbox when the user allowed one run without it.
     pub ctx: &'a ToolContext,
     pub batch: &'a Batch,
+}
+
+/// What a tool's run returns: the output for the model and the effects on
+/// its session.
+#[derive(Debug)]
+pub struct Ran {
+    pub output: ToolOutput,
+    pub effects: Vec<TurnEffect>,
+}
+
+impl Ran {
+    /// The output with `effect`.
+    pub fn with(output: ToolOutput, effect: TurnEffect) -> Ran {
+        Ran {
+            output,
+            effects: vec![effect],
+        }
+    }
+}
+
+impl From<ToolOutput> for Ran {
+    fn from(output: ToolOutput) -> Ran {
+        Ran {
+            output,
+            effects: Vec::new(),
+        }
+    }
 }
 
 /// One tool family member, as the router runs it.

@@ -1,15 +1,14 @@
 //! What a tool does, as typed values: [`ToolEffect`], the class of change
-//! a tool may make (declared by the tool; plan mode, checkpoints and a
-//! subagent's narrowing all read it), and [`TurnEffect`], what one call
-//! did to its session (returned in the call's [`Ran`] and applied by the
-//! session after the batch).
-
-use maia_tools::ToolOutput;
+//! a tool may make (declared by the tool, `Tool::effect`; plan mode,
+//! checkpoints and a subagent's narrowing all read it), and
+//! [`TurnEffect`], what one call did to its session (returned with the
+//! call's output and applied by the session after the batch). A leaf
+//! below `tools`, `plan_mode` and `subagent`.
 
 use crate::mode::Mode;
 use crate::session_tools::Todo;
 
-/// The class of change a tool may make ([`super::registry::Tool::effect`]).
+/// The class of change a tool may make (`Tool::effect`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolEffect {
     /// Reads the project, the web or the language servers; changes nothing.
@@ -66,31 +65,4 @@ pub enum TurnEffect {
     SandboxDenied { key: String },
     /// A command ran without a sandbox denial: that offer is withdrawn.
     SandboxPassed { key: String },
-}
-
-/// What a tool's run returns: the output for the model and the effects on
-/// its session.
-#[derive(Debug)]
-pub struct Ran {
-    pub output: ToolOutput,
-    pub effects: Vec<TurnEffect>,
-}
-
-impl Ran {
-    /// The output with `effect`.
-    pub fn with(output: ToolOutput, effect: TurnEffect) -> Ran {
-        Ran {
-            output,
-            effects: vec![effect],
-        }
-    }
-}
-
-impl From<ToolOutput> for Ran {
-    fn from(output: ToolOutput) -> Ran {
-        Ran {
-            output,
-            effects: Vec::new(),
-        }
-    }
 }
