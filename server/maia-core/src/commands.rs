@@ -202,7 +202,7 @@ async fn run_bang(
     });
     let mut view = ToolCallView {
         id: format!("tool-{}", uuid::Uuid::new_v4().simple()),
-        name: "Bash".to_owned(),
+        name: input.name().to_owned(),
         title: format!("{} (typed by you)", input.title(&session.services().cwd)),
         kind: Some(maia_tools::ToolKind::Execute),
         locations: Vec::new(),

@@ -19,6 +19,7 @@ pub mod context_file;
 mod conversation;
 pub mod cost;
 pub mod custom_tools;
+pub mod effect;
 mod engine;
 mod event;
 mod handle;

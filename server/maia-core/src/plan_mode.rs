@@ -1,10 +1,11 @@
 //! Plan mode and read-only turns: which tools the model is offered, and
 //! the `ExitPlanMode {plan}` question that ends planning.
 //!
-//! In the `plan` mode the model is offered only the read-only tools
-//! ([`READ_ONLY_TOOLS`]) and `ExitPlanMode`; the gate refuses anything that
-//! changes files or runs programs as in `read-only`. A read-only turn
-//! (`/review`) gets the same tools without `ExitPlanMode`. `ExitPlanMode`
+//! In the `plan` mode the model is offered only the tools that declare they
+//! change nothing outside the conversation
+//! ([`ToolEffect::read_only_turns_offer`]) and `ExitPlanMode`; the gate
+//! refuses anything that changes files or runs programs as in `read-only`.
+//! A read-only turn (`/review`) gets the same tools without `ExitPlanMode`. `ExitPlanMode`
 //! puts the whole plan (Markdown) to the user as a permission question with
 //! three answers ([`choices`]): accepting switches the session's mode
 //! (`accept-edits` or `default`) and the turn goes on with every tool;
@@ -15,32 +16,12 @@ use maia_llm::ToolSpec;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::effect::ToolEffect;
 use crate::event::{ChoiceKind, PermissionChoice, PermissionReply};
 use crate::mode::Mode;
 
 /// The tool that ends planning.
 pub const EXIT_PLAN_MODE: &str = "ExitPlanMode";
-
-/// The tools a read-only turn (and the `plan` mode) offers: they change
-/// nothing outside the conversation.
-pub const READ_ONLY_TOOLS: &[&str] = &[
-    "Read",
-    "Glob",
-    "Grep",
-    "WebFetch",
-    "TodoWrite",
-    "AskUser",
-    // A background command's output (stopping one, `TaskStop`, is not
-    // offered; nor is `Bash`, so nothing starts in the background).
-    "TaskOutput",
-    // The language servers' queries (offered when a server applies).
-    "Diagnostics",
-    "References",
-    "Definition",
-    "Symbols",
-    // A subagent: a read-only one when its parent is (see `subagent`).
-    "Task",
-];
 
 /// The id of the plan shown to clients that take Markdown plans.
 pub const PLAN_ID: &str = "maia-plan";
@@ -51,9 +32,9 @@ pub enum ToolSet {
     /// Every tool of the session.
     #[default]
     All,
-    /// [`READ_ONLY_TOOLS`] only (`/review`).
+    /// The tools that change nothing outside the conversation (`/review`).
     ReadOnly,
-    /// [`READ_ONLY_TOOLS`] and `ExitPlanMode` (the `plan` mode).
+    /// Those and `ExitPlanMode` (the `plan` mode).
     Planning,
 }
 
@@ -67,13 +48,18 @@ impl ToolSet {
         }
     }
 
-    /// Whether a tool called `name` is offered.
-    pub fn offers(self, name: &str) -> bool {
+    /// Whether a tool that declares `effect` is offered. (A subagent is
+    /// offered in a read-only turn: its child is read-only too.)
+    pub fn offers(self, effect: ToolEffect) -> bool {
         match self {
-            ToolSet::All => name != EXIT_PLAN_MODE,
-            ToolSet::ReadOnly => READ_ONLY_TOOLS.contains(&name),
-            ToolSet::Planning => READ_ONLY_TOOLS.contains(&name) || name == EXIT_PLAN_MODE,
+            ToolSet::All => true,
+            ToolSet::ReadOnly | ToolSet::Planning => effect.read_only_turns_offer(),
         }
+    }
+
+    /// Whether `ExitPlanMode` is offered (the `plan` mode only).
+    pub fn ends_planning(self) -> bool {
+        self == ToolSet::Planning
     }
 }
 
@@ -185,23 +171,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_plan_mode_offers_read_only_tools_and_exit_plan_mode() {
+    fn the_plan_mode_offers_what_changes_nothing_and_exit_plan_mode() {
+        use ToolEffect::*;
         let planning = ToolSet::of(Mode::Plan, false);
-        for name in READ_ONLY_TOOLS {
-            assert!(planning.offers(name));
+        for effect in [ReadOnly, Conversation, Subagent] {
+            assert!(planning.offers(effect), "{effect:?}");
         }
-        assert!(planning.offers(EXIT_PLAN_MODE));
-        for name in ["Write", "Edit", "Bash", "TaskStop", "mcp__x__y", "Skill"] {
-            assert!(!planning.offers(name), "{name}");
+        for effect in [Files, Process, Session] {
+            assert!(!planning.offers(effect), "{effect:?}");
         }
-        // A background command's output may be read, not stopped.
-        assert!(planning.offers("TaskOutput"));
+        assert!(planning.ends_planning());
         let review = ToolSet::of(Mode::Bypass, true);
-        assert!(review.offers("Read") && !review.offers("Bash"));
-        assert!(review.offers("TaskOutput") && !review.offers("TaskStop"));
-        assert!(!review.offers(EXIT_PLAN_MODE));
+        assert!(review.offers(ReadOnly) && !review.offers(Process));
+        assert!(!review.ends_planning());
         let all = ToolSet::of(Mode::Default, false);
-        assert!(all.offers("Bash") && !all.offers(EXIT_PLAN_MODE));
+        assert!(all.offers(Process) && !all.ends_planning());
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //!   before its `#[cfg(test)]` tail (comments and blank lines count).
 //! - Every source file starts with a `//!` header.
 //! - `docs/architecture.md` names every module file of every crate.
+//! - No string literal equal to a tool's name outside the tools
+//!   (`maia-core/src/tools/` and `maia-tools`): what a tool is or may do is
+//!   asked of the tool, never decided by its name (exceptions listed, with
+//!   their reasons).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -227,4 +231,121 @@ fn the_architecture_doc_names_every_module_file() {
         missing.is_empty(),
         "docs/architecture.md's code map does not name: {missing:#?}"
     );
+}
+
+/// The names of the tools every session may offer: those a custom tool may
+/// not take, and the language servers' queries.
+fn tool_names() -> Vec<String> {
+    let mut names = maia_core::reserved_tool_names();
+    names.extend(
+        ["Diagnostics", "References", "Definition", "Symbols"]
+            .into_iter()
+            .map(str::to_owned),
+    );
+    names
+}
+
+/// Where a literal tool name may stand outside the tools, and why: the
+/// file (from `server/`), the name, the reason.
+const NAMED_ON_PURPOSE: &[(&str, &str, &str)] = &[
+    (
+        "maia-core/src/session_tools.rs",
+        "TodoWrite",
+        "the definition the tool offers (tools/session.rs)",
+    ),
+    (
+        "maia-core/src/session_tools.rs",
+        "CurrentModel",
+        "the definition the tool offers (tools/session.rs)",
+    ),
+    (
+        "maia-core/src/session_tools.rs",
+        "AskUser",
+        "the definition the tool offers (tools/session.rs)",
+    ),
+    (
+        "maia-core/src/skills.rs",
+        "Skill",
+        "the definition the tool offers (tools/skill.rs)",
+    ),
+    (
+        "maia-core/src/plan_mode.rs",
+        "ExitPlanMode",
+        "the definition the tool offers (tools/plan.rs)",
+    ),
+    (
+        "maia-core/src/permission/gate.rs",
+        "Write",
+        "the protected paths are rules of the permission language, `Write(path)`",
+    ),
+];
+
+/// The string literals of `text` equal to one of `names`, as
+/// `(line, name)`, outside comments.
+fn named_literals(text: &str, names: &[String]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        for name in names {
+            let quoted = format!("\"{name}\"");
+            let mut from = 0;
+            while let Some(at) = code[from..].find(&quoted) {
+                let at = from + at;
+                // Not an escaped quote inside a longer string.
+                if !code[..at].ends_with('\\') {
+                    found.push((n + 1, name.clone()));
+                }
+                from = at + quoted.len();
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_tool_is_named_outside_the_tools() {
+    let names = tool_names();
+    assert!(names.iter().any(|n| n == "Task"), "{names:?}");
+    let server = repo_root().join("server");
+    let mut named = Vec::new();
+    for file in server_sources() {
+        let rel = file
+            .strip_prefix(&server)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        // Tests and benches play the model, which calls tools by name.
+        if !rel.contains("/src/")
+            || rel.starts_with("maia-core/src/tools/")
+            || rel.starts_with("maia-tools/")
+            || file.ends_with("tests.rs")
+            || file.ends_with("attacks.rs")
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (line, name) in named_literals(non_test_part(&text), &names) {
+            let allowed = NAMED_ON_PURPOSE
+                .iter()
+                .any(|(f, n, _)| *f == rel && *n == name);
+            if !allowed {
+                named.push(format!("{rel}:{line}: \"{name}\""));
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "tool names outside the tools (ask the tool, e.g. `Tool::effect`):\n{}",
+        named.join("\n")
+    );
+}
+
+#[test]
+fn named_literals_skips_comments_and_longer_strings() {
+    let names = vec!["Read".to_owned()];
+    let text = "/// \"Read\" in a doc\nlet a = \"Read\";\nlet b = \"say \\\"Read\\\" now\";\n";
+    assert_eq!(named_literals(text, &names), [(2, "Read".to_owned())]);
 }

@@ -100,6 +100,10 @@ pub struct ToolOutput {
     /// Images for the model (Read of an image, MCP results); `content`
     /// names them.
     pub images: Vec<crate::image::ImageData>,
+    /// A command failed in the sandbox and the sandbox may be the cause
+    /// ([`crate::sandbox::denial`]): known where its exit is told
+    /// ([`crate::runner::exit_output`]), never read back from `content`.
+    pub sandbox_denied: bool,
 }
 
 impl ToolOutput {
@@ -109,6 +113,7 @@ impl ToolOutput {
             content: content.into(),
             is_error: false,
             images: Vec::new(),
+            sandbox_denied: false,
         }
     }
 
@@ -118,6 +123,7 @@ impl ToolOutput {
             content: content.into(),
             is_error: true,
             images: Vec::new(),
+            sandbox_denied: false,
         }
     }
 

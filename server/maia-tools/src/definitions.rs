@@ -12,6 +12,20 @@ pub struct ToolDefinition {
     /// How the model can see the middle of a result of this tool that was
     /// cut to fit the context window.
     pub narrow_hint: &'static str,
+    /// What a call of the tool may change, as the tool declares it.
+    #[serde(skip)]
+    pub changes: Changes,
+}
+
+/// What a call of a tool may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changes {
+    /// Nothing: it reads files or the web.
+    Nothing,
+    /// Files.
+    Files,
+    /// Anything: it runs a program.
+    Process,
 }
 
 /// The hint of tools that have no better one.
@@ -23,6 +37,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         ToolDefinition {
             name: "Read",
             narrow_hint: "Read the file again with `offset` and `limit` to see them",
+            changes: Changes::Nothing,
             description: "Read a text file. Output is numbered like `cat -n` (line number, tab, text). \
                 Reads up to 2000 lines (and 100 KB) at a time; use `offset` (1-based first line) and \
                 `limit` to read other parts of long files. Relative paths resolve against the \
@@ -43,6 +58,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         ToolDefinition {
             name: "Write",
             narrow_hint: GENERIC_NARROW_HINT,
+            changes: Changes::Files,
             description: "Create a file or replace its whole content. Parent folders are created \
                 as needed. Prefer Edit for changing part of an existing file."
                 .into(),
@@ -59,6 +75,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         ToolDefinition {
             name: "Edit",
             narrow_hint: GENERIC_NARROW_HINT,
+            changes: Changes::Files,
             description: "Replace text in a file you have read in this session. `old_string` must \
                 match the file exactly (including indentation, without the line-number prefix of \
                 Read output) and occur exactly once, unless `replace_all` is true."
@@ -78,6 +95,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         ToolDefinition {
             name: "Glob",
             narrow_hint: GENERIC_NARROW_HINT,
+            changes: Changes::Nothing,
             description: "Find files by glob pattern (e.g. `**/*.rs`, `src/**/*.ts`). A pattern \
                 without `/` matches file names at any depth. Respects .gitignore and skips hidden \
                 files. Returns absolute paths, most recently modified first (at most 100)."
@@ -95,6 +113,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         ToolDefinition {
             name: "Grep",
             narrow_hint: "Grep again with a narrower pattern, path or glob to see them",
+            changes: Changes::Nothing,
             description: "Search file contents with a regular expression (Rust regex syntax). \
                 Respects .gitignore, skips hidden and binary files. `output_mode` \
                 \"files_with_matches\" (default) lists matching files; \"content\" shows \
@@ -116,6 +135,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         ToolDefinition {
             name: "Bash",
             narrow_hint: "Run the command again with its output narrowed (grep, head, tail, sed -n) to see them",
+            changes: Changes::Process,
             description: "Run a shell command with /bin/sh in the working directory. stdout and \
                 stderr are combined; long output is truncated in the middle. Default timeout 2 \
                 minutes (at most 10 minutes). Start long-running servers and watchers with \
@@ -138,6 +158,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         ToolDefinition {
             name: "WebFetch",
             narrow_hint: GENERIC_NARROW_HINT,
+            changes: Changes::Nothing,
             description: "Download an http(s) URL and return its content as text: HTML is \
                 converted to Markdown, JSON is pretty-printed, plain text is returned as is. No \
                 JavaScript is run; PDF, images and other binary content are not supported. \

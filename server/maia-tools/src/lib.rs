@@ -28,7 +28,7 @@ mod tools;
 mod truncate;
 
 pub use context::{FileDiff, Prepared, ReadGuard, ToolContext, ToolOutput};
-pub use definitions::{GENERIC_NARROW_HINT, ToolDefinition, definitions};
+pub use definitions::{Changes, GENERIC_NARROW_HINT, ToolDefinition, definitions};
 pub use error::ToolError;
 pub use fs::{FileSystem, FsError, LocalFs, WriteOutcome};
 pub use image::{ImageData, ImageError};

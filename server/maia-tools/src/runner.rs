@@ -142,8 +142,9 @@ pub fn exit_code(status: ExitStatus) -> (Option<i64>, Option<String>) {
 }
 
 /// The result of a command that ended with `text` as its output: exit code
-/// `code` (with the sandbox's note when a failure looks like a denial, so
-/// the user is offered one run without it), else `killed` (how a signal is
+/// `code` (with the sandbox's note, and [`ToolOutput::sandbox_denied`]
+/// set, when a failure looks like a denial, so the user is offered one run
+/// without it), else `killed` (how a signal is
 /// told), else an unknown exit. The one exit formatter of `Bash` (local or
 /// in the editor's terminal) and custom tools.
 pub fn exit_output(
@@ -155,10 +156,13 @@ pub fn exit_output(
     match (code, killed) {
         (Some(0), _) => ToolOutput::ok(format!("{text}Exit code: 0")),
         (Some(code), _) => match sandbox {
-            Some(sandbox) if crate::sandbox::looks_denied(text) => ToolOutput::error(format!(
-                "{text}Exit code: {code}\n{}",
-                crate::sandbox::denial_note(sandbox.policy())
-            )),
+            Some(sandbox) if crate::sandbox::denial(text) => ToolOutput {
+                sandbox_denied: true,
+                ..ToolOutput::error(format!(
+                    "{text}Exit code: {code}\n{}",
+                    crate::sandbox::denial_note(sandbox.policy())
+                ))
+            },
             _ => ToolOutput::error(format!("{text}Exit code: {code}")),
         },
         (None, Some(killed)) => ToolOutput::error(format!("{text}Exit code: {killed}")),

@@ -10,15 +10,6 @@ use crate::event::{Event, NoticeLevel};
 use crate::session::Session;
 use crate::store::Record;
 
-/// Whether a tool may change files: anything outside the read-only set
-/// (and `ExitPlanMode`, which only asks), and `Task`, whose subagent may
-/// write (the child takes no checkpoints of its own).
-pub(crate) fn mutating(tool: &str) -> bool {
-    tool == "Task"
-        || (!crate::plan_mode::READ_ONLY_TOOLS.contains(&tool)
-            && tool != crate::plan_mode::EXIT_PLAN_MODE)
-}
-
 /// The session's checkpoint taker (its store in the project's sessions
 /// folder).
 /// What an interrupted worktree fork left is undone here, in the

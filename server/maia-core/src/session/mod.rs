@@ -27,7 +27,6 @@
 //! [`Event::ModelChanged`].
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use maia_llm::ChatMessage;
@@ -47,6 +46,7 @@ use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
 mod announce;
+mod effects;
 pub(crate) mod files;
 mod replay;
 pub(crate) mod rewind;
@@ -137,11 +137,11 @@ pub(crate) struct Services {
 /// State the tools of every turn share with the session.
 #[derive(Default)]
 pub(crate) struct ToolState {
-    /// The task list (`TodoWrite`).
+    /// The task list (`TodoWrite`, kept after each batch).
     pub(crate) todos: Arc<Mutex<Vec<Todo>>>,
     /// Commands whose last run failed in the sandbox: their next call is
-    /// asked, offering a run without it.
-    pub(crate) sandbox_failures: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// asked, offering a run without it (kept after each batch).
+    pub(crate) sandbox_failures: std::collections::HashSet<String>,
     /// What was read of each file, for Edit's read-before-edit check.
     pub(crate) reads: Arc<ReadTracker>,
     /// Commands run in the background (`Bash` with `run_in_background`).
@@ -157,13 +157,8 @@ pub(crate) struct TurnState {
     pub(crate) prompt: Option<TurnPrompt>,
     /// The images of the current turn (sent with its requests only).
     pub(crate) images: crate::images::Overlay,
-    /// An `AskUser` question was shown as text: the turn ends after the
-    /// batch, so the user can answer.
-    pub(crate) asked_as_text: Arc<AtomicBool>,
     /// Steers waiting for the turn's next tool-round boundary.
     pub(crate) steers: Vec<steer::Steer>,
-    /// The mode an approved plan chose, applied after the batch.
-    pub(crate) mode_switch: Arc<Mutex<Option<Mode>>>,
     /// The turn offers read-only tools only (`/review`).
     pub(crate) read_only: bool,
     /// The usage the server reported for this turn's requests, summed.

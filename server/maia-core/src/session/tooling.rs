@@ -1,7 +1,8 @@
 //! The tools of a session's turn: the registry it offers (its tool set
 //! follows the mode and whether the turn is read-only, see
-//! [`crate::plan_mode`]), running one batch of calls, and the mode switch
-//! an approved plan leaves behind; and what each model response costs
+//! [`crate::plan_mode`]), running one batch of calls (with a checkpoint
+//! around the calls whose tools may change files); and what each model
+//! response costs
 //! (turns and summaries alike). A child of `session`, like `turn`.
 
 use std::sync::Arc;
@@ -58,12 +59,9 @@ impl Session {
             pending_tools: self.project.pending_tools.clone(),
             mcp: self.services.mcp.clone(),
             lsp: self.services.lsp.clone(),
-            todos: self.tools.todos.clone(),
             model: self.model.clone(),
             asker: self.client.asker.clone(),
-            asked_as_text: self.turn.asked_as_text.clone(),
             set: crate::plan_mode::ToolSet::of(self.mode, self.read_only()),
-            mode_switch: self.turn.mode_switch.clone(),
             tasks: self.tools.tasks.clone(),
             task: self.task_source(),
             role: self.role.clone(),
@@ -133,6 +131,7 @@ impl Session {
                     agent: agent.name.clone(),
                     prompt: agent.prompt.clone(),
                     tools: agent.tools.clone(),
+                    reads_only: agent.reads_only,
                     read_only,
                     depth: depth + 1,
                     parent: sink.clone(),
@@ -166,16 +165,13 @@ impl Session {
     }
 
     /// Runs the calls of one model response
-    /// ([`crate::tools::router::run_batch`]).
+    /// ([`crate::tools::router::run_batch`]); what they did to the session
+    /// is left in the result for [`Session::apply_effects`].
     pub(crate) async fn run_tool_calls(
         &mut self,
         calls: &[maia_llm::ToolCall],
         cancel: &CancellationToken,
-    ) -> (
-        Vec<ChatMessage>,
-        Vec<crate::event::ToolCallView>,
-        Vec<Vec<maia_tools::ImageData>>,
-    ) {
+    ) -> crate::tools::router::Finished {
         // A checkpoint: mode and client changes sent meanwhile apply here.
         self.apply_changes();
         let registry = self.tool_registry();
@@ -202,41 +198,29 @@ impl Session {
             lsp: self.services.lsp.clone(),
             records: self.tools.records.clone(),
         };
-        // A checkpoint before calls that may change files, another after.
-        let before = match calls.iter().any(|c| super::files::mutating(&c.name)) {
+        // A checkpoint before calls that may change files (as their tools
+        // declare), another after.
+        let mutating = |name: &str| crate::tools::may_change_files(&registry, name);
+        let before = match calls.iter().any(|c| mutating(&c.name)) {
             true => self.checkpoint_before().await,
             false => None,
         };
         let done = crate::tools::router::run_batch(&registry, calls, batch).await;
         self.take_records();
         if let Some(before) = before {
-            let mutating: Vec<(String, Vec<std::path::PathBuf>)> = done
-                .1
+            let changed: Vec<(String, Vec<std::path::PathBuf>)> = done
+                .views
                 .iter()
-                .filter(|v| super::files::mutating(&v.name))
+                .filter(|v| mutating(&v.name))
                 .map(|v| (v.id.clone(), v.locations.clone()))
                 .collect();
-            self.checkpoint_after(before, &mutating).await;
+            self.checkpoint_after(before, &changed).await;
         }
         done
     }
 }
 
 impl Session {
-    /// Applies the mode an approved plan chose (`ExitPlanMode`), telling
-    /// the front door; returns whether the mode changed.
-    pub(crate) fn take_mode_switch(&mut self) -> bool {
-        let chosen = self.turn.mode_switch.lock().ok().and_then(|mut m| m.take());
-        match chosen {
-            Some(mode) if mode != self.mode => {
-                self.mode = mode;
-                self.emit(Event::ModeChanged(mode));
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// What the system prompt adds for the mode and a read-only turn.
     pub(crate) fn tool_set_section(&self) -> Option<&'static str> {
         match crate::plan_mode::ToolSet::of(self.mode, self.read_only()) {

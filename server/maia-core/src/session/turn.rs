@@ -616,30 +616,19 @@ impl Session {
                     _ => StopReason::EndTurn,
                 };
             }
-            let todos_before = self
-                .tools
-                .todos
-                .lock()
-                .map(|t| t.clone())
-                .unwrap_or_default();
-            let (mut results, views, found) = self.run_tool_calls(&tool_calls, cancel).await;
-            if self.take_mode_switch() {
+            let done = self.run_tool_calls(&tool_calls, cancel).await;
+            let mut applied = self.apply_effects(done.effects);
+            if applied.mode_changed {
                 tools = self.tool_specs();
                 tool_names = tools.iter().map(|t| t.name.clone()).collect();
             }
-            self.attach_tool_images(&mut results, found, cancel).await;
-            for call in views {
+            let mut results = done.messages;
+            self.attach_tool_images(&mut results, done.images, cancel)
+                .await;
+            for call in done.views {
                 self.record(&Record::tool_call(&call));
             }
-            let todos = self
-                .tools
-                .todos
-                .lock()
-                .map(|t| t.clone())
-                .unwrap_or_default();
-            if todos != todos_before {
-                self.record(&Record::Plan { todos });
-            }
+            applied.record_todos(self);
             let mut looping = false;
             for (call, message) in tool_calls.iter().zip(&results) {
                 if let ChatMessage::Tool { content, .. } = message {
@@ -663,11 +652,7 @@ impl Session {
             if cancel.is_cancelled() {
                 return StopReason::Cancelled;
             }
-            if self
-                .turn
-                .asked_as_text
-                .swap(false, std::sync::atomic::Ordering::AcqRel)
-            {
+            if applied.asked_as_text {
                 // The user answers in their next prompt.
                 return StopReason::EndTurn;
             }

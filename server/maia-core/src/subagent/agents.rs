@@ -38,6 +38,9 @@ pub struct AgentDef {
     /// The tools it may use (`None`: every tool the rules allow). It only
     /// narrows: a name the session does not offer stays unavailable.
     pub tools: Option<Vec<String>>,
+    /// Only the tools that declare they read, whatever their name (the
+    /// built-in `explore`): the tool's own answer, no list of names.
+    pub reads_only: bool,
     pub model: ModelChoice,
     /// Its system prompt (the file's body); `None`: MAIA's own.
     pub prompt: Option<String>,
@@ -66,11 +69,8 @@ pub fn explore() -> AgentDef {
     AgentDef {
         name: EXPLORE.to_owned(),
         description: "Read-only research in the project: finds files, reads code, searches text and the web, and reports what it found. Cannot change anything.".to_owned(),
-        tools: Some(
-            ["Read", "Glob", "Grep", "WebFetch", "Diagnostics", "References", "Definition", "Symbols"]
-                .map(str::to_owned)
-                .to_vec(),
-        ),
+        tools: None,
+        reads_only: true,
         model: ModelChoice::Small,
         prompt: None,
         path: None,
@@ -200,6 +200,7 @@ pub fn parse(text: &str, stem: &str) -> Result<AgentDef, String> {
         name,
         description,
         tools,
+        reads_only: false,
         model,
         prompt,
         path: None,
@@ -292,6 +293,6 @@ mod tests {
         let loaded = load(None, cwd.path());
         let explore = loaded.get("Explore").unwrap();
         assert_eq!(explore.model, ModelChoice::Small);
-        assert!(explore.tools.as_ref().unwrap().contains(&"Read".to_owned()));
+        assert!(explore.reads_only && explore.tools.is_none());
     }
 }

@@ -63,6 +63,8 @@ pub struct ChildRole {
     pub prompt: Option<String>,
     /// The tools it may use (`None`: every tool its parent may).
     pub tools: Option<Vec<String>>,
+    /// Only the tools that declare they read (its agent's `reads_only`).
+    pub reads_only: bool,
     /// Read-only tools only (its parent was in plan mode).
     pub read_only: bool,
     /// 1 for a child of a top session, 2 for a grandchild.
@@ -72,11 +74,14 @@ pub struct ChildRole {
 }
 
 impl ChildRole {
-    /// Whether the child may use `tool` (names compare case-insensitively).
-    pub fn allows(&self, tool: &str) -> bool {
-        self.tools
-            .as_ref()
-            .is_none_or(|tools| tools.iter().any(|t| t.eq_ignore_ascii_case(tool)))
+    /// Whether the child may use `tool`, which declares `effect` (names
+    /// compare case-insensitively).
+    pub(crate) fn allows(&self, tool: &str, effect: crate::effect::ToolEffect) -> bool {
+        (!self.reads_only || effect == crate::effect::ToolEffect::ReadOnly)
+            && self
+                .tools
+                .as_ref()
+                .is_none_or(|tools| tools.iter().any(|t| t.eq_ignore_ascii_case(tool)))
     }
 }
 

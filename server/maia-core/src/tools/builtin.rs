@@ -10,7 +10,7 @@ use maia_llm::{ToolCall, ToolSpec};
 use maia_tools::{Prepared, ToolContext, ToolDefinition, ToolInput, ToolOutput};
 use serde_json::Value;
 
-use super::registry::{CallEnv, CallPlan, Tool};
+use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect};
 use crate::event::ToolContent;
 use crate::permission::{Effect, builtin_facts};
 
@@ -52,6 +52,15 @@ impl Tool for Builtin {
         self.definition.narrow_hint
     }
 
+    /// As `maia-tools` declares it for the tool.
+    fn effect(&self) -> ToolEffect {
+        match self.definition.changes {
+            maia_tools::Changes::Nothing => ToolEffect::ReadOnly,
+            maia_tools::Changes::Files => ToolEffect::Files,
+            maia_tools::Changes::Process => ToolEffect::Process,
+        }
+    }
+
     fn plan(&self, call: &ToolCall, _raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
         let input = ToolInput::parse(&call.name, &call.arguments).map_err(|e| e.to_string())?;
         let mut plan = CallPlan::new(input.title(cwd), builtin_facts(&input, cwd), ());
@@ -89,7 +98,7 @@ impl Tool for Builtin {
         Ok(diff)
     }
 
-    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> Ran {
         let (title, kind, locations) = (plan.title.clone(), plan.kind, plan.locations.clone());
         let prepared = match plan.take::<State>() {
             Some(State::Prepared(Prepared {
@@ -108,10 +117,11 @@ impl Tool for Builtin {
                 };
                 return self
                     .tasks
-                    .start(&bash, env.ctx, view, env.batch.events.clone());
+                    .start(&bash, env.ctx, view, env.batch.events.clone())
+                    .into();
             }
             Some(State::Prepared(prepared)) => prepared,
-            _ => return ToolOutput::error("internal error: the call was not prepared"),
+            _ => return ToolOutput::error("internal error: the call was not prepared").into(),
         };
         let (ctx, lsp) = (env.ctx, &env.batch.lsp);
         let path = prepared.input.paths(&ctx.cwd).into_iter().next();
@@ -135,13 +145,15 @@ impl Tool for Builtin {
                 }
             }
             // A command may have changed files the servers have open.
-            None if matches!(self.definition.name, "Bash") && !ctx.cancel.is_cancelled() => {
+            None if self.definition.changes == maia_tools::Changes::Process
+                && !ctx.cancel.is_cancelled() =>
+            {
                 if let Some(note) = crate::langs::after_command(lsp, &ctx.cwd).await {
                     output.content.push_str(&note);
                 }
             }
             _ => {}
         }
-        output
+        output.into()
     }
 }

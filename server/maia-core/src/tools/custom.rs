@@ -19,7 +19,7 @@ use maia_tools::{CappedOutput, ToolKind, ToolOutput, truncate_middle};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::registry::{CallEnv, CallPlan, Tool};
+use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect};
 use crate::custom_tools::{CustomTool, MAX_OUTPUT_CHARS, RUN_TIMEOUT};
 use crate::permission::{Confirm, GateFacts, suggest_rule_value};
 
@@ -33,6 +33,11 @@ pub(crate) struct Custom {
 impl Tool for Custom {
     fn spec(&self) -> ToolSpec {
         self.tool.definition()
+    }
+
+    /// A program of the user's: it may change anything.
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Process
     }
 
     fn plan(&self, call: &ToolCall, raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
@@ -56,7 +61,7 @@ impl Tool for Custom {
         Ok(plan)
     }
 
-    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> Ran {
         let input: Value = plan.take().unwrap_or(Value::Null);
         run(
             &self.tool,
@@ -67,6 +72,7 @@ impl Tool for Custom {
             env.ctx.sandbox.as_deref(),
         )
         .await
+        .into()
     }
 
     fn confirmed(&self) {

@@ -16,7 +16,7 @@ use maia_tools::{ToolContext, ToolInput, ToolKind, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::registry::{CallEnv, CallPlan, Tool};
+use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect};
 use crate::permission::builtin_facts;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -196,6 +196,11 @@ impl Tool for Lsp {
         }
     }
 
+    /// Queries of the language servers.
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::ReadOnly
+    }
+
     fn plan(&self, call: &ToolCall, raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
         let args: Args = serde_json::from_value(raw.clone())
             .map_err(|e| format!("{}: invalid arguments: {e}", self.name()))?;
@@ -225,9 +230,9 @@ impl Tool for Lsp {
         Ok(plan)
     }
 
-    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> Ran {
         let Some(input) = plan.take::<Input>() else {
-            return ToolOutput::error("internal error: no input");
+            return ToolOutput::error("internal error: no input").into();
         };
         match self.answer(input, env.ctx).await {
             Ok(text) => ToolOutput::ok(text),
@@ -235,5 +240,6 @@ impl Tool for Lsp {
                 "Language server unavailable: {why}. (This says nothing about whether the code has errors.)"
             )),
         }
+        .into()
     }
 }

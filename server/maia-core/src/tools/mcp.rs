@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use maia_llm::{ToolCall, ToolSpec};
 use maia_mcp::{McpManager, McpTool};
-use maia_tools::{ToolKind, ToolOutput};
+use maia_tools::ToolKind;
 use serde_json::Value;
 
-use super::registry::{CallEnv, CallPlan, Tool};
+use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect};
 use crate::permission::{GateFacts, suggest_rule_value};
 
 pub(crate) struct Mcp {
@@ -32,6 +32,12 @@ impl Tool for Mcp {
         }
     }
 
+    /// Another server's tool: MAIA cannot know what it changes
+    /// (annotations are hints, not guarantees).
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Process
+    }
+
     fn plan(&self, call: &ToolCall, raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
         let t = &self.tool;
         // Annotations are hints from the server, not guarantees.
@@ -48,10 +54,11 @@ impl Tool for Mcp {
         Ok(plan)
     }
 
-    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> Ran {
         let input: Value = plan.take().unwrap_or(Value::Null);
         self.manager
             .call(&self.tool.full_name, input, &env.ctx.cancel)
             .await
+            .into()
     }
 }

@@ -2,7 +2,8 @@
 //! implementing [`registry::Tool`]: built-in ([`builtin`]), session
 //! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`],
 //! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols), [`plan`] (`ExitPlanMode`, in the `plan` mode only) and `task` (`Task`, a subagent); [`registry`] builds the registry of one turn (one line per
-//! family) and [`router`] runs the calls of one model response.
+//! family; each tool declares what it may change, [`crate::effect`]) and
+//! [`router`] runs the calls of one model response.
 
 pub(crate) mod builtin;
 mod custom;
@@ -17,13 +18,11 @@ mod task;
 mod tasks;
 
 use std::collections::HashSet;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use maia_mcp::McpManager;
 
 use crate::custom_tools::LoadedTools;
-use crate::session_tools::Todo;
 use crate::skills::LoadedSkills;
 pub(crate) use registry::ToolRegistry;
 
@@ -35,17 +34,12 @@ pub(crate) struct Sources {
     pub pending_tools: Arc<Mutex<HashSet<String>>>,
     pub mcp: Arc<McpManager>,
     pub lsp: Arc<maia_lsp_client::LspManager>,
-    pub todos: Arc<Mutex<Vec<Todo>>>,
     pub model: Option<String>,
     pub asker: Option<Arc<dyn crate::client::Asker>>,
-    /// Set when an `AskUser` question was shown as text.
-    pub asked_as_text: Arc<AtomicBool>,
     /// The session's background tasks.
     pub tasks: crate::background::Tasks,
     /// Which tools the turn offers (the mode, a read-only turn).
     pub set: crate::plan_mode::ToolSet,
-    /// Where `ExitPlanMode` leaves the mode the user chose.
-    pub mode_switch: Arc<Mutex<Option<crate::mode::Mode>>>,
     /// The `Task` tool's agents and starter (`None`: not offered).
     pub task: Option<TaskSource>,
     /// A child session's place: its agent's `tools` narrow the set.
@@ -83,20 +77,39 @@ pub(crate) fn registry(s: Sources) -> ToolRegistry {
             tool,
         }));
     }
-    r.register(Arc::new(plan::ExitPlanMode {
-        switch: s.mode_switch.clone(),
-    }));
+    if s.set.ends_planning() {
+        r.register(Arc::new(plan::ExitPlanMode));
+    }
     if let Some(source) = s.task {
         r.register(Arc::new(task::Task {
             agents: source.agents,
             start: source.start,
         }));
     }
-    r.retain(|name| s.set.offers(name));
-    if let Some(role) = &s.role {
-        r.retain(|name| role.allows(name));
-    }
+    narrow(&mut r, s.set, s.role.as_ref());
     r
+}
+
+/// Keeps the tools the turn's tool set offers and its agent may use: what
+/// each tool declares it may change decides, never its name (an agent
+/// file's `tools` list is the user's, matched as written).
+fn narrow(
+    r: &mut ToolRegistry,
+    set: crate::plan_mode::ToolSet,
+    role: Option<&crate::subagent::ChildRole>,
+) {
+    r.retain(|_, tool| set.offers(tool.effect()));
+    if let Some(role) = role {
+        r.retain(|name, tool| role.allows(name, tool.effect()));
+    }
+}
+
+/// Whether a call of `name` may change files, as its tool declares (so it
+/// takes a checkpoint); an unknown name changes nothing.
+pub(crate) fn may_change_files(registry: &ToolRegistry, name: &str) -> bool {
+    registry
+        .get(name)
+        .is_some_and(|tool| tool.effect().may_change_files())
 }
 
 /// The tools every session has (the Skill tool is offered only with
@@ -106,15 +119,12 @@ fn fixed(s: &Sources) -> Vec<Arc<dyn registry::Tool>> {
         .into_iter()
         .map(|b| Arc::new(b) as Arc<dyn registry::Tool>)
         .collect();
-    tools.push(Arc::new(session::TodoWrite {
-        todos: s.todos.clone(),
-    }));
+    tools.push(Arc::new(session::TodoWrite));
     tools.push(Arc::new(session::CurrentModel {
         model: s.model.clone(),
     }));
     tools.push(Arc::new(session::AskUser {
         asker: s.asker.clone(),
-        asked_as_text: s.asked_as_text.clone(),
     }));
     tools.push(Arc::new(tasks::TaskOutput {
         tasks: s.tasks.clone(),
@@ -151,4 +161,100 @@ pub fn reserved_tool_names() -> Vec<String> {
         .map(|spec| spec.name),
     );
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use maia_llm::{ToolCall, ToolSpec};
+    use maia_tools::ToolOutput;
+    use serde_json::{Value, json};
+
+    use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect};
+    use super::*;
+    use crate::mode::Mode;
+    use crate::plan_mode::ToolSet;
+
+    /// A tool no list anywhere names, of the class it is built with.
+    struct Made(&'static str, ToolEffect);
+
+    #[async_trait::async_trait]
+    impl Tool for Made {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: self.0.to_owned(),
+                description: String::new(),
+                parameters: json!({"type": "object"}),
+            }
+        }
+        fn effect(&self) -> ToolEffect {
+            self.1
+        }
+        fn plan(&self, call: &ToolCall, _: &Value, _: &Path) -> Result<CallPlan, String> {
+            Ok(CallPlan::new(
+                call.name.clone(),
+                crate::permission::GateFacts::default(),
+                (),
+            ))
+        }
+        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> Ran {
+            ToolOutput::ok("").into()
+        }
+    }
+
+    fn made() -> ToolRegistry {
+        let mut r = ToolRegistry::default();
+        for (name, effect) in [
+            ("Lookup", ToolEffect::ReadOnly),
+            ("Note", ToolEffect::Conversation),
+            ("Whoami", ToolEffect::Session),
+            ("Poke", ToolEffect::Files),
+            ("Launch", ToolEffect::Process),
+            ("Helper", ToolEffect::Subagent),
+        ] {
+            r.register(Arc::new(Made(name, effect)));
+        }
+        r
+    }
+
+    #[test]
+    fn a_tool_declared_read_only_is_offered_in_plan_mode_and_takes_no_checkpoint() {
+        let mut planning = made();
+        narrow(&mut planning, ToolSet::of(Mode::Plan, false), None);
+        assert_eq!(
+            planning.names().collect::<Vec<_>>(),
+            ["Lookup", "Note", "Helper"]
+        );
+        let mut all = made();
+        narrow(&mut all, ToolSet::of(Mode::Default, false), None);
+        assert_eq!(all.names().count(), 6);
+        let checkpointed: Vec<&str> = all.names().filter(|n| may_change_files(&all, n)).collect();
+        assert_eq!(checkpointed, ["Poke", "Launch", "Helper"]);
+        assert!(!may_change_files(&all, "NoSuchTool"));
+    }
+
+    #[test]
+    fn an_agent_that_only_reads_gets_the_tools_declared_read_only() {
+        let role = crate::subagent::ChildRole {
+            agent: "explore".to_owned(),
+            prompt: None,
+            tools: None,
+            reads_only: true,
+            read_only: false,
+            depth: 1,
+            parent: Arc::default(),
+        };
+        let mut r = made();
+        narrow(&mut r, ToolSet::All, Some(&role));
+        assert_eq!(r.names().collect::<Vec<_>>(), ["Lookup"]);
+        let named = crate::subagent::ChildRole {
+            tools: Some(vec!["poke".to_owned(), "Note".to_owned()]),
+            reads_only: false,
+            ..role
+        };
+        let mut r = made();
+        narrow(&mut r, ToolSet::All, Some(&named));
+        assert_eq!(r.names().collect::<Vec<_>>(), ["Note", "Poke"]);
+    }
 }

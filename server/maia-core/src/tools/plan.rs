@@ -1,35 +1,34 @@
 //! `ExitPlanMode {plan}` as a [`Tool`], offered in the `plan` mode only: it
 //! puts the whole plan to the user as a permission question
-//! ([`crate::plan_mode::choices`]) and, when the user approves, leaves the
-//! mode to switch to in the turn's cell; the session applies it after the
-//! batch and the turn goes on.
+//! ([`crate::plan_mode::choices`]) and, when the user approves, returns
+//! the mode to switch to ([`TurnEffect::SwitchMode`]); the session applies
+//! it after the batch and the turn goes on.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use maia_llm::{ToolCall, ToolSpec};
 use maia_tools::{ToolKind, ToolOutput};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::registry::{CallEnv, CallPlan, Tool};
+use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect, TurnEffect};
 use crate::event::{Event, PermissionReply, PermissionRequest, ToolCallView, ToolContent};
-use crate::mode::Mode;
 use crate::permission::GateFacts;
 use crate::plan_mode;
 
 /// The title of the plan question.
 const TITLE: &str = "Ready to code?";
 
-pub(crate) struct ExitPlanMode {
-    /// The mode the user chose, taken by the session after the batch.
-    pub switch: Arc<Mutex<Option<Mode>>>,
-}
+pub(crate) struct ExitPlanMode;
 
 #[async_trait::async_trait]
 impl Tool for ExitPlanMode {
     fn spec(&self) -> ToolSpec {
         plan_mode::definition()
+    }
+
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Conversation
     }
 
     fn plan(&self, call: &ToolCall, raw: &Value, _cwd: &Path) -> Result<CallPlan, String> {
@@ -47,9 +46,9 @@ impl Tool for ExitPlanMode {
         Ok(planned)
     }
 
-    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> Ran {
         let Some(markdown) = plan.take::<String>() else {
-            return ToolOutput::error("internal error: no plan");
+            return ToolOutput::error("internal error: no plan").into();
         };
         // One question at a time, like permissions.
         let _turn = env.batch.ask.lock().await;
@@ -74,16 +73,14 @@ impl Tool for ExitPlanMode {
         }));
         let reply = tokio::select! {
             biased;
-            () = env.ctx.cancel.cancelled() => return ToolOutput::cancelled(),
+            () = env.ctx.cancel.cancelled() => return ToolOutput::cancelled().into(),
             reply = answered => reply.unwrap_or(PermissionReply::Cancelled),
         };
         match plan_mode::answer(reply) {
-            None => ToolOutput::cancelled(),
-            Some((mode, told)) => {
-                if let (Some(mode), Ok(mut cell)) = (mode, self.switch.lock()) {
-                    *cell = Some(mode);
-                }
-                ToolOutput::ok(told)
+            None => ToolOutput::cancelled().into(),
+            Some((None, told)) => ToolOutput::ok(told).into(),
+            Some((Some(mode), told)) => {
+                Ran::with(ToolOutput::ok(told), TurnEffect::SwitchMode(mode))
             }
         }
     }

@@ -1,7 +1,7 @@
-//! What a tool is: the [`Tool`] trait (describe → plan with the facts the
-//! gate needs → prepare → run) and the [`ToolRegistry`] of one turn. The
-//! router ([`super::router`]) looks calls up here; nothing else matches a
-//! tool's name.
+//! What a tool is: the [`Tool`] trait (describe, declare its
+//! [`ToolEffect`] → plan with the facts the gate needs → prepare → run) and
+//! the [`ToolRegistry`] of one turn. The router ([`super::router`]) looks
+//! calls up here; nothing else matches a tool's name.
 
 use std::any::Any;
 use std::collections::HashSet;
@@ -13,6 +13,7 @@ use maia_tools::{ToolContext, ToolKind, ToolOutput};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
+pub(crate) use crate::effect::{ToolEffect, TurnEffect};
 use crate::event::{Event, ToolContent};
 use crate::mode::Mode;
 use crate::permission::{Broker, GateFacts};
@@ -63,7 +64,7 @@ pub(crate) struct Batch {
     pub mode: Mode,
     pub home: Option<PathBuf>,
     /// Commands whose last run failed, maybe because of the sandbox.
-    pub sandbox_failures: Arc<Mutex<HashSet<String>>>,
+    pub sandbox_failures: HashSet<String>,
     /// Questions to the user (permissions, `AskUser`) go one at a time.
     pub ask: tokio::sync::Mutex<()>,
     /// The language servers: Write and Edit report what they broke.
@@ -82,11 +83,43 @@ pub(crate) struct CallEnv<'a> {
     pub batch: &'a Batch,
 }
 
+/// What a tool's run returns: the output for the model and the effects on
+/// its session.
+#[derive(Debug)]
+pub struct Ran {
+    pub output: ToolOutput,
+    pub effects: Vec<TurnEffect>,
+}
+
+impl Ran {
+    /// The output with `effect`.
+    pub fn with(output: ToolOutput, effect: TurnEffect) -> Ran {
+        Ran {
+            output,
+            effects: vec![effect],
+        }
+    }
+}
+
+impl From<ToolOutput> for Ran {
+    fn from(output: ToolOutput) -> Ran {
+        Ran {
+            output,
+            effects: Vec::new(),
+        }
+    }
+}
+
 /// One tool family member, as the router runs it.
 #[async_trait::async_trait]
 pub(crate) trait Tool: Send + Sync {
     /// The definition offered to the model.
     fn spec(&self) -> ToolSpec;
+
+    /// The class of change this tool may make: the one answer plan mode
+    /// (what a read-only turn offers), checkpoints and a subagent's
+    /// narrowing read.
+    fn effect(&self) -> ToolEffect;
 
     /// Reads a call (`raw`: its arguments as JSON, or as a string when
     /// they are not JSON). An error goes back to the model.
@@ -102,8 +135,10 @@ pub(crate) trait Tool: Send + Sync {
         Ok(None)
     }
 
-    /// Runs the call; failures are error outputs for the model.
-    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput;
+    /// Runs the call; failures are error outputs for the model. What the
+    /// call did to the session comes back as effects, applied after the
+    /// batch.
+    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> Ran;
 
     /// The user confirmed this tool as it is now ("always allow" on a
     /// question with [`GateFacts::confirm`]).
@@ -135,9 +170,10 @@ impl ToolRegistry {
         true
     }
 
-    /// Keeps only the tools whose name `keep` accepts.
-    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
-        self.tools.retain(|(spec, _)| keep(&spec.name));
+    /// Keeps only the tools `keep` accepts.
+    pub fn retain(&mut self, keep: impl Fn(&str, &dyn Tool) -> bool) {
+        self.tools
+            .retain(|(spec, tool)| keep(&spec.name, tool.as_ref()));
     }
 
     /// The tool called exactly `name`.

@@ -6,7 +6,9 @@
 //! permission questions are asked one at a time; one failure or refusal
 //! does not stop the others; results go back to the model in the order
 //! requested. Per call: look the tool up → plan → prepare →
-//! [`permission::authorise`] → ask when needed → run.
+//! [`permission::authorise`] → ask when needed → run. What the calls did to
+//! the session comes back as [`TurnEffect`]s, in the order requested, for
+//! the session to apply after the batch.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -18,7 +20,7 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::registry::{Batch, CallEnv, CallPlan, Tool, ToolRegistry};
+use super::registry::{Batch, CallEnv, CallPlan, Ran, Tool, ToolRegistry, TurnEffect};
 use crate::event::{
     ChoiceKind, Event, NoticeLevel, PermissionReply, PermissionRequest, ToolCallPatch,
     ToolCallView, ToolContent, ToolStatus,
@@ -32,9 +34,23 @@ const DISPLAY_CHARS: usize = 20_000;
 
 /// What a call ended with.
 enum Outcome {
-    /// The text for the model and the images the tool returned.
-    Done(String, Vec<ImageData>),
-    Cancelled,
+    /// The text for the model, the images the tool returned and what it
+    /// did to the session.
+    Done(String, Vec<ImageData>, Vec<TurnEffect>),
+    /// Cancelled, with what the call did before.
+    Cancelled(Vec<TurnEffect>),
+}
+
+/// What a batch ended with, each in the order requested.
+pub(crate) struct Finished {
+    /// The tool messages for the model.
+    pub messages: Vec<ChatMessage>,
+    /// The final state of each call.
+    pub views: Vec<ToolCallView>,
+    /// The images each call returned.
+    pub images: Vec<Vec<ImageData>>,
+    /// What the calls did to the session, for it to apply.
+    pub effects: Vec<TurnEffect>,
 }
 
 /// A call's tool and plan, or the error for the model.
@@ -142,14 +158,12 @@ enum Grant {
     Unsandboxed,
 }
 
-/// Runs the calls through `registry`; returns the tool messages for the
-/// model, the final state of each call and the images each returned, in
-/// the order requested.
+/// Runs the calls through `registry`.
 pub(crate) async fn run_batch(
     registry: &ToolRegistry,
     calls: &[ToolCall],
     batch: Batch,
-) -> (Vec<ChatMessage>, Vec<ToolCallView>, Vec<Vec<ImageData>>) {
+) -> Finished {
     let batch = Arc::new(batch);
     let cwd = batch.ctx.cwd.clone();
     let planned: Vec<(Planned, ToolCallView)> = calls
@@ -216,7 +230,7 @@ pub(crate) async fn run_batch(
             }
             let outcome = match slots.acquire_owned().await {
                 Ok(_permit) => run_one(plan, &call).await,
-                Err(_) => Outcome::Cancelled,
+                Err(_) => Outcome::Cancelled(Vec::new()),
             };
             let _ = done.send(true);
             outcome
@@ -224,17 +238,20 @@ pub(crate) async fn run_batch(
     }
     let outcomes = join_all(tasks.0.iter_mut()).await;
     let mut images = Vec::with_capacity(calls.len());
+    let mut effects = Vec::new();
     let messages = calls
         .iter()
         .zip(outcomes)
         .map(|(call, outcome)| {
             let content = match outcome {
-                Ok(Outcome::Done(text, found)) => {
+                Ok(Outcome::Done(text, found, did)) => {
                     images.push(found);
+                    effects.extend(did);
                     text
                 }
-                Ok(Outcome::Cancelled) => {
+                Ok(Outcome::Cancelled(did)) => {
                     images.push(Vec::new());
+                    effects.extend(did);
                     "Cancelled by the user; the tool did not complete.".into()
                 }
                 Err(e) => {
@@ -257,7 +274,12 @@ pub(crate) async fn run_batch(
                 .unwrap_or_else(|e| e.into_inner().clone())
         })
         .collect();
-    (messages, views, images)
+    Finished {
+        messages,
+        views,
+        images,
+        effects,
+    }
 }
 
 /// The answer to a call of a tool the registry does not have.
@@ -274,12 +296,12 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         Ok(plan) => plan,
         Err(message) => {
             call.fail(&message);
-            return Outcome::Done(format!("Error: {message}"), Vec::new());
+            return Outcome::Done(format!("Error: {message}"), Vec::new(), Vec::new());
         }
     };
     if call.cancel.is_cancelled() {
         call.fail("Cancelled");
-        return Outcome::Cancelled;
+        return Outcome::Cancelled(Vec::new());
     }
     let mut ctx: ToolContext = call.batch.ctx.clone();
     ctx.cancel = call.cancel.clone();
@@ -287,7 +309,7 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
     let prepared = tokio::select! {
         () = call.cancel.cancelled() => {
             call.fail("Cancelled");
-            return Outcome::Cancelled;
+            return Outcome::Cancelled(Vec::new());
         }
         prepared = tool.prepare(&mut plan, &ctx) => prepared,
     };
@@ -295,7 +317,7 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         Ok(diff) => diff,
         Err(message) => {
             call.fail(&message);
-            return Outcome::Done(format!("Error: {message}"), Vec::new());
+            return Outcome::Done(format!("Error: {message}"), Vec::new(), Vec::new());
         }
     };
     if let Some(diff) = &diff {
@@ -308,12 +330,10 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
     // A command that just failed in the sandbox is asked again, with the
     // choice to run it once without the sandbox.
     plan.gate.sandbox_retry = ctx.sandbox.is_some()
-        && plan.sandbox_key.as_ref().is_some_and(|key| {
-            call.batch
-                .sandbox_failures
-                .lock()
-                .is_ok_and(|f| f.contains(key))
-        });
+        && plan
+            .sandbox_key
+            .as_ref()
+            .is_some_and(|key| call.batch.sandbox_failures.contains(key));
     let grant = match gate(&tool, &plan, diff.as_ref(), call).await {
         Ok(grant) => grant,
         Err(outcome) => return outcome,
@@ -346,17 +366,19 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         ctx: &ctx,
         batch: &call.batch,
     };
-    let output = tool.run(plan, &env).await;
+    let Ran {
+        output,
+        mut effects,
+    } = tool.run(plan, &env).await;
     let terminal = terminal.lock().ok().and_then(|t| t.clone());
     if let Some(key) = sandbox_key
         && call.batch.ctx.sandbox.is_some()
-        && let Ok(mut failed) = call.batch.sandbox_failures.lock()
     {
-        if output.content.contains(maia_tools::sandbox::DENIAL_MARK) {
-            failed.insert(key);
-        } else {
-            failed.remove(&key);
-        }
+        // As the command's runner found it (`maia_tools::sandbox::denial`).
+        effects.push(match output.sandbox_denied {
+            true => TurnEffect::SandboxDenied { key },
+            false => TurnEffect::SandboxPassed { key },
+        });
     }
     if call.cancel.is_cancelled() && output.is_error {
         match &terminal {
@@ -372,7 +394,7 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
             }
             None => call.fail("Cancelled"),
         }
-        return Outcome::Cancelled;
+        return Outcome::Cancelled(effects);
     }
     let mut content: Vec<ToolContent> = Vec::new();
     if let Some(diff) = diff.filter(|_| !output.is_error) {
@@ -410,7 +432,7 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         // long gone) is the text the model saw.
         call.keep_view(vec![text]);
     }
-    Outcome::Done(output.content, output.images)
+    Outcome::Done(output.content, output.images, effects)
 }
 
 /// The permission step: [`permission::authorise`]; on a question, one at a
@@ -434,7 +456,7 @@ async fn gate(
             to_model, shown, ..
         } => {
             call.fail(&shown);
-            Some(Err(Outcome::Done(to_model, Vec::new())))
+            Some(Err(Outcome::Done(to_model, Vec::new(), Vec::new())))
         }
         Requirement::Ask(_) => None,
     };
@@ -444,7 +466,7 @@ async fn gate(
     let _turn = tokio::select! {
         () = call.cancel.cancelled() => {
             call.fail("Cancelled");
-            return Err(Outcome::Cancelled);
+            return Err(Outcome::Cancelled(Vec::new()));
         }
         guard = call.batch.ask.lock() => guard,
     };
@@ -459,7 +481,7 @@ async fn gate(
         .views
         .get(call.index)
         .and_then(|v| v.lock().ok().map(|v| v.clone()))
-        .ok_or(Outcome::Cancelled)?;
+        .ok_or(Outcome::Cancelled(Vec::new()))?;
     view.content = diff.cloned().into_iter().collect();
     let (reply_tx, reply_rx) = oneshot::channel();
     let _ = call.batch.events.send(Event::Permission(PermissionRequest {
@@ -470,7 +492,7 @@ async fn gate(
     let reply = tokio::select! {
         () = call.cancel.cancelled() => {
             call.fail("Cancelled");
-            return Err(Outcome::Cancelled);
+            return Err(Outcome::Cancelled(Vec::new()));
         }
         reply = reply_rx => reply.unwrap_or(PermissionReply::Cancelled),
     };
@@ -481,7 +503,7 @@ async fn gate(
             // A cancelled permission ends the turn as cancelled.
             call.turn.cancel();
             call.fail("Cancelled");
-            return Err(Outcome::Cancelled);
+            return Err(Outcome::Cancelled(Vec::new()));
         }
     };
     if matches!(kind, ChoiceKind::AllowAlways | ChoiceKind::RejectAlways) {
@@ -494,9 +516,9 @@ async fn gate(
         Answer::Allow { .. } => Ok(Grant::Normal),
         Answer::Reject { to_model, .. } => {
             call.fail("Rejected by the user");
-            Err(Outcome::Done(to_model, Vec::new()))
+            Err(Outcome::Done(to_model, Vec::new(), Vec::new()))
         }
-        Answer::Cancelled => Err(Outcome::Cancelled),
+        Answer::Cancelled => Err(Outcome::Cancelled(Vec::new())),
     }
 }
 
@@ -547,6 +569,7 @@ mod tests {
     use super::*;
     use crate::mode::Mode;
     use crate::permission::{Broker, GateFacts};
+    use crate::tools::registry::ToolEffect;
 
     /// A tool whose run blocks its thread until `Release` runs (or 5 s
     /// pass), as a synchronous step in a tool would.
@@ -575,17 +598,21 @@ mod tests {
         fn spec(&self) -> ToolSpec {
             spec("Blocker")
         }
+        fn effect(&self) -> ToolEffect {
+            ToolEffect::ReadOnly
+        }
         fn plan(&self, call: &ToolCall, _: &Value, _: &Path) -> Result<CallPlan, String> {
             Ok(CallPlan::new(call.name.clone(), facts(&call.name), ()))
         }
-        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> Ran {
             let Ok(rx) = self.0.lock() else {
-                return ToolOutput::error("poisoned");
+                return ToolOutput::error("poisoned").into();
             };
             match rx.recv_timeout(Duration::from_secs(5)) {
                 Ok(()) => ToolOutput::ok("released"),
                 Err(_) => ToolOutput::error("stalled: the other call never ran"),
             }
+            .into()
         }
     }
 
@@ -594,12 +621,15 @@ mod tests {
         fn spec(&self) -> ToolSpec {
             spec("Release")
         }
+        fn effect(&self) -> ToolEffect {
+            ToolEffect::ReadOnly
+        }
         fn plan(&self, call: &ToolCall, _: &Value, _: &Path) -> Result<CallPlan, String> {
             Ok(CallPlan::new(call.name.clone(), facts(&call.name), ()))
         }
-        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> Ran {
             let _ = self.0.send(());
-            ToolOutput::ok("sent")
+            ToolOutput::ok("sent").into()
         }
     }
 
@@ -611,7 +641,7 @@ mod tests {
             broker: Arc::new(Mutex::new(Broker::default())),
             mode: Mode::Default,
             home: None,
-            sandbox_failures: Arc::default(),
+            sandbox_failures: Default::default(),
             ask: tokio::sync::Mutex::new(()),
             lsp: Arc::new(maia_lsp_client::LspManager::new(
                 maia_lsp_client::LspSettings::default(),
@@ -651,10 +681,11 @@ mod tests {
         registry.register(Arc::new(Release(tx)));
         let (batch, _events) = batch(dir.path());
         let calls = [call("a", "Blocker"), call("b", "Release")];
-        let (messages, views, _) =
-            tokio::time::timeout(Duration::from_secs(20), run_batch(&registry, &calls, batch))
-                .await
-                .expect("the batch ends");
+        let Finished {
+            messages, views, ..
+        } = tokio::time::timeout(Duration::from_secs(20), run_batch(&registry, &calls, batch))
+            .await
+            .expect("the batch ends");
         assert_eq!(texts(&messages), ["released", "sent"]);
         assert!(views.iter().all(|v| v.status == ToolStatus::Completed));
     }
@@ -671,19 +702,22 @@ mod tests {
         fn spec(&self) -> ToolSpec {
             spec("OnFile")
         }
+        fn effect(&self) -> ToolEffect {
+            ToolEffect::ReadOnly
+        }
         fn plan(&self, call: &ToolCall, _: &Value, cwd: &Path) -> Result<CallPlan, String> {
             let mut plan = CallPlan::new(call.name.clone(), facts(&call.name), call.id.clone());
             plan.keys = vec![cwd.join("same.txt")];
             Ok(plan)
         }
-        async fn run(&self, plan: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+        async fn run(&self, plan: CallPlan, _: &CallEnv<'_>) -> Ran {
             let id: String = plan.take().unwrap_or_default();
             self.log.lock().unwrap().push(format!("{id} start"));
             if let Some(release) = self.release.lock().await.take() {
                 let _ = release.await;
             }
             self.log.lock().unwrap().push(format!("{id} end"));
-            ToolOutput::ok(id)
+            ToolOutput::ok(id).into()
         }
     }
 
@@ -715,10 +749,11 @@ mod tests {
         let early = tokio::time::timeout(Duration::from_millis(300), started(2)).await;
         assert!(early.is_err(), "{:?}", log.lock().unwrap());
         release.send(()).unwrap();
-        let (messages, _, _) = tokio::time::timeout(Duration::from_secs(10), run)
+        let messages = tokio::time::timeout(Duration::from_secs(10), run)
             .await
             .expect("the batch ends")
-            .unwrap();
+            .unwrap()
+            .messages;
         assert_eq!(texts(&messages), ["a", "b"]);
         assert_eq!(
             *log.lock().unwrap(),
@@ -742,12 +777,15 @@ mod tests {
         fn spec(&self) -> ToolSpec {
             spec("Forever")
         }
+        fn effect(&self) -> ToolEffect {
+            ToolEffect::ReadOnly
+        }
         fn plan(&self, call: &ToolCall, _: &Value, _: &Path) -> Result<CallPlan, String> {
             Ok(CallPlan::new(call.name.clone(), facts(&call.name), ()))
         }
-        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> ToolOutput {
+        async fn run(&self, _: CallPlan, _: &CallEnv<'_>) -> Ran {
             let _guard = SetOnDrop(self.0.clone());
-            std::future::pending::<ToolOutput>().await
+            std::future::pending::<Ran>().await
         }
     }
 
@@ -789,7 +827,9 @@ mod tests {
         let (tx, _rx) = mpsc::channel();
         registry.register(Arc::new(Release(tx)));
         let (batch, _events) = batch(dir.path());
-        let (messages, views, _) = run_batch(&registry, &[call("a", "Nope")], batch).await;
+        let Finished {
+            messages, views, ..
+        } = run_batch(&registry, &[call("a", "Nope")], batch).await;
         let text = &texts(&messages)[0];
         assert!(text.contains("Unknown tool `Nope`"), "{text}");
         assert!(text.contains("Available tools: Release."), "{text}");

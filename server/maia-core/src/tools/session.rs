@@ -5,14 +5,13 @@
 //! Their definitions and parsing live in [`crate::session_tools`].
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use maia_llm::{ToolCall, ToolSpec};
 use maia_tools::ToolOutput;
 use serde_json::Value;
 
-use super::registry::{CallEnv, CallPlan, Tool};
+use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect, TurnEffect};
 use crate::event::Event;
 use crate::permission::{GateFacts, suggest_rule_value};
 use crate::session_tools::{self, Todo};
@@ -29,15 +28,18 @@ fn quiet(call: &ToolCall, raw: &Value, cwd: &Path) -> GateFacts {
     }
 }
 
-/// `TodoWrite`: replaces the session's task list.
-pub(crate) struct TodoWrite {
-    pub todos: Arc<Mutex<Vec<Todo>>>,
-}
+/// `TodoWrite`: replaces the session's task list (shown at once; the
+/// session keeps the list after the batch, [`TurnEffect::TodosChanged`]).
+pub(crate) struct TodoWrite;
 
 #[async_trait::async_trait]
 impl Tool for TodoWrite {
     fn spec(&self) -> ToolSpec {
         session_tools::todo_definition()
+    }
+
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Conversation
     }
 
     fn plan(&self, call: &ToolCall, raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
@@ -46,14 +48,11 @@ impl Tool for TodoWrite {
         Ok(CallPlan::new(title, quiet(call, raw, cwd), todos))
     }
 
-    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> Ran {
         let todos: Vec<Todo> = plan.take().unwrap_or_default();
-        if let Ok(mut list) = self.todos.lock() {
-            list.clone_from(&todos);
-        }
         let result = session_tools::todo_result(&todos);
-        let _ = env.batch.events.send(Event::Plan(todos));
-        ToolOutput::ok(result)
+        let _ = env.batch.events.send(Event::Plan(todos.clone()));
+        Ran::with(ToolOutput::ok(result), TurnEffect::TodosChanged(todos))
     }
 }
 
@@ -68,6 +67,10 @@ impl Tool for CurrentModel {
         session_tools::current_model_definition()
     }
 
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Session
+    }
+
     fn plan(&self, call: &ToolCall, raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
         Ok(CallPlan::new(
             "Current model".to_owned(),
@@ -76,20 +79,20 @@ impl Tool for CurrentModel {
         ))
     }
 
-    async fn run(&self, _plan: CallPlan, _env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, _plan: CallPlan, _env: &CallEnv<'_>) -> Ran {
         match &self.model {
             Some(model) => ToolOutput::ok(format!("The current model is `{model}`.")),
             None => ToolOutput::error("No model is chosen yet."),
         }
+        .into()
     }
 }
 
 /// `AskUser`: through the editor's form when it has one; else the question
-/// is shown as text and the turn ends after this batch (`asked_as_text`),
-/// so the user answers in their next prompt.
+/// is shown as text and the turn ends after this batch
+/// ([`TurnEffect::AskedAsText`]), so the user answers in their next prompt.
 pub(crate) struct AskUser {
     pub asker: Option<Arc<dyn crate::client::Asker>>,
-    pub asked_as_text: Arc<AtomicBool>,
 }
 
 #[async_trait::async_trait]
@@ -98,26 +101,30 @@ impl Tool for AskUser {
         session_tools::ask_user_definition()
     }
 
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Conversation
+    }
+
     fn plan(&self, call: &ToolCall, raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
         let question = session_tools::parse_question(&call.arguments)?;
         let title = format!("Ask: {}", question.0);
         Ok(CallPlan::new(title, quiet(call, raw, cwd), question))
     }
 
-    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> Ran {
         let Some((question, choices)) = plan.take::<(String, Vec<String>)>() else {
-            return ToolOutput::error("internal error: no question");
+            return ToolOutput::error("internal error: no question").into();
         };
         let Some(asker) = &self.asker else {
             let _ = env.batch.events.send(Event::AgentText {
                 message_id: uuid::Uuid::new_v4().to_string(),
                 text: session_tools::question_text(&question, &choices),
             });
-            self.asked_as_text.store(true, Ordering::Release);
-            return ToolOutput::ok(
+            let told = ToolOutput::ok(
                 "The question was shown to the user as text and the turn ends now: their answer \
 will be their next message. Do not guess it.",
             );
+            return Ran::with(told, TurnEffect::AskedAsText);
         };
         let question = crate::client::Question {
             question,
@@ -131,7 +138,7 @@ will be their next message. Do not guess it.",
         };
         let answer = tokio::select! {
             biased;
-            () = env.ctx.cancel.cancelled() => return ToolOutput::cancelled(),
+            () = env.ctx.cancel.cancelled() => return ToolOutput::cancelled().into(),
             answer = asked => answer,
         };
         match answer {
@@ -140,5 +147,6 @@ will be their next message. Do not guess it.",
                 "The question could not be asked: {e}. Ask it in your answer instead."
             )),
         }
+        .into()
     }
 }

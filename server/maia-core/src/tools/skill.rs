@@ -8,7 +8,7 @@ use maia_llm::{ToolCall, ToolSpec};
 use maia_tools::{ToolKind, ToolOutput};
 use serde_json::Value;
 
-use super::registry::{CallEnv, CallPlan, Tool};
+use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect};
 use crate::permission::{GateFacts, suggest_rule_value};
 use crate::skills::{self, LoadedSkills, SkillInput};
 
@@ -20,6 +20,10 @@ pub(crate) struct Skill {
 impl Tool for Skill {
     fn spec(&self) -> ToolSpec {
         skills::tool_definition()
+    }
+
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Session
     }
 
     fn plan(&self, call: &ToolCall, raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
@@ -46,12 +50,12 @@ impl Tool for Skill {
         Ok(plan)
     }
 
-    async fn run(&self, plan: CallPlan, _env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, _env: &CallEnv<'_>) -> Ran {
         let Some(input) = plan.take::<SkillInput>() else {
-            return ToolOutput::error("internal error: no skill input");
+            return ToolOutput::error("internal error: no skill input").into();
         };
         let Some(skill) = self.skills.get(&input.skill).cloned() else {
-            return ToolOutput::error(format!("unknown skill `{}`", input.skill));
+            return ToolOutput::error(format!("unknown skill `{}`", input.skill)).into();
         };
         // Reading the file: off the async workers.
         let read = tokio::task::spawn_blocking(move || {
@@ -64,5 +68,6 @@ impl Tool for Skill {
             Ok(Err(e)) => ToolOutput::error(e),
             Err(e) => ToolOutput::error(format!("reading the skill failed: {e}")),
         }
+        .into()
     }
 }

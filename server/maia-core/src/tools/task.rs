@@ -14,7 +14,7 @@ use maia_tools::ToolOutput;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::registry::{CallEnv, CallPlan, Tool};
+use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect};
 use crate::event::{
     Event, StopReason, SubagentEvent, SubagentInfo, SubagentState, SubagentUpdate, ToolCallView,
 };
@@ -60,6 +60,7 @@ fn general() -> AgentDef {
         name: "general-purpose".to_owned(),
         description: String::new(),
         tools: None,
+        reads_only: false,
         model: crate::subagent::ModelChoice::Inherit,
         prompt: None,
         path: None,
@@ -70,6 +71,10 @@ fn general() -> AgentDef {
 impl Tool for Task {
     fn spec(&self) -> ToolSpec {
         definition(&self.agents)
+    }
+
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Subagent
     }
 
     fn plan(&self, call: &ToolCall, raw: &Value, _cwd: &Path) -> Result<CallPlan, String> {
@@ -98,9 +103,9 @@ impl Tool for Task {
         ))
     }
 
-    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> Ran {
         let Some((agent, description, prompt)) = plan.take::<(AgentDef, String, String)>() else {
-            return ToolOutput::error("Error: the Task call could not be read.");
+            return ToolOutput::error("Error: the Task call could not be read.").into();
         };
         let events = &env.batch.events;
         let child = (self.start)(ChildRequest {
@@ -112,7 +117,8 @@ impl Tool for Task {
         let mut child = match child {
             Ok(child) => child,
             Err(e) => {
-                return ToolOutput::error(format!("Error: the subagent could not start: {e}"));
+                return ToolOutput::error(format!("Error: the subagent could not start: {e}"))
+                    .into();
             }
         };
         let info = Arc::new(SubagentInfo {
@@ -185,7 +191,7 @@ impl Tool for Task {
             records.push(Record::subagent(&info, &run.calls, state, answer.clone()));
         }
         send(SubagentUpdate::Ended { state, answer });
-        output
+        output.into()
     }
 }
 

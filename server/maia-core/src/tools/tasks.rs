@@ -8,7 +8,7 @@ use maia_llm::{ToolCall, ToolSpec};
 use maia_tools::ToolOutput;
 use serde_json::{Value, json};
 
-use super::registry::{CallEnv, CallPlan, Tool};
+use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect};
 use crate::background::Tasks;
 use crate::permission::{GateFacts, suggest_rule_value};
 
@@ -60,6 +60,11 @@ impl Tool for TaskOutput {
         output_definition()
     }
 
+    /// The output of the session's own background command.
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Conversation
+    }
+
     fn plan(&self, call: &ToolCall, raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
         let id = task_id(call)?;
         Ok(CallPlan::new(
@@ -69,12 +74,13 @@ impl Tool for TaskOutput {
         ))
     }
 
-    async fn run(&self, plan: CallPlan, _env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, _env: &CallEnv<'_>) -> Ran {
         let id: String = plan.take().unwrap_or_default();
         match self.tasks.output(&id) {
             Ok(text) => ToolOutput::ok(text),
             Err(e) => ToolOutput::error(e),
         }
+        .into()
     }
 }
 
@@ -88,6 +94,11 @@ impl Tool for TaskStop {
         stop_definition()
     }
 
+    /// Stopping a command is acting on a process.
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Process
+    }
+
     fn plan(&self, call: &ToolCall, raw: &Value, cwd: &Path) -> Result<CallPlan, String> {
         let id = task_id(call)?;
         Ok(CallPlan::new(
@@ -97,12 +108,13 @@ impl Tool for TaskStop {
         ))
     }
 
-    async fn run(&self, plan: CallPlan, _env: &CallEnv<'_>) -> ToolOutput {
+    async fn run(&self, plan: CallPlan, _env: &CallEnv<'_>) -> Ran {
         let id: String = plan.take().unwrap_or_default();
         match self.tasks.stop(&id) {
             Ok(true) => ToolOutput::ok(format!("Task {id} is being stopped.")),
             Ok(false) => ToolOutput::ok(format!("Task {id} had already ended.")),
             Err(e) => ToolOutput::error(e),
         }
+        .into()
     }
 }

@@ -470,8 +470,13 @@ pub fn restrict_current_process(policy: &SandboxPolicy) -> Result<(), SandboxErr
     imp::prepare(policy, &support, None).and_then(imp::restrict_self)
 }
 
-/// The words a sandbox denial shows in a command's output.
-pub fn looks_denied(output: &str) -> bool {
+/// Whether a command that failed in the sandbox failed because of it, as
+/// far as MAIA can tell. The sandbox (Landlock, seccomp, Seatbelt, the
+/// network proxy) refuses a call inside the child with an errno, not with
+/// a signal or an exit status MAIA could read: the one signal is the
+/// child's own error words. This is the one place they are read; the
+/// caller keeps the answer as [`crate::ToolOutput::sandbox_denied`].
+pub fn denial(output: &str) -> bool {
     output.contains("Permission denied")
         || output.contains("Read-only file system")
         || output.contains("Operation not permitted")
@@ -481,14 +486,11 @@ pub fn looks_denied(output: &str) -> bool {
         || output.contains("CONNECT tunnel failed")
 }
 
-/// How a sandbox note starts (the engine looks for it).
-pub const DENIAL_MARK: &str = "[MAIA sandbox";
-
 /// The note added to a failed command's result when the sandbox may be
 /// the cause.
 pub fn denial_note(policy: &SandboxPolicy) -> String {
     format!(
-        "{DENIAL_MARK} ({}): writes are allowed only in the project, its temp folder ({}) and sandbox.writable; .git, .git/hooks, .git/config and .maia are protected; secrets such as ~/.ssh are hidden; network {}. The failure above may come from the sandbox: do not try to get around it. If the command needs it, run the same command again: the user will be asked and can allow one run without the sandbox.]",
+        "[MAIA sandbox ({}): writes are allowed only in the project, its temp folder ({}) and sandbox.writable; .git, .git/hooks, .git/config and .maia are protected; secrets such as ~/.ssh are hidden; network {}. The failure above may come from the sandbox: do not try to get around it. If the command needs it, run the same command again: the user will be asked and can allow one run without the sandbox.]",
         policy.mode.id(),
         policy
             .temp_dir
