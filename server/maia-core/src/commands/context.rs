@@ -1,0 +1,122 @@
+//! `/context`: what fills the model's context window (the system prompt,
+//! the context file, the tools, the messages), the meter's numbers and
+//! where they come from, the cost, and the workspace folders.
+
+use crate::session::Session;
+
+pub(super) fn context_command(session: &Session) {
+    let system = session.system_prompt();
+    let tools = session.tool_chars();
+    let messages: usize = crate::meter::message_chars(session.conversation().history());
+    let context_file = match &session.project().context_file {
+        Some(f) => format!(
+            "`{}` (~{} tokens)",
+            f.path.display(),
+            session.meter().calibrated(f.text.len())
+        ),
+        None => "none (no MAIA.md, CLAUDE.md or AGENTS.md here)".to_owned(),
+    };
+    let model = session.model().map(str::to_owned);
+    // The meter's numbers: what the last usage_update said, or would say.
+    let used = session.context_tokens();
+    let meter = match session.meter().window {
+        Some(window) => format!(
+            "{used} of {window} tokens ({:.0} %)",
+            used as f64 * 100.0 / window.max(1) as f64
+        ),
+        None => format!("{used} tokens (window unknown: no meter)"),
+    };
+    let source = match session.context_source() {
+        "measured" => {
+            "measured: the server's last usage (prompt + answer, reasoning excluded), plus an estimate of what came since"
+        }
+        _ => "estimated: ~4 characters per token",
+    };
+    let window_source = match session.meter().window_source {
+        Some(source) => format!(" (from {source})"),
+        None => String::new(),
+    };
+    let last = match &session.meter().last_usage {
+        Some(u) => format!(
+            "prompt {} + answer {} tokens ({} of them reasoning, not kept); cached: {} read, {} written",
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.reasoning_tokens,
+            u.cached_tokens,
+            u.cache_write_tokens
+        ),
+        None => "none yet".to_owned(),
+    };
+    let caching = model.as_deref().map_or("no model yet", |m| {
+        if session.prompt_caching(m) {
+            "on (cache_control marks on the system message and the last two messages)"
+        } else {
+            "off"
+        }
+    });
+    let summary_model = session
+        .project()
+        .settings
+        .small_model
+        .clone()
+        .or_else(|| model.clone())
+        .unwrap_or_else(|| "(not chosen yet)".into());
+    let text = format!(
+        "Context of `{name}`:\n\n\
+         - in use: {meter}, {source}\n\
+         - calibration: {ratio:.2} real tokens per estimated token\n\
+         - model: `{model}`, context window: {window}{window_source}\n\
+         - system prompt: ~{sys} tokens\n\
+         - context file: {context_file}\n\
+         - tool definitions: ~{tools} tokens\n\
+         - messages: {count} (~{msgs} tokens)\n\
+         - pending items: {pending}\n\
+         - last response: {last}\n\
+         - cost: {cost} this thread, {turn_cost} the last turn (`/cost` for each model)\n\
+         - cached prompt tokens this session: {cached}\n\
+         - prompt caching: {caching}\n\
+         - summaries written by: `{summary_model}`\n\
+         - tool calls written as text: {retried} retried, {shown} shown as text",
+        name = session.conversation().name(),
+        ratio = session.meter().calibration,
+        sys = session.meter().calibrated(system.len()),
+        tools = session.meter().calibrated(tools),
+        count = session.conversation().len(),
+        msgs = session.meter().calibrated(messages),
+        pending = session.pending_bang_outputs(),
+        model = model.unwrap_or_else(|| "(not chosen yet)".into()),
+        window = session
+            .meter()
+            .window
+            .map_or_else(|| "unknown".to_owned(), |w| format!("{w} tokens")),
+        cached = session.meter().cached_total,
+        cost = crate::cost::show(session.conversation().ledger().total()),
+        turn_cost = crate::cost::show(session.conversation().turn_cost().total()),
+        retried = session.meter().text_tool_calls.retried,
+        shown = session.meter().text_tool_calls.shown,
+    );
+    let mut text = format!("{text}{}", workspace_report(session));
+    let children = crate::cost::subagent_lines(session.conversation().ledger());
+    if !children.is_empty() {
+        text.push_str("\n- subagents (charged to this thread):");
+        for line in children {
+            text.push_str(&format!("\n  - {line}"));
+        }
+    }
+    session.say(text);
+}
+
+/// The `/context` lines about the workspace folders.
+fn workspace_report(session: &Session) -> String {
+    let mut out = format!(
+        "\n- working folder: `{}`\n- additional workspace folders:",
+        session.services().cwd.display()
+    );
+    if session.services().roots.is_empty() {
+        out.push_str(" none");
+    }
+    for root in &session.services().roots {
+        out.push_str(&format!("\n  - `{}`", root.display()));
+    }
+    out
+}
