@@ -10,6 +10,11 @@
 //! [`Journal::open`] takes an exclusive advisory lock (`flock`) held until
 //! the journal is dropped, so two sessions or two processes never append to
 //! one file.
+//!
+//! Here: a journal's file (created, opened, appended to, loaded) and the
+//! thread-wide operations; listing threads and the pointers to their
+//! current files are [`list`]'s, the side files beside the journals
+//! (roots, queue, archive marks) [`side_files`]'s.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -20,12 +25,19 @@ use maia_llm::ChatMessage;
 use serde::Serialize;
 
 mod index;
+mod list;
 mod record;
+mod side_files;
 pub use index::{index_thread, indexed_folders};
+pub use list::{Summary, find, list, set_current};
+use list::{pointer_path, summarize};
 pub use record::{
     FORMAT_VERSION, Header, ImageRef, Record, SavedContent, SavedDiff, SavedKind, SavedStatus,
     SavedSubagent, SavedSubagentState, SavedToolCall, SessionOptions,
 };
+pub(crate) use side_files::queue_path;
+use side_files::{archived_path, roots_path};
+pub use side_files::{is_archived, save_roots, saved_roots, set_archived};
 
 /// Why a journal could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -418,110 +430,6 @@ pub struct UserEntry {
     pub history_index: usize,
 }
 
-/// What `session/list` shows of a saved session.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Summary {
-    pub id: String,
-    pub name: String,
-    pub cwd: PathBuf,
-    pub title: Option<String>,
-    /// Last modification, seconds since the Unix epoch.
-    pub updated: u64,
-    pub path: PathBuf,
-}
-
-fn pointer_path(cwd: &Path, id: &str) -> Option<PathBuf> {
-    // Thread ids become file names: accept only plain ones.
-    let plain = !id.is_empty()
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    plain.then(|| sessions_dir(cwd).join(".current").join(id))
-}
-
-/// Records that thread `id` continues in the file `name` (after `/new`,
-/// `/rename`, `/load` or a compaction), so the thread is reopened there
-/// whatever the files' modification times.
-pub fn set_current(cwd: &Path, id: &str, name: &str) -> Result<(), StoreError> {
-    let Some(path) = pointer_path(cwd, id) else {
-        return Ok(());
-    };
-    let dir = sessions_dir(cwd).join(".current");
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    let tmp = dir.join(format!(".{id}.tmp"));
-    std::fs::write(&tmp, name).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))
-}
-
-/// The file thread `id` continues in, if recorded.
-fn current(cwd: &Path, id: &str) -> Option<String> {
-    let name = std::fs::read_to_string(pointer_path(cwd, id)?).ok()?;
-    let name = name.trim();
-    valid_name(name).then(|| name.to_owned())
-}
-
-/// The sessions saved in `cwd`, newest first. For each thread id only its
-/// current file counts (a thread continues under another name after `/new`
-/// or a compaction): the recorded one, else the newest.
-pub fn list(cwd: &Path) -> Vec<Summary> {
-    let dir = sessions_dir(cwd);
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
-    // With the full-precision modification time: a thread that moved to a
-    // new file (`/new`, compaction) within the same second lists its newest.
-    let mut out: Vec<(std::time::Duration, Summary)> = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
-            continue;
-        }
-        let modified = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .unwrap_or_default();
-        let Some(summary) = summarize(&path, modified.as_secs()) else {
-            continue;
-        };
-        let is_current = |s: &Summary| current(cwd, &s.id).as_deref() == Some(s.name.as_str());
-        match out.iter_mut().find(|(_, s)| s.id == summary.id) {
-            Some(existing)
-                if is_current(&summary) || (!is_current(&existing.1) && existing.0 < modified) =>
-            {
-                *existing = (modified, summary);
-            }
-            Some(_) => {}
-            None => out.push((modified, summary)),
-        }
-    }
-    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
-    out.into_iter().map(|(_, s)| s).collect()
-}
-
-/// Reads the header and the first title (titles come early) of a journal.
-fn summarize(path: &Path, updated: u64) -> Option<Summary> {
-    const SCAN: usize = 64;
-    let file = File::open(path).ok()?;
-    let mut lines = BufReader::new(file).lines();
-    let header = parse_header(path, &lines.next()?.ok()?).ok()?;
-    let title = lines.take(SCAN).map_while(Result::ok).find_map(|l| {
-        match serde_json::from_str::<Record>(&l) {
-            Ok(Record::Title { title }) => Some(title),
-            _ => None,
-        }
-    });
-    Some(Summary {
-        id: header.id,
-        name: path.file_stem()?.to_string_lossy().into_owned(),
-        cwd: header.cwd,
-        title,
-        updated,
-        path: path.to_path_buf(),
-    })
-}
-
 /// A new header for thread `id`.
 pub fn new_header(id: &str, cwd: &Path) -> Header {
     Header {
@@ -531,86 +439,6 @@ pub fn new_header(id: &str, cwd: &Path) -> Header {
         cwd: cwd.to_path_buf(),
         created: now_secs(),
     }
-}
-
-/// Where thread `id` records its additional workspace roots.
-fn roots_path(cwd: &Path, id: &str) -> Option<PathBuf> {
-    pointer_path(cwd, id).map(|p| {
-        sessions_dir(cwd)
-            .join(".roots")
-            .join(p.file_name().unwrap_or_default())
-    })
-}
-
-/// Where the prompt queue of thread `id` is saved (`crate::queue`).
-pub(crate) fn queue_path(cwd: &Path, id: &str) -> Option<PathBuf> {
-    pointer_path(cwd, id).map(|p| {
-        sessions_dir(cwd)
-            .join(".queue")
-            .join(p.file_name().unwrap_or_default())
-            .with_extension("json")
-    })
-}
-
-/// Records the additional workspace roots thread `id` was last opened
-/// with (`.maia/.sessions/.roots/<id>`, a JSON array, replaced whole; removed
-/// when there are none).
-pub fn save_roots(cwd: &Path, id: &str, roots: &[PathBuf]) -> Result<(), StoreError> {
-    let Some(path) = roots_path(cwd, id) else {
-        return Ok(());
-    };
-    if roots.is_empty() {
-        return match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path)(e)),
-            _ => Ok(()),
-        };
-    }
-    let dir = sessions_dir(cwd).join(".roots");
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    let tmp = dir.join(format!(".{id}.tmp"));
-    let text = serde_json::to_string(roots).unwrap_or_else(|_| "[]".to_owned());
-    std::fs::write(&tmp, text).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))
-}
-
-/// The additional workspace roots thread `id` was last opened with.
-pub fn saved_roots(cwd: &Path, id: &str) -> Vec<PathBuf> {
-    roots_path(cwd, id)
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or_default()
-}
-
-/// Where thread `id` is marked archived (an empty file; no file: not
-/// archived).
-fn archived_path(cwd: &Path, id: &str) -> Option<PathBuf> {
-    pointer_path(cwd, id).map(|p| {
-        sessions_dir(cwd)
-            .join(".archived")
-            .join(p.file_name().unwrap_or_default())
-    })
-}
-
-/// Marks thread `id` archived or not (`.maia/.sessions/.archived/<id>`);
-/// its journals are not touched.
-pub fn set_archived(cwd: &Path, id: &str, archived: bool) -> Result<(), StoreError> {
-    let Some(path) = archived_path(cwd, id) else {
-        return Ok(());
-    };
-    if !archived {
-        return match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path)(e)),
-            _ => Ok(()),
-        };
-    }
-    let dir = sessions_dir(cwd).join(".archived");
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    std::fs::write(&path, "").map_err(io(&path))
-}
-
-/// Whether thread `id` is archived.
-pub fn is_archived(cwd: &Path, id: &str) -> bool {
-    archived_path(cwd, id).is_some_and(|p| p.exists())
 }
 
 /// A conversation title as a session name (what `/rename` takes): the
@@ -666,11 +494,6 @@ pub fn delete(cwd: &Path, id: &str) -> Result<usize, StoreError> {
         let _ = std::fs::remove_file(archived);
     }
     Ok(removed)
-}
-
-/// Finds the newest file of thread `id` in `cwd`.
-pub fn find(cwd: &Path, id: &str) -> Option<Summary> {
-    list(cwd).into_iter().find(|s| s.id == id)
 }
 
 /// Formats seconds since the epoch as ISO 8601 (UTC).
