@@ -18,6 +18,17 @@
 //! [`crate::cost`]).
 //! A file that is not valid JSON is reported and ignored. The API key is
 //! never logged.
+//!
+//! Here: reading the files and merging them into [`Settings`], key by key;
+//! the sections with rules of their own have their modules: the sandbox
+//! ([`sandbox`]) and the MCP servers ([`mcp`]).
+
+mod mcp;
+mod sandbox;
+
+use mcp::mcp_servers;
+pub use mcp::merge_mcp_servers;
+pub use sandbox::sandbox_policy;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -160,127 +171,6 @@ impl SettingsFiles {
     }
 }
 
-/// The sandbox of a session's commands, from `~/.maia/settings.json` only
-/// (a project cannot loosen its own sandbox): `"sandbox": "workspace-write"
-/// | "read-only" | "off"` or `{"mode": …, "network": bool, "writable":
-/// [paths], "denyRead": [paths], "allowRead": [paths], "allowedDomains":
-/// [names]}`, also each as
-/// `"sandbox.KEY"`. Returns
-/// the policy (roots and temp folder filled in) and warnings.
-pub fn sandbox_policy(
-    files: &SettingsFiles,
-    cwd: &Path,
-    session_id: &str,
-) -> (maia_tools::sandbox::SandboxPolicy, Vec<String>) {
-    use maia_tools::sandbox::{SandboxMode, SandboxPolicy};
-    let mut warnings = Vec::new();
-    let mut policy = SandboxPolicy {
-        roots: vec![cwd.to_path_buf()],
-        temp_dir: Some(temp_root().join(format!("maia-{session_id}"))),
-        ..Default::default()
-    };
-    let Some(home) = files.home() else {
-        return (policy, warnings);
-    };
-    policy.home = Some(home.to_path_buf());
-    let Some(user) = files.user() else {
-        return (policy, warnings);
-    };
-    let file = &user.path;
-    let FileContent::Json(Value::Object(map)) = &user.content else {
-        return (policy, warnings);
-    };
-    let object = match map.get("sandbox") {
-        Some(Value::Object(o)) => Some(o),
-        _ => None,
-    };
-    // `"sandbox.KEY"` wins over `"sandbox": {"KEY": …}`.
-    let key = |name: &str| {
-        map.get(&format!("sandbox.{name}"))
-            .or_else(|| object.and_then(|o| o.get(name)))
-    };
-    let mode = match map.get("sandbox") {
-        Some(Value::Object(o)) => o.get("mode"),
-        other => other,
-    };
-    match mode {
-        None => {}
-        Some(Value::String(s)) => match SandboxMode::parse(s) {
-            Some(m) => policy.mode = m,
-            None => warnings.push(format!(
-                "sandbox in {} must be \"workspace-write\", \"read-only\" or \"off\"; using workspace-write",
-                file.display()
-            )),
-        },
-        Some(_) => warnings.push(format!("sandbox in {} must be a string; ignored", file.display())),
-    }
-    match key("network") {
-        None => {}
-        Some(Value::Bool(b)) => policy.network = *b,
-        Some(_) => warnings.push("sandbox.network must be true or false; ignored".to_owned()),
-    }
-    match key("allowedDomains") {
-        None => {}
-        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
-            policy.allowed_domains = items
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect();
-        }
-        Some(_) => warnings
-            .push("sandbox.allowedDomains must be a list of domain names; ignored".to_owned()),
-    }
-    for (name, into) in [
-        ("writable", &mut policy.writable),
-        ("denyRead", &mut policy.deny_read),
-        ("allowRead", &mut policy.allow_read),
-    ] {
-        into.extend(sandbox_paths(home, name, key(name), &mut warnings));
-    }
-    (policy, warnings)
-}
-
-/// The paths of the `sandbox.NAME` list (`~` is the home folder).
-fn sandbox_paths(
-    home: &Path,
-    name: &str,
-    value: Option<&Value>,
-    warnings: &mut Vec<String>,
-) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    match value {
-        None => {}
-        Some(Value::Array(items)) => {
-            for item in items {
-                match item.as_str() {
-                    Some(p) => out.push(maia_tools::path::resolve(
-                        home,
-                        &p.replacen(
-                            '~',
-                            &home.to_string_lossy(),
-                            usize::from(p.starts_with('~')),
-                        ),
-                    )),
-                    None => warnings.push(format!("sandbox.{name} entries must be paths; ignored")),
-                }
-            }
-        }
-        Some(_) => warnings.push(format!("sandbox.{name} must be a list of paths; ignored")),
-    }
-    out
-}
-
-/// The system's folder for temporary files (sessions' private temp
-/// folders go below it).
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the OS temp folder is not a user setting; TMPDIR is the system's to choose"
-)]
-fn temp_root() -> PathBuf {
-    std::env::temp_dir()
-}
-
 /// A route to the model server chosen by the front end for this process
 /// (a client-managed gateway). It replaces `LiteLLM_URL`; its headers go
 /// with every request, and the settings' API key is not sent (it belongs
@@ -389,138 +279,6 @@ pub fn from_files(files: &SettingsFiles, cwd: &Path, env_api_key: Option<String>
         .map(|(name, _)| name.clone())
         .collect();
     settings
-}
-
-/// Reads the `mcpServers` entries. Stdio servers start in `cwd`.
-fn mcp_servers(
-    map: &Map<String, Value>,
-    cwd: &Path,
-    warnings: &mut Vec<String>,
-) -> (Vec<maia_mcp::McpServerConfig>, HashMap<String, Vec<String>>) {
-    use maia_mcp::{McpServerConfig, McpTransport};
-    let strings = |v: Option<&Value>| -> Vec<String> {
-        v.and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| match x {
-                        Value::String(s) => Some(s.clone()),
-                        Value::Number(n) => Some(n.to_string()),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let pairs = |v: Option<&Value>| -> Vec<(String, String)> {
-        v.and_then(Value::as_object)
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(k, v)| match v {
-                        Value::String(s) => Some((k.clone(), s.clone())),
-                        Value::Number(_) | Value::Bool(_) => Some((k.clone(), v.to_string())),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut servers = Vec::new();
-    let mut disabled_only = HashMap::new();
-    for (name, entry) in map {
-        let Some(entry) = entry.as_object() else {
-            warnings.push(format!("mcpServers.{name} must be an object; ignored"));
-            continue;
-        };
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            warnings.push(format!(
-                "mcpServers.{name}: a server name may only use letters, digits, `_` and `-`; ignored"
-            ));
-            continue;
-        }
-        if entry.get("disabled").and_then(Value::as_bool) == Some(true) {
-            continue;
-        }
-        let disabled_tools = strings(entry.get("disabledTools"));
-        let text = |key: &str| {
-            entry
-                .get(key)
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-        };
-        let transport = match (text("command"), text("url")) {
-            (Some(command), _) => McpTransport::Stdio {
-                command,
-                args: strings(entry.get("args")),
-                env: pairs(entry.get("env")),
-                cwd: Some(cwd.to_path_buf()),
-            },
-            (None, Some(url)) => {
-                let headers = pairs(entry.get("headers"));
-                if entry.get("type").and_then(Value::as_str) == Some("sse") {
-                    McpTransport::Sse { url, headers }
-                } else {
-                    McpTransport::Http { url, headers }
-                }
-            }
-            (None, None) => {
-                if entry.contains_key("disabledTools") {
-                    disabled_only.insert(name.clone(), disabled_tools);
-                } else {
-                    warnings.push(format!(
-                        "mcpServers.{name} needs a `command` or a `url`; ignored"
-                    ));
-                }
-                continue;
-            }
-        };
-        servers.push(McpServerConfig {
-            name: name.clone(),
-            transport,
-            disabled_tools,
-        });
-    }
-    (servers, disabled_only)
-}
-
-/// The servers of a session: the editor's, then those of the settings
-/// whose names the editor did not use. `disabledTools` from the settings
-/// also apply to an editor server of the same name.
-pub fn merge_mcp_servers(
-    editor: Vec<maia_mcp::McpServerConfig>,
-    settings: &Settings,
-) -> Vec<maia_mcp::McpServerConfig> {
-    let mut out: Vec<maia_mcp::McpServerConfig> = Vec::new();
-    for mut server in editor {
-        if out.iter().any(|s| s.name == server.name) {
-            continue;
-        }
-        let from_settings = settings
-            .mcp_servers
-            .iter()
-            .find(|s| s.name == server.name)
-            .map(|s| &s.disabled_tools)
-            .or_else(|| settings.mcp_disabled.get(&server.name));
-        if let Some(disabled) = from_settings {
-            for tool in disabled {
-                if !server.disabled_tools.contains(tool) {
-                    server.disabled_tools.push(tool.clone());
-                }
-            }
-        }
-        out.push(server);
-    }
-    for server in &settings.mcp_servers {
-        if !out.iter().any(|s| s.name == server.name) {
-            out.push(server.clone());
-        }
-    }
-    out
 }
 
 fn from_map(
