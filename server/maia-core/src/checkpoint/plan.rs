@@ -7,6 +7,14 @@
 //! path: when the file as it stands (or as an undone later checkpoint left
 //! it) equals the checkpoint's *after*, it becomes the *before*; otherwise
 //! the path is a conflict and is left as it is (unless forced).
+//!
+//! Here: the plan; its preview and token are [`preview`]'s, applying it
+//! [`apply`]'s.
+
+mod apply;
+mod preview;
+
+pub use preview::describe;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::PermissionsExt;
@@ -16,7 +24,6 @@ use sha2::{Digest, Sha256};
 
 use super::Checkpoint;
 use super::git::{Blob, GitError, Repo};
-use super::restore::{Goal, Staging};
 
 /// What to undo.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -357,132 +364,6 @@ fn plan(root: &Path, steps: &[Vec<Step>]) -> Plan {
     }
 }
 
-impl Plan {
-    fn token(&self, force: bool) -> String {
-        let mut h = Sha256::new();
-        h.update(if force {
-            b"force\n" as &[u8]
-        } else {
-            b"keep\n"
-        });
-        for (path, now) in &self.now {
-            let target = if force { &self.forced } else { &self.target };
-            h.update(path.as_bytes());
-            h.update(b"\0");
-            h.update(digest(now).as_bytes());
-            h.update(b"\0");
-            h.update(target.get(path).map(digest).unwrap_or_default().as_bytes());
-            h.update(b"\n");
-        }
-        format!("sha256:{}", hex(&h.finalize()))
-    }
-
-    /// The files that change (or would, forced), with kinds and diffs.
-    fn files(&self) -> Vec<PlannedFile> {
-        let mut out = Vec::new();
-        for (path, now) in &self.now {
-            let conflict = self.conflicts.contains(path);
-            // A conflict that nothing newer undoes: shown as forcing would do it.
-            let untouched = self.target.get(path) == Some(now);
-            let Some(goal) = (if conflict && untouched {
-                self.forced.get(path)
-            } else {
-                self.target.get(path)
-            }) else {
-                continue;
-            };
-            if goal == now {
-                continue;
-            }
-            let kind = match (now, goal) {
-                (Some(_), None) => FileKind::Created,
-                (None, Some(_)) => FileKind::Deleted,
-                _ => FileKind::Modified,
-            };
-            out.push(PlannedFile {
-                path: path.clone(),
-                kind,
-                conflict,
-                old_text: text(now),
-                new_text: text(goal),
-            });
-        }
-        out
-    }
-}
-
-/// The preview as Markdown: each file, what the revert does to it, its
-/// diff, the conflicts and the files that were not captured.
-pub fn describe(report: &RevertReport) -> String {
-    let mut text = String::from("**Reverting** the file changes:\n\n");
-    if report.files.is_empty() {
-        text.push_str("- no file differs from before the changes\n");
-    }
-    for file in &report.files {
-        let what = match file.kind {
-            FileKind::Created => "delete (MAIA created it)",
-            FileKind::Modified => "restore",
-            FileKind::Deleted => "recreate (MAIA deleted it)",
-        };
-        let conflict = if file.conflict {
-            " — **conflict**: changed after MAIA, kept"
-        } else {
-            ""
-        };
-        text.push_str(&format!("- `{}`: {what}{conflict}\n", file.path));
-        if file.conflict {
-            continue;
-        }
-        let (old, new) = (
-            file.old_text.as_deref().unwrap_or(""),
-            file.new_text.as_deref().unwrap_or(""),
-        );
-        if file.old_text.is_some() || file.new_text.is_some() {
-            let diff = similar::TextDiff::from_lines(old, new)
-                .unified_diff()
-                .header(&file.path, &file.path)
-                .to_string();
-            if !diff.is_empty() {
-                text.push_str(&format!("\n```diff\n{}```\n", diff));
-            }
-        }
-    }
-    if !report.folders.is_empty() {
-        text.push_str(&format!(
-            "\nFolders MAIA created, removed when left empty: {}\n",
-            report
-                .folders
-                .iter()
-                .map(|p| format!("`{p}/`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    if !report.not_restored.is_empty() {
-        text.push_str(&format!(
-            "\nChanged but not restored: {}\n",
-            report
-                .not_restored
-                .iter()
-                .map(super::NotRestored::describe)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    if !report.not_captured.is_empty() {
-        text.push_str(&format!(
-            "\nNot captured (over `checkpoints.maxFileBytes`), not restored: {}\n",
-            report
-                .not_captured
-                .iter()
-                .map(|p| format!("`{p}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    text
-}
-
 /// Plans (and unless `dry_run`, applies) reverting `chosen` in `root`.
 /// `editor` writes a text file through the editor when it offers it.
 pub async fn revert(
@@ -514,7 +395,7 @@ pub async fn revert(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let mut report = RevertReport {
+    let report = RevertReport {
         not_restored,
         folders,
         conflicts: files
@@ -537,82 +418,5 @@ pub async fn revert(
         Some(t) if *t != report.token => return Err(RevertError::StalePreview),
         Some(_) => {}
     }
-    let goals = if request.force {
-        &plan.forced
-    } else {
-        &plan.target
-    };
-    let mut staging = Staging::new(&repo.git_dir)?;
-    for file in &report.files {
-        let (Some(goal), Some(now)) = (goals.get(&file.path), plan.now.get(&file.path)) else {
-            continue;
-        };
-        if goal == now {
-            continue;
-        }
-        write_state(&mut staging, &root, &file.path, goal, editor).await?;
-        report.reverted.push(file.path.clone());
-    }
-    drop(staging);
-    report.folders = remove_empty_folders(&root, &report.folders);
-    if request.force {
-        report.conflicts.clear();
-    }
-    report.applied = true;
-    Ok(report)
-}
-
-/// Puts `state` at `path`: through the editor for text when it offers
-/// it, else staged and renamed into place ([`Staging`]), deleted when
-/// absent.
-async fn write_state(
-    staging: &mut Staging,
-    root: &Path,
-    path: &str,
-    state: &State,
-    editor: Option<&dyn maia_tools::FileSystem>,
-) -> Result<(), RevertError> {
-    let full = root.join(path);
-    if let (Some(fs), Some(Entry::File { mode, bytes })) = (editor, state)
-        && let Ok(text) = std::str::from_utf8(bytes)
-        && !std::fs::symlink_metadata(&full).is_ok_and(|m| m.file_type().is_symlink())
-    {
-        let io = |e: String| RevertError::Io {
-            path: path.to_owned(),
-            message: e,
-        };
-        if let Some(parent) = full.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io(e.to_string()))?;
-        }
-        fs.write(&full, text).await.map_err(|e| io(e.to_string()))?;
-        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(*mode))
-            .map_err(|e| io(e.to_string()))?;
-        return Ok(());
-    }
-    let goal = match state {
-        None | Some(Entry::Other) => Goal::Absent,
-        Some(Entry::File { mode, bytes }) => Goal::File { mode: *mode, bytes },
-        Some(Entry::Link { target }) => Goal::Link { target },
-    };
-    staging.put(root, path, goal)
-}
-
-/// Removes `folders` (relative to `root`) that are empty, deepest first
-/// (a folder emptied by removing its empty subfolders goes too); the ones
-/// removed. A folder holding anything, or that is not a folder (a link),
-/// stays.
-fn remove_empty_folders(root: &Path, folders: &[String]) -> Vec<String> {
-    let mut deepest_first: Vec<&String> = folders.iter().collect();
-    deepest_first.sort_by_key(|f| std::cmp::Reverse(f.matches('/').count()));
-    let mut removed = Vec::new();
-    for folder in deepest_first {
-        let full = root.join(folder);
-        let is_folder = std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir());
-        // `remove_dir` fails on a folder that is not empty: nothing lost.
-        if is_folder && std::fs::remove_dir(&full).is_ok() {
-            removed.push(folder.clone());
-        }
-    }
-    removed.sort();
-    removed
+    apply::apply(repo, &plan, request, report, editor).await
 }
