@@ -6,8 +6,8 @@
 //! Functions over a [`Session`], not methods of it: they go through its
 //! API (its state operations and the borrows of its parts it hands out),
 //! never its fields. Each family of commands has its module: `!command`
-//! ([`bang`]), the thread commands ([`thread`]), `/model` ([`model`]),
-//! `/context` ([`context`]).
+//! (`bang`), the thread commands (`thread`), `/model` (`model`),
+//! `/context` (`context`).
 
 mod bang;
 mod context;

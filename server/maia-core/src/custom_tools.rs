@@ -31,8 +31,8 @@
 //! on cancellation and after 2 minutes); its stdout is returned (30,000
 //! characters, middle dropped) and a non-zero exit is an error carrying the
 //! exit code and stderr. This module loads and reads tools; running one is
-//! in `tools/custom.rs`. A definition file is read by [`definition`], the
-//! `run` line split and filled in by [`command`].
+//! in `tools/custom.rs`. A definition file is read by `definition`, the
+//! `run` line split and filled in by `command`.
 
 mod command;
 mod definition;

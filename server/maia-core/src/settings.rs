@@ -21,7 +21,7 @@
 //!
 //! Here: reading the files and merging them into [`Settings`], key by key;
 //! the sections with rules of their own have their modules: the sandbox
-//! ([`sandbox`]) and the MCP servers ([`mcp`]).
+//! (`sandbox`) and the MCP servers (`mcp`).
 
 mod mcp;
 mod sandbox;

@@ -13,8 +13,8 @@
 //!
 //! Here: a journal's file (created, opened, appended to, loaded) and the
 //! thread-wide operations; listing threads and the pointers to their
-//! current files are [`list`]'s, the side files beside the journals
-//! (roots, queue, archive marks) [`side_files`]'s.
+//! current files are `list`'s, the side files beside the journals
+//! (roots, queue, archive marks) `side_files`'s.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};

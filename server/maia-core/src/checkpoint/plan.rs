@@ -8,8 +8,8 @@
 //! it) equals the checkpoint's *after*, it becomes the *before*; otherwise
 //! the path is a conflict and is left as it is (unless forced).
 //!
-//! Here: the plan; its preview and token are [`preview`]'s, applying it
-//! [`apply`]'s.
+//! Here: the plan; its preview and token are `preview`'s, applying it
+//! `apply`'s.
 
 mod apply;
 mod preview;
