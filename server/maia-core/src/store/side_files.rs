@@ -87,3 +87,31 @@ pub fn set_archived(cwd: &Path, id: &str, archived: bool) -> Result<(), StoreErr
 pub fn is_archived(cwd: &Path, id: &str) -> bool {
     archived_path(cwd, id).is_some_and(|p| p.exists())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::delete;
+    use super::*;
+
+    #[test]
+    fn roots_are_saved_replaced_and_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        assert!(saved_roots(cwd, "t1").is_empty());
+        save_roots(cwd, "t1", &[PathBuf::from("/a"), PathBuf::from("/b")]).unwrap();
+        assert_eq!(
+            saved_roots(cwd, "t1"),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        save_roots(cwd, "t1", &[PathBuf::from("/c")]).unwrap();
+        assert_eq!(saved_roots(cwd, "t1"), vec![PathBuf::from("/c")]);
+        save_roots(cwd, "t1", &[]).unwrap();
+        assert!(saved_roots(cwd, "t1").is_empty());
+        save_roots(cwd, "t1", &[PathBuf::from("/c")]).unwrap();
+        delete(cwd, "t1").unwrap();
+        assert!(saved_roots(cwd, "t1").is_empty());
+        // Ids that are not plain names are never file names.
+        save_roots(cwd, "../x", &[PathBuf::from("/c")]).unwrap();
+        assert!(saved_roots(cwd, "../x").is_empty());
+    }
+}
