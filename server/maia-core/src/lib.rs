@@ -62,7 +62,7 @@ pub use event::{
     PermissionReply, PermissionRequest, StopReason, SubagentEvent, SubagentInfo, SubagentState,
     SubagentUpdate, ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
 };
-pub use handle::{Busy, SessionHandle};
+pub use handle::{Busy, SessionHandle, SessionState, StateReader, TurnId};
 /// The language servers a session would use ([`maia_lsp_client`]).
 pub use langs::settings as language_servers;
 pub use mode::Mode;

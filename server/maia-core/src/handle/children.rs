@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::{Children, Launch, SessionHandle, launch};
+use super::{Children, Launch, SessionHandle, StateCell, launch};
 use crate::conversation::Conversation;
 use crate::prompt::PromptPart;
 use crate::queue::Queue;
@@ -41,6 +41,8 @@ impl crate::session::Spawner for ChildSpawner {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (changes_tx, changes) = mpsc::unbounded_channel();
         tracing::info!(session = %id, agent = %role.agent, depth = role.depth, model = ?model, "subagent started");
+        let state = StateCell::new(model.clone());
+        state.set_mode(mode);
         let conversation =
             Conversation::ephemeral(&id, &cwd, options.home.as_deref(), events_tx.clone());
         let mut session = Session::new(Parts {
@@ -59,6 +61,7 @@ impl crate::session::Spawner for ChildSpawner {
                 spawner: Arc::new(ChildSpawner {
                     children: self.children.clone(),
                 }),
+                state: state.clone(),
             },
             project,
             conversation,
@@ -75,6 +78,7 @@ impl crate::session::Spawner for ChildSpawner {
                 initial_model: model,
                 saved_options: store::SessionOptions::new(),
                 children: self.children.clone(),
+                state,
                 top: false,
             },
         );

@@ -132,6 +132,9 @@ pub(crate) struct Services {
     /// turn runs; applied by [`Session::apply_changes`].
     pub(crate) changes: mpsc::UnboundedReceiver<Change>,
     pub(crate) spawner: Arc<dyn Spawner>,
+    /// The state its readers see (`handle/state.rs`): the session writes
+    /// the model and the mode it changes itself.
+    pub(crate) state: crate::handle::StateCell,
 }
 
 /// State the tools of every turn share with the session.
@@ -246,6 +249,7 @@ impl Session {
     /// `/model NAME`: uses `name` from now on and tells the front door.
     pub(crate) fn choose_model(&mut self, name: &str) {
         self.model = Some(name.to_owned());
+        self.services.state.set_model(self.model.clone());
         self.emit(Event::ModelChanged(name.to_owned()));
     }
 
@@ -293,6 +297,7 @@ impl Session {
     pub(crate) fn use_model(&mut self, model: Option<String>) {
         if model != self.model {
             self.model = model;
+            self.services.state.set_model(self.model.clone());
             if let Some(name) = &self.model {
                 self.emit(Event::ModelChanged(name.clone()));
             }
