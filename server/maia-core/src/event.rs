@@ -251,7 +251,7 @@ pub enum Event {
     /// A turn starts: the events up to the next [`Event::TurnEnded`] are
     /// this turn's (the id [`crate::SessionHandle::prompt`] returned, for a
     /// prompt's turn).
-    TurnStarted(crate::handle::TurnId),
+    TurnStarted(crate::session_state::TurnId),
     /// Always the last event of a turn.
     TurnEnded(StopReason),
 }

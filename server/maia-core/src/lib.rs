@@ -41,6 +41,7 @@ pub mod prompt_syntax;
 pub mod queue;
 pub mod review;
 mod session;
+mod session_state;
 pub mod session_tools;
 pub mod settings;
 pub mod skills;
@@ -62,11 +63,12 @@ pub use event::{
     PermissionReply, PermissionRequest, StopReason, SubagentEvent, SubagentInfo, SubagentState,
     SubagentUpdate, ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
 };
-pub use handle::{Busy, SessionHandle, SessionState, StateReader, TurnId};
+pub use handle::{Busy, SessionHandle};
 /// The language servers a session would use ([`maia_lsp_client`]).
 pub use langs::settings as language_servers;
 pub use mode::Mode;
 pub use options::REASONING_EFFORT;
 pub use prompt::PromptPart;
 pub use session::steer::SteerOutcome;
+pub use session_state::{SessionState, StateReader, TurnId};
 pub use tools::reserved_tool_names;

@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::{Children, Launch, SessionHandle, StateCell, launch};
+use super::{Children, Launch, SessionHandle, launch};
 use crate::conversation::Conversation;
 use crate::prompt::PromptPart;
 use crate::queue::Queue;
 use crate::session::{Change, Parts, Services, Session};
+use crate::session_state::StateCell;
 use crate::store;
 
 /// Starts the children of a top session's `Task` calls (and theirs).

@@ -28,11 +28,9 @@ use crate::window::WindowCache;
 
 mod children;
 mod files;
-mod state;
 mod task;
+use crate::session_state::{SessionState, StateCell, StateReader, TurnId};
 use children::ChildSpawner;
-pub(crate) use state::StateCell;
-pub use state::{SessionState, StateReader, TurnId};
 use task::{Input, Launch, launch};
 
 /// A prompt was sent while a turn is running (the one refusal, whichever
@@ -53,7 +51,7 @@ pub struct SessionHandle {
     /// The session's background tasks (`_session/async_task/stop`).
     tasks: crate::background::Tasks,
     /// The session's state: its model, its mode and its running turn
-    /// (`handle/state.rs`, the one owner of "a turn is running").
+    /// (`session_state.rs`, the one owner of "a turn is running").
     state: StateCell,
     /// The model the session started with (forced or configured).
     initial_model: Option<String>,

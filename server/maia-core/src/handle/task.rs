@@ -1,5 +1,5 @@
 //! The session task: it runs the turns, and marks "a turn is running" in
-//! the session's state cell (`handle/state.rs`, the one owner) for the
+//! the session's state cell (`session_state.rs`, the one owner) for the
 //! turns it starts itself and idle when a turn ends. It reads the
 //! handle's inbox in the order the requests were written: between turns
 //! it starts a prompt's turn, applies a change, and does a rewind or a
@@ -24,8 +24,8 @@ use crate::session::steer::{Steer, SteerOutcome};
 use crate::session::{Change, Session, rewind};
 use crate::store;
 
-use super::state::{StateCell, TurnId};
 use super::{Children, SessionHandle};
+use crate::session_state::{StateCell, TurnId};
 
 /// What the handle sends the session task, in the order its caller wrote
 /// the requests.

@@ -23,7 +23,7 @@
 //! mid-turn governs the next batch, as the shared cells this replaced did.
 //! A queue of its own: a turn taking changes must never meet a prompt. The
 //! front doors keep no copy of the model or the mode: they read the
-//! session's state cell (`handle/state.rs`), where the handle records a
+//! session's state cell (`session_state.rs`), where the handle records a
 //! change as it sends it and the session the changes it makes itself (an
 //! approved plan, settings, `/model`), before telling them as
 //! [`Event::ModeChanged`] and [`Event::ModelChanged`].
@@ -133,9 +133,9 @@ pub(crate) struct Services {
     /// turn runs; applied by [`Session::apply_changes`].
     pub(crate) changes: mpsc::UnboundedReceiver<Change>,
     pub(crate) spawner: Arc<dyn Spawner>,
-    /// The state its readers see (`handle/state.rs`): the session writes
+    /// The state its readers see (`session_state.rs`): the session writes
     /// the model and the mode it changes itself.
-    pub(crate) state: crate::handle::StateCell,
+    pub(crate) state: crate::session_state::StateCell,
 }
 
 /// State the tools of every turn share with the session.

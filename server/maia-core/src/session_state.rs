@@ -7,10 +7,9 @@
 //! or the queue's head). The model and the mode are written by the
 //! session when it changes them itself (an approved plan, `/model`,
 //! settings) and by the handle as it hands a change to the session's
-//! inbox; front doors only read ([`SessionHandle::state`],
-//! [`StateReader`]) and keep no copies.
-//!
-//! [`SessionHandle::state`]: super::SessionHandle::state
+//! inbox; front doors only read (`SessionHandle::state`, [`StateReader`])
+//! and keep no copies. A leaf: the handle, the session and the events
+//! use it; it uses only the mode.
 
 use std::sync::Arc;
 
