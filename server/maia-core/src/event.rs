@@ -248,6 +248,10 @@ pub enum Event {
     TurnUsage(maia_llm::Usage),
     /// A child session a `Task` call started (see the `subagent` module).
     Subagent(SubagentEvent),
+    /// A turn starts: the events up to the next [`Event::TurnEnded`] are
+    /// this turn's (the id [`crate::SessionHandle::prompt`] returned, for a
+    /// prompt's turn).
+    TurnStarted(crate::session_state::TurnId),
     /// Always the last event of a turn.
     TurnEnded(StopReason),
 }

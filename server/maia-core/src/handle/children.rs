@@ -13,6 +13,7 @@ use crate::conversation::Conversation;
 use crate::prompt::PromptPart;
 use crate::queue::Queue;
 use crate::session::{Change, Parts, Services, Session};
+use crate::session_state::StateCell;
 use crate::store;
 
 /// Starts the children of a top session's `Task` calls (and theirs).
@@ -41,6 +42,8 @@ impl crate::session::Spawner for ChildSpawner {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (changes_tx, changes) = mpsc::unbounded_channel();
         tracing::info!(session = %id, agent = %role.agent, depth = role.depth, model = ?model, "subagent started");
+        let state = StateCell::new(model.clone());
+        state.set_mode(mode);
         let conversation =
             Conversation::ephemeral(&id, &cwd, options.home.as_deref(), events_tx.clone());
         let mut session = Session::new(Parts {
@@ -59,6 +62,7 @@ impl crate::session::Spawner for ChildSpawner {
                 spawner: Arc::new(ChildSpawner {
                     children: self.children.clone(),
                 }),
+                state: state.clone(),
             },
             project,
             conversation,
@@ -75,6 +79,7 @@ impl crate::session::Spawner for ChildSpawner {
                 initial_model: model,
                 saved_options: store::SessionOptions::new(),
                 children: self.children.clone(),
+                state,
                 top: false,
             },
         );

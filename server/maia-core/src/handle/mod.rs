@@ -7,7 +7,6 @@
 //! ([`crate::session`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use maia_tools::FileSystem;
@@ -30,10 +29,12 @@ use crate::window::WindowCache;
 mod children;
 mod files;
 mod task;
+use crate::session_state::{SessionState, StateCell, StateReader, TurnId};
 use children::ChildSpawner;
 use task::{Input, Launch, launch};
 
-/// A prompt was sent while a turn is running.
+/// A prompt was sent while a turn is running (the one refusal, whichever
+/// front door asked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("this session is already running a prompt; wait for it to finish or cancel it")]
 pub struct Busy;
@@ -49,8 +50,9 @@ pub struct SessionHandle {
     queue: mpsc::UnboundedSender<QueueRequest>,
     /// The session's background tasks (`_session/async_task/stop`).
     tasks: crate::background::Tasks,
-    turn: Arc<Mutex<Option<CancellationToken>>>,
-    busy: Arc<AtomicBool>,
+    /// The session's state: its model, its mode and its running turn
+    /// (`session_state.rs`, the one owner of "a turn is running").
+    state: StateCell,
     /// The model the session started with (forced or configured).
     initial_model: Option<String>,
     /// The options of the thread as it was saved (empty for a new one).
@@ -83,25 +85,33 @@ impl SessionHandle {
         &self.cwd
     }
 
-    /// Starts a turn. Its events, ending with [`Event::TurnEnded`], arrive
-    /// on the session's event receiver.
-    pub fn prompt(&self, parts: Vec<PromptPart>) -> Result<(), Busy> {
-        if self
-            .busy
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+    /// Starts a turn, or refuses with [`Busy`] while one runs (decided by
+    /// the state cell alone). Its events, from [`Event::TurnStarted`] with
+    /// the returned id to [`Event::TurnEnded`], arrive on the session's
+    /// event receiver.
+    pub fn prompt(&self, parts: Vec<PromptPart>) -> Result<TurnId, Busy> {
+        let (turn, cancel) = self.state.claim().ok_or(Busy)?;
+        let prompt = Input::Prompt {
+            parts,
+            turn,
+            cancel,
+        };
+        if self.inbox.send(prompt).is_err() {
+            self.state.end();
             return Err(Busy);
         }
-        let cancel = CancellationToken::new();
-        if let Ok(mut turn) = self.turn.lock() {
-            *turn = Some(cancel.clone());
-        }
-        if self.inbox.send(Input::Prompt { parts, cancel }).is_err() {
-            self.busy.store(false, Ordering::Release);
-            return Err(Busy);
-        }
-        Ok(())
+        Ok(turn)
+    }
+
+    /// The session's state now: its model, its mode, its running turn.
+    pub fn state(&self) -> SessionState {
+        self.state.state()
+    }
+
+    /// Follows the session's state; holding it does not keep the session
+    /// alive.
+    pub fn state_reader(&self) -> StateReader {
+        self.state.reader()
     }
 
     /// Adds a message to the running turn (`_session/steering`): it joins
@@ -224,32 +234,26 @@ impl SessionHandle {
     /// Cancels the running turn, if any: the model stream is dropped and
     /// running tools are killed. The turn then ends with `Cancelled`.
     pub fn cancel(&self) {
-        if let Ok(turn) = self.turn.lock()
-            && let Some(token) = turn.as_ref()
-        {
-            token.cancel();
-        }
+        self.state.cancel();
     }
 
     /// The model the session started with, if one is forced or
-    /// configured. Later changes are the caller's own or arrive as
-    /// [`Event::ModelChanged`].
+    /// configured. The model now is [`SessionHandle::state`]'s.
     pub fn initial_model(&self) -> Option<String> {
         self.initial_model.clone()
     }
 
-    /// The mode every session starts in. Later changes are the caller's own.
-    pub fn initial_mode(&self) -> Mode {
-        Mode::default()
-    }
-
     /// Changes the mode; it applies from the next batch of tool calls.
+    /// The session's state shows it from now on.
     pub fn set_mode(&self, mode: Mode) {
+        self.state.set_mode(mode);
         self.change(Change::Mode(mode));
     }
 
-    /// Switches the model for the next requests.
+    /// Switches the model for the next requests. The session's state
+    /// shows it from now on.
     pub fn set_model(&self, model: String) {
+        self.state.set_model(Some(model.clone()));
         self.change(Change::Model(model));
     }
 
@@ -261,7 +265,9 @@ impl SessionHandle {
             return self.initial_model.clone();
         }
         self.change(Change::DefaultModel(listed.to_vec()));
-        default_model(listed.iter().map(String::as_str)).map(str::to_owned)
+        let model = default_model(listed.iter().map(String::as_str)).map(str::to_owned);
+        self.state.default_model(model);
+        self.state.state().model
     }
 
     /// Renames the conversation as `/rename` does (its title and its file
@@ -303,9 +309,9 @@ impl SessionHandle {
         let _ = self.inbox.send(Input::Change(change));
     }
 
-    /// Whether a turn is running.
+    /// Whether a turn is running (the session state's `running`).
     pub fn is_busy(&self) -> bool {
-        self.busy.load(Ordering::Acquire)
+        self.state.state().running.is_some()
     }
 
     /// A token cancelled once the session has stopped (every handle was
@@ -349,6 +355,7 @@ pub(crate) fn spawn(
         .or_else(|| project.settings.model.clone());
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let (changes_tx, changes) = mpsc::unbounded_channel();
+    let state = StateCell::new(model.clone());
     let saved_options = match &start {
         Start::New => store::SessionOptions::new(),
         Start::Restore { loaded, .. } => loaded.options(),
@@ -432,6 +439,7 @@ pub(crate) fn spawn(
             spawner: Arc::new(ChildSpawner {
                 children: children.clone(),
             }),
+            state: state.clone(),
         },
         project,
         conversation,
@@ -462,6 +470,7 @@ pub(crate) fn spawn(
             initial_model: model,
             saved_options,
             children,
+            state,
             top: true,
         },
     );

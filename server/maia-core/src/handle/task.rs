@@ -1,4 +1,6 @@
-//! The session task: the one owner of "a turn is running". It reads the
+//! The session task: it runs the turns, and marks "a turn is running" in
+//! the session's state cell (`session_state.rs`, the one owner) for the
+//! turns it starts itself and idle when a turn ends. It reads the
 //! handle's inbox in the order the requests were written: between turns
 //! it starts a prompt's turn, applies a change, and does a rewind or a
 //! file revert (each as one operation, before whatever was written after
@@ -8,8 +10,6 @@
 //! queue's head).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -25,13 +25,15 @@ use crate::session::{Change, Session, rewind};
 use crate::store;
 
 use super::{Children, SessionHandle};
+use crate::session_state::{StateCell, TurnId};
 
 /// What the handle sends the session task, in the order its caller wrote
 /// the requests.
 pub(super) enum Input {
-    /// A turn to run; the handle marked the session busy.
+    /// A turn to run; the handle claimed it in the state cell.
     Prompt {
         parts: Vec<PromptPart>,
+        turn: TurnId,
         cancel: CancellationToken,
     },
     Change(Change),
@@ -51,6 +53,8 @@ pub(super) struct Launch {
     pub(super) initial_model: Option<String>,
     pub(super) saved_options: store::SessionOptions,
     pub(super) children: Children,
+    /// The session's state cell (the session writes its own changes).
+    pub(super) state: StateCell,
     /// A top session owns its MCP and language servers (a child shares
     /// its parent's) and runs what the user types as commands.
     pub(super) top: bool,
@@ -65,12 +69,11 @@ pub(super) fn launch(session: Session, launch: Launch) -> SessionHandle {
         initial_model,
         saved_options,
         children,
+        state,
         top,
     } = launch;
     let (inbox_tx, inbox) = mpsc::unbounded_channel();
     let (queue_tx, queue_rx) = mpsc::unbounded_channel();
-    let busy = Arc::new(AtomicBool::new(false));
-    let turn = Arc::new(Mutex::new(None));
     let ended = CancellationToken::new();
     let handle = SessionHandle {
         id: session.id().to_owned(),
@@ -78,8 +81,7 @@ pub(super) fn launch(session: Session, launch: Launch) -> SessionHandle {
         inbox: inbox_tx,
         queue: queue_tx,
         tasks: session.tools().tasks.clone(),
-        turn: turn.clone(),
-        busy: busy.clone(),
+        state: state.clone(),
         initial_model,
         saved_options,
         ended: ended.clone(),
@@ -92,7 +94,7 @@ pub(super) fn launch(session: Session, launch: Launch) -> SessionHandle {
         queue,
         queue_rx,
         events: session.services().events.clone(),
-        ctl: TurnControl { busy, turn },
+        ctl: state,
         top,
     };
     tokio::spawn(async move {
@@ -115,7 +117,9 @@ struct Task {
     queue_rx: mpsc::UnboundedReceiver<QueueRequest>,
     /// The session's events (for the queue's, while a turn has the session).
     events: mpsc::UnboundedSender<Event>,
-    ctl: TurnControl,
+    /// The session's state cell: the turns the task starts are claimed
+    /// there, and every turn ends there.
+    ctl: StateCell,
     top: bool,
 }
 
@@ -168,9 +172,14 @@ impl Task {
                 },
             };
             match input {
-                Input::Prompt { parts, cancel } => {
+                Input::Prompt {
+                    parts,
+                    turn,
+                    cancel,
+                } => {
                     return Some(NextTurn {
                         parts,
+                        turn,
                         cancel,
                         queued: None,
                     });
@@ -220,9 +229,11 @@ impl Task {
     async fn turn(&mut self, session: &mut Session, turn: NextTurn) -> Option<NextTurn> {
         let NextTurn {
             parts,
+            turn,
             cancel,
             queued,
         } = turn;
+        session.emit(Event::TurnStarted(turn));
         session.apply_changes();
         let stop = {
             let top = self.top;
@@ -278,20 +289,24 @@ impl Task {
         // A cancelled turn pauses the queue; any other end resumes it.
         self.queue.paused = stop == StopReason::Cancelled;
         // A steer the turn did not take starts the next one at once,
-        // else the queue's head: the session stays busy, so no prompt
-        // slips in between.
+        // else the queue's head: the session stays running (a new turn
+        // id handed over), so no prompt slips in between.
         let ctl = &self.ctl;
         let queue = &mut self.queue;
         let next = session
             .leftover_steers(stop)
-            .map(|parts| NextTurn {
-                parts,
-                cancel: ctl.begin(),
-                queued: None,
+            .map(|parts| {
+                let (turn, cancel) = ctl.hand_over();
+                NextTurn {
+                    parts,
+                    turn,
+                    cancel,
+                    queued: None,
+                }
             })
             .or_else(|| {
                 let item = queue.next()?;
-                Some(NextTurn::queued(item, ctl.begin()))
+                Some(NextTurn::queued(item, ctl.hand_over()))
             });
         if next.is_none() {
             // Idle from here: what the client writes after the turn's
@@ -313,50 +328,20 @@ impl Task {
     }
 }
 
-/// The busy flag and the running turn's token, as the session task sets
-/// them for the turns it starts itself.
-struct TurnControl {
-    busy: Arc<AtomicBool>,
-    turn: Arc<Mutex<Option<CancellationToken>>>,
-}
-
-impl TurnControl {
-    /// Marks the session busy, when it is idle.
-    fn claim(&self) -> bool {
-        self.busy
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
-    /// The token of a turn the session starts (already busy).
-    fn begin(&self) -> CancellationToken {
-        let cancel = CancellationToken::new();
-        if let Ok(mut turn) = self.turn.lock() {
-            *turn = Some(cancel.clone());
-        }
-        cancel
-    }
-
-    fn end(&self) {
-        if let Ok(mut turn) = self.turn.lock() {
-            *turn = None;
-        }
-        self.busy.store(false, Ordering::Release);
-    }
-}
-
-/// A turn the session task starts without a prompt from the handle.
+/// A turn to run: a prompt's, or one the session task starts itself.
 struct NextTurn {
     parts: Vec<PromptPart>,
+    turn: TurnId,
     cancel: CancellationToken,
     /// Taken from the queue: the turn's id and the queued prompt's.
     queued: Option<(String, String)>,
 }
 
 impl NextTurn {
-    fn queued(item: Queued, cancel: CancellationToken) -> Self {
+    fn queued(item: Queued, (turn, cancel): (TurnId, CancellationToken)) -> Self {
         NextTurn {
             parts: crate::queue::parts(&item.input),
+            turn,
             cancel,
             queued: Some((format!("turn-{}", uuid::Uuid::new_v4().simple()), item.id)),
         }
@@ -378,7 +363,7 @@ fn idle_queue(
     session: &Session,
     queue: &mut Queue,
     request: QueueRequest,
-    ctl: &TurnControl,
+    ctl: &StateCell,
 ) -> Option<NextTurn> {
     let QueueRequest { op, reply } = request;
     let QueueOp::Start { id } = op else {
@@ -391,10 +376,10 @@ fn idle_queue(
         let _ = reply.send(answer);
         return None;
     };
-    if !ctl.claim() {
+    let Some(claimed) = ctl.claim() else {
         let _ = reply.send(Err(QueueError::Busy));
         return None;
-    }
+    };
     let item = match queue.take(id.as_deref()) {
         Ok(item) => item,
         Err(e) => {
@@ -404,7 +389,7 @@ fn idle_queue(
         }
     };
     queue.paused = false;
-    let next = NextTurn::queued(item, ctl.begin());
+    let next = NextTurn::queued(item, claimed);
     if let Some((turn_id, queued_id)) = &next.queued {
         let _ = reply.send(Ok(QueueAnswer::Started {
             turn_id: turn_id.clone(),
@@ -417,18 +402,19 @@ fn idle_queue(
 /// A steer that reached the idle session: it starts a turn (returned, the
 /// session marked busy), or is told a prompt is required; when a prompt is
 /// already on its way it waits for that prompt's turn.
-fn idle_steer(session: &mut Session, steer: Steer, ctl: &TurnControl) -> Option<NextTurn> {
-    if !ctl.busy.load(Ordering::Acquire) && steer.prompt_required {
+fn idle_steer(session: &mut Session, steer: Steer, ctl: &StateCell) -> Option<NextTurn> {
+    if ctl.state().running.is_none() && steer.prompt_required {
         steer.answer(SteerOutcome::PromptRequired);
         return None;
     }
-    if !ctl.claim() {
+    let Some((turn, cancel)) = ctl.claim() else {
         session.keep_steer(steer);
         return None;
-    }
+    };
     Some(NextTurn {
         parts: steer.answer(SteerOutcome::StartedNewTurn),
-        cancel: ctl.begin(),
+        turn,
+        cancel,
         queued: None,
     })
 }

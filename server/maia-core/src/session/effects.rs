@@ -47,6 +47,7 @@ impl Session {
             && mode != self.mode
         {
             self.mode = mode;
+            self.services.state.set_mode(mode);
             self.emit(Event::ModeChanged(mode));
             applied.mode_changed = true;
         }

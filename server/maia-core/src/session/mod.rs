@@ -1,14 +1,14 @@
 //! A session's state, in parts with one owner each ([`Session`]), and the
 //! changes to it that are not turns: clear, reset, reload, adopt, rename,
-//! the context accounting, the compaction's state changes, and the start-up
-//! notices. The fields are private: other modules use the state operations
-//! and the accessors that lend out its parts. The turn loop is the child
-//! module `turn`, the tools of a turn the child `tooling` (the only other
-//! files with an `impl Session`); the
-//! summary a compaction continues from is written by
-//! [`crate::compaction::Compactor`] from borrowed parts. The task that runs
-//! its turns and the handle a front door drives it with are in
-//! `handle/`. Nothing here reaches up into either.
+//! and the start-up notices. The fields are private: other modules use the
+//! state operations and the accessors that lend out its parts. The turn
+//! loop is the child module `turn`, the tools of a turn the child
+//! `tooling`, the context accounting and the compaction the child
+//! `compact` (with `announce`, `effects`, `files`, `steer` and `rewind`,
+//! the only other files with an `impl Session`); the summary a compaction
+//! continues from is written by [`crate::compaction::Compactor`] from
+//! borrowed parts. The task that runs its turns and the handle a front door drives
+//! it with are in `handle/`. Nothing here reaches up into either.
 //!
 //! Every message of the conversation goes through its [`Conversation`],
 //! which appends it to the journal (see [`crate::store`]) as it happens.
@@ -22,9 +22,11 @@
 //! each model request and each batch of tool calls, so a mode switch made
 //! mid-turn governs the next batch, as the shared cells this replaced did.
 //! A queue of its own: a turn taking changes must never meet a prompt. The
-//! front door keeps its own copy of what it set, and hears of the changes
-//! the session makes itself (settings, `/model`, the model list) through
-//! [`Event::ModelChanged`].
+//! front doors keep no copy of the model or the mode: they read the
+//! session's state cell (`session_state.rs`), where the handle records a
+//! change as it sends it and the session the changes it makes itself (an
+//! approved plan, settings, `/model`), before telling them as
+//! [`Event::ModeChanged`] and [`Event::ModelChanged`].
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -32,12 +34,10 @@ use std::sync::{Arc, Mutex};
 use maia_llm::ChatMessage;
 use maia_tools::{FileSystem, ReadTracker};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
-use crate::compaction::{CompactError, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name};
 use crate::conversation::Conversation;
-use crate::event::{CompactionState, Event};
-use crate::meter::{Meter, message_chars};
+use crate::event::Event;
+use crate::meter::Meter;
 use crate::mode::Mode;
 use crate::options::EngineOptions;
 use crate::project::Project;
@@ -46,6 +46,7 @@ use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
 mod announce;
+mod compact;
 mod effects;
 pub(crate) mod files;
 mod replay;
@@ -132,6 +133,9 @@ pub(crate) struct Services {
     /// turn runs; applied by [`Session::apply_changes`].
     pub(crate) changes: mpsc::UnboundedReceiver<Change>,
     pub(crate) spawner: Arc<dyn Spawner>,
+    /// The state its readers see (`session_state.rs`): the session writes
+    /// the model and the mode it changes itself.
+    pub(crate) state: crate::session_state::StateCell,
 }
 
 /// State the tools of every turn share with the session.
@@ -246,6 +250,7 @@ impl Session {
     /// `/model NAME`: uses `name` from now on and tells the front door.
     pub(crate) fn choose_model(&mut self, name: &str) {
         self.model = Some(name.to_owned());
+        self.services.state.set_model(self.model.clone());
         self.emit(Event::ModelChanged(name.to_owned()));
     }
 
@@ -293,6 +298,7 @@ impl Session {
     pub(crate) fn use_model(&mut self, model: Option<String>) {
         if model != self.model {
             self.model = model;
+            self.services.state.set_model(self.model.clone());
             if let Some(name) = &self.model {
                 self.emit(Event::ModelChanged(name.clone()));
             }
@@ -441,252 +447,4 @@ pub(crate) fn fresh_name(id: &str) -> String {
         })
         .collect();
     format!("{stamp}-{}", &id[..4.min(id.len())])
-}
-
-/// The context accounting and the compaction of the conversation: the
-/// summary is written by [`crate::compaction::Compactor`], the session then continues from it.
-impl Session {
-    /// Tokens the next request would carry: the last measured size plus an
-    /// estimate of what was added since, else an estimate of everything;
-    /// plus the current turn's images at their token cost (measured sizes
-    /// exclude them).
-    pub(crate) fn context_tokens(&self) -> u64 {
-        crate::images::overlay_tokens(&crate::images::within_request_limits(&self.turn.images))
-            + self.text_tokens()
-    }
-
-    fn text_tokens(&self) -> u64 {
-        self.meter
-            .text_tokens(self.conversation.history(), || self.fixed_chars())
-    }
-
-    /// Whether the context size comes from the server (`measured`) or from
-    /// an estimate.
-    pub(crate) fn context_source(&self) -> &'static str {
-        self.meter.source(self.conversation.len())
-    }
-
-    /// Characters every request carries: the system prompt and the tools.
-    pub(crate) fn fixed_chars(&self) -> usize {
-        self.system_prompt().len() + self.tool_chars()
-    }
-
-    /// Characters of the tool definitions every request carries.
-    pub(crate) fn tool_chars(&self) -> usize {
-        serde_json::to_string(
-            &self
-                .tool_specs()
-                .iter()
-                .map(|t| (&t.name, &t.description, &t.parameters))
-                .collect::<Vec<_>>(),
-        )
-        .map(|s| s.len())
-        .unwrap_or(0)
-    }
-
-    /// Sends an estimate of the context size between responses (after
-    /// `/clear`, `/new`, `/load`, a cancelled turn), when the window is known.
-    pub(crate) fn report_estimate(&self) {
-        if let Some(size) = self.meter.window {
-            self.emit_usage(self.context_tokens(), size);
-        }
-    }
-
-    /// Whether the context passed `window − (4000 + 500)`; never when the
-    /// window is unknown.
-    pub(crate) fn needs_compaction(&self) -> bool {
-        match self.meter.window {
-            Some(window) if !self.conversation.is_empty() => {
-                self.context_tokens() > window.saturating_sub(u64::from(SUMMARY_TOKENS) + MARGIN)
-            }
-            _ => false,
-        }
-    }
-
-    /// The kept prompt's size, when it cannot fit the window even alone:
-    /// `(message, fixed, window)` tokens.
-    pub(crate) fn prompt_overflow(&self) -> Option<(u64, u64, u64)> {
-        let window = self.meter.window?;
-        let index = self.turn.prompt.as_ref()?.index;
-        let message = self.conversation.history().get(index)?;
-        let message = self
-            .meter
-            .calibrated(message_chars(std::slice::from_ref(message)));
-        // Without any summary: the smallest system prompt it can go with.
-        let fixed = self.meter.calibrated(self.fixed_chars());
-        (message + fixed + MARGIN > window).then_some((message, fixed, window))
-    }
-
-    /// Compacts the conversation, reporting progress as events.
-    pub(crate) async fn compact(
-        &mut self,
-        trigger: Trigger,
-        cancel: &CancellationToken,
-    ) -> Result<(), CompactError> {
-        let keep = match trigger {
-            Trigger::Between => None,
-            Trigger::InTurn | Trigger::Rejected(_) => self
-                .turn
-                .prompt
-                .clone()
-                .filter(|p| p.index < self.conversation.len()),
-        };
-        if keep.is_some()
-            && let Some((message, fixed, window)) = self.prompt_overflow()
-        {
-            return Err(CompactError::PromptTooLarge {
-                message,
-                fixed,
-                window,
-            });
-        }
-        let to_summarise: Vec<ChatMessage> = self
-            .conversation
-            .history()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| keep.as_ref().is_none_or(|k| k.index != *i))
-            .map(|(_, m)| m.clone())
-            .collect();
-        if to_summarise.is_empty() {
-            return Err(CompactError::Empty);
-        }
-        // Checked before the summary is asked (no request when every name is taken); the
-        // name is chosen again when the new journal is written, as one may be taken meanwhile.
-        let free = |s: &Session| {
-            next_name(s.conversation.name(), |n| {
-                store::session_path(&s.services.cwd, n).exists()
-            })
-            .ok_or_else(|| CompactError::NoFreeName(s.conversation.name().to_owned()))
-        };
-        free(self)?;
-        let id = format!("compaction-{}", uuid::Uuid::new_v4().simple());
-        let report = |s: &Session, state: CompactionState| {
-            s.emit(Event::Compaction {
-                id: id.clone(),
-                state,
-            });
-        };
-        report(self, CompactionState::Started);
-        let before = self.context_tokens();
-        let rejected = match trigger {
-            Trigger::Rejected(tokens) => Some(tokens),
-            _ => None,
-        };
-        let result = self
-            .write_summary(&to_summarise, keep.is_some(), rejected, cancel)
-            .await;
-        let summary = match result {
-            Ok(summary) => summary,
-            Err(CompactError::Cancelled) => {
-                report(self, CompactionState::Cancelled);
-                return Err(CompactError::Cancelled);
-            }
-            Err(e) => {
-                report(self, CompactionState::Failed(e.to_string()));
-                return Err(e);
-            }
-        };
-        let mut records = vec![Record::Compaction {
-            summary: summary.clone(),
-        }];
-        records.push(Record::Costs {
-            ledger: self.conversation.ledger().clone(),
-        });
-        if let Some(title) = self.conversation.title() {
-            records.push(Record::Title {
-                title: title.to_owned(),
-            });
-        }
-        // The thread's options go on in the new file.
-        records.extend(self.conversation.option_records());
-        let kept = keep
-            .as_ref()
-            .and_then(|k| Some((k, self.conversation.history().get(k.index)?.clone())));
-        if let Some((prompt, message)) = &kept {
-            records.push(Record::UserDisplay {
-                id: prompt.id.clone(),
-                text: prompt.display.clone(),
-                steer: false,
-            });
-            records.push(Record::Message {
-                message: message.clone(),
-            });
-        }
-        let mut attempts = 0;
-        let saved = loop {
-            let name = match free(self) {
-                Ok(name) => name,
-                Err(e) => break Err(e),
-            };
-            match self.conversation.continue_as(name, &records) {
-                Ok(()) => break Ok(()),
-                // Taken between the check and the write: the next free name.
-                Err(store::StoreError::Exists { .. }) if attempts < MAX_SUFFIX => attempts += 1,
-                Err(e) => {
-                    break Err(CompactError::Failed(format!(
-                        "cannot save the compacted session: {e}"
-                    )));
-                }
-            }
-        };
-        if let Err(e) = saved {
-            report(self, CompactionState::Failed(e.to_string()));
-            return Err(e);
-        }
-        if let Some((prompt, message)) = kept {
-            self.conversation.restore_kept(message);
-            self.turn.prompt = Some(TurnPrompt {
-                index: 0,
-                display: prompt.display.clone(),
-                id: prompt.id.clone(),
-            });
-        }
-        let context_file = self.project.context_file.take();
-        // Tools, skills and permissions are reloaded (the MAIA behaviour),
-        // without repeating the start-up notices.
-        self.reload_quietly();
-        self.emit(Event::Commands(self.project.command_entries()));
-        self.project.context_file = context_file.or(self.project.context_file.take());
-        self.tools.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
-        self.meter.forget();
-        let after = self.context_tokens();
-        tracing::info!(before, after, name = %self.conversation.name(), "compacted");
-        report(
-            self,
-            CompactionState::Completed {
-                summary,
-                before,
-                after,
-            },
-        );
-        if let Some(size) = self.meter.window {
-            self.emit_usage(after, size);
-        }
-        Ok(())
-    }
-
-    /// The model that writes summaries (`smallModel`, else the session's)
-    /// and its window when known.
-    async fn summary_model(
-        &mut self,
-        cancel: &CancellationToken,
-    ) -> Result<(String, Option<u64>), CompactError> {
-        let session_model = match self.resolve_model(cancel).await {
-            Ok(model) => model,
-            Err(_) if cancel.is_cancelled() => return Err(CompactError::Cancelled),
-            Err(e) => return Err(CompactError::Failed(e)),
-        };
-        match self.project.settings.small_model.clone() {
-            Some(small) if small != session_model => {
-                let window = self
-                    .known_window(&small, cancel)
-                    .await
-                    .map(|w| w.tokens)
-                    .or(self.meter.window);
-                Ok((small, window))
-            }
-            _ => Ok((session_model, self.meter.window)),
-        }
-    }
 }

@@ -7,5 +7,6 @@ mod effects;
 mod files_prop;
 mod harness;
 mod journal_state;
+mod state;
 mod subagents;
 mod turns;

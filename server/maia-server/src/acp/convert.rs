@@ -411,6 +411,7 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         | Event::TurnUsage(_)
         | Event::QueueChanged
         | Event::QueueTurn { .. }
+        | Event::TurnStarted(_)
         | Event::TurnEnded(_) => return None,
     })
 }

@@ -1,20 +1,22 @@
 //! The forwarder pump: one session's engine events, in order, turned into
 //! `session/update`s and client requests, and the prompt's answer written
-//! when the turn's last event passes.
+//! when the turn's last event passes (the request kept under the turn's id,
+//! which `TurnStarted` tells).
 
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
     ClientCapabilities, ConfigOptionUpdate, CurrentModeUpdate, PromptResponse, SessionUpdate,
 };
-use maia_core::Event;
+use maia_core::{Event, StateReader, TurnId};
 use maia_rpc::{Connection, Id};
 use tokio::sync::mpsc;
 
 use super::{Agent, SharedChoices, convert, reason, to_value};
 
-/// The id of the `session/prompt` request being served, if any.
-pub(super) type Pending = Arc<Mutex<Option<Id>>>;
+/// The `session/prompt` requests waiting for their turn's end, by the
+/// turn's id ([`maia_core::SessionHandle::prompt`]'s answer).
+pub(super) type Pending = Arc<Mutex<std::collections::BTreeMap<TurnId, Id>>>;
 
 impl Agent {
     pub(super) fn send_update(&self, session_id: &str, update: SessionUpdate) {
@@ -46,8 +48,9 @@ impl Agent {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every change is one push or retain: a panic cannot leave it half-made.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every change is one push, insert, remove or retain: a panic cannot
+    // leave it half-made.
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -61,6 +64,10 @@ pub(super) struct Forwarder {
     pub(super) pending: Pending,
     pub(super) caps: ClientCapabilities,
     pub(super) choices: SharedChoices,
+    /// The session's state (its model and mode), as the session writes it.
+    pub(super) state: StateReader,
+    /// The turn whose events pass now (its `TurnStarted` passed).
+    pub(super) turn: Mutex<Option<TurnId>>,
     /// The ids of this turn's permission requests not answered yet: given
     /// up (`$/cancel_request`) when the turn ends without their answer.
     pub(super) asked: Arc<Mutex<Vec<String>>>,
@@ -77,8 +84,8 @@ impl Forwarder {
             self.forward(event);
         }
         // The engine is gone: never leave a prompt unanswered.
-        let id = self.pending.lock().ok().and_then(|mut p| p.take());
-        if let Some(id) = id {
+        let waiting = std::mem::take(&mut *lock(&self.pending));
+        for id in waiting.into_values() {
             self.conn.respond(
                 id,
                 to_value(&PromptResponse::new(
@@ -98,6 +105,7 @@ impl Forwarder {
     /// Sends what `event` means to the client; never waits.
     pub(super) fn forward(&self, event: Event) {
         match event {
+            Event::TurnStarted(turn) => *lock(&self.turn) = Some(turn),
             Event::TurnEnded(stop) => {
                 // No question of an ended turn is still needed; cancelled
                 // before the prompt's answer, as ACP's cascade example does.
@@ -107,7 +115,8 @@ impl Forwarder {
                 }
                 let usage = lock(&self.usage).take().map(|u| convert::turn_usage(&u));
                 let saved = lock(&self.user_message).take();
-                let id = self.pending.lock().ok().and_then(|mut p| p.take());
+                let turn = lock(&self.turn).take();
+                let id = turn.and_then(|turn| lock(&self.pending).remove(&turn));
                 if let Some(id) = id {
                     let response = PromptResponse::new(convert::stop_reason(stop))
                         .meta(convert::prompt_meta(saved, usage));
@@ -177,11 +186,10 @@ impl Forwarder {
                 (turn_id, queued_id, status),
             ),
             Event::ModeChanged(mode) => {
-                let options = {
-                    let mut choices = self.choices.lock();
-                    choices.mode = mode;
-                    choices.options()
-                };
+                // The session's state, with the mode this event tells.
+                let mut state = self.state.get();
+                state.mode = mode;
+                let options = self.choices.lock().options(&state);
                 self.notify(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
                     mode.id(),
                 )));
@@ -206,13 +214,14 @@ impl Forwarder {
             }
             Event::Thought { .. } if !self.choices.lock().show_thinking => {}
             Event::ModelChanged(name) => {
+                let mut state = self.state.get();
                 let options = {
                     let mut choices = self.choices.lock();
                     if !choices.models.contains(&name) {
                         choices.models.push(name.clone());
                     }
-                    choices.model = Some(name);
-                    choices.options()
+                    state.model = Some(name);
+                    choices.options(&state)
                 };
                 self.notify(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
                     options,

@@ -1,4 +1,6 @@
-//! Requests on an open session: prompt, mode and config options, title,
+//! Requests on an open session: prompt (the session decides whether it
+//! runs; the request id is kept by its turn's id), mode and config options
+//! (answered from the session's state), title,
 //! close, delete, archive and list.
 
 use std::collections::BTreeSet;
@@ -29,12 +31,8 @@ impl Agent {
         let mode = maia_core::Mode::from_id(&req.mode_id.0)
             .ok_or_else(|| invalid_params(format!("unknown mode `{}`", req.mode_id.0)))?;
         entry.handle.set_mode(mode);
-        // Keep the mode config option in sync.
-        let options = {
-            let mut choices = entry.choices.lock();
-            choices.mode = mode;
-            choices.options()
-        };
+        // The mode config option as the session now has it.
+        let options = entry.choices.lock().options(&entry.handle.state());
         self.send_update(
             &session_id,
             SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options)),
@@ -61,14 +59,13 @@ impl Agent {
             (convert::MODEL_OPTION, Ok(value)) => {
                 let mut choices = entry.choices.lock();
                 if !choices.models.contains(&value)
-                    && choices.model.as_deref() != Some(value.as_str())
+                    && entry.handle.state().model.as_deref() != Some(value.as_str())
                 {
                     return Err(invalid_params(format!("unknown model `{value}`")));
                 }
                 entry.handle.set_model(value.clone());
-                choices.model = Some(value);
                 // A model that takes no effort is sent none.
-                if !choices.takes_effort() && choices.effort.take().is_some() {
+                if !choices.takes_effort(Some(&value)) && choices.effort.take().is_some() {
                     entry
                         .handle
                         .set_option(maia_core::REASONING_EFFORT, Value::Null);
@@ -78,13 +75,17 @@ impl Agent {
                 let mode = maia_core::Mode::from_id(&value)
                     .ok_or_else(|| invalid_params(format!("unknown mode `{value}`")))?;
                 entry.handle.set_mode(mode);
-                entry.choices.lock().mode = mode;
                 self.send_update(
                     &session_id,
                     SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),
                 );
             }
-            (convert::EFFORT_OPTION, Ok(value)) if entry.choices.lock().takes_effort() => {
+            (convert::EFFORT_OPTION, Ok(value))
+                if entry
+                    .choices
+                    .lock()
+                    .takes_effort(entry.handle.state().model.as_deref()) =>
+            {
                 let effort = if value == convert::EFFORT_DEFAULT {
                     None
                 } else if convert::EFFORTS.contains(&value.as_str()) {
@@ -111,7 +112,7 @@ impl Agent {
             }
             (other, _) => return Err(invalid_params(format!("unknown config option `{other}`"))),
         }
-        let options = entry.choices.lock().options();
+        let options = entry.choices.lock().options(&entry.handle.state());
         to_value(&SetSessionConfigOptionResponse::new(options))
     }
 
@@ -309,21 +310,15 @@ impl Agent {
             .entry(&session_id)
             .ok_or_else(|| unknown_session(&session_id))?;
         let parts = super::prompt::prompt_parts(req.prompt)?;
-        let mut pending = entry
-            .pending
-            .lock()
-            .map_err(|_| RpcError::new(ErrorCode::InternalError, "session state poisoned"))?;
-        if pending.is_some() {
-            return Err(RpcError::new(
-                ErrorCode::InvalidRequest,
-                "this session is already running a prompt; wait for it or send session/cancel",
-            ));
-        }
-        entry
+        // Held while the turn is claimed: the pump answers it only once
+        // the request id is kept under the turn's id.
+        let mut pending = super::forward::lock(&entry.pending);
+        // The session alone decides whether a turn runs (and says why not).
+        let turn = entry
             .handle
             .prompt(parts)
-            .map_err(|e| RpcError::new(ErrorCode::InvalidRequest, e.to_string()))?;
-        *pending = Some(id.clone());
+            .map_err(|busy| RpcError::new(ErrorCode::InvalidRequest, busy.to_string()))?;
+        pending.insert(turn, id.clone());
         Ok(())
     }
 }

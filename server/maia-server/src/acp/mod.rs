@@ -13,10 +13,13 @@
 //! (one path for `session/new`, `load` and `resume`) and the queue of
 //! messages waiting for an open are in `open`, requests on an open session
 //! in `manage`, the per-session pump in `forward`, prompt content in
-//! `prompt`.
+//! `prompt`, the front door's own choices (the model list, the effort, the
+//! thinking shown) and the config options made of them with the session's
+//! model and mode in `choices`.
 
 mod ask;
 mod auth;
+mod choices;
 mod convert;
 mod fork;
 mod forward;
@@ -96,95 +99,7 @@ pub async fn serve_stdio(options: EngineOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What a session offers and uses, as this front door knows it: the
-/// models listed, the model and the mode. The session owns the real
-/// values (changed through its handle); this copy follows the requests
-/// that change them and the session's `ModelChanged` events. Shared by
-/// the request handlers and the session's pump.
-#[derive(Debug, Clone)]
-struct Choices {
-    models: Vec<String>,
-    model: Option<String>,
-    mode: maia_core::Mode,
-    /// The models that take a reasoning effort (`/model/info`, the
-    /// `reasoningModels` setting).
-    reasoning_models: std::collections::HashSet<String>,
-    /// The reasoning effort chosen for the thread (`None`: the model's own).
-    effort: Option<String>,
-    /// Whether the client takes boolean config options
-    /// (`session.configOptions.boolean`).
-    booleans: bool,
-    /// Whether the model's reasoning is shown (`agent_thought_chunk`).
-    show_thinking: bool,
-}
-
-impl Default for Choices {
-    fn default() -> Self {
-        Choices {
-            models: Vec::new(),
-            model: None,
-            mode: maia_core::Mode::default(),
-            reasoning_models: Default::default(),
-            effort: None,
-            booleans: false,
-            show_thinking: true,
-        }
-    }
-}
-
-impl Choices {
-    /// The session's config options as the client sees them: the model,
-    /// its reasoning effort (for a model that takes one), the mode, and
-    /// "Show thinking" (for a client that takes boolean options).
-    fn options(&self) -> Vec<agent_client_protocol_schema::v1::SessionConfigOption> {
-        let mut options = convert::config_options(self.model.clone(), &self.models, self.mode);
-        if self.takes_effort() {
-            let at = usize::from(self.model.is_some());
-            options.insert(at, convert::effort_option(self.effort.as_deref()));
-        }
-        if self.booleans {
-            options.push(convert::thinking_option(self.show_thinking));
-        }
-        options
-    }
-
-    /// Whether the current model takes a reasoning effort.
-    fn takes_effort(&self) -> bool {
-        self.model
-            .as_ref()
-            .is_some_and(|m| self.reasoning_models.contains(m))
-    }
-
-    /// The thread's saved choices (`options` recorded in its journal).
-    fn restore(&mut self, saved: &maia_core::store::SessionOptions) {
-        self.effort = saved
-            .get(maia_core::REASONING_EFFORT)
-            .and_then(Value::as_str)
-            .filter(|e| convert::EFFORTS.contains(e))
-            .map(str::to_owned);
-        self.show_thinking = saved
-            .get(convert::THINKING_OPTION)
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-struct SharedChoices(Arc<Mutex<Choices>>);
-
-impl SharedChoices {
-    fn new(choices: Choices) -> Self {
-        SharedChoices(Arc::new(Mutex::new(choices)))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Choices> {
-        // Every change is one assignment: a panic cannot leave it half-made.
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
+use choices::{Choices, SharedChoices};
 use forward::Pending;
 
 struct SessionEntry {

@@ -279,10 +279,9 @@ impl Agent {
         fs.bind(handle.id());
         handle.use_client(client_tools(&self.conn, &caps, handle.id()));
         let session_id = handle.id().to_owned();
+        handle.default_model_from(&listed);
         let mut choices = Choices {
-            model: handle.default_model_from(&listed),
             models: listed,
-            mode: handle.initial_mode(),
             reasoning_models,
             booleans: caps
                 .session
@@ -293,7 +292,8 @@ impl Agent {
         };
         choices.restore(handle.saved_options());
         let show_thinking = choices.show_thinking;
-        let (options, modes) = (choices.options(), convert::modes(choices.mode));
+        let state = handle.state();
+        let (options, modes) = (choices.options(&state), convert::modes(state.mode));
         let choices = SharedChoices::new(choices);
         let forwarder = Forwarder {
             conn: self.conn.clone(),
@@ -301,6 +301,8 @@ impl Agent {
             pending: Pending::default(),
             caps: caps.clone(),
             choices: choices.clone(),
+            state: handle.state_reader(),
+            turn: Default::default(),
             asked: Default::default(),
             usage: Default::default(),
             user_message: Default::default(),

@@ -489,6 +489,7 @@ fn json_event(event: Event) -> Option<Value> {
         | Event::Commands(_)
         | Event::Permission(_)
         | Event::TurnFailed(_)
+        | Event::TurnStarted(_)
         | Event::TurnEnded(_) => return None,
     })
 }
