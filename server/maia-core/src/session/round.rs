@@ -341,20 +341,10 @@ impl Session {
         } = completion;
         if tool_calls.is_empty()
             && finish_reason != Some(FinishReason::Length)
-            && let Some(what) = crate::text_tool_calls::detect(&text, &state.round.names)
+            && self.written_as_text(&text, usage.as_ref(), size, state)
         {
-            if !state.corrected {
-                state.corrected = true;
-                self.meter.text_tool_call_retried();
-                tracing::warn!(model = state.model, form = %what, "a tool call came as text; retrying once with a correction");
-                state.correction = Some(text);
-                if let Some(usage) = &usage {
-                    self.meter.calibrate(usage.prompt_tokens, size.chars);
-                }
-                return Answered::Retry;
-            }
-            self.meter.text_tool_call_shown();
-            tracing::warn!(model = state.model, form = %what, "a tool call came as text again; shown as text");
+            state.correction = Some(text);
+            return Answered::Retry;
         }
         self.push_message(ChatMessage::Assistant {
             content: (!text.is_empty()).then_some(text),
@@ -378,5 +368,31 @@ impl Session {
             }
             _ => StopReason::EndTurn,
         })
+    }
+    /// Whether an answer without tool calls wrote one as text and is to be
+    /// asked again with a correction (once a turn; a second time it is
+    /// shown as text).
+    fn written_as_text(
+        &mut self,
+        text: &str,
+        usage: Option<&maia_llm::Usage>,
+        size: RequestSize,
+        state: &mut TurnLoop,
+    ) -> bool {
+        let Some(what) = crate::text_tool_calls::detect(text, &state.round.names) else {
+            return false;
+        };
+        if state.corrected {
+            self.meter.text_tool_call_shown();
+            tracing::warn!(model = state.model, form = %what, "a tool call came as text again; shown as text");
+            return false;
+        }
+        state.corrected = true;
+        self.meter.text_tool_call_retried();
+        tracing::warn!(model = state.model, form = %what, "a tool call came as text; retrying once with a correction");
+        if let Some(usage) = usage {
+            self.meter.calibrate(usage.prompt_tokens, size.chars);
+        }
+        true
     }
 }
