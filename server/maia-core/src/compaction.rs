@@ -109,16 +109,6 @@ pub struct SummaryStats {
     pub shrunk: usize,
 }
 
-/// Whether a response's `usage` can be of a request and answer of `chars`
-/// characters (plus `image_tokens` of images): within the ratio the
-/// calibration accepts (under 10 times the estimate), with prompt tokens
-/// (a missing or null `prompt_tokens` reads as 0: no request has none).
-pub(crate) fn believable_usage(usage: &maia_llm::Usage, image_tokens: u64, chars: usize) -> bool {
-    let estimated = estimate(chars) as f64;
-    let kept = usage.kept().saturating_sub(image_tokens) as f64;
-    usage.prompt_tokens > 0 && estimated > 0.0 && kept < estimated * 10.0
-}
-
 /// The length of `text` once written as a JSON string.
 fn json_len(text: &str) -> usize {
     serde_json::to_string(text).map_or(text.len(), |s| s.len())
@@ -486,9 +476,7 @@ impl Compactor<'_> {
             .map_err(|e| Attempt::Other(CompactError::Failed(e.to_string())))?
             .clone();
         // Tokens to characters, with the calibration of the last response.
-        let limit_chars = limit_tokens.map(|t| {
-            ((t as f64) * CHARS_PER_TOKEN as f64 / self.meter.calibration.max(0.1)) as usize
-        });
+        let limit_chars = limit_tokens.map(|t| self.meter.chars_of(t as f64));
         let earlier = self.earlier.map(str::to_owned);
         let Plan {
             parts,

@@ -19,7 +19,7 @@ pub(super) fn context_command(session: &Session) {
     let model = session.model().map(str::to_owned);
     // The meter's numbers: what the last usage_update said, or would say.
     let used = session.context_tokens();
-    let meter = match session.meter().window {
+    let meter = match session.meter().window() {
         Some(window) => format!(
             "{used} of {window} tokens ({:.0} %)",
             used as f64 * 100.0 / window.max(1) as f64
@@ -32,11 +32,11 @@ pub(super) fn context_command(session: &Session) {
         }
         _ => "estimated: ~4 characters per token",
     };
-    let window_source = match session.meter().window_source {
+    let window_source = match session.meter().window_source() {
         Some(source) => format!(" (from {source})"),
         None => String::new(),
     };
-    let last = match &session.meter().last_usage {
+    let last = match &session.meter().last_usage() {
         Some(u) => format!(
             "prompt {} + answer {} tokens ({} of them reasoning, not kept); cached: {} read, {} written",
             u.prompt_tokens,
@@ -78,7 +78,7 @@ pub(super) fn context_command(session: &Session) {
          - summaries written by: `{summary_model}`\n\
          - tool calls written as text: {retried} retried, {shown} shown as text",
         name = session.conversation().name(),
-        ratio = session.meter().calibration,
+        ratio = session.meter().calibration(),
         sys = session.meter().calibrated(system.len()),
         tools = session.meter().calibrated(tools),
         count = session.conversation().len(),
@@ -87,13 +87,13 @@ pub(super) fn context_command(session: &Session) {
         model = model.unwrap_or_else(|| "(not chosen yet)".into()),
         window = session
             .meter()
-            .window
+            .window()
             .map_or_else(|| "unknown".to_owned(), |w| format!("{w} tokens")),
-        cached = session.meter().cached_total,
+        cached = session.meter().cached_total(),
         cost = crate::cost::show(session.conversation().ledger().total()),
         turn_cost = crate::cost::show(session.conversation().turn_cost().total()),
-        retried = session.meter().text_tool_calls.retried,
-        shown = session.meter().text_tool_calls.shown,
+        retried = session.meter().text_tool_calls().retried,
+        shown = session.meter().text_tool_calls().shown,
     );
     let mut text = format!("{text}{}", workspace_report(session));
     let children = crate::cost::subagent_lines(session.conversation().ledger());

@@ -57,7 +57,7 @@ impl Session {
     /// Sends an estimate of the context size between responses (after
     /// `/clear`, `/new`, `/load`, a cancelled turn), when the window is known.
     pub(crate) fn report_estimate(&self) {
-        if let Some(size) = self.meter.window {
+        if let Some(size) = self.meter.window() {
             self.emit_usage(self.context_tokens(), size);
         }
     }
@@ -65,7 +65,7 @@ impl Session {
     /// Whether the context passed `window − (4000 + 500)`; never when the
     /// window is unknown.
     pub(crate) fn needs_compaction(&self) -> bool {
-        match self.meter.window {
+        match self.meter.window() {
             Some(window) if !self.conversation.is_empty() => {
                 self.context_tokens() > window.saturating_sub(u64::from(SUMMARY_TOKENS) + MARGIN)
             }
@@ -76,7 +76,7 @@ impl Session {
     /// The kept prompt's size, when it cannot fit the window even alone:
     /// `(message, fixed, window)` tokens.
     pub(crate) fn prompt_overflow(&self) -> Option<(u64, u64, u64)> {
-        let window = self.meter.window?;
+        let window = self.meter.window()?;
         let index = self.turn.prompt.as_ref()?.index;
         let message = self.conversation.history().get(index)?;
         let message = self
@@ -230,7 +230,7 @@ impl Session {
                 after,
             },
         );
-        if let Some(size) = self.meter.window {
+        if let Some(size) = self.meter.window() {
             self.emit_usage(after, size);
         }
         Ok(())
@@ -253,10 +253,10 @@ impl Session {
                     .known_window(&small, cancel)
                     .await
                     .map(|w| w.tokens)
-                    .or(self.meter.window);
+                    .or(self.meter.window());
                 Ok((small, window))
             }
-            _ => Ok((session_model, self.meter.window)),
+            _ => Ok((session_model, self.meter.window())),
         }
     }
 }

@@ -45,12 +45,14 @@ use crate::session_tools::Todo;
 use crate::store::{self, Loaded, Record};
 use crate::window::WindowCache;
 
+mod after_tools;
 mod announce;
 mod compact;
 mod effects;
 pub(crate) mod files;
 mod replay;
 pub(crate) mod rewind;
+mod round;
 pub(crate) mod steer;
 mod text;
 mod tooling;

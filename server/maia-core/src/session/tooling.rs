@@ -70,7 +70,7 @@ impl Session {
 
     /// Whether the turn offers read-only tools only: `/review`, or a child
     /// whose parent was planning.
-    fn read_only(&self) -> bool {
+    pub(super) fn read_only(&self) -> bool {
         self.turn.read_only || self.role.as_ref().is_some_and(|r| r.read_only)
     }
 
@@ -170,11 +170,14 @@ impl Session {
     pub(crate) async fn run_tool_calls(
         &mut self,
         calls: &[maia_llm::ToolCall],
+        round: &mut super::round::Round,
         cancel: &CancellationToken,
     ) -> crate::tools::router::Finished {
-        // A checkpoint: mode and client changes sent meanwhile apply here.
+        // A checkpoint: mode and client changes sent meanwhile apply here
+        // (the round's tools follow them).
         self.apply_changes();
-        let registry = self.tool_registry();
+        self.refresh_round(round);
+        let registry = &round.registry;
         let batch = crate::tools::registry::Batch {
             events: self.services.events.clone(),
             ctx: maia_tools::ToolContext {
@@ -200,12 +203,12 @@ impl Session {
         };
         // A checkpoint before calls that may change files (as their tools
         // declare), another after.
-        let mutating = |name: &str| crate::tools::may_change_files(&registry, name);
+        let mutating = |name: &str| crate::tools::may_change_files(registry, name);
         let before = match calls.iter().any(|c| mutating(&c.name)) {
             true => self.checkpoint_before().await,
             false => None,
         };
-        let done = crate::tools::router::run_batch(&registry, calls, batch).await;
+        let done = crate::tools::router::run_batch(registry, calls, batch).await;
         self.take_records();
         if let Some(before) = before {
             let changed: Vec<(String, Vec<std::path::PathBuf>)> = done

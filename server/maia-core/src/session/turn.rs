@@ -6,7 +6,9 @@
 //! model request ends the turn with a message to the user, never a
 //! protocol error; partial text already streamed is kept.
 
-use maia_llm::{ChatMessage, ChatRequest, Completion, Delta, FinishReason, LlmError};
+use std::ops::ControlFlow;
+
+use maia_llm::{ChatMessage, ChatRequest, Completion, Delta, LlmError};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactError, Trigger};
@@ -14,9 +16,8 @@ use crate::event::{Event, StopReason};
 use crate::images;
 use crate::prompt::{PromptPart, build_user_message};
 use crate::session::Session;
-use crate::session::text::{
-    LoopGuard, describe_failure, display_text, new_message_id, title_from, title_text,
-};
+use crate::session::round::{Answered, TurnLoop};
+use crate::session::text::{display_text, new_message_id, title_from, title_text};
 use crate::store::Record;
 use crate::system_prompt;
 
@@ -168,7 +169,7 @@ impl Session {
 
     /// Tells the user their message cannot fit and takes it out of the
     /// model's history (the journal keeps what they saw).
-    fn refuse_prompt(&mut self, error: &CompactError) -> StopReason {
+    pub(super) fn refuse_prompt(&mut self, error: &CompactError) -> StopReason {
         if let Some(prompt) = self.turn.prompt.take() {
             self.conversation.truncate(prompt.index);
         }
@@ -189,16 +190,9 @@ impl Session {
         })
     }
 
-    /// The characters one tool result may take: its share of the window.
-    fn tool_result_limit(&self) -> Option<usize> {
-        let window = self.meter.window?;
-        let tokens = window as f64 * self.project.settings.tool_result_share;
-        Some((tokens * 4.0 / self.meter.calibration.max(0.1)) as usize)
-    }
-
     /// After a compaction that kept the turn's prompt: the turn's images
     /// (of the prompt and of tool results now summarised) go on with it.
-    fn keep_images_with_prompt(&mut self) {
+    pub(super) fn keep_images_with_prompt(&mut self) {
         if self.turn.images.is_empty() {
             return;
         }
@@ -221,7 +215,7 @@ impl Session {
     }
 
     /// The turn number the next user message has in the model's history.
-    fn next_turn(&self) -> usize {
+    pub(super) fn next_turn(&self) -> usize {
         self.conversation
             .history()
             .iter()
@@ -231,7 +225,10 @@ impl Session {
     }
 
     /// The model in use and whether it is shown images.
-    async fn vision(&mut self, cancel: &CancellationToken) -> Option<(String, images::Vision)> {
+    pub(super) async fn vision(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Option<(String, images::Vision)> {
         let model = self.resolve_model(cancel).await.ok()?;
         let llm = self.project.llm.as_ref().ok()?;
         let prefetched = self
@@ -296,376 +293,83 @@ impl Session {
         shown
     }
 
-    /// Names a response's tool images in their results: kept for the
-    /// turn's requests when the model accepts images (within the per-message
-    /// limits), else said to be not shown.
-    async fn attach_tool_images(
-        &mut self,
-        results: &mut [ChatMessage],
-        found: Vec<Vec<maia_tools::ImageData>>,
-        cancel: &CancellationToken,
-    ) {
-        if found.iter().all(Vec::is_empty) {
-            return;
-        }
-        let turn = self.next_turn().saturating_sub(1).max(1);
-        let vision = self.vision(cancel).await;
-        let (mut count, mut bytes) = (0usize, 0usize);
-        for (message, images_of_call) in results.iter_mut().zip(found) {
-            let ChatMessage::Tool {
-                tool_call_id,
-                content,
-            } = message
-            else {
-                continue;
-            };
-            let mut shown = Vec::new();
-            for image in images_of_call {
-                let line = match &vision {
-                    Some((_, v)) if v.sees() => {
-                        count += 1;
-                        bytes += image.bytes.len();
-                        if count > maia_tools::image::MAX_IMAGES_PER_MESSAGE {
-                            format!(
-                                "[Image {} not shown: more than {} images in one response's results]",
-                                image.name,
-                                maia_tools::image::MAX_IMAGES_PER_MESSAGE
-                            )
-                        } else if bytes > maia_tools::image::MAX_MESSAGE_IMAGE_BYTES {
-                            format!(
-                                "[Image {} not shown: the images of one response's results may not pass {}]",
-                                image.name,
-                                maia_tools::image::human_size(
-                                    maia_tools::image::MAX_MESSAGE_IMAGE_BYTES as u64
-                                )
-                            )
-                        } else {
-                            let line = images::stand_in(&image, turn);
-                            shown.push(image);
-                            line
-                        }
-                    }
-                    Some((model, _)) => images::not_shown(&image, model),
-                    None => images::not_shown(&image, "(none)"),
-                };
-                content.push('\n');
-                content.push_str(&line);
+    /// The turn's model requests: once [`Session::start_loop`] found the
+    /// model and its window, each round is [`Session::before_request`],
+    /// [`Session::request`], then [`Session::on_error`] or
+    /// [`Session::on_answer`], then [`Session::after_tools`] when the
+    /// answer asked for tools, until a step ends the turn.
+    async fn model_loop(&mut self, cancel: &CancellationToken) -> StopReason {
+        let mut state = match self.start_loop(cancel).await {
+            Ok(state) => state,
+            Err(stop) => return stop,
+        };
+        loop {
+            if let ControlFlow::Break(stop) = self.before_request(&mut state, cancel).await {
+                return stop;
             }
-            if !shown.is_empty() {
-                self.turn
-                    .images
-                    .push((images::Anchor::Tool(tool_call_id.clone()), shown));
+            let sent = self.request(&mut state, cancel).await;
+            let completion = match sent.result {
+                Ok(completion) => completion,
+                Err(error) => {
+                    match self
+                        .on_error(error, sent.partial, sent.size, &mut state, cancel)
+                        .await
+                    {
+                        ControlFlow::Continue(()) => continue,
+                        ControlFlow::Break(stop) => return stop,
+                    }
+                }
+            };
+            let calls = match self
+                .on_answer(completion, sent.size, &mut state, cancel)
+                .await
+            {
+                Answered::Retry => continue,
+                Answered::Stop(stop) => return stop,
+                Answered::Tools(calls) => calls,
+            };
+            if let ControlFlow::Break(stop) = self.after_tools(&calls, &mut state, cancel).await {
+                return stop;
             }
         }
     }
 
-    async fn model_loop(&mut self, cancel: &CancellationToken) -> StopReason {
+    /// Before the first request: a model to ask, its window, the MCP
+    /// servers ready, a prompt that fits; then the loop's state with the
+    /// first round's tools.
+    async fn start_loop(&mut self, cancel: &CancellationToken) -> Result<TurnLoop, StopReason> {
         if cancel.is_cancelled() {
-            return StopReason::Cancelled;
+            return Err(StopReason::Cancelled);
         }
         if let Err(e) = &self.project.llm {
-            return self.fail(format!(
+            return Err(self.fail(format!(
                 "MAIA cannot reach a model: {e}. Check `LiteLLM_URL` in .maia/settings.json."
-            ));
+            )));
         }
         let model = match self.resolve_model(cancel).await {
             Ok(model) => model,
-            Err(_) if cancel.is_cancelled() => return StopReason::Cancelled,
+            Err(_) if cancel.is_cancelled() => return Err(StopReason::Cancelled),
             Err(e) => {
-                return self.fail(format!(
+                return Err(self.fail(format!(
                     "MAIA cannot start: {e}. Set `model` in .maia/settings.json or start MAIA with --model."
-                ));
+                )));
             }
         };
         let window = self.known_window(&model, cancel).await;
-        self.meter.window = window.map(|w| w.tokens);
-        self.meter.window_source = window.map(|w| w.source.as_str());
+        self.meter
+            .know_window(window.map(|w| (w.tokens, w.source.as_str())));
         crate::mcp::wait_for_servers(&self.services.mcp, &self.services.events, cancel).await;
         if cancel.is_cancelled() {
-            return StopReason::Cancelled;
+            return Err(StopReason::Cancelled);
         }
         if let Some((message, fixed, window)) = self.prompt_overflow() {
-            return self.refuse_prompt(&CompactError::PromptTooLarge {
+            return Err(self.refuse_prompt(&CompactError::PromptTooLarge {
                 message,
                 fixed,
                 window,
-            });
+            }));
         }
-        let mut tools = self.tool_specs();
-        let mut tool_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-        let cache = self.prompt_caching(&model);
-        let mut requests = 0u32;
-        let mut compacted = false;
-        let mut guard = LoopGuard::default();
-        // A reply that wrote a tool call as text, retried once with a correction.
-        let mut correction: Option<String> = None;
-        let mut corrected = false;
-        loop {
-            if requests >= self.project.settings.max_turn_requests {
-                self.say(format!(
-                    "Stopped after {requests} model requests in this turn (max_turn_requests)."
-                ));
-                return StopReason::MaxTurnRequests;
-            }
-            requests += 1;
-            // A conversation that is only the kept prompt cannot shrink
-            // further (what is left over is the turn's images).
-            let just_compacted = compacted && self.conversation.len() <= 1;
-            if !just_compacted && self.needs_compaction() {
-                match self.compact(Trigger::InTurn, cancel).await {
-                    Ok(()) => {
-                        compacted = true;
-                        self.keep_images_with_prompt();
-                    }
-                    Err(CompactError::Cancelled) => return StopReason::Cancelled,
-                    Err(e @ CompactError::PromptTooLarge { .. }) => return self.refuse_prompt(&e),
-                    Err(CompactError::Empty) => {}
-                    Err(e) => tracing::warn!("automatic compaction: {e}"),
-                }
-            }
-            // The history is repaired in the copy sent, never in place: the
-            // turn's prompt index and the journal stay true.
-            let mut messages = Vec::with_capacity(self.conversation.len() + 3);
-            messages.push(ChatMessage::System {
-                content: self.system_prompt(),
-            });
-            messages.extend(self.conversation.history().iter().cloned());
-            crate::conversation::repair_history(&mut messages);
-            if let Some(text) = correction.take() {
-                messages.push(ChatMessage::assistant(text));
-                messages.push(ChatMessage::user(crate::text_tool_calls::CORRECTION));
-            }
-            let request = ChatRequest {
-                model: model.clone(),
-                messages,
-                tools: tools.clone(),
-                max_tokens: None,
-                cache,
-                reasoning_effort: self.reasoning_effort(&model),
-            };
-            // Measured without the images, whose tokens are counted apart.
-            let request_chars = serde_json::to_string(&request.body())
-                .map(|b| b.len())
-                .unwrap_or(0);
-            let shown = images::within_request_limits(&self.turn.images);
-            let image_tokens = images::overlay_tokens(&shown);
-            let request = ChatRequest {
-                messages: images::with_images(request.messages, &shown),
-                ..request
-            };
-            let (result, partial, thought) = self.stream(&request, cancel).await;
-            if !thought.is_empty() {
-                self.record(&Record::Thought { text: thought });
-            }
-            let completion = match result {
-                Ok(c) => c,
-                Err(LlmError::Cancelled) => {
-                    if !partial.is_empty() {
-                        self.push_message(ChatMessage::assistant(partial));
-                    }
-                    return StopReason::Cancelled;
-                }
-                Err(LlmError::ContextWindowExceeded { message })
-                    if !compacted && partial.is_empty() =>
-                {
-                    // The model is the final judge of its window: compact once and retry.
-                    compacted = true;
-                    let rejected = self.meter.calibrated(request_chars);
-                    if let Some(told) = crate::compaction::window_from_error(&message)
-                        && self.meter.window.is_none_or(|w| told < w)
-                    {
-                        tracing::info!(
-                            model,
-                            tokens = told,
-                            "context window told by the provider's error"
-                        );
-                        self.meter.window = Some(told);
-                        self.meter.window_source = Some("providerError");
-                    }
-                    tracing::info!(rejected, window = ?self.meter.window, "request over the context window");
-                    match self.compact(Trigger::Rejected(rejected), cancel).await {
-                        Ok(()) => {
-                            self.keep_images_with_prompt();
-                            continue;
-                        }
-                        Err(CompactError::Cancelled) => return StopReason::Cancelled,
-                        Err(e @ CompactError::PromptTooLarge { .. }) => {
-                            return self.refuse_prompt(&e);
-                        }
-                        Err(CompactError::Empty) => {
-                            let window = self
-                                .meter
-                                .window
-                                .map_or_else(String::new, |w| format!(" of {w} tokens"));
-                            return self.refuse_prompt(&CompactError::Failed(format!(
-                                "the model rejected the request (about {rejected} tokens) as larger than its context window{window}, and there is nothing before your message to summarise. Shorten it or attach less, then send it again"
-                            )));
-                        }
-                        Err(e) => {
-                            return self.fail(format!(
-                                "\n\n**The conversation no longer fits in the model's context window** and could not be compacted: {e}\n"
-                            ));
-                        }
-                    }
-                }
-                Err(e) => {
-                    if !partial.is_empty() {
-                        self.push_message(ChatMessage::assistant(partial));
-                    }
-                    tracing::warn!(error = %e, "model request failed");
-                    if let (LlmError::Authentication { .. }, Ok(llm)) = (&e, &self.project.llm) {
-                        self.services.windows.catalogue().refused(llm.config());
-                    }
-                    let url = self
-                        .project
-                        .llm
-                        .as_ref()
-                        .map(|c| c.chat_url())
-                        .unwrap_or_default();
-                    return self.fail(describe_failure(&e, &url));
-                }
-            };
-            let Completion {
-                text,
-                tool_calls,
-                finish_reason,
-                usage,
-                response_cost,
-                ..
-            } = completion;
-            // The turn's usage is what the server billed, believed or not.
-            if let Some(usage) = &usage {
-                self.turn
-                    .usage
-                    .get_or_insert_with(Default::default)
-                    .add(usage);
-            }
-            // Numbers no request of this size has (a proxy's bug) are not
-            // believed: the estimate stands in for them.
-            let answer_chars = crate::meter::message_chars(&[ChatMessage::Assistant {
-                content: Some(text.clone()),
-                tool_calls: tool_calls.clone(),
-            }]);
-            let usage = usage.filter(|u| {
-                let believable = crate::compaction::believable_usage(
-                    u,
-                    image_tokens,
-                    request_chars + answer_chars,
-                );
-                if !believable {
-                    tracing::warn!(model, usage = ?u, "usage numbers out of all proportion to the request; ignored");
-                }
-                believable
-            });
-            self.charge(&model, usage.as_ref(), response_cost, cancel)
-                .await;
-            if let (Some(usage), Some(size)) = (&usage, self.meter.window) {
-                // What stays in the conversation: the prompt and the answer
-                // (reasoning is not kept).
-                self.emit_usage(usage.kept(), size);
-            }
-            if let Some(usage) = &usage {
-                self.meter.cached_total =
-                    self.meter.cached_total.saturating_add(usage.cached_tokens);
-                self.meter.last_usage = Some(usage.clone());
-            }
-            if tool_calls.is_empty()
-                && finish_reason != Some(FinishReason::Length)
-                && let Some(what) = crate::text_tool_calls::detect(&text, &tool_names)
-            {
-                if !corrected {
-                    corrected = true;
-                    self.meter.text_tool_calls.retried += 1;
-                    tracing::warn!(model, form = %what, "a tool call came as text; retrying once with a correction");
-                    correction = Some(text);
-                    if let Some(usage) = &usage {
-                        self.meter.calibrate(usage.prompt_tokens, request_chars);
-                    }
-                    continue;
-                }
-                self.meter.text_tool_calls.shown += 1;
-                tracing::warn!(model, form = %what, "a tool call came as text again; shown as text");
-            }
-            self.push_message(ChatMessage::Assistant {
-                content: (!text.is_empty()).then_some(text),
-                tool_calls: tool_calls.clone(),
-            });
-            if let Some(usage) = &usage {
-                // Without the images: they leave the context with the turn.
-                self.meter.calibrate(
-                    usage.prompt_tokens.saturating_sub(image_tokens),
-                    request_chars,
-                );
-                self.meter.measured = Some(crate::meter::Measured {
-                    tokens: usage.kept().saturating_sub(image_tokens),
-                    history_len: self.conversation.len(),
-                });
-            } else {
-                self.report_estimate();
-            }
-            if tool_calls.is_empty() {
-                return match finish_reason {
-                    Some(FinishReason::Length) => StopReason::MaxTokens,
-                    Some(FinishReason::ContentFilter) => {
-                        // The client drops the refused exchange; so does the model's view.
-                        if let Some(prompt) = &self.turn.prompt {
-                            self.conversation.truncate(prompt.index);
-                        }
-                        StopReason::Refusal
-                    }
-                    _ => StopReason::EndTurn,
-                };
-            }
-            let done = self.run_tool_calls(&tool_calls, cancel).await;
-            let mut applied = self.apply_effects(done.effects);
-            if applied.mode_changed {
-                tools = self.tool_specs();
-                tool_names = tools.iter().map(|t| t.name.clone()).collect();
-            }
-            let mut results = done.messages;
-            self.attach_tool_images(&mut results, done.images, cancel)
-                .await;
-            for call in done.views {
-                self.record(&Record::tool_call(&call));
-            }
-            applied.record_todos(self);
-            let mut looping = false;
-            for (call, message) in tool_calls.iter().zip(&results) {
-                if let ChatMessage::Tool { content, .. } = message {
-                    looping |= guard.step(call, content);
-                }
-            }
-            let limit = self.tool_result_limit();
-            let registry = self.tool_registry();
-            for (call, mut message) in tool_calls.iter().zip(results) {
-                if let (Some(limit), ChatMessage::Tool { content, .. }) = (limit, &mut message)
-                    && content.chars().count() > limit
-                {
-                    tracing::info!(tool = %call.name, chars = content.chars().count(), limit, "tool result cut to fit the window");
-                    let how = registry
-                        .get(&call.name)
-                        .map_or(maia_tools::GENERIC_NARROW_HINT, |tool| tool.narrow_hint());
-                    *content = crate::oversize::cap_tool_result(content, limit, &call.name, how);
-                }
-                self.push_message(message);
-            }
-            if cancel.is_cancelled() {
-                return StopReason::Cancelled;
-            }
-            if applied.asked_as_text {
-                // The user answers in their next prompt.
-                return StopReason::EndTurn;
-            }
-            if looping {
-                return self.fail(format!(
-                    "\n\nStopped: the same tool call with the same result came back more than {} times in the last {} steps; the model seems stuck in a loop.\n",
-                    LoopGuard::MAX_REPEATS,
-                    LoopGuard::WINDOW
-                ));
-            }
-            // The tool-round boundary: steers join before the next request.
-            self.inject_steers(cancel).await;
-        }
+        Ok(self.turn_loop(model))
     }
 
     /// The context window of `model`, from the settings, the endpoint or
@@ -696,7 +400,7 @@ impl Session {
 
     /// One model request, streaming text and reasoning to the front door.
     /// Returns the result and the text streamed so far.
-    async fn stream(
+    pub(super) async fn stream(
         &self,
         request: &ChatRequest,
         cancel: &CancellationToken,

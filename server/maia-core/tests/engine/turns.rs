@@ -230,3 +230,86 @@ async fn a_failed_model_request_says_the_turn_failed_before_it_ends() {
         "{events:#?}"
     );
 }
+
+#[tokio::test]
+async fn an_answer_with_usage_is_measured_by_the_meter() {
+    let mut h = Harness::start(json!({})).await;
+    h.mock.push(mock::text_reply("measured"));
+    let events = h.prompt("hi").await;
+    assert_eq!(stop_of(&events), StopReason::EndTurn);
+    let context = agent_text(&h.prompt("/context").await);
+    let last = format!(
+        "last response: prompt {} + answer {} tokens",
+        mock::MOCK_PROMPT_TOKENS,
+        mock::MOCK_COMPLETION_TOKENS
+    );
+    assert!(context.contains(&last), "{context}");
+    assert!(
+        context.contains("measured: the server's last usage"),
+        "{context}"
+    );
+    assert!(
+        context.contains("tool calls written as text: 0 retried, 0 shown as text"),
+        "{context}"
+    );
+}
+
+#[tokio::test]
+async fn a_length_limited_answer_is_kept_and_ends_the_turn_at_max_tokens() {
+    let mut h = Harness::start(json!({})).await;
+    // Cut short: not taken for a tool call written as text, not retried.
+    h.mock.push(mock::finish_reply("Read(file_path=", "length"));
+    let events = h.prompt("hi").await;
+    assert_eq!(stop_of(&events), StopReason::MaxTokens);
+    assert_eq!(h.mock.requests().len(), 1);
+    h.mock.push(mock::text_reply("again"));
+    h.prompt("go on").await;
+    let sent = message_texts(h.mock.requests().last().unwrap());
+    let roles: Vec<_> = sent.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert_eq!(sent[2].1, "Read(file_path=");
+}
+
+#[tokio::test]
+async fn a_mode_switch_from_the_client_mid_turn_rebuilds_the_round_s_tools() {
+    let mut h = Harness::start(json!({})).await;
+    h.session().set_mode(Mode::Bypass);
+    // The tool call streams slowly: the switch arrives while it does (a
+    // call of no tool: nothing to ask, whatever the mode).
+    let mock::Reply::Stream { pieces, .. } =
+        mock::tool_calls_reply(&[("c1", "NoSuchTool", json!({}))])
+    else {
+        panic!("a streamed reply");
+    };
+    h.mock.push(mock::Reply::Stream {
+        pieces,
+        gap: std::time::Duration::from_millis(100),
+    });
+    h.mock.push(mock::text_reply("done"));
+    h.session()
+        .prompt(vec![maia_core::PromptPart::Text("read it".into())])
+        .expect("session not busy");
+    let started = std::time::Instant::now();
+    while h.mock.requests().is_empty() {
+        assert!(started.elapsed() < crate::harness::WAIT, "no request");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    h.session().set_mode(Mode::Plan);
+    let events = h.until_turn_ended().await;
+    assert_eq!(stop_of(&events), StopReason::EndTurn);
+    let offered = |index: usize| -> Vec<String> {
+        h.mock.requests()[index]["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(offered(0).contains(&"Write".to_owned()));
+    let next = offered(1);
+    assert!(!next.contains(&"Write".to_owned()), "{next:?}");
+    assert!(next.contains(&"ExitPlanMode".to_owned()), "{next:?}");
+}

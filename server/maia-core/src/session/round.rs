@@ -1,0 +1,398 @@
+//! One model request of a turn and what comes back: the tools a round
+//! offers ([`Round`], built once and rebuilt only when the mode, the model
+//! or the client changed), the turn loop's state ([`TurnLoop`]), the checks
+//! before a request ([`Session::before_request`]), the request built and
+//! streamed ([`Session::request`]), a failed request
+//! ([`Session::on_error`]) and an answer ([`Session::on_answer`]).
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use maia_llm::{ChatMessage, ChatRequest, Completion, FinishReason, LlmError, ToolCall, ToolSpec};
+use tokio_util::sync::CancellationToken;
+
+use crate::compaction::{CompactError, Trigger};
+use crate::event::StopReason;
+use crate::images;
+use crate::meter::RequestSize;
+use crate::mode::Mode;
+use crate::session::Session;
+use crate::session::text::{LoopGuard, describe_failure};
+use crate::store::Record;
+use crate::tools::ToolRegistry;
+
+/// The tools of a round: the registry that runs the calls, the specs the
+/// model is offered and their names (to spot a tool call written as text).
+pub(crate) struct Round {
+    pub(crate) registry: ToolRegistry,
+    pub(crate) specs: Vec<ToolSpec>,
+    pub(crate) names: Vec<String>,
+    /// What the registry was built from.
+    key: ToolsKey,
+}
+
+/// What of the session a registry depends on that may change in a turn:
+/// the mode (a tool's effect, the client), the model, the client's tools.
+#[derive(Debug, PartialEq, Eq)]
+struct ToolsKey {
+    mode: Mode,
+    read_only: bool,
+    model: Option<String>,
+    asker: Option<usize>,
+    terminals: Option<usize>,
+}
+
+/// The address of a shared object, to tell whether it was replaced.
+fn address<T: ?Sized>(shared: &Option<Arc<T>>) -> Option<usize> {
+    shared
+        .as_ref()
+        .map(|a| Arc::as_ptr(a).cast::<()>() as usize)
+}
+
+/// The state of one turn's loop of model requests.
+pub(crate) struct TurnLoop {
+    pub(crate) model: String,
+    /// Whether requests carry prompt-caching marks.
+    pub(crate) cache: bool,
+    pub(crate) round: Round,
+    /// Model requests made in this turn.
+    pub(crate) requests: u32,
+    /// Whether the turn compacted (once only for a rejected request).
+    pub(crate) compacted: bool,
+    pub(super) guard: LoopGuard,
+    /// A reply that wrote a tool call as text, retried once with a correction.
+    pub(crate) correction: Option<String>,
+    pub(crate) corrected: bool,
+}
+
+/// One request as sent and what came back.
+pub(crate) struct Sent {
+    pub(crate) result: Result<Completion, LlmError>,
+    /// The text streamed before a failure.
+    pub(crate) partial: String,
+    pub(crate) size: RequestSize,
+}
+
+/// What the turn does after an answer.
+pub(crate) enum Answered {
+    /// Ask again (a tool call written as text, with a correction).
+    Retry,
+    /// The turn ends.
+    Stop(StopReason),
+    /// Run these tool calls ([`Session::after_tools`]).
+    Tools(Vec<ToolCall>),
+}
+
+impl Session {
+    /// The tools of a round, as the session stands.
+    pub(crate) fn round(&self) -> Round {
+        let registry = self.tool_registry();
+        let specs = registry.specs();
+        let names = specs.iter().map(|t| t.name.clone()).collect();
+        Round {
+            registry,
+            specs,
+            names,
+            key: self.tools_key(),
+        }
+    }
+
+    /// Rebuilds `round` when what its registry was built from changed
+    /// (a mode switch, a new model or client); returns whether it did.
+    pub(crate) fn refresh_round(&self, round: &mut Round) -> bool {
+        if round.key == self.tools_key() {
+            return false;
+        }
+        *round = self.round();
+        true
+    }
+
+    fn tools_key(&self) -> ToolsKey {
+        ToolsKey {
+            mode: self.mode,
+            read_only: self.read_only(),
+            model: self.model.clone(),
+            asker: address(&self.client.asker),
+            terminals: address(&self.client.terminals),
+        }
+    }
+
+    /// The turn's loop state for `model`, with the round's tools.
+    pub(crate) fn turn_loop(&self, model: String) -> TurnLoop {
+        TurnLoop {
+            cache: self.prompt_caching(&model),
+            model,
+            round: self.round(),
+            requests: 0,
+            compacted: false,
+            guard: LoopGuard::default(),
+            correction: None,
+            corrected: false,
+        }
+    }
+
+    /// Before each request: the turn's request limit, then an automatic
+    /// compaction when the meter says the context is nearly full.
+    pub(crate) async fn before_request(
+        &mut self,
+        state: &mut TurnLoop,
+        cancel: &CancellationToken,
+    ) -> ControlFlow<StopReason> {
+        if state.requests >= self.project.settings.max_turn_requests {
+            self.say(format!(
+                "Stopped after {} model requests in this turn (max_turn_requests).",
+                state.requests
+            ));
+            return ControlFlow::Break(StopReason::MaxTurnRequests);
+        }
+        state.requests += 1;
+        // A conversation that is only the kept prompt cannot shrink
+        // further (what is left over is the turn's images).
+        let just_compacted = state.compacted && self.conversation.len() <= 1;
+        if !just_compacted && self.needs_compaction() {
+            match self.compact(Trigger::InTurn, cancel).await {
+                Ok(()) => {
+                    state.compacted = true;
+                    self.keep_images_with_prompt();
+                }
+                Err(CompactError::Cancelled) => return ControlFlow::Break(StopReason::Cancelled),
+                Err(e @ CompactError::PromptTooLarge { .. }) => {
+                    return ControlFlow::Break(self.refuse_prompt(&e));
+                }
+                Err(CompactError::Empty) => {}
+                Err(e) => tracing::warn!("automatic compaction: {e}"),
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Builds the request from a repaired copy of the history (never in
+    /// place: the turn's prompt index and the journal stay true), with the
+    /// round's tools and the turn's images, and streams it.
+    pub(crate) async fn request(
+        &mut self,
+        state: &mut TurnLoop,
+        cancel: &CancellationToken,
+    ) -> Sent {
+        let mut messages = Vec::with_capacity(self.conversation.len() + 3);
+        messages.push(ChatMessage::System {
+            content: self.system_prompt(),
+        });
+        messages.extend(self.conversation.history().iter().cloned());
+        crate::conversation::repair_history(&mut messages);
+        if let Some(text) = state.correction.take() {
+            messages.push(ChatMessage::assistant(text));
+            messages.push(ChatMessage::user(crate::text_tool_calls::CORRECTION));
+        }
+        let request = ChatRequest {
+            model: state.model.clone(),
+            messages,
+            tools: state.round.specs.clone(),
+            max_tokens: None,
+            cache: state.cache,
+            reasoning_effort: self.reasoning_effort(&state.model),
+        };
+        // Measured without the images, whose tokens are counted apart.
+        let chars = serde_json::to_string(&request.body())
+            .map(|b| b.len())
+            .unwrap_or(0);
+        let shown = images::within_request_limits(&self.turn.images);
+        let size = RequestSize {
+            chars,
+            image_tokens: images::overlay_tokens(&shown),
+        };
+        let request = ChatRequest {
+            messages: images::with_images(request.messages, &shown),
+            ..request
+        };
+        let (result, partial, thought) = self.stream(&request, cancel).await;
+        if !thought.is_empty() {
+            self.record(&Record::Thought { text: thought });
+        }
+        Sent {
+            result,
+            partial,
+            size,
+        }
+    }
+
+    /// A failed request: cancelled, rejected as over the window (compact
+    /// once and ask again: `Continue`), else the turn ends saying why. The
+    /// text already streamed is kept.
+    pub(crate) async fn on_error(
+        &mut self,
+        error: LlmError,
+        partial: String,
+        size: RequestSize,
+        state: &mut TurnLoop,
+        cancel: &CancellationToken,
+    ) -> ControlFlow<StopReason> {
+        match error {
+            LlmError::ContextWindowExceeded { message }
+                if !state.compacted && partial.is_empty() =>
+            {
+                state.compacted = true;
+                self.on_rejected(&message, size, &state.model, cancel).await
+            }
+            LlmError::Cancelled => {
+                if !partial.is_empty() {
+                    self.push_message(ChatMessage::assistant(partial));
+                }
+                ControlFlow::Break(StopReason::Cancelled)
+            }
+            e => {
+                if !partial.is_empty() {
+                    self.push_message(ChatMessage::assistant(partial));
+                }
+                tracing::warn!(error = %e, "model request failed");
+                if let (LlmError::Authentication { .. }, Ok(llm)) = (&e, &self.project.llm) {
+                    self.services.windows.catalogue().refused(llm.config());
+                }
+                let url = self
+                    .project
+                    .llm
+                    .as_ref()
+                    .map(|c| c.chat_url())
+                    .unwrap_or_default();
+                ControlFlow::Break(self.fail(describe_failure(&e, &url)))
+            }
+        }
+    }
+
+    /// The model is the final judge of its window: learn what its error
+    /// told, compact once and ask again.
+    async fn on_rejected(
+        &mut self,
+        message: &str,
+        size: RequestSize,
+        model: &str,
+        cancel: &CancellationToken,
+    ) -> ControlFlow<StopReason> {
+        let rejected = self.meter.calibrated(size.chars);
+        if let Some(told) = crate::compaction::window_from_error(message)
+            && self.meter.told_window(told)
+        {
+            tracing::info!(
+                model,
+                tokens = told,
+                "context window told by the provider's error"
+            );
+        }
+        tracing::info!(rejected, window = ?self.meter.window(), "request over the context window");
+        match self.compact(Trigger::Rejected(rejected), cancel).await {
+            Ok(()) => {
+                self.keep_images_with_prompt();
+                ControlFlow::Continue(())
+            }
+            Err(CompactError::Cancelled) => ControlFlow::Break(StopReason::Cancelled),
+            Err(e @ CompactError::PromptTooLarge { .. }) => {
+                ControlFlow::Break(self.refuse_prompt(&e))
+            }
+            Err(CompactError::Empty) => {
+                let window = self
+                    .meter
+                    .window()
+                    .map_or_else(String::new, |w| format!(" of {w} tokens"));
+                ControlFlow::Break(self.refuse_prompt(&CompactError::Failed(format!(
+                    "the model rejected the request (about {rejected} tokens) as larger than its context window{window}, and there is nothing before your message to summarise. Shorten it or attach less, then send it again"
+                ))))
+            }
+            Err(e) => ControlFlow::Break(self.fail(format!(
+                "\n\n**The conversation no longer fits in the model's context window** and could not be compacted: {e}\n"
+            ))),
+        }
+    }
+
+    /// An answer: its usage billed and metered, a tool call written as
+    /// text retried once, the answer kept; it ends the turn unless it asks
+    /// for tools.
+    pub(crate) async fn on_answer(
+        &mut self,
+        completion: Completion,
+        size: RequestSize,
+        state: &mut TurnLoop,
+        cancel: &CancellationToken,
+    ) -> Answered {
+        // The turn's usage is what the server billed, believed or not.
+        if let Some(usage) = &completion.usage {
+            self.turn
+                .usage
+                .get_or_insert_with(Default::default)
+                .add(usage);
+        }
+        let usage = self.meter.observe(&completion, size).usage;
+        self.charge(
+            &state.model,
+            usage.as_ref(),
+            completion.response_cost,
+            cancel,
+        )
+        .await;
+        if let (Some(usage), Some(window)) = (&usage, self.meter.window()) {
+            // What stays in the conversation: the prompt and the answer
+            // (reasoning is not kept).
+            self.emit_usage(usage.kept(), window);
+        }
+        let Completion {
+            text,
+            tool_calls,
+            finish_reason,
+            ..
+        } = completion;
+        if tool_calls.is_empty()
+            && finish_reason != Some(FinishReason::Length)
+            && self.written_as_text(&text, usage.as_ref(), size, state)
+        {
+            state.correction = Some(text);
+            return Answered::Retry;
+        }
+        self.push_message(ChatMessage::Assistant {
+            content: (!text.is_empty()).then_some(text),
+            tool_calls: tool_calls.clone(),
+        });
+        match &usage {
+            Some(usage) => self.meter.measure(usage, size, self.conversation.len()),
+            None => self.report_estimate(),
+        }
+        if !tool_calls.is_empty() {
+            return Answered::Tools(tool_calls);
+        }
+        Answered::Stop(match finish_reason {
+            Some(FinishReason::Length) => StopReason::MaxTokens,
+            Some(FinishReason::ContentFilter) => {
+                // The client drops the refused exchange; so does the model's view.
+                if let Some(prompt) = &self.turn.prompt {
+                    self.conversation.truncate(prompt.index);
+                }
+                StopReason::Refusal
+            }
+            _ => StopReason::EndTurn,
+        })
+    }
+    /// Whether an answer without tool calls wrote one as text and is to be
+    /// asked again with a correction (once a turn; a second time it is
+    /// shown as text).
+    fn written_as_text(
+        &mut self,
+        text: &str,
+        usage: Option<&maia_llm::Usage>,
+        size: RequestSize,
+        state: &mut TurnLoop,
+    ) -> bool {
+        let Some(what) = crate::text_tool_calls::detect(text, &state.round.names) else {
+            return false;
+        };
+        if state.corrected {
+            self.meter.text_tool_call_shown();
+            tracing::warn!(model = state.model, form = %what, "a tool call came as text again; shown as text");
+            return false;
+        }
+        state.corrected = true;
+        self.meter.text_tool_call_retried();
+        tracing::warn!(model = state.model, form = %what, "a tool call came as text; retrying once with a correction");
+        if let Some(usage) = usage {
+            self.meter.calibrate(usage.prompt_tokens, size.chars);
+        }
+        true
+    }
+}
