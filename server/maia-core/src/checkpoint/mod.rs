@@ -349,15 +349,9 @@ pub struct Checkpoints {
 impl Checkpoints {
     /// The checkpoints of `session` in `cwd`, whose sessions folder is
     /// `sessions` (the store is `sessions/.checkpoints`).
-    /// What an interrupted revert left is removed here ([`restore::sweep`]).
     pub fn new(sessions: &Path, cwd: &Path, session: &str) -> Self {
-        let repo = git::Repo::new(sessions, cwd, session);
-        let swept = restore::sweep(&repo.git_dir);
-        if swept > 0 {
-            tracing::info!("removed what {swept} interrupted revert(s) left");
-        }
         Checkpoints {
-            repo,
+            repo: git::Repo::new(sessions, cwd, session),
             sessions: sessions.to_path_buf(),
             session: session.to_owned(),
             off: None,

@@ -11,13 +11,22 @@ use crate::session::Session;
 use crate::store::Record;
 
 /// The session's checkpoint taker (its store in the project's sessions
-/// folder).
-/// What an interrupted worktree fork left is undone here, in the
-/// background ([`crate::worktree::sweep`]).
-pub(super) fn checkpoints(cwd: &std::path::Path, id: &str) -> checkpoint::Checkpoints {
+/// folder). A top session opening also clears what interrupted operations
+/// left: a revert's staging folders ([`checkpoint::restore::sweep`]) and,
+/// in the background, a worktree fork's ([`crate::worktree::sweep`]); a
+/// `Task` call's child (`top` false) takes no checkpoints and sweeps
+/// nothing.
+pub(super) fn checkpoints(cwd: &std::path::Path, id: &str, top: bool) -> checkpoint::Checkpoints {
     let sessions = crate::store::sessions_dir(cwd);
-    crate::worktree::sweep_in_background(&sessions, cwd);
-    checkpoint::Checkpoints::new(&sessions, cwd, id)
+    let checkpoints = checkpoint::Checkpoints::new(&sessions, cwd, id);
+    if top {
+        crate::worktree::sweep_in_background(&sessions, cwd);
+        let swept = checkpoint::restore::sweep(&checkpoints.repo().git_dir);
+        if swept > 0 {
+            tracing::info!("removed what {swept} interrupted revert(s) left");
+        }
+    }
+    checkpoints
 }
 
 /// A revert the handle sent, with where its answer goes.
