@@ -133,3 +133,46 @@ async fn folders_a_turn_created_go_with_its_undo_when_left_empty() {
     assert!(!maia.path("made").exists(), "{text}");
     assert_eq!(read(&maia.path("empty/mine.txt")), "mine\n");
 }
+
+#[tokio::test]
+async fn the_revert_answer_names_what_it_did_not_restore_and_the_folders_it_removed() {
+    let (mut maia, sid) = Maia::ready().await;
+    write(&maia, "a.txt", "a\n", 0o644);
+    let (message, _) = bash_turn(
+        &mut maia,
+        &sid,
+        "mkdir -p made/deeper sub && echo x > made/deeper/f.txt && echo 'gitdir: nowhere' > sub/.git",
+    )
+    .await;
+    let preview = preview(&mut maia, &sid, &message).await;
+    let cwd = maia.cwd();
+    let abs = |rel: &str| cwd.join(rel).to_string_lossy().into_owned();
+    let folders = &preview["result"]["_meta"]["maia"]["folders"];
+    for rel in ["made", "made/deeper", "sub"] {
+        assert!(
+            folders.as_array().unwrap().contains(&json!(abs(rel))),
+            "{rel}: {preview}"
+        );
+    }
+    let token = preview["result"]["previewToken"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let params = json!({"sessionId": sid, "beforeMessage": {"messageId": message}, "dryRun": false, "previewToken": token});
+    let applied = revert(&mut maia, params).await;
+    let meta = &applied["result"]["_meta"]["maia"];
+    assert_eq!(applied["result"]["reverted"], true, "{applied}");
+    // `sub/` still holds the `.git` file the undo cannot restore: it stays.
+    assert_eq!(
+        meta["removedFolders"],
+        json!([abs("made"), abs("made/deeper")]),
+        "{applied}"
+    );
+    assert_eq!(
+        meta["notRestored"],
+        json!([{"path": abs("sub/.git"), "reason": "git_name"}]),
+        "{applied}"
+    );
+    assert!(!maia.path("made").exists());
+    assert!(maia.path("sub/.git").exists());
+}
