@@ -55,9 +55,9 @@ pub fn records_of_batch(
         before: before.tree.clone(),
         after: after.tree.clone(),
         paths,
-        not_captured: after.not_captured.clone(),
-        before_modes: before.modes.clone(),
-        after_modes: after.modes.clone(),
+        not_captured: after.not_captured().to_vec(),
+        before_modes: before.modes().clone(),
+        after_modes: after.modes().clone(),
         not_restored: Vec::new(),
         created_dirs: Vec::new(),
     };

@@ -322,10 +322,21 @@ impl std::fmt::Display for Off {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub tree: String,
-    pub modes: BTreeMap<String, u32>,
-    pub not_captured: Vec<String>,
-    /// The walk it was taken after: what git could not hold, the folders.
+    /// The walk it was taken after: the exact modes, the files not
+    /// captured, what git could not hold, the folders.
     pub seen: std::sync::Arc<walk::Walk>,
+}
+
+impl Snapshot {
+    /// Full permission bits of the files whose mode git does not keep.
+    pub fn modes(&self) -> &BTreeMap<String, u32> {
+        &self.seen.modes
+    }
+
+    /// Files over the size bound, not captured.
+    pub fn not_captured(&self) -> &[String] {
+        &self.seen.oversize
+    }
 }
 
 /// A session's checkpoint taker: the store, whether it is off (and why),
@@ -409,8 +420,6 @@ impl Checkpoints {
                 self.next_ref += 1;
                 let snapshot = Snapshot {
                     tree,
-                    modes: walk.modes.clone(),
-                    not_captured: walk.oversize.clone(),
                     seen: std::sync::Arc::new(walk),
                 };
                 self.last = Some(snapshot.clone());
@@ -449,8 +458,8 @@ impl Checkpoints {
             .into_iter()
             .map(|c| c.path)
             .collect();
-        for path in before.modes.keys().chain(after.modes.keys()) {
-            if before.modes.get(path) != after.modes.get(path) && !paths.contains(path) {
+        for path in before.modes().keys().chain(after.modes().keys()) {
+            if before.modes().get(path) != after.modes().get(path) && !paths.contains(path) {
                 paths.push(path.clone());
             }
         }

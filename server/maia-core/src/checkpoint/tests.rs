@@ -215,7 +215,7 @@ async fn one_call_of_a_batch_is_reverted_alone_and_big_files_are_named() {
     write(root, "y.txt", "y2\n", 0o644);
     write(root, "big.bin", "0123456789abcdef", 0o644);
     let after = ck.snapshot(&settings).await.unwrap();
-    assert_eq!(after.not_captured, vec!["big.bin".to_owned()]);
+    assert_eq!(after.not_captured(), vec!["big.bin".to_owned()]);
     let paths = changed(&ck, &before, &after).await;
     let calls = [
         ("edit-x".to_owned(), vec![root.join("x.txt")]),
