@@ -31,7 +31,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the Agent Client Protocol on stdin/stdout (what editors start).
-    Acp,
+    Acp(AcpArgs),
     /// Serve the Language Server Protocol on stdin/stdout.
     Lsp,
     /// Connect MAIA to a LiteLLM proxy: URL, key, default model
@@ -42,6 +42,14 @@ pub enum Command {
     /// Run one prompt without an editor: the answer on stdout, tool calls
     /// on stderr (or JSON events on stdout with --json).
     Exec(ExecArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct AcpArgs {
+    /// Answer a client that asks for ACP v2 (the draft, docs/acp.md) in
+    /// v2; without it every client gets v1.
+    #[arg(long)]
+    pub protocol_v2: bool,
 }
 
 #[derive(Debug, Args, Default)]
@@ -134,7 +142,15 @@ mod tests {
     #[test]
     fn parses_what_editors_run() {
         let cli = p(&["acp"]).unwrap();
-        assert!(matches!(cli.command, Command::Acp));
+        assert!(matches!(
+            cli.command,
+            Command::Acp(AcpArgs { protocol_v2: false })
+        ));
+        let cli = p(&["acp", "--protocol-v2"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Acp(AcpArgs { protocol_v2: true })
+        ));
         assert_eq!(cli.model, None);
         let cli = p(&["acp", "--model", "m"]).unwrap();
         assert_eq!(cli.model.as_deref(), Some("m"));

@@ -45,12 +45,15 @@ fn main() -> ExitCode {
     // HTTPS to the model endpoint uses rustls with the ring provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
-        cli::Command::Acp | cli::Command::Lsp => {
+        cli::Command::Acp(_) | cli::Command::Lsp => {
             if let Err(e) = logging::init() {
                 eprintln!("maia: cannot set up logging: {e}");
             }
-            let lsp = matches!(cli.command, cli::Command::Lsp);
-            match serve(lsp, cli::engine_options(cli.model)) {
+            let (lsp, v2) = match &cli.command {
+                cli::Command::Acp(args) => (false, args.protocol_v2),
+                _ => (true, false),
+            };
+            match serve((lsp, v2), cli::engine_options(cli.model)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e:#}");
@@ -138,7 +141,10 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-fn serve(lsp: bool, options: maia_core::EngineOptions) -> anyhow::Result<()> {
+fn serve(
+    (lsp, protocol_v2): (bool, bool),
+    options: maia_core::EngineOptions,
+) -> anyhow::Result<()> {
     // The path an editor's terminal starts (`maia __terminal`), found now,
     // while the file surely is the running binary.
     if maia_tools::process::maia_exe().is_none() {
@@ -152,7 +158,7 @@ fn serve(lsp: bool, options: maia_core::EngineOptions) -> anyhow::Result<()> {
             anyhow::Ok(())
         })?;
     } else {
-        runtime.block_on(acp::serve_stdio(options))?;
+        runtime.block_on(acp::serve_stdio(options, protocol_v2))?;
     }
     // Do not wait for stray blocking tasks (a Grep walk) at exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));

@@ -20,6 +20,9 @@ pub(super) type Pending = Arc<Mutex<std::collections::BTreeMap<TurnId, Id>>>;
 
 impl Agent {
     pub(super) fn send_update(&self, session_id: &str, update: SessionUpdate) {
+        if self.wire.is_v2() {
+            return super::v2::turn::send(&self.conn, session_id, update);
+        }
         match convert::notification(session_id, update) {
             Ok(params) => self.conn.notify("session/update", params),
             Err(e) => tracing::error!("cannot encode an update: {e}"),
@@ -76,6 +79,8 @@ pub(super) struct Forwarder {
     /// The running turn's prompt id, once saved (`_meta.maia.userMessageId`
     /// of the prompt's answer).
     pub(super) user_message: Mutex<Option<String>>,
+    /// What a v2 client's session keeps besides (`None` on v1).
+    pub(super) v2: Option<Arc<super::v2::turn::SessionV2>>,
 }
 
 impl Forwarder {
@@ -96,7 +101,16 @@ impl Forwarder {
     }
 
     pub(super) fn notify(&self, update: SessionUpdate) {
-        match convert::notification(&self.session_id, update) {
+        self.notify_as(&self.session_id, update);
+    }
+
+    /// Sends `update` as the session `session_id`'s (a child's, for a
+    /// subagent), in the connection's protocol version.
+    fn notify_as(&self, session_id: &str, update: SessionUpdate) {
+        if self.v2.is_some() {
+            return super::v2::turn::send(&self.conn, session_id, update);
+        }
+        match convert::notification(session_id, update) {
             Ok(params) => self.conn.notify("session/update", params),
             Err(e) => tracing::error!("cannot encode an update: {e}"),
         }
@@ -104,6 +118,13 @@ impl Forwarder {
 
     /// Sends what `event` means to the client; never waits.
     pub(super) fn forward(&self, event: Event) {
+        let event = match &self.v2 {
+            Some(v2) => match self.forward_v2(v2, event) {
+                Some(event) => event,
+                None => return,
+            },
+            None => event,
+        };
         match event {
             Event::TurnStarted(turn) => *lock(&self.turn) = Some(turn),
             Event::TurnEnded(stop) => {
@@ -141,7 +162,14 @@ impl Forwarder {
                 }
                 // Queued now, in order with this turn's other messages (so
                 // never after its response); answered on a task.
-                let answer = match convert::permission_request(&self.session_id, &request) {
+                let params = match &self.v2 {
+                    Some(v2) => {
+                        super::v2::turn::requires_action(&self.conn, &self.session_id);
+                        super::v2::update::permission_request(&self.session_id, &request, &v2.cwd)
+                    }
+                    None => convert::permission_request(&self.session_id, &request),
+                };
+                let answer = match params {
                     Ok(params) => Some(
                         self.conn
                             .start_request("session/request_permission", params),
@@ -153,6 +181,7 @@ impl Forwarder {
                 };
                 let (conn, session_id) = (self.conn.clone(), self.session_id.clone());
                 let asked = self.asked.clone();
+                let v2 = self.v2.is_some();
                 let key = answer.as_ref().and_then(|a| a.id()).map(str::to_owned);
                 if let Some(key) = &key {
                     lock(&asked).push(key.clone());
@@ -172,6 +201,9 @@ impl Forwarder {
                         (&conn, &session_id, &view.id, &view.title),
                     )
                     .await;
+                    if v2 && !matches!(reply, maia_core::PermissionReply::Cancelled) {
+                        super::v2::turn::running(&conn, &session_id);
+                    }
                     let _ = request.reply.send(reply);
                 });
             }
@@ -206,10 +238,7 @@ impl Forwarder {
                     (true, thinking),
                 );
                 for (id, update) in sent {
-                    match convert::notification(&id, update) {
-                        Ok(params) => self.conn.notify("session/update", params),
-                        Err(e) => tracing::error!("cannot encode an update: {e}"),
-                    }
+                    self.notify_as(&id, update);
                 }
             }
             Event::Thought { .. } if !self.choices.lock().show_thinking => {}

@@ -38,6 +38,7 @@ mod steer;
 mod subagents;
 mod tasks;
 mod terminal;
+mod v2;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -61,13 +62,16 @@ use tokio::task::JoinHandle;
 /// answered `cancelled` while the output is open, sessions stop (their
 /// commands and MCP servers killed, journals closed) and the output is
 /// flushed before returning.
-pub async fn serve_stdio(options: EngineOptions) -> anyhow::Result<()> {
+///
+/// With `protocol_v2`, a client asking for ACP v2 (the draft) gets it
+/// (`v2`); any other gets v1.
+pub async fn serve_stdio(options: EngineOptions, protocol_v2: bool) -> anyhow::Result<()> {
     let (conn, mut incoming, writer) = maia_rpc::serve_blocking_writer(
         tokio::io::stdin(),
         std::io::stdout(),
         maia_rpc::framing::DEFAULT_MAX_LINE,
     );
-    let agent = Arc::new(Agent::new(conn.clone(), Engine::new(options)));
+    let agent = Arc::new(Agent::new(conn.clone(), Engine::new(options), protocol_v2));
     let mut stop = crate::signals::Stop::new()?;
     loop {
         tokio::select! {
@@ -109,6 +113,8 @@ struct SessionEntry {
     /// Cancelled when the session's pump has ended (the session stopped and
     /// its last prompt was answered).
     done: tokio_util::sync::CancellationToken,
+    /// What a v2 client's session keeps besides (`None` on v1).
+    v2: Option<Arc<v2::turn::SessionV2>>,
 }
 
 /// How long `session/close` waits for the session to stop.
@@ -159,6 +165,8 @@ struct Agent {
     /// The folder of the last `session/new` refused with `auth_required`
     /// (what `authenticate` checks; else the user's settings alone).
     auth_cwd: Mutex<Option<PathBuf>>,
+    /// The protocol version this connection speaks.
+    wire: v2::Wire,
 }
 
 /// Sessions per `session/list` page.
@@ -181,7 +189,7 @@ fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, RpcError> {
 }
 
 impl Agent {
-    fn new(conn: Connection, engine: Engine) -> Self {
+    fn new(conn: Connection, engine: Engine, protocol_v2: bool) -> Self {
         Agent {
             conn,
             engine,
@@ -191,6 +199,7 @@ impl Agent {
             pumps: Mutex::new(Vec::new()),
             known_cwds: Mutex::new(BTreeSet::new()),
             auth_cwd: Mutex::new(None),
+            wire: v2::Wire::new(protocol_v2),
         }
     }
 
@@ -216,6 +225,13 @@ impl Agent {
     }
 
     fn handle_request_now(self: &Arc<Self>, id: Id, method: &str, params: Value) {
+        if self.wire.speaks_v2(method, &params) {
+            return self.handle_v2(id, method, params);
+        }
+        self.handle_v1(id, method, params)
+    }
+
+    fn handle_v1(self: &Arc<Self>, id: Id, method: &str, params: Value) {
         if method == steer::METHOD {
             return self.steer(id, params);
         }

@@ -306,6 +306,10 @@ impl Agent {
             asked: Default::default(),
             usage: Default::default(),
             user_message: Default::default(),
+            v2: self
+                .wire
+                .is_v2()
+                .then(|| super::v2::turn::SessionV2::new(cwd.clone())),
         };
         let fork_cursors: Vec<String> = match how {
             Open::Fork { .. } => replay
@@ -335,13 +339,18 @@ impl Agent {
                 forwarder.forward(event);
             }
         }
-        let result = how.response(&session_id, modes, options);
+        let mut result = how.response(&session_id, modes, options);
+        if self.wire.is_v2() {
+            let resumed = matches!(how, Open::Load(_) | Open::Resume(_));
+            result = super::v2::open_response(result, resumed);
+        }
         let done = tokio_util::sync::CancellationToken::new();
         let entry = Arc::new(SessionEntry {
             handle: handle.clone(),
             pending: forwarder.pending.clone(),
             choices,
             done: done.clone(),
+            v2: forwarder.v2.clone(),
         });
         // Registered before the answer is written: a request sent the
         // instant the answer arrives finds the session.

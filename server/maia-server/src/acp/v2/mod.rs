@@ -1,0 +1,213 @@
+//! ACP v2 (the draft) beside v1 on one connection: which version this
+//! connection speaks, `initialize`'s negotiation, and the v2 requests read
+//! with the schema crate's `v2` types and served by the v1 paths (the
+//! engine never learns the version).
+//!
+//! A client is answered in v2 only when MAIA runs with `--protocol-v2`
+//! (the draft asks implementers to gate v2 behind a flag as well as the
+//! negotiation) and its `initialize` asks for version 2 or later; every
+//! other client gets v1 exactly as before. Requests whose v2 params and
+//! answer are spelled as in v1 (`session/close`, `session/list`,
+//! `session/delete`, `session/set_config_option`, MAIA's `_session/*`
+//! extensions) are checked against their v2 type and handed to the v1 path;
+//! `initialize`, `session/new`, `session/resume` (with `replayFrom`: v1's
+//! load) and `session/prompt` have their own shapes here and in `turn`. The
+//! updates are turned into v2 in `update`.
+
+pub(super) mod turn;
+pub(super) mod update;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use agent_client_protocol_schema::v2::{
+    self, AgentCapabilities, Implementation, InitializeResponse, PromptCapabilities,
+    PromptEmbeddedContextCapabilities, PromptImageCapabilities,
+    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionDeleteCapabilities,
+};
+use agent_client_protocol_schema::{ProtocolVersion, v1};
+use maia_rpc::{ErrorCode, Id, RpcError};
+use serde_json::Value;
+
+use super::{Agent, invalid_params, to_value};
+
+/// The protocol version of one connection.
+#[derive(Default)]
+pub(super) struct Wire {
+    /// MAIA runs with `--protocol-v2`: a client asking for v2 gets it.
+    offered: bool,
+    /// This connection's `initialize` chose v2.
+    chosen: AtomicBool,
+}
+
+impl Wire {
+    pub(super) fn new(offered: bool) -> Self {
+        Wire {
+            offered,
+            chosen: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether this connection speaks v2.
+    pub(super) fn is_v2(&self) -> bool {
+        self.chosen.load(Ordering::Acquire)
+    }
+
+    /// Whether the request `method` (`params`) is read as v2: on a v2
+    /// connection every one; before it, an `initialize` asking for v2 when
+    /// MAIA offers it.
+    pub(super) fn speaks_v2(&self, method: &str, params: &Value) -> bool {
+        self.is_v2()
+            || (self.offered
+                && method == "initialize"
+                && params
+                    .get("protocolVersion")
+                    .and_then(Value::as_u64)
+                    .is_some_and(|v| v >= u64::from(ProtocolVersion::V2.as_u16())))
+    }
+}
+
+/// `value` read as `T` (the same JSON in both versions), or an
+/// invalid-params error naming `what`.
+fn reread<T: serde::de::DeserializeOwned>(
+    value: &impl serde::Serialize,
+    what: &str,
+) -> Result<T, RpcError> {
+    serde_json::to_value(value)
+        .and_then(serde_json::from_value)
+        .map_err(|e| invalid_params(format!("{what} is not served on ACP v2: {e}")))
+}
+
+/// v2 requests answered through the v1 path unchanged.
+const SAME_AS_V1: [&str; 4] = [
+    "session/close",
+    "session/list",
+    "session/delete",
+    "session/set_config_option",
+];
+
+impl Agent {
+    /// A request on a v2 connection (or v2's `initialize`).
+    pub(super) fn handle_v2(self: &Arc<Self>, id: Id, method: &str, params: Value) {
+        if method.starts_with("_session/") {
+            // MAIA's own extensions: one shape in both versions.
+            return self.handle_v1(id, method, params);
+        }
+        let request = match v2::ClientRequest::from_method_and_params(method, &params) {
+            Ok(request) => request,
+            Err(agent_client_protocol_schema::MethodDispatchError::UnknownMethod { .. }) => {
+                let error = RpcError::new(
+                    ErrorCode::MethodNotFound,
+                    format!("method not found: {method}"),
+                );
+                return self.conn.respond(id, Err(error));
+            }
+            Err(e) => {
+                let error = invalid_params(format!("invalid params for {method}: {e}"));
+                return self.conn.respond(id, Err(error));
+            }
+        };
+        if let v2::ClientRequest::InitializeRequest(req) = request {
+            return self.conn.respond(id, self.initialize_v2(&req));
+        }
+        if self.client_caps().is_none() {
+            let error = RpcError::new(
+                ErrorCode::InvalidRequest,
+                "the connection is not initialized: call `initialize` first",
+            );
+            return self.conn.respond(id, Err(error));
+        }
+        let opened = match request {
+            v2::ClientRequest::NewSessionRequest(req) => {
+                reread(&req, "this session/new").map(v1::ClientRequest::NewSessionRequest)
+            }
+            v2::ClientRequest::ResumeSessionRequest(req) => resume_as_v1(&req),
+            v2::ClientRequest::PromptRequest(req) => {
+                if let Err(e) = self.prompt_v2(&id, *req) {
+                    self.conn.respond(id, Err(e));
+                }
+                return;
+            }
+            _ if SAME_AS_V1.contains(&method) => return self.handle_v1(id, method, params),
+            _ => {
+                let error = RpcError::new(
+                    ErrorCode::MethodNotFound,
+                    format!("{method} is not served on ACP v2 yet"),
+                );
+                return self.conn.respond(id, Err(error));
+            }
+        };
+        match opened.map(super::open::OpenRequest::from_request) {
+            Ok(Some(open)) => self.spawn_open(id, open),
+            Ok(None) => {}
+            Err(e) => self.conn.respond(id, Err(e)),
+        }
+    }
+
+    /// v2's `initialize`: the connection speaks v2 from now on. v2 clients
+    /// offer no file system, terminal or form: MAIA reads and writes files
+    /// and runs commands itself (their output is the tool call's).
+    fn initialize_v2(&self, req: &v2::InitializeRequest) -> Result<Value, RpcError> {
+        if let Ok(mut client) = self.client.lock() {
+            *client = Some(v1::ClientCapabilities::default());
+        }
+        self.wire.chosen.store(true, Ordering::Release);
+        tracing::info!(client = %req.info.name, asked = %req.protocol_version, "initialized (ACP v2)");
+        to_value(&initialize_response())
+    }
+}
+
+/// What MAIA serves on v2: the baseline session methods (`{}`), images and
+/// embedded context in prompts, extra folders, `session/delete`; MAIA's
+/// extensions in `_meta` as on v1.
+fn initialize_response() -> InitializeResponse {
+    let session = SessionCapabilities::new()
+        .prompt(
+            PromptCapabilities::new()
+                .image(PromptImageCapabilities::new())
+                .embedded_context(PromptEmbeddedContextCapabilities::new()),
+        )
+        .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
+        .delete(SessionDeleteCapabilities::new());
+    InitializeResponse::new(
+        ProtocolVersion::V2,
+        Implementation::new("maia", env!("CARGO_PKG_VERSION")).title("MAIA"),
+    )
+    .capabilities(AgentCapabilities::new().session(session))
+    .meta(super::meta())
+}
+
+/// v2's `session/resume`: with `replayFrom: {type: start}` it replays the
+/// history as v1's `session/load` does; without, v1's resume.
+fn resume_as_v1(req: &v2::ResumeSessionRequest) -> Result<v1::ClientRequest, RpcError> {
+    let mut params = serde_json::to_value(req)
+        .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?;
+    let replay = params
+        .as_object_mut()
+        .and_then(|p| p.remove("replayFrom"))
+        .filter(|r| !r.is_null());
+    match replay {
+        None => reread(&params, "this session/resume").map(v1::ClientRequest::ResumeSessionRequest),
+        Some(from) if from["type"] == "start" => {
+            reread(&params, "this session/resume").map(v1::ClientRequest::LoadSessionRequest)
+        }
+        Some(from) => Err(invalid_params(format!(
+            "replayFrom {from} is not served: only {{\"type\": \"start\"}}"
+        ))),
+    }
+}
+
+/// The answer to an open in v2's shape: `session/new`'s (`sessionId`,
+/// `configOptions`) or `session/resume`'s (`configOptions`); v1's modes
+/// are the `mode` config option there.
+pub(super) fn open_response(
+    result: Result<Value, RpcError>,
+    resumed: bool,
+) -> Result<Value, RpcError> {
+    let value = result?;
+    if resumed {
+        to_value(&reread::<v2::ResumeSessionResponse>(&value, "the answer")?)
+    } else {
+        to_value(&reread::<v2::NewSessionResponse>(&value, "the answer")?)
+    }
+}
