@@ -118,9 +118,9 @@ impl Agent {
             return self.conn.respond(id, Err(error));
         }
         let opened = match request {
-            v2::ClientRequest::NewSessionRequest(req) => {
-                reread(&req, "this session/new").map(v1::ClientRequest::NewSessionRequest)
-            }
+            v2::ClientRequest::NewSessionRequest(req) => open_params(&req)
+                .and_then(|p| reread(&p, "this session/new"))
+                .map(v1::ClientRequest::NewSessionRequest),
             v2::ClientRequest::ResumeSessionRequest(req) => resume_as_v1(&req),
             v2::ClientRequest::PromptRequest(req) => {
                 if let Err(e) = self.prompt_v2(&id, *req) {
@@ -180,8 +180,7 @@ fn initialize_response() -> InitializeResponse {
 /// v2's `session/resume`: with `replayFrom: {type: start}` it replays the
 /// history as v1's `session/load` does; without, v1's resume.
 fn resume_as_v1(req: &v2::ResumeSessionRequest) -> Result<v1::ClientRequest, RpcError> {
-    let mut params = serde_json::to_value(req)
-        .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?;
+    let mut params = open_params(req)?;
     let replay = params
         .as_object_mut()
         .and_then(|p| p.remove("replayFrom"))
@@ -195,6 +194,19 @@ fn resume_as_v1(req: &v2::ResumeSessionRequest) -> Result<v1::ClientRequest, Rpc
             "replayFrom {from} is not served: only {{\"type\": \"start\"}}"
         ))),
     }
+}
+
+/// An open's params as v1 reads them (v2 leaves out an empty
+/// `mcpServers`, v1 requires it).
+fn open_params(req: &impl serde::Serialize) -> Result<Value, RpcError> {
+    let mut params = serde_json::to_value(req)
+        .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?;
+    if let Some(object) = params.as_object_mut() {
+        object
+            .entry("mcpServers")
+            .or_insert_with(|| Value::Array(Vec::new()));
+    }
+    Ok(params)
 }
 
 /// The answer to an open in v2's shape: `session/new`'s (`sessionId`,

@@ -1,0 +1,388 @@
+//! ACP v2 (the draft) beside v1 (issue 33): `maia acp --protocol-v2`
+//! answers a client asking for v2 in v2 and every other client in v1.
+//! Every v2 message MAIA sends or accepts here is validated against the
+//! draft's JSON schema (`fixtures/acp-v2/`, a copy with its source commit).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use maia_test_support as mock;
+use serde_json::{Value, json};
+
+use crate::harness::{Maia, Options, choose};
+
+/// The draft schema's validator for its definition `def`.
+fn validator(def: &str) -> Arc<jsonschema::Validator> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(v) = cache.lock().unwrap().get(def) {
+        return v.clone();
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../protocol-tests/fixtures/acp-v2/schema.json");
+    let mut root: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let object = root.as_object_mut().unwrap();
+    object.remove("anyOf");
+    object.insert("$ref".into(), json!(format!("#/$defs/{def}")));
+    let built = Arc::new(jsonschema::options().build(&root).unwrap());
+    cache.lock().unwrap().insert(def.to_owned(), built.clone());
+    built
+}
+
+/// Fails unless `value` is a valid `def` of the v2 draft.
+fn check(def: &str, value: &Value) {
+    let errors: Vec<String> = validator(def)
+        .iter_errors(value)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "not a valid v2 {def}: {errors:#?}\n{value}"
+    );
+}
+
+/// Validates a message MAIA sent that is not a response.
+fn check_sent(m: &Value) {
+    match m["method"].as_str() {
+        Some("session/update") => check("UpdateSessionNotification", &m["params"]),
+        Some("session/request_permission") => check("RequestPermissionRequest", &m["params"]),
+        // MAIA's own extensions (`_…`) are outside the schema.
+        Some(method) => assert!(method.starts_with('_'), "a v1-only message on v2: {m}"),
+        None => {}
+    }
+}
+
+fn v2_options() -> Options {
+    Options {
+        args: vec!["--protocol-v2".into()],
+        ..Options::default()
+    }
+}
+
+fn v2_initialize_params() -> Value {
+    json!({"protocolVersion": 2, "info": {"name": "protocol-tests", "version": "1"}, "capabilities": {}})
+}
+
+/// A client of MAIA that speaks v2 and checks every message.
+struct V2 {
+    maia: Maia,
+}
+
+impl V2 {
+    async fn start() -> V2 {
+        let mut maia = Maia::start_with(v2_options()).await;
+        let params = v2_initialize_params();
+        check("InitializeRequest", &params);
+        let id = maia.request("initialize", params).await;
+        let (resp, _) = maia.response(id).await;
+        assert_eq!(resp["result"]["protocolVersion"], 2, "{resp}");
+        check("InitializeResponse", &resp["result"]);
+        V2 { maia }
+    }
+
+    async fn call(&mut self, method: &str, params: Value, request_def: &str) -> u64 {
+        check(request_def, &params);
+        self.maia.request(method, params).await
+    }
+
+    /// The response to `id` (checked as `def`), answering permission
+    /// questions with `answer`; the messages before it, each checked.
+    async fn response(
+        &mut self,
+        id: u64,
+        def: &str,
+        mut answer: impl FnMut(&Value) -> Option<Value>,
+    ) -> (Value, Vec<Value>) {
+        let (resp, before) = self
+            .maia
+            .response_with(id, |m| {
+                let result = answer(m)?;
+                check("RequestPermissionResponse", &result);
+                Some(result)
+            })
+            .await;
+        before.iter().for_each(check_sent);
+        if resp.get("error").is_none() {
+            check(def, &resp["result"]);
+        }
+        (resp, before)
+    }
+
+    async fn new_session(&mut self) -> String {
+        let cwd = self.maia.cwd();
+        let id = self
+            .call("session/new", json!({"cwd": cwd}), "NewSessionRequest")
+            .await;
+        let (resp, _) = self.response(id, "NewSessionResponse", |_| None).await;
+        resp["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {resp}"))
+            .to_owned()
+    }
+
+    /// Waits for `state_update: idle` (answering permission questions with
+    /// `answer`); the messages up to it, each checked.
+    async fn until_idle(&mut self, mut answer: impl FnMut(&Value) -> Option<Value>) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let m = self.maia.next().await;
+            check_sent(&m);
+            if m["method"] == "session/request_permission"
+                && let Some(result) = answer(&m)
+            {
+                check("RequestPermissionResponse", &result);
+                self.maia.respond(&m["id"], result).await;
+            }
+            let idle = m["params"]["update"]["sessionUpdate"] == "state_update"
+                && m["params"]["update"]["state"] == "idle";
+            seen.push(m);
+            if idle {
+                return seen;
+            }
+        }
+    }
+
+    /// Prompts `sid` with `text` and follows the turn to `idle`: the
+    /// messages from the prompt on (its response among them).
+    async fn turn(
+        &mut self,
+        sid: &str,
+        text: &str,
+        answer: impl FnMut(&Value) -> Option<Value>,
+    ) -> Vec<Value> {
+        let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]});
+        let id = self.call("session/prompt", params, "PromptRequest").await;
+        let seen = self.until_idle(answer).await;
+        let resp = seen
+            .iter()
+            .find(|m| m.get("method").is_none() && m["id"] == json!(id))
+            .unwrap_or_else(|| panic!("the prompt was not answered before idle: {seen:#?}"));
+        check("PromptResponse", &resp["result"]);
+        seen
+    }
+}
+
+/// The tool call ids, in the order of their first update.
+fn call_ids(messages: &[Value]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for u in messages.iter().map(|m| &m["params"]["update"]) {
+        if u["sessionUpdate"] == "tool_call_update" {
+            let id = u["toolCallId"].as_str().unwrap().to_owned();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    ids
+}
+
+fn states(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "state_update")
+        .map(|m| m["params"]["update"]["state"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn position(messages: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    messages
+        .iter()
+        .position(pred)
+        .unwrap_or_else(|| panic!("not found among {messages:#?}"))
+}
+
+fn tool_updates<'a>(messages: &'a [Value], call: &str) -> Vec<&'a Value> {
+    messages
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == call)
+        .collect()
+}
+
+/// The file changes shown for `call`.
+fn diffs(messages: &[Value], call: &str) -> Vec<Value> {
+    tool_updates(messages, call)
+        .into_iter()
+        .filter_map(|u| u["content"].as_array())
+        .flatten()
+        .filter(|c| c["type"] == "diff")
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn only_a_client_asking_for_v2_of_a_maia_offering_it_gets_v2() {
+    // Offered and asked: v2.
+    let v2 = V2::start().await;
+    drop(v2);
+    // Asked but not offered: v1, exactly as to a v1 client.
+    let mut plain = Maia::start().await;
+    let id = plain.request("initialize", v2_initialize_params()).await;
+    let (asked_v2, _) = plain.response(id).await;
+    assert_eq!(asked_v2["result"]["protocolVersion"], 1, "{asked_v2}");
+    let v1_plain = plain.initialize().await;
+    // Offered, not asked: the v1 answer of a MAIA that does not offer v2.
+    let mut offered = Maia::start_with(v2_options()).await;
+    let v1_offered = offered.initialize().await;
+    assert_eq!(v1_offered["result"], v1_plain["result"]);
+    assert_eq!(v1_offered["result"]["protocolVersion"], 1);
+    assert!(v1_offered["result"]["agentCapabilities"]["loadSession"] == true);
+    // The v1 session goes on in v1 shapes.
+    let sid = offered.new_session().await;
+    let (resp, seen) = offered.answered_turn(&sid, "hi", "hello").await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    assert!(
+        seen.iter()
+            .all(|m| m["params"]["update"]["sessionUpdate"] != "state_update"),
+        "{seen:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_v2_turn_is_acknowledged_then_reports_its_state_messages_and_file_changes() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    std::fs::write(client.maia.path("old.txt"), "alpha\nbeta\n").unwrap();
+    client.maia.mock.push(mock::tool_calls_reply(&[
+        ("call_r", "Read", json!({"file_path": "old.txt"})),
+        (
+            "call_w",
+            "Write",
+            json!({"file_path": "new.txt", "content": "fresh\n"}),
+        ),
+    ]));
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_e",
+        "Edit",
+        json!({"file_path": "old.txt", "old_string": "beta", "new_string": "BETA"}),
+    )]));
+    client.maia.mock.push(mock::text_reply("all done"));
+    let mut asked = Vec::new();
+    let seen = client
+        .turn(&sid, "change the files", |m| {
+            asked.push(m["params"].clone());
+            choose("allow_once")(m)
+        })
+        .await;
+    // Acknowledged with the message id, then the message, then running.
+    let ack = position(&seen, |m| m.get("method").is_none());
+    let user = position(&seen, |m| {
+        m["params"]["update"]["sessionUpdate"] == "user_message"
+    });
+    let message_id = &seen[ack]["result"]["messageId"];
+    assert!(message_id.is_string(), "{:?}", seen[ack]);
+    assert_eq!(&seen[user]["params"]["update"]["messageId"], message_id);
+    assert_eq!(
+        seen[user]["params"]["update"]["content"],
+        json!([{"type": "text", "text": "change the files"}])
+    );
+    assert!(ack < user, "{seen:#?}");
+    let first_state = states(&seen);
+    assert_eq!(
+        first_state.first().map(String::as_str),
+        Some("running"),
+        "{seen:#?}"
+    );
+    // Each question is framed by requires_action and running; the turn
+    // ends idle with its stop reason.
+    let mut framed = vec!["running"];
+    for _ in &asked {
+        framed.extend(["requires_action", "running"]);
+    }
+    framed.push("idle");
+    assert_eq!(first_state, framed, "{seen:#?}");
+    let idle = &seen.last().unwrap()["params"]["update"];
+    assert_eq!(idle["stopReason"], "end_turn", "{idle}");
+    // Text as chunks of one message id.
+    let chunks: Vec<&Value> = seen
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .collect();
+    let text: String = chunks
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "all done");
+    assert!(
+        chunks
+            .iter()
+            .all(|u| u["messageId"] == chunks[0]["messageId"])
+    );
+    // Tool calls are upserts: the first carries title and kind.
+    let ids = call_ids(&seen);
+    assert_eq!(ids.len(), 3, "{seen:#?}");
+    let read = tool_updates(&seen, &ids[0]);
+    assert_eq!(read[0]["kind"], "read", "{read:?}");
+    assert!(read[0]["title"].is_string(), "{read:?}");
+    assert_eq!(read.last().unwrap()["status"], "completed", "{read:?}");
+    assert!(
+        seen.iter()
+            .all(|m| m["params"]["update"]["sessionUpdate"] != "tool_call"),
+        "v1's tool_call on v2"
+    );
+    // File changes: a new file is an `add`, an edit a `modify`, each with
+    // its git patch.
+    let new_path = client.maia.path("new.txt");
+    let added = diffs(&seen, &ids[1]);
+    assert!(!added.is_empty(), "{seen:#?}");
+    let change = &added[0]["changes"][0];
+    assert_eq!(change["operation"], "add", "{added:?}");
+    assert_eq!(change["path"], json!(new_path));
+    let patch = added[0]["patch"]["text"].as_str().unwrap();
+    assert_eq!(added[0]["patch"]["format"], "git_patch");
+    assert!(
+        patch.contains("new file mode 100644") && patch.contains("+fresh"),
+        "{patch}"
+    );
+    let modified = diffs(&seen, &ids[2]);
+    assert_eq!(
+        modified[0]["changes"][0]["operation"], "modify",
+        "{modified:?}"
+    );
+    let patch = modified[0]["patch"]["text"].as_str().unwrap();
+    assert!(patch.contains("-beta\n+BETA\n"), "{patch}");
+    assert_eq!(std::fs::read_to_string(&new_path).unwrap(), "fresh\n");
+    assert_eq!(
+        std::fs::read_to_string(client.maia.path("old.txt")).unwrap(),
+        "alpha\nBETA\n"
+    );
+    // The questions carry a title and their subject: the tool call.
+    assert_eq!(asked.len(), 3, "{asked:#?}");
+    for question in &asked {
+        assert!(question["title"].is_string(), "{question}");
+        assert_eq!(question["subject"]["type"], "tool_call", "{question}");
+    }
+    for (question, id) in asked.iter().zip(&ids) {
+        assert_eq!(question["subject"]["toolCall"]["toolCallId"], json!(id));
+    }
+}
+
+#[tokio::test]
+async fn a_command_question_names_the_command_as_its_subject() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_b",
+        "Bash",
+        json!({"command": "echo hi > said.txt"}),
+    )]));
+    client.maia.mock.push(mock::text_reply("ran it"));
+    let mut asked = Vec::new();
+    let seen = client
+        .turn(&sid, "run it", |m| {
+            asked.push(m["params"].clone());
+            choose("allow_once")(m)
+        })
+        .await;
+    let subject = &asked[0]["subject"];
+    assert_eq!(subject["type"], "command", "{subject}");
+    assert_eq!(subject["command"], "echo hi > said.txt");
+    assert_eq!(subject["toolCallId"], json!(call_ids(&seen)[0]));
+    assert_eq!(subject["cwd"], json!(client.maia.cwd()));
+    assert_eq!(
+        std::fs::read_to_string(client.maia.path("said.txt")).unwrap(),
+        "hi\n"
+    );
+}
