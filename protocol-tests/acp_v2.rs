@@ -115,6 +115,9 @@ impl V2 {
             .call("session/new", json!({"cwd": cwd}), "NewSessionRequest")
             .await;
         let (resp, _) = self.response(id, "NewSessionResponse", |_| None).await;
+        // The model and the mode, as config options.
+        let options = &resp["result"]["configOptions"];
+        assert_eq!(options[1]["configId"], "mode", "{resp}");
         resp["result"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no session: {resp}"))
@@ -385,4 +388,284 @@ async fn a_command_question_names_the_command_as_its_subject() {
         std::fs::read_to_string(client.maia.path("said.txt")).unwrap(),
         "hi\n"
     );
+}
+
+#[test]
+fn the_schema_fixture_rejects_what_is_not_v2() {
+    // v1's chunk (no `messageId`) and v1's `tool_call` are not v2 updates.
+    let v1_chunk = json!({"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": "x"}}});
+    assert!(
+        validator("UpdateSessionNotification")
+            .iter_errors(&v1_chunk)
+            .count()
+            > 0
+    );
+    let v1_permission = json!({"sessionId": "s", "toolCall": {"toolCallId": "t"},
+        "options": []});
+    assert!(
+        validator("RequestPermissionRequest")
+            .iter_errors(&v1_permission)
+            .count()
+            > 0
+    );
+}
+
+/// A model request with the folders of its run replaced by names, and
+/// nothing of the session's own ids.
+fn normalized(request: &Value, maia: &Maia) -> String {
+    let home = maia.home.path().to_string_lossy().into_owned();
+    let cwd = maia.cwd().to_string_lossy().into_owned();
+    request["messages"]
+        .to_string()
+        .replace(&cwd, "<cwd>")
+        .replace(&home, "<home>")
+}
+
+/// The scripted turn both clients run: read, write, edit, answer.
+fn script(maia: &Maia) {
+    std::fs::write(maia.path("old.txt"), "alpha\nbeta\n").unwrap();
+    maia.mock.push(mock::tool_calls_reply(&[
+        ("call_r", "Read", json!({"file_path": "old.txt"})),
+        (
+            "call_w",
+            "Write",
+            json!({"file_path": "new.txt", "content": "fresh\n"}),
+        ),
+    ]));
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "call_e",
+        "Edit",
+        json!({"file_path": "old.txt", "old_string": "beta", "new_string": "BETA"}),
+    )]));
+    maia.mock.push(mock::text_reply("all done"));
+}
+
+fn files(maia: &Maia) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = std::fs::read_dir(maia.cwd())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_file())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read_to_string(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test]
+async fn the_same_turn_over_v1_and_v2_changes_the_same_files_and_asks_the_model_the_same() {
+    // Two clients of two processes of one MAIA offering v2: each gets its
+    // own shapes.
+    let mut v1 = Maia::start_with(v2_options()).await;
+    v1.initialize().await;
+    let v1_sid = v1.new_session().await;
+    script(&v1);
+    let id = v1.prompt(&v1_sid, "change the files").await;
+    let (resp, v1_seen) = v1.response_with(id, choose("allow_once")).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let v1_kinds: Vec<&str> = v1_seen
+        .iter()
+        .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(v1_kinds.contains(&"tool_call"), "{v1_kinds:?}");
+    assert!(!v1_kinds.contains(&"state_update"), "{v1_kinds:?}");
+    assert!(
+        v1_seen
+            .iter()
+            .any(|m| m["params"]["toolCall"]["toolCallId"].is_string()),
+        "v1's permission request has its toolCall"
+    );
+
+    let mut v2 = V2::start().await;
+    let v2_sid = v2.new_session().await;
+    script(&v2.maia);
+    let v2_seen = v2
+        .turn(&v2_sid, "change the files", choose("allow_once"))
+        .await;
+    let v2_kinds: Vec<&str> = v2_seen
+        .iter()
+        .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(v2_kinds.contains(&"state_update"), "{v2_kinds:?}");
+    assert!(!v2_kinds.contains(&"tool_call"), "{v2_kinds:?}");
+
+    assert_eq!(files(&v1), files(&v2.maia));
+    assert_eq!(files(&v1).len(), 2);
+    let (a, b) = (v1.mock.requests(), v2.maia.mock.requests());
+    assert_eq!(a.len(), 3);
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(normalized(x, &v1), normalized(y, &v2.maia));
+        assert_eq!(x["tools"], y["tools"]);
+        assert_eq!(x["model"], y["model"]);
+    }
+}
+
+#[tokio::test]
+async fn a_background_command_ending_between_turns_reaches_a_v2_client_with_no_prompt_open() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    let command = "until [ -e go ]; do sleep 0.02; done; echo done";
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_bg",
+        "Bash",
+        json!({"command": command, "run_in_background": true}),
+    )]));
+    client.maia.mock.push(mock::text_reply("started it"));
+    let seen = client
+        .turn(&sid, "run it in the background", choose("allow_once"))
+        .await;
+    let call = call_ids(&seen)[0].clone();
+    let during = tool_updates(&seen, &call);
+    assert!(
+        during.iter().all(|u| u["status"] != "completed"),
+        "{during:?}"
+    );
+    // The turn is over (idle); the command ends now.
+    std::fs::write(client.maia.path("go"), "").unwrap();
+    let (done, between) = client
+        .maia
+        .wait_for(|m| {
+            m["params"]["update"]["toolCallId"] == json!(call)
+                && m["params"]["update"]["status"] == "completed"
+        })
+        .await;
+    check_sent(&done);
+    between.iter().for_each(check_sent);
+    assert_eq!(done["params"]["sessionId"], json!(sid));
+    // No prompt was open, and the session did not leave idle.
+    assert!(
+        between
+            .iter()
+            .chain([&done])
+            .all(|m| m["params"]["update"]["sessionUpdate"] != "state_update"),
+        "{between:#?}"
+    );
+    let text: String = done["params"]["update"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["content"]["text"].as_str())
+        .collect();
+    assert!(text.contains("exited with code 0"), "{text}");
+}
+
+#[tokio::test]
+async fn session_resume_with_replay_sends_the_history_in_v2_shapes() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    script(&client.maia);
+    let first = client
+        .turn(&sid, "change the files", choose("allow_once"))
+        .await;
+    let ids = call_ids(&first);
+    let cwd = client.maia.cwd();
+    let id = client
+        .call(
+            "session/resume",
+            json!({"sessionId": sid, "cwd": cwd, "replayFrom": {"type": "start"}}),
+            "ResumeSessionRequest",
+        )
+        .await;
+    let (resp, replay) = client.response(id, "ResumeSessionResponse", |_| None).await;
+    assert!(resp.get("error").is_none(), "{resp}");
+    let user: String = replay
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(user, "change the files");
+    let answer: String = replay
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(answer, "all done");
+    assert_eq!(call_ids(&replay), ids);
+    let replayed = diffs(&replay, &ids[1]);
+    assert_eq!(
+        replayed[0]["changes"][0]["operation"], "add",
+        "{replayed:?}"
+    );
+    // Resumed without replay: nothing of the history.
+    let id = client
+        .call(
+            "session/resume",
+            json!({"sessionId": sid, "cwd": cwd}),
+            "ResumeSessionRequest",
+        )
+        .await;
+    let (resp, quiet) = client.response(id, "ResumeSessionResponse", |_| None).await;
+    assert!(resp.get("error").is_none(), "{resp}");
+    assert!(
+        quiet
+            .iter()
+            .all(|m| m["params"]["update"]["sessionUpdate"] != "user_message_chunk"),
+        "{quiet:#?}"
+    );
+    // The session goes on.
+    client.maia.mock.push(mock::text_reply("again"));
+    client.turn(&sid, "more", |_| None).await;
+}
+
+#[tokio::test]
+async fn v2_requests_answered_as_in_v1_are_valid_v2_and_the_rest_is_refused() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    let cwd = client.maia.cwd();
+    let id = client
+        .call("session/list", json!({"cwd": cwd}), "ListSessionsRequest")
+        .await;
+    let (resp, _) = client.response(id, "ListSessionsResponse", |_| None).await;
+    assert_eq!(
+        resp["result"]["sessions"][0]["sessionId"],
+        json!(sid),
+        "{resp}"
+    );
+    let id = client
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": sid, "configId": "mode", "type": "id", "value": "plan"}),
+            "SetSessionConfigOptionRequest",
+        )
+        .await;
+    let (resp, _) = client
+        .response(id, "SetSessionConfigOptionResponse", |_| None)
+        .await;
+    assert!(resp.get("error").is_none(), "{resp}");
+    // v1's `session/load` is not a v2 method; a bad prompt is refused and
+    // loses nothing.
+    let id = client
+        .maia
+        .request(
+            "session/load",
+            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    let (resp, _) = client.maia.response(id).await;
+    assert_eq!(resp["error"]["code"], -32601, "{resp}");
+    let id = client
+        .maia
+        .request("session/prompt", json!({"sessionId": sid}))
+        .await;
+    let (resp, _) = client.maia.response(id).await;
+    assert_eq!(resp["error"]["code"], -32602, "{resp}");
+    client.maia.mock.push(mock::text_reply("still here"));
+    client.turn(&sid, "hello", |_| None).await;
+    let id = client
+        .call(
+            "session/close",
+            json!({"sessionId": sid}),
+            "CloseSessionRequest",
+        )
+        .await;
+    let (resp, _) = client.response(id, "CloseSessionResponse", |_| None).await;
+    assert!(resp.get("error").is_none(), "{resp}");
 }

@@ -8,11 +8,12 @@
 //! negotiation) and its `initialize` asks for version 2 or later; every
 //! other client gets v1 exactly as before. Requests whose v2 params and
 //! answer are spelled as in v1 (`session/close`, `session/list`,
-//! `session/delete`, `session/set_config_option`, MAIA's `_session/*`
-//! extensions) are checked against their v2 type and handed to the v1 path;
-//! `initialize`, `session/new`, `session/resume` (with `replayFrom`: v1's
-//! load) and `session/prompt` have their own shapes here and in `turn`. The
-//! updates are turned into v2 in `update`.
+//! `session/delete`, MAIA's `_session/*` extensions) are checked against
+//! their v2 type and handed to the v1 path; `initialize`, `session/new`,
+//! `session/resume` (with `replayFrom`: v1's load),
+//! `session/set_config_option` (`configId` where v1 says `id`) and
+//! `session/prompt` have their own shapes here and in `turn`. The updates
+//! are turned into v2 in `update`.
 
 pub(super) mod turn;
 pub(super) mod update;
@@ -79,12 +80,7 @@ fn reread<T: serde::de::DeserializeOwned>(
 }
 
 /// v2 requests answered through the v1 path unchanged.
-const SAME_AS_V1: [&str; 4] = [
-    "session/close",
-    "session/list",
-    "session/delete",
-    "session/set_config_option",
-];
+const SAME_AS_V1: [&str; 3] = ["session/close", "session/list", "session/delete"];
 
 impl Agent {
     /// A request on a v2 connection (or v2's `initialize`).
@@ -127,6 +123,18 @@ impl Agent {
                     self.conn.respond(id, Err(e));
                 }
                 return;
+            }
+            v2::ClientRequest::SetSessionConfigOptionRequest(req) => {
+                let result = reread(&req, "this session/set_config_option")
+                    .and_then(|req| self.set_config_option(&req))
+                    .and_then(|mut value| {
+                        update::config_options(&mut value["configOptions"]);
+                        to_value(&reread::<v2::SetSessionConfigOptionResponse>(
+                            &value,
+                            "the answer",
+                        )?)
+                    });
+                return self.conn.respond(id, result);
             }
             _ if SAME_AS_V1.contains(&method) => return self.handle_v1(id, method, params),
             _ => {
@@ -216,7 +224,8 @@ pub(super) fn open_response(
     result: Result<Value, RpcError>,
     resumed: bool,
 ) -> Result<Value, RpcError> {
-    let value = result?;
+    let mut value = result?;
+    update::config_options(&mut value["configOptions"]);
     if resumed {
         to_value(&reread::<v2::ResumeSessionResponse>(&value, "the answer")?)
     } else {

@@ -62,7 +62,24 @@ pub(crate) fn updates(update: v1::SessionUpdate) -> Vec<SessionUpdate> {
         }
         // The mode is the `mode` config option on v2 (its update follows).
         U1::CurrentModeUpdate(_) => Vec::new(),
+        U1::ConfigOptionUpdate(update) => {
+            let mut json = serde_json::to_value(&update).unwrap_or_default();
+            config_options(&mut json["configOptions"]);
+            json["sessionUpdate"] = "config_option_update".into();
+            one(serde_json::from_value(json).ok().filter(known))
+        }
         other => one(same::<SessionUpdate>(&other).filter(known)),
+    }
+}
+
+/// v1 config options (`id`) in v2's spelling (`configId`), in place.
+pub(crate) fn config_options(options: &mut Value) {
+    for option in options.as_array_mut().into_iter().flatten() {
+        if let Some(object) = option.as_object_mut()
+            && let Some(id) = object.remove("id")
+        {
+            object.insert("configId".into(), id);
+        }
     }
 }
 
