@@ -47,6 +47,7 @@ fn check_sent(m: &Value) {
     match m["method"].as_str() {
         Some("session/update") => check("UpdateSessionNotification", &m["params"]),
         Some("session/request_permission") => check("RequestPermissionRequest", &m["params"]),
+        Some("$/cancel_request") => check("CancelRequestNotification", &m["params"]),
         // MAIA's own extensions (`_…`) are outside the schema.
         Some(method) => assert!(method.starts_with('_'), "a v1-only message on v2: {m}"),
         None => {}
@@ -668,4 +669,93 @@ async fn v2_requests_answered_as_in_v1_are_valid_v2_and_the_rest_is_refused() {
         .await;
     let (resp, _) = client.response(id, "CloseSessionResponse", |_| None).await;
     assert!(resp.get("error").is_none(), "{resp}");
+}
+
+/// Waits for the message matching `pred`, checking it and those before it.
+async fn checked_wait(client: &mut V2, pred: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
+    let (found, before) = client.maia.wait_for(pred).await;
+    before.iter().for_each(check_sent);
+    check_sent(&found);
+    (found, before)
+}
+
+#[tokio::test]
+async fn a_cancelled_v2_turn_ends_idle_cancelled() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_b",
+        "Bash",
+        json!({"command": "echo never > never.txt"}),
+    )]));
+    let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]});
+    let id = client.call("session/prompt", params, "PromptRequest").await;
+    let (question, before) = checked_wait(&mut client, crate::harness::is_permission).await;
+    assert!(
+        before
+            .iter()
+            .any(|m| m["id"] == json!(id) && m["result"]["messageId"].is_string()),
+        "the prompt was not acknowledged before the question: {before:#?}"
+    );
+    let cancel = json!({"sessionId": sid});
+    check("CancelSessionNotification", &cancel);
+    client.maia.notify("session/cancel", cancel).await;
+    let seen = client.until_idle(|_| None).await;
+    let idle = &seen.last().unwrap()["params"]["update"];
+    assert_eq!(idle["stopReason"], "cancelled", "{idle}");
+    assert!(!client.maia.path("never.txt").exists());
+    drop(question);
+}
+
+#[tokio::test]
+async fn a_queued_prompt_starting_is_announced_with_no_prompt_open() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_b",
+        "Bash",
+        json!({"command": "true"}),
+    )]));
+    client.maia.mock.push(mock::text_reply("first"));
+    client.maia.mock.push(mock::text_reply("second"));
+    let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]});
+    client.call("session/prompt", params, "PromptRequest").await;
+    let (question, _) = checked_wait(&mut client, crate::harness::is_permission).await;
+    // Queued while the turn waits for the answer.
+    let add = client
+        .maia
+        .request(
+            "_session/queue",
+            json!({"sessionId": sid, "action": "add",
+                   "input": [{"type": "text", "text": "two"}],
+                   "clientUserMessageId": "client-two"}),
+        )
+        .await;
+    let (added, _) = checked_wait(&mut client, |m| crate::harness::is_response(m, add)).await;
+    assert_eq!(added["result"]["status"], "ok", "{added}");
+    let allow = choose("allow_once")(&question).unwrap();
+    client.maia.respond(&question["id"], allow).await;
+    let first = client.until_idle(|_| None).await;
+    assert_eq!(
+        first.last().unwrap()["params"]["update"]["stopReason"],
+        "end_turn"
+    );
+    // The queued prompt's turn: no request to answer, the same states.
+    let second = client.until_idle(|_| None).await;
+    assert!(
+        second.iter().all(|m| m.get("result").is_none()),
+        "{second:#?}"
+    );
+    let updates: Vec<&Value> = second.iter().map(|m| &m["params"]["update"]).collect();
+    let user = position(&second, |m| {
+        m["params"]["update"]["sessionUpdate"] == "user_message"
+    });
+    assert!(updates[user]["messageId"].is_string());
+    assert_eq!(states(&second), ["running", "idle"], "{second:#?}");
+    let text: String = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "second");
 }

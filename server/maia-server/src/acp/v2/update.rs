@@ -201,8 +201,9 @@ pub(crate) fn git_patch(path: &std::path::Path, old: Option<&str>, new: &str) ->
 }
 
 /// The v2 `session/request_permission` params for `request`: titled by
-/// its tool call; a command's subject is the command (with the call's id),
-/// any other's the tool call itself.
+/// its tool call; a command's subject (a call of kind `execute` with a
+/// `command`) is the command with the call's id, any other's the tool call
+/// itself.
 pub(crate) fn permission_request(
     session_id: &str,
     request: &PermissionRequest,
@@ -216,10 +217,12 @@ pub(crate) fn permission_request(
     let view = &request.tool_call;
     let call: v1::ToolCallUpdate = serde_json::from_value(v1_params["toolCall"].clone())?;
     let subject = match view.raw_input.get("command").and_then(Value::as_str) {
-        Some(command) if view.name == "Bash" => RequestPermissionSubject::Command(
-            CommandPermissionSubject::new(command, cwd.to_path_buf())
-                .tool_call_id(ToolCallId::new(view.id.clone())),
-        ),
+        Some(command) if view.kind == Some(maia_tools::ToolKind::Execute) => {
+            RequestPermissionSubject::Command(
+                CommandPermissionSubject::new(command, cwd.to_path_buf())
+                    .tool_call_id(ToolCallId::new(view.id.clone())),
+            )
+        }
         _ => RequestPermissionSubject::ToolCall(Box::new(ToolCallPermissionSubject::new(
             tool_call_update(&call),
         ))),
