@@ -48,6 +48,7 @@ fn check_sent(m: &Value) {
         Some("session/update") => check("UpdateSessionNotification", &m["params"]),
         Some("session/request_permission") => check("RequestPermissionRequest", &m["params"]),
         Some("$/cancel_request") => check("CancelRequestNotification", &m["params"]),
+        Some("elicitation/create") => check("CreateElicitationRequest", &m["params"]),
         // MAIA's own extensions (`_…`) are outside the schema.
         Some(method) => assert!(method.starts_with('_'), "a v1-only message on v2: {m}"),
         None => {}
@@ -72,8 +73,14 @@ struct V2 {
 
 impl V2 {
     async fn start() -> V2 {
+        Self::start_with(json!({})).await
+    }
+
+    /// Starts with the client capabilities `capabilities`.
+    async fn start_with(capabilities: Value) -> V2 {
         let mut maia = Maia::start_with(v2_options()).await;
-        let params = v2_initialize_params();
+        let mut params = v2_initialize_params();
+        params["capabilities"] = capabilities;
         check("InitializeRequest", &params);
         let id = maia.request("initialize", params).await;
         let (resp, _) = maia.response(id).await;
@@ -132,10 +139,15 @@ impl V2 {
         loop {
             let m = self.maia.next().await;
             check_sent(&m);
-            if m["method"] == "session/request_permission"
+            if m.get("id").is_some()
+                && let Some(method) = m["method"].as_str()
                 && let Some(result) = answer(&m)
             {
-                check("RequestPermissionResponse", &result);
+                let def = match method {
+                    "elicitation/create" => "CreateElicitationResponse",
+                    _ => "RequestPermissionResponse",
+                };
+                check(def, &result);
                 self.maia.respond(&m["id"], result).await;
             }
             let idle = m["params"]["update"]["sessionUpdate"] == "state_update"
@@ -758,4 +770,29 @@ async fn a_queued_prompt_starting_is_announced_with_no_prompt_open() {
         .filter_map(|u| u["content"]["text"].as_str())
         .collect();
     assert_eq!(text, "second");
+}
+
+#[tokio::test]
+async fn ask_user_reaches_a_v2_client_with_forms_as_a_v2_elicitation() {
+    let mut client = V2::start_with(json!({"elicitation": {"form": {}}})).await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_q",
+        "AskUser",
+        json!({"question": "Which database?", "choices": ["sqlite", "postgres"]}),
+    )]));
+    client.maia.mock.push(mock::text_reply("thanks"));
+    let mut asked = Vec::new();
+    client
+        .turn(&sid, "set it up", |m| {
+            assert_eq!(m["method"], "elicitation/create", "{m}");
+            asked.push(m["params"].clone());
+            Some(json!({"action": "accept", "content": {"choice": "postgres"}}))
+        })
+        .await;
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["mode"], "form");
+    assert_eq!(asked[0]["sessionId"], json!(sid));
+    let result = crate::harness::tool_results(&client.maia, 1).remove(0);
+    assert!(result.contains("postgres"), "{result}");
 }

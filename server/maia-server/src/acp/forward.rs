@@ -91,6 +91,11 @@ impl Forwarder {
         // The engine is gone: never leave a prompt unanswered.
         let waiting = std::mem::take(&mut *lock(&self.pending));
         for id in waiting.into_values() {
+            if self.v2.is_some() {
+                // Never taken into the history: there is no message to name.
+                self.conn.respond(id, Err(super::v2::turn::not_taken()));
+                continue;
+            }
             self.conn.respond(
                 id,
                 to_value(&PromptResponse::new(

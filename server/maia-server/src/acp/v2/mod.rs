@@ -153,11 +153,19 @@ impl Agent {
     }
 
     /// v2's `initialize`: the connection speaks v2 from now on. v2 clients
-    /// offer no file system, terminal or form: MAIA reads and writes files
-    /// and runs commands itself (their output is the tool call's).
+    /// offer no file system or terminal: MAIA reads and writes files and runs
+    /// commands itself (their output is the tool call's). A client's forms
+    /// (`elicitation`, spelled as in v1) serve `AskUser` and "reject with a
+    /// reason" as on v1.
     fn initialize_v2(&self, req: &v2::InitializeRequest) -> Result<Value, RpcError> {
+        let mut caps = v1::ClientCapabilities::default();
+        caps.elicitation = req
+            .capabilities
+            .elicitation
+            .as_ref()
+            .and_then(|e| reread(e, "elicitation").ok());
         if let Ok(mut client) = self.client.lock() {
-            *client = Some(v1::ClientCapabilities::default());
+            *client = Some(caps);
         }
         self.wire.chosen.store(true, Ordering::Release);
         tracing::info!(client = %req.info.name, asked = %req.protocol_version, "initialized (ACP v2)");

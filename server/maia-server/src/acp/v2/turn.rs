@@ -75,6 +75,14 @@ pub(in crate::acp) fn requires_action(conn: &Connection, session_id: &str) {
     state(conn, session_id, update);
 }
 
+/// The answer to a v2 prompt whose session ended before taking it.
+pub(in crate::acp) fn not_taken() -> RpcError {
+    RpcError::new(
+        maia_rpc::ErrorCode::InternalError,
+        "the session ended before the prompt was taken",
+    )
+}
+
 impl Agent {
     /// v2's `session/prompt`: the turn is claimed now, the request answered
     /// when its prompt is in the history.
