@@ -796,3 +796,69 @@ async fn ask_user_reaches_a_v2_client_with_forms_as_a_v2_elicitation() {
     let result = crate::harness::tool_results(&client.maia, 1).remove(0);
     assert!(result.contains("postgres"), "{result}");
 }
+
+#[tokio::test]
+async fn a_steer_taken_into_the_running_turn_is_a_v2_user_message_in_its_place() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_w",
+        "Write",
+        json!({"file_path": "out.txt", "content": "hello"}),
+    )]));
+    client.maia.mock.push(mock::text_reply("done, and noted"));
+    let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "write it"}]});
+    client.call("session/prompt", params, "PromptRequest").await;
+    let (question, _) = checked_wait(&mut client, crate::harness::is_permission).await;
+    let steer = client
+        .maia
+        .request(
+            "_session/steering",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "also the weather"}]}),
+        )
+        .await;
+    let allow = choose("allow_once")(&question).unwrap();
+    client.maia.respond(&question["id"], allow).await;
+    let seen = client.until_idle(|_| None).await;
+    let updates: Vec<&Value> = seen.iter().map(|m| &m["params"]["update"]).collect();
+    let steered = position(&seen, |m| {
+        m["params"]["update"]["sessionUpdate"] == "user_message"
+            && m["params"]["update"]["_meta"]["steering"] == true
+    });
+    assert_eq!(
+        updates[steered]["content"],
+        json!([{"type": "text", "text": "also the weather"}])
+    );
+    // After the tool's end, before the answer that follows it.
+    let tool_done = position(&seen, |m| m["params"]["update"]["status"] == "completed");
+    let answer = position(&seen, |m| {
+        m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    });
+    assert!(tool_done < steered && steered < answer, "{seen:#?}");
+    let taken = match seen.iter().find(|m| crate::harness::is_response(m, steer)) {
+        Some(m) => m.clone(),
+        None => {
+            checked_wait(&mut client, |m| crate::harness::is_response(m, steer))
+                .await
+                .0
+        }
+    };
+    assert_eq!(taken["result"]["outcome"], "injected", "{taken}");
+    // Replayed in its place with the same id.
+    let cwd = client.maia.cwd();
+    let id = client
+        .call(
+            "session/resume",
+            json!({"sessionId": sid, "cwd": cwd, "replayFrom": {"type": "start"}}),
+            "ResumeSessionRequest",
+        )
+        .await;
+    let (_, replay) = client.response(id, "ResumeSessionResponse", |_| None).await;
+    assert!(
+        replay.iter().any(
+            |m| m["params"]["update"]["messageId"] == updates[steered]["messageId"]
+                && m["params"]["update"]["_meta"]["steering"] == true
+        ),
+        "{replay:#?}"
+    );
+}

@@ -174,6 +174,14 @@ pub enum Event {
         /// Sent while a turn ran (`_session/steering`) and taken by it.
         steer: bool,
     },
+    /// A steer ([`crate::SessionHandle::steer`]) was taken into the running
+    /// turn's history as this user message (its stable id and the text
+    /// shown; journaled as a steer, so a replay sends it as
+    /// [`Event::UserMessage`] with `steer`).
+    SteerTaken {
+        message_id: String,
+        text: String,
+    },
     /// The prompt of the running turn was saved under this stable id (a
     /// front door returns it with the turn's answer, so a client can name
     /// the message in a rewind or a fork without reloading the thread).

@@ -13,7 +13,7 @@ use maia_llm::ChatMessage;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::event::StopReason;
+use crate::event::{Event, StopReason};
 use crate::prompt::{PromptPart, build_user_message};
 use crate::session::Session;
 use crate::session::text::display_text;
@@ -72,10 +72,16 @@ impl Session {
             for (path, text) in &message.seen {
                 self.tools.reads.record(path, text);
             }
+            let message_id = super::text::new_message_id();
+            let display = display_text(&steer.parts);
             self.record(&Record::UserDisplay {
-                id: super::text::new_message_id(),
-                text: display_text(&steer.parts),
+                id: message_id.clone(),
+                text: display.clone(),
                 steer: true,
+            });
+            self.emit(Event::SteerTaken {
+                message_id,
+                text: display,
             });
             let mut text = message.text;
             let shown = self.attach_images(&mut text, message.images, cancel).await;

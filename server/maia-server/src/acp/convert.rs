@@ -406,6 +406,8 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
         Event::Permission(_)
         | Event::UserMessageSaved { .. }
+        // v1 shows a steer in its place on replay only.
+        | Event::SteerTaken { .. }
         | Event::Subagent(_)
         | Event::TurnFailed(_)
         | Event::TurnUsage(_)

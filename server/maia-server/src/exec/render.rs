@@ -485,6 +485,7 @@ fn json_event(event: Event) -> Option<Value> {
         // A replay, the command list, and what the pump answers itself.
         Event::UserMessage { .. }
         | Event::UserMessageSaved { .. }
+        | Event::SteerTaken { .. }
         | Event::UserImage { .. }
         | Event::Commands(_)
         | Event::Permission(_)

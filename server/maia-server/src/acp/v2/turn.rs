@@ -119,6 +119,18 @@ impl Forwarder {
                 self.inserted(v2, turn, &message_id);
                 *lock(&self.user_message) = Some(message_id);
             }
+            Event::SteerTaken { message_id, text } => {
+                let mut meta = serde_json::Map::new();
+                meta.insert("steering".into(), serde_json::json!(true));
+                let message = UserMessage::new(message_id)
+                    .content(vec![ContentBlock::from(text)])
+                    .meta(meta);
+                send_v2(
+                    &self.conn,
+                    &self.session_id,
+                    SessionUpdate::UserMessage(message),
+                );
+            }
             Event::TurnEnded(stop) => {
                 let unanswered = std::mem::take(&mut *lock(&self.asked));
                 for id in unanswered {
