@@ -406,7 +406,6 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
         Event::Permission(_)
         | Event::UserMessageSaved { .. }
-        // v1 shows a steer in its place on replay only.
         | Event::SteerTaken { .. }
         | Event::Subagent(_)
         | Event::TurnFailed(_)
@@ -436,11 +435,10 @@ fn review_findings(id: String, findings: &[maia_core::review::Finding]) -> ToolC
         ))])
 }
 
-/// The prompt response's `_meta` (`None` when empty): `maia.userMessageId`,
-/// the prompt's saved id, and `maia.usage`, the turn's usage. The usage is
-/// not at the root (`PromptResponse.usage`): that field is the Draft RFD's
-/// (`unstable_end_turn_token_usage`), not the stable v1 schema's, and no
-/// shipped v1 client is known to read it (docs/acp.md, "Prompt turn").
+/// The prompt response's `_meta` (`None` when empty): `maia.userMessageId`, the prompt's saved
+/// id, and `maia.usage`, the turn's usage. The usage is not at the root (`PromptResponse.usage`):
+/// that field is the Draft RFD's (`unstable_end_turn_token_usage`), not the stable v1 schema's,
+/// and no shipped v1 client is known to read it (docs/acp.md, "Prompt turn").
 pub fn prompt_meta(
     user_message: Option<String>,
     usage: Option<Usage>,
