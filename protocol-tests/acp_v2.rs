@@ -862,3 +862,46 @@ async fn a_steer_taken_into_the_running_turn_is_a_v2_user_message_in_its_place()
         "{replay:#?}"
     );
 }
+
+#[tokio::test]
+async fn v2_stdio_and_http_mcp_servers_serve_their_tools() {
+    let mut client = V2::start().await;
+    let cwd = client.maia.cwd();
+    let log = client.maia.path("mcp.log");
+    let url = mock::mock_mcp::spawn_http().await.unwrap();
+    // v2's spelling: a stdio server tagged, empty lists left out.
+    let stdio = json!({"type": "stdio", "name": "mock", "command": crate::acp_mcp::mock_mcp(),
+        "env": [{"name": "MOCK_MCP_LOG", "value": log}]});
+    let http = json!({"type": "http", "name": "web", "url": url});
+    let id = client
+        .call(
+            "session/new",
+            json!({"cwd": cwd, "mcpServers": [stdio, http]}),
+            "NewSessionRequest",
+        )
+        .await;
+    let (resp, _) = client.response(id, "NewSessionResponse", |_| None).await;
+    let sid = resp["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{resp}"))
+        .to_owned();
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_1",
+        "mcp__mock__echo",
+        json!({"text": "hello"}),
+    )]));
+    client.maia.mock.push(mock::text_reply("done"));
+    client.turn(&sid, "echo hello", choose("allow_once")).await;
+    let results = crate::harness::tool_results(&client.maia, 1);
+    assert_eq!(results, ["echo: hello"]);
+    assert!(std::fs::read_to_string(&log).unwrap().contains("\"hello\""));
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_2",
+        "mcp__web__echo",
+        json!({"text": "over http"}),
+    )]));
+    client.maia.mock.push(mock::text_reply("done"));
+    client.turn(&sid, "go", choose("allow_once")).await;
+    let results = crate::harness::tool_results(&client.maia, 3);
+    assert_eq!(results.last().map(String::as_str), Some("echo: over http"));
+}

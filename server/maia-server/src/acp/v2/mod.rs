@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use agent_client_protocol_schema::v2::{
-    self, AgentCapabilities, Implementation, InitializeResponse, PromptCapabilities,
+    self, AgentCapabilities, Implementation, InitializeResponse, McpCapabilities,
+    McpHttpCapabilities, McpStdioCapabilities, PromptCapabilities,
     PromptEmbeddedContextCapabilities, PromptImageCapabilities,
     SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionDeleteCapabilities,
 };
@@ -174,10 +175,14 @@ impl Agent {
 }
 
 /// What MAIA serves on v2: the baseline session methods (`{}`), images and
-/// embedded context in prompts, extra folders, `session/delete`; MAIA's
-/// extensions in `_meta` as on v1.
+/// embedded context in prompts, stdio and HTTP MCP servers, extra folders,
+/// `session/delete`; MAIA's extensions in `_meta` as on v1.
 fn initialize_response() -> InitializeResponse {
+    let mcp = McpCapabilities::new()
+        .stdio(McpStdioCapabilities::new())
+        .http(McpHttpCapabilities::new());
     let session = SessionCapabilities::new()
+        .mcp(mcp)
         .prompt(
             PromptCapabilities::new()
                 .image(PromptImageCapabilities::new())
@@ -212,15 +217,37 @@ fn resume_as_v1(req: &v2::ResumeSessionRequest) -> Result<v1::ClientRequest, Rpc
     }
 }
 
-/// An open's params as v1 reads them (v2 leaves out an empty
-/// `mcpServers`, v1 requires it).
+/// An open's params as v1 reads them: v2 leaves out empty lists
+/// (`mcpServers`, a server's `args`, `env`, `headers`; v1 requires them) and
+/// tags a stdio server `type: "stdio"` (v1's has no tag); the rest is
+/// spelled alike.
 fn open_params(req: &impl serde::Serialize) -> Result<Value, RpcError> {
     let mut params = serde_json::to_value(req)
         .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))?;
     if let Some(object) = params.as_object_mut() {
-        object
+        let servers = object
             .entry("mcpServers")
             .or_insert_with(|| Value::Array(Vec::new()));
+        for server in servers.as_array_mut().into_iter().flatten() {
+            let stdio = server["type"] == "stdio";
+            let Some(server) = server.as_object_mut() else {
+                continue;
+            };
+            // v2 leaves out empty lists; v1 requires them.
+            let lists: &[&str] = if stdio {
+                &["args", "env"]
+            } else {
+                &["headers"]
+            };
+            for list in lists {
+                server
+                    .entry(*list)
+                    .or_insert_with(|| Value::Array(Vec::new()));
+            }
+            if stdio {
+                server.remove("type");
+            }
+        }
     }
     Ok(params)
 }
