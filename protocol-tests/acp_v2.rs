@@ -78,7 +78,16 @@ impl V2 {
 
     /// Starts with the client capabilities `capabilities`.
     async fn start_with(capabilities: Value) -> V2 {
-        let mut maia = Maia::start_with(v2_options()).await;
+        Self::start_as(v2_options(), capabilities).await
+    }
+
+    /// Starts MAIA with `options` (and `--protocol-v2`) and the client
+    /// capabilities `capabilities`.
+    async fn start_as(mut options: Options, capabilities: Value) -> V2 {
+        if !options.args.iter().any(|a| a == "--protocol-v2") {
+            options.args.push("--protocol-v2".into());
+        }
+        let mut maia = Maia::start_with(options).await;
         let mut params = v2_initialize_params();
         params["capabilities"] = capabilities;
         check("InitializeRequest", &params);
@@ -904,4 +913,44 @@ async fn v2_stdio_and_http_mcp_servers_serve_their_tools() {
     client.turn(&sid, "go", choose("allow_once")).await;
     let results = crate::harness::tool_results(&client.maia, 3);
     assert_eq!(results.last().map(String::as_str), Some("echo: over http"));
+}
+
+#[tokio::test]
+async fn v2_login_and_logout_are_v1_authenticate_and_logout() {
+    let options = Options {
+        settings: json!({"LiteLLM_API_Key": "sk-saved"}),
+        ..Options::default()
+    };
+    let mut client = V2::start_as(options, json!({})).await;
+    client.maia.mock.require_key(Some("sk-saved"));
+    let id = client
+        .call(
+            "auth/login",
+            json!({"methodId": "agent"}),
+            "LoginAuthRequest",
+        )
+        .await;
+    let (resp, _) = client.response(id, "LoginAuthResponse", |_| None).await;
+    assert_eq!(resp["result"], json!({}), "{resp}");
+    let id = client
+        .call(
+            "auth/login",
+            json!({"methodId": "nope"}),
+            "LoginAuthRequest",
+        )
+        .await;
+    let (resp, _) = client.response(id, "LoginAuthResponse", |_| None).await;
+    assert_eq!(resp["error"]["code"], -32602, "{resp}");
+    client.new_session().await;
+    let id = client
+        .call("auth/logout", json!({}), "LogoutAuthRequest")
+        .await;
+    let (resp, _) = client.response(id, "LogoutAuthResponse", |_| None).await;
+    assert_eq!(resp["result"], json!({}), "{resp}");
+    let cwd = client.maia.cwd();
+    let id = client
+        .call("session/new", json!({"cwd": cwd}), "NewSessionRequest")
+        .await;
+    let (resp, _) = client.response(id, "NewSessionResponse", |_| None).await;
+    assert_eq!(resp["error"]["code"], -32000, "{resp}");
 }

@@ -119,6 +119,25 @@ impl Agent {
                 .and_then(|p| reread(&p, "this session/new"))
                 .map(v1::ClientRequest::NewSessionRequest),
             v2::ClientRequest::ResumeSessionRequest(req) => resume_as_v1(&req),
+            v2::ClientRequest::LoginAuthRequest(req) => {
+                let method = req.method_id.0.to_string();
+                if method != super::auth::AGENT_METHOD {
+                    let error = invalid_params(format!(
+                        "unknown authentication method `{method}` (offered: `{}`)",
+                        super::auth::AGENT_METHOD
+                    ));
+                    return self.conn.respond(id, Err(error));
+                }
+                let agent = self.clone();
+                tokio::spawn(async move {
+                    let check = agent.authenticate();
+                    agent.conn.respond_cancellable(id, check).await;
+                });
+                return;
+            }
+            v2::ClientRequest::LogoutAuthRequest(_) => {
+                return self.respond_off_runtime(id, |a| super::auth::logout(&a.engine));
+            }
             v2::ClientRequest::PromptRequest(req) => {
                 if let Err(e) = self.prompt_v2(&id, *req) {
                     self.conn.respond(id, Err(e));
@@ -176,7 +195,9 @@ impl Agent {
 
 /// What MAIA serves on v2: the baseline session methods (`{}`), images and
 /// embedded context in prompts, stdio and HTTP MCP servers, extra folders,
-/// `session/delete`; MAIA's extensions in `_meta` as on v1.
+/// `session/delete`; the `agent` login (`auth/login` re-reads the settings
+/// and asks the proxy, `auth/logout` forgets the saved key, as v1's
+/// `authenticate` and `logout`); MAIA's extensions in `_meta` as on v1.
 fn initialize_response() -> InitializeResponse {
     let mcp = McpCapabilities::new()
         .stdio(McpStdioCapabilities::new())
@@ -195,7 +216,22 @@ fn initialize_response() -> InitializeResponse {
         Implementation::new("maia", env!("CARGO_PKG_VERSION")).title("MAIA"),
     )
     .capabilities(AgentCapabilities::new().session(session))
+    .auth_methods(auth_methods())
     .meta(super::meta())
+}
+
+/// v1's methods for a client without terminals, in v2's shape: the
+/// `agent` check.
+fn auth_methods() -> Vec<v2::AuthMethod> {
+    super::auth::methods(&v1::ClientCapabilities::default())
+        .into_iter()
+        .filter_map(|method| match method {
+            v1::AuthMethod::Agent(m) => Some(v2::AuthMethod::Agent(
+                v2::AuthMethodAgent::new(m.id.0.to_string(), m.name).description(m.description),
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// v2's `session/resume`: with `replayFrom: {type: start}` it replays the
