@@ -954,3 +954,43 @@ async fn v2_login_and_logout_are_v1_authenticate_and_logout() {
     let (resp, _) = client.response(id, "NewSessionResponse", |_| None).await;
     assert_eq!(resp["error"]["code"], -32000, "{resp}");
 }
+
+#[tokio::test]
+async fn the_command_list_and_the_task_list_are_v2_updates() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "t1",
+        "TodoWrite",
+        json!({"todos": [
+            {"content": "look around", "status": "completed"},
+            {"content": "write it", "activeForm": "writing it", "status": "in_progress"}
+        ]}),
+    )]));
+    client.maia.mock.push(mock::text_reply("planned"));
+    let seen = client.turn(&sid, "plan it", |_| None).await;
+    let updates: Vec<&Value> = seen.iter().map(|m| &m["params"]["update"]).collect();
+    // The commands (sent after session/new) are all there, tagged.
+    let commands = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "available_commands_update")
+        .unwrap_or_else(|| panic!("{seen:#?}"));
+    let list = commands["availableCommands"].as_array().unwrap();
+    assert!(list.iter().any(|c| c["name"] == "compact"), "{commands}");
+    assert!(list.iter().all(|c| c["type"] == "command"), "{commands}");
+    assert!(
+        list.iter()
+            .filter(|c| !c["input"].is_null())
+            .all(|c| c["input"]["type"] == "text"),
+        "{commands}"
+    );
+    let plan = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "plan_update")
+        .unwrap_or_else(|| panic!("{seen:#?}"));
+    assert_eq!(plan["plan"]["type"], "items", "{plan}");
+    let entries = plan["plan"]["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[1]["content"], "writing it");
+    assert_eq!(entries[1]["status"], "in_progress");
+}

@@ -3,20 +3,22 @@
 //! update(s) of the schema crate's `v2` module, and the permission request
 //! with its `subject`.
 //!
-//! Where v1 and v2 spell a value the same (content blocks, commands,
-//! config options, session info, usage, notices, compactions, cursors) the
-//! v1 value is read back as its v2 type; where they differ it is rebuilt:
-//! message chunks carry their required `messageId`; a `tool_call` and a
+//! Where v1 and v2 spell a value the same (content blocks, session info,
+//! usage, locations, plan entries) the v1 value is read back as its v2
+//! type; where they differ it is rebuilt: commands are tagged `command`,
+//! their hint a `text` input; config options say `configId`; message
+//! chunks carry their required `messageId`; a `tool_call` and a
 //! `tool_call_update` are both one `tool_call_update` upsert; a diff is a
 //! file change (`add` / `modify`) with a `git_patch`; the task list is a
 //! `plan_update` of items; the v1 mode update has no v2 counterpart (the
-//! mode is a config option there).
+//! mode is a config option there). A v1 update v2 cannot read is dropped.
 
 use agent_client_protocol_schema::v1;
 use agent_client_protocol_schema::v2::{
-    ContentChunk, Diff, DiffChange, DiffFileType, PlanUpdate, PlanUpdateContent,
-    RequestPermissionSubject, SessionUpdate, ToolCallContent, ToolCallId, ToolCallStatus,
-    ToolCallUpdate, ToolKind, UpdateSessionNotification,
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, Command, ContentChunk, Diff,
+    DiffChange, DiffFileType, PlanUpdate, PlanUpdateContent, RequestPermissionSubject,
+    SessionUpdate, TextCommandInput, ToolCallContent, ToolCallId, ToolCallStatus, ToolCallUpdate,
+    ToolKind, UpdateSessionNotification,
 };
 use maia_core::PermissionRequest;
 use serde_json::Value;
@@ -62,6 +64,9 @@ pub(crate) fn updates(update: v1::SessionUpdate) -> Vec<SessionUpdate> {
         }
         // The mode is the `mode` config option on v2 (its update follows).
         U1::CurrentModeUpdate(_) => Vec::new(),
+        U1::AvailableCommandsUpdate(update) => one(Some(SessionUpdate::AvailableCommandsUpdate(
+            AvailableCommandsUpdate::new(update.available_commands.iter().map(command).collect()),
+        ))),
         U1::ConfigOptionUpdate(update) => {
             let mut json = serde_json::to_value(&update).unwrap_or_default();
             config_options(&mut json["configOptions"]);
@@ -70,6 +75,19 @@ pub(crate) fn updates(update: v1::SessionUpdate) -> Vec<SessionUpdate> {
         }
         other => one(same::<SessionUpdate>(&other).filter(known)),
     }
+}
+
+/// A v1 command as v2's (`type: "command"`, its hint a `text` input).
+fn command(command: &v1::AvailableCommand) -> AvailableCommand {
+    let input = match &command.input {
+        Some(v1::AvailableCommandInput::Unstructured(input)) => Some(AvailableCommandInput::Text(
+            TextCommandInput::new(input.hint.clone()),
+        )),
+        _ => None,
+    };
+    AvailableCommand::Command(
+        Command::new(command.name.clone(), command.description.clone()).input(input),
+    )
 }
 
 /// v1 config options (`id`) in v2's spelling (`configId`), in place.
