@@ -994,3 +994,36 @@ async fn the_command_list_and_the_task_list_are_v2_updates() {
     assert_eq!(entries[1]["content"], "writing it");
     assert_eq!(entries[1]["status"], "in_progress");
 }
+
+#[tokio::test]
+async fn the_message_id_a_v2_prompt_is_answered_with_names_it_for_a_rewind() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::text_reply("first answer"));
+    let first = client.turn(&sid, "first", |_| None).await;
+    let message_id = first
+        .iter()
+        .find_map(|m| m["result"]["messageId"].as_str())
+        .unwrap()
+        .to_owned();
+    client.maia.mock.push(mock::text_reply("second answer"));
+    client.turn(&sid, "second", |_| None).await;
+    let id = client
+        .maia
+        .request(
+            "_session/rewind",
+            json!({"sessionId": sid, "beforeMessage": {"messageId": message_id}}),
+        )
+        .await;
+    let (resp, _) = checked_wait(&mut client, |m| crate::harness::is_response(m, id)).await;
+    assert_eq!(resp["result"]["rewound"], true, "{resp}");
+    // The next request starts afresh: neither message is in it.
+    client.maia.mock.push(mock::text_reply("third answer"));
+    client.turn(&sid, "third", |_| None).await;
+    let last = client.maia.mock.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        !last.contains("first") && !last.contains("second"),
+        "{last}"
+    );
+    assert!(last.contains("third"), "{last}");
+}
