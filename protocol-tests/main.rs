@@ -34,6 +34,7 @@ mod acp_surface;
 mod acp_terminal;
 mod acp_timeline;
 mod acp_tools;
+mod acp_undone;
 mod acp_workspace;
 mod cli_exec;
 mod cli_login;

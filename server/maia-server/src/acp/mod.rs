@@ -38,6 +38,7 @@ mod steer;
 mod subagents;
 mod tasks;
 mod terminal;
+mod undone;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -499,6 +500,7 @@ fn meta() -> serde_json::Map<String, Value> {
     meta.insert("queue".into(), queue::capability());
     meta.insert("fileRevert".into(), revert::capability());
     meta.insert("sessionRewind".into(), rewind::capability());
+    meta.insert("undoneHunks".into(), undone::capability());
     meta
 }
 
