@@ -10,6 +10,8 @@ import { ClientHandlers, Launch, MaiaConnection, StartError } from '../acp/conne
 import { Attachment, promptBlocks, RevertKind, ToHost, ToWebview } from './protocol';
 import { replayedUserMessage } from './text';
 import * as timeline from './timeline';
+import type { UndoneReport } from '../review/hunks';
+import { turnFiles, type TurnFile } from '../review/set';
 
 export interface EditorHost {
   /** The folder sessions are opened in (absolute). */
@@ -37,6 +39,18 @@ export interface EditorHost {
   savedUsage?(sessionId: string): acp.SessionUpdate | undefined;
   saveUsage?(sessionId: string, update: acp.SessionUpdate): void;
   log(line: string): void;
+  /** The edit review in the editor: a turn's changed files, and the undone hunks to report. */
+  review?: ReviewHost;
+}
+
+export interface ReviewHost {
+  addTurn(files: TurnFile[]): void;
+  /** A new or another thread: nothing of the old one stays under review. */
+  clear(): void;
+  takeUndone(): UndoneReport[];
+  giveBack(reports: UndoneReport[]): void;
+  /** The panel's review bar: next change, keep all, undo all. */
+  run(action: 'next' | 'keepAll' | 'undoAll'): Promise<void>;
 }
 
 interface PendingPermission {
@@ -234,6 +248,7 @@ export class PanelController {
     const c = await this.ensureStartedOrThrow();
     const r = await c.newSession(this.host.cwd);
     this.sessionId = r.sessionId;
+    this.host.review?.clear();
     this.configOptions = r.configOptions ?? [];
     this.usage = undefined;
     this.host.saveSession?.(r.sessionId);
@@ -256,6 +271,7 @@ export class PanelController {
     this.sessionId = sessionId;
     if (!same) {
       this.usage = undefined;
+      this.host.review?.clear();
     }
     const title = quiet ? undefined : (await this.safeList()).find((s) => s.sessionId === sessionId)?.title;
     this.host.post({ type: 'session', sessionId, title, configOptions: this.configOptions, replaying: true });
@@ -309,15 +325,22 @@ export class PanelController {
     }
     this.busy = true;
     this.host.post({ type: 'busy', busy: true });
+    // What the user undid in the editor since the last prompt goes with this one.
+    const undone = this.host.review && timeline.hearsUndone(c.init) ? this.host.review.takeUndone() : [];
     try {
-      const r = await this.prompt(c, sessionId, promptBlocks(text, attachments));
+      const meta = undone.length ? { maia: { undoneHunks: undone } } : undefined;
+      const r = await this.prompt(c, sessionId, promptBlocks(text, attachments), meta);
       const messageId = timeline.userMessageId(r);
       if (messageId) {
         this.host.post({ type: 'userMessageId', messageId });
       }
       this.host.post({ type: 'turnEnd', stopReason: r.stopReason });
+      if (messageId) {
+        await this.reviewTurn(c, sessionId, messageId);
+      }
       return r.stopReason;
     } catch (e) {
+      this.host.review?.giveBack(undone);
       if (this.connection === c) {
         this.host.post({ type: 'turnEnd', error: e instanceof Error ? e.message : String(e) });
       }
@@ -331,8 +354,28 @@ export class PanelController {
   }
 
   /** `session/prompt`: valid the instant the session's open is answered. */
-  private async prompt(c: MaiaConnection, sessionId: string, blocks: acp.ContentBlock[]): Promise<acp.PromptResponse> {
-    return c.prompt(sessionId, blocks);
+  private async prompt(
+    c: MaiaConnection,
+    sessionId: string,
+    blocks: acp.ContentBlock[],
+    meta?: Record<string, unknown>,
+  ): Promise<acp.PromptResponse> {
+    return c.prompt(sessionId, blocks, meta);
+  }
+
+  /** The files the turn changed (MAIA's checkpoints, through a revert dry run) go under review. */
+  private async reviewTurn(c: MaiaConnection, sessionId: string, messageId: string): Promise<void> {
+    if (!this.host.review || !this.timelineCaps.revert) {
+      return;
+    }
+    try {
+      const files = turnFiles(await timeline.revertDryRun(c, sessionId, messageId));
+      if (files.length) {
+        this.host.review.addTurn(files);
+      }
+    } catch (e) {
+      this.host.log(`cannot list the turn's changes for review: ${e instanceof Error ? e.message : e}`);
+    }
   }
 
   /** `session/cancel`; pending permission requests are answered `cancelled` first. */
@@ -548,6 +591,9 @@ export class PanelController {
         return;
       case 'openRevertDiff':
         await this.host.openRevertDiff?.(m.path, m.restored, m.kind);
+        return;
+      case 'review':
+        await this.host.review?.run(m.action);
         return;
     }
   }

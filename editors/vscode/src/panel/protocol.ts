@@ -33,7 +33,9 @@ export type ToHost =
   | { type: 'revertPreview'; messageId: string }
   | { type: 'revertApply'; messageId: string; previewToken: string }
   /** The file now ↔ what "Restore" puts back (`null`: no such file). */
-  | { type: 'openRevertDiff'; path: string; restored: string | null; kind: RevertKind };
+  | { type: 'openRevertDiff'; path: string; restored: string | null; kind: RevertKind }
+  /** The edit review's bar in the panel. */
+  | { type: 'review'; action: 'next' | 'keepAll' | 'undoAll' };
 
 export type Status = 'starting' | 'ready' | 'restarting' | 'error';
 
@@ -72,7 +74,9 @@ export type ToWebview =
   | { type: 'files'; requestId: number; items: { uri: string; path: string }[] }
   | { type: 'attach'; attachment: Attachment }
   | { type: 'focusInput' }
-  | { type: 'notice'; level: 'info' | 'warning' | 'error'; text: string };
+  | { type: 'notice'; level: 'info' | 'warning' | 'error'; text: string }
+  /** "3 files, 7 changes to review" (empty: nothing to review). */
+  | { type: 'reviewCount'; label: string };
 
 export type RevertKind = 'created' | 'modified' | 'deleted';
 
