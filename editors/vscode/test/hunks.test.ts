@@ -135,3 +135,48 @@ test('the panel count', () => {
   assert.equal(reviewCount(1, 1), '1 file, 1 change to review');
   assert.equal(reviewCount(0, 0), '');
 });
+
+test('a turn’s files come from the revert dry run: now is oldText, before is newText; conflicts and deletions are left out', async () => {
+  const { turnFiles } = await import('../src/review/set');
+  const files = turnFiles({
+    canRevert: true,
+    _meta: {
+      maia: {
+        files: [
+          { path: '/p/a.txt', kind: 'modified', conflict: false, diff: { oldText: 'now\n', newText: 'before\n' } },
+          { path: '/p/new.txt', kind: 'created', conflict: false, diff: { oldText: 'made\n', newText: null } },
+          { path: '/p/gone.txt', kind: 'deleted', conflict: false, diff: { oldText: null, newText: 'was\n' } },
+          { path: '/p/mine.txt', kind: 'modified', conflict: true, diff: { oldText: 'x', newText: 'y' } },
+          { path: '/p/bin', kind: 'modified', conflict: false },
+        ],
+      },
+    },
+  });
+  assert.deepEqual(files, [
+    { path: '/p/a.txt', before: 'before\n', now: 'now\n' },
+    { path: '/p/new.txt', before: null, now: 'made\n' },
+  ]);
+  assert.deepEqual(turnFiles({ canRevert: false, paths: [] }), []);
+});
+
+test('a file changed again in a later turn keeps its base; undone reports wait until taken, and a refused prompt gives them back', async () => {
+  const { ReviewSet } = await import('../src/review/set');
+  const set = new ReviewSet();
+  set.addTurn([{ path: '/p/a.txt', before: 'a\nb\n', now: 'a\nB\n' }]);
+  set.addTurn([{ path: '/p/a.txt', before: 'a\nB\n', now: 'a\nB\nc\n' }]);
+  assert.deepEqual(
+    set.hunks('/p/a.txt', 'a\nB\nc\n').map((h) => [h.baseLines, h.agentLines]),
+    [[['b\n'], ['B\n', 'c\n']]],
+  );
+  const r = set.undo('/p/a.txt', set.hunks('/p/a.txt', 'a\nB\nc\n')[0].id, 'a\nB\nc\n');
+  assert.equal(r.kind, 'edit');
+  assert.equal(set.pendingUndone, 0, 'queued only once applied');
+  set.undoApplied(r);
+  assert.deepEqual(set.paths(), [], 'reviewed');
+  const taken = set.takeUndone();
+  assert.equal(taken.length, 1);
+  assert.equal(set.takeUndone().length, 0, 'taken once');
+  set.giveBack(taken);
+  assert.equal(set.pendingUndone, 1);
+  assert.equal(set.count(() => undefined).label, '');
+});
