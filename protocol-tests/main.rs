@@ -8,6 +8,7 @@ mod acp_ask;
 mod acp_auth;
 mod acp_background;
 mod acp_cancel;
+mod acp_card_review;
 mod acp_compaction;
 mod acp_config;
 mod acp_context;

@@ -76,6 +76,8 @@ pub(super) struct Forwarder {
     /// The running turn's prompt id, once saved (`_meta.maia.userMessageId`
     /// of the prompt's answer).
     pub(super) user_message: Mutex<Option<String>>,
+    /// The texts kept through "Review in editor", for the session's writes.
+    pub(super) reviewed: super::reviewed::Reviewed,
 }
 
 impl Forwarder {
@@ -157,10 +159,15 @@ impl Forwarder {
                 if let Some(key) = &key {
                     lock(&asked).push(key.clone());
                 }
+                let reviewed = self.reviewed.clone();
                 tokio::spawn(async move {
-                    let reply = match answer {
-                        Some(answer) => convert::permission_reply(answer.await),
-                        None => maia_core::PermissionReply::Cancelled,
+                    let (reply, raw) = match answer {
+                        Some(answer) => {
+                            let answer = answer.await;
+                            let raw = answer.as_ref().ok().cloned();
+                            (convert::permission_reply(answer), raw)
+                        }
+                        None => (maia_core::PermissionReply::Cancelled, None),
                     };
                     if let Some(key) = key {
                         lock(&asked).retain(|k| *k != key);
@@ -172,6 +179,9 @@ impl Forwarder {
                         (&conn, &session_id, &view.id, &view.title),
                     )
                     .await;
+                    if let Some(raw) = &raw {
+                        reviewed.note(raw, &reply, &offered, view);
+                    }
                     let _ = request.reply.send(reply);
                 });
             }

@@ -33,6 +33,7 @@ mod providers;
 mod queue;
 mod reason;
 mod revert;
+mod reviewed;
 mod rewind;
 mod steer;
 mod subagents;
@@ -501,6 +502,7 @@ fn meta() -> serde_json::Map<String, Value> {
     meta.insert("fileRevert".into(), revert::capability());
     meta.insert("sessionRewind".into(), rewind::capability());
     meta.insert("undoneHunks".into(), undone::capability());
+    meta.insert("permissionReview".into(), reviewed::capability());
     meta
 }
 

@@ -306,6 +306,7 @@ impl Agent {
             asked: Default::default(),
             usage: Default::default(),
             user_message: Default::default(),
+            reviewed: fs.reviewed(),
         };
         let fork_cursors: Vec<String> = match how {
             Open::Fork { .. } => replay
