@@ -41,6 +41,8 @@ test('an accept-edits turn goes under review; undone hunks reach the next model 
     takeUndone: () => set.takeUndone(),
     giveBack: (r) => set.giveBack(r),
     run: async () => {},
+    propose: async () => undefined,
+    dropProposal: async () => {},
   };
   try {
     const session = await f.host.waitFor((m) => m.type === 'session');

@@ -249,6 +249,18 @@ function showPermission(m: Extract<ToWebview, { type: 'permission' }>): void {
     b.addEventListener('click', () => answer(o));
     return b;
   });
+  if (m.reviewInEditor) {
+    const review = h('button', {
+      class: 'option review-in-editor',
+      text: 'Review in editor',
+      'aria-label': 'Review in editor: keep or undo each change there; the answer follows',
+    });
+    review.addEventListener('click', () => {
+      review.textContent = 'Keep or undo each change in the editor…';
+      post({ type: 'reviewPermission', requestId: m.requestId });
+    });
+    buttons.push(review);
+  }
   const reject = m.options.find((o) => o.kind === 'reject_once') ?? m.options.find((o) => o.kind.startsWith('reject'));
   const ask = h(
     'div',

@@ -51,11 +51,29 @@ export interface ReviewHost {
   giveBack(reports: UndoneReport[]): void;
   /** The panel's review bar: next change, keep all, undo all. */
   run(action: 'next' | 'keepAll' | 'undoAll'): Promise<void>;
+  /**
+   * A permission card's proposal shown as pending hunks: resolves with the
+   * text the user kept once every hunk is kept or undone (`undefined`: not
+   * shown, or dropped).
+   */
+  propose(path: string, before: string, proposed: string): Promise<string | undefined>;
+  /** The question was answered elsewhere or cancelled: the proposal goes, the file as it was. */
+  dropProposal(path: string): Promise<void>;
+}
+
+/** The one diff of a permission's tool call, when it changes an existing file. */
+export function proposedDiff(toolCall: acp.ToolCallUpdate): { path: string; oldText: string; newText: string } | undefined {
+  const diffs = (toolCall.content ?? []).filter((c) => c.type === 'diff');
+  const d = diffs.length === 1 ? diffs[0] : undefined;
+  return d && d.type === 'diff' && typeof d.oldText === 'string' ? { path: d.path, oldText: d.oldText, newText: d.newText } : undefined;
 }
 
 interface PendingPermission {
   resolve(response: acp.RequestPermissionResponse): void;
   options: acp.PermissionOption[];
+  toolCall: acp.ToolCallUpdate;
+  /** The file shown as a proposal in the editor, while it is. */
+  reviewing?: string;
 }
 
 /** How many crashes within `CRASH_WINDOW_MS` are restarted before giving up. */
@@ -199,15 +217,23 @@ export class PanelController {
     const requestId = this.nextPermission++;
     return new Promise<acp.RequestPermissionResponse>((resolve) => {
       const done = (response: acp.RequestPermissionResponse) => {
+        const reviewing = this.permissions.get(requestId)?.reviewing;
+        if (reviewing && !(response._meta as { maia?: unknown } | undefined)?.maia) {
+          void this.host.review?.dropProposal(reviewing);
+        }
         if (this.permissions.delete(requestId)) {
           const optionId = response.outcome.outcome === 'selected' ? response.outcome.optionId : undefined;
           this.host.post({ type: 'permissionDone', requestId, optionId });
           resolve(response);
         }
       };
-      this.permissions.set(requestId, { resolve: done, options: request.options });
+      this.permissions.set(requestId, { resolve: done, options: request.options, toolCall: request.toolCall });
       signal.addEventListener('abort', () => done({ outcome: { outcome: 'cancelled' } }));
-      this.host.post({ type: 'permission', requestId, toolCall: request.toolCall, options: request.options });
+      const c = this.connection;
+      const reviewInEditor =
+        !!this.host.review && !!c && timeline.readsReviewedText(c.init) && !!proposedDiff(request.toolCall) &&
+        request.options.some((o) => o.kind === 'allow_once');
+      this.host.post({ type: 'permission', requestId, toolCall: request.toolCall, options: request.options, reviewInEditor });
       if (this.host.notifyPermission && !this.host.panelVisible()) {
         const title = request.toolCall.title ?? 'a tool';
         void this.host.notifyPermission(`MAIA asks to run ${title}`, request.options).then((optionId) => {
@@ -236,6 +262,35 @@ export class PanelController {
       outcome: { outcome: 'selected', optionId },
       ...(rejecting && text ? { _meta: { reason: text } } : {}),
     });
+  }
+
+  /**
+   * "Review in editor": the proposal is shown as pending hunks; once every
+   * hunk is kept or undone the question is answered — allowed with the text
+   * kept (`_meta.maia.reviewedText`), or rejected when nothing was kept.
+   */
+  async reviewPermission(requestId: number): Promise<void> {
+    const pending = this.permissions.get(requestId);
+    const diff = pending && proposedDiff(pending.toolCall);
+    if (!pending || !diff || !this.host.review || pending.reviewing) {
+      return;
+    }
+    pending.reviewing = diff.path;
+    const text = await this.host.review.propose(diff.path, diff.oldText, diff.newText);
+    if (this.permissions.get(requestId) !== pending) {
+      return;
+    }
+    pending.reviewing = undefined;
+    if (text === undefined) {
+      return;
+    }
+    const allow = pending.options.find((o) => o.kind === 'allow_once');
+    const reject = pending.options.find((o) => o.kind === 'reject_once');
+    if (text === diff.oldText && reject) {
+      pending.resolve({ outcome: { outcome: 'selected', optionId: reject.optionId } });
+    } else if (allow) {
+      pending.resolve({ outcome: { outcome: 'selected', optionId: allow.optionId }, _meta: { maia: { reviewedText: text } } });
+    }
   }
 
   private cancelPermissions(): void {
@@ -594,6 +649,9 @@ export class PanelController {
         return;
       case 'review':
         await this.host.review?.run(m.action);
+        return;
+      case 'reviewPermission':
+        await this.reviewPermission(m.requestId);
         return;
     }
   }

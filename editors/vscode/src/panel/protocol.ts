@@ -34,6 +34,8 @@ export type ToHost =
   | { type: 'revertApply'; messageId: string; previewToken: string }
   /** The file now ↔ what "Restore" puts back (`null`: no such file). */
   | { type: 'openRevertDiff'; path: string; restored: string | null; kind: RevertKind }
+  /** "Review in editor" on a permission card. */
+  | { type: 'reviewPermission'; requestId: number }
   /** The edit review's bar in the panel. */
   | { type: 'review'; action: 'next' | 'keepAll' | 'undoAll' };
 
@@ -67,6 +69,8 @@ export type ToWebview =
       requestId: number;
       toolCall: acp.ToolCallUpdate;
       options: acp.PermissionOption[];
+      /** The card may offer "Review in editor" (one diff of an existing file, and the agent reads the answer's text). */
+      reviewInEditor?: boolean;
     }
   | { type: 'permissionDone'; requestId: number; optionId?: string }
   | { type: 'threads'; sessions: acp.SessionInfo[]; currentId?: string }

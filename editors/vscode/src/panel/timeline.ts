@@ -101,6 +101,11 @@ export function revertDryRun(c: MaiaConnection, sessionId: string, messageId: st
   return request(c, '_session/files/revert', { sessionId, beforeMessage: { messageId }, dryRun: true });
 }
 
+/** Whether the agent writes the text a permission answer kept (`_meta.permissionReview`). */
+export function readsReviewedText(init: acp.InitializeResponse): boolean {
+  return advertised(init, 'permissionReview');
+}
+
 /** Whether the agent hears undone hunks on `session/prompt` (`_meta.undoneHunks`). */
 export function hearsUndone(init: acp.InitializeResponse): boolean {
   return advertised(init, 'undoneHunks');

@@ -125,6 +125,65 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
     this.refresh();
   }
 
+  /** Proposals shown for permission cards: how to answer each, by path. */
+  private readonly proposals = new Map<string, (text: string | undefined) => void>();
+
+  async propose(path: string, before: string, proposed: string): Promise<string | undefined> {
+    const doc = await this.document(path);
+    if (doc.isDirty || doc.getText() !== before || this.set.get(path)) {
+      void vscode.window.showWarningMessage('MAIA: the file has unsaved or unreviewed changes; answer in the panel instead.');
+      return undefined;
+    }
+    const edit = new vscode.WorkspaceEdit();
+    edit.replace(doc.uri, new vscode.Range(doc.positionAt(0), doc.positionAt(before.length)), proposed);
+    if (!(await vscode.workspace.applyEdit(edit))) {
+      return undefined;
+    }
+    this.set.addProposal(path, before, proposed);
+    const shown = await vscode.window.showTextDocument(doc, { preview: false });
+    const first = this.set.hunks(path, doc.getText())[0];
+    if (first) {
+      const pos = new vscode.Position(Math.min(first.line, Math.max(doc.lineCount - 1, 0)), 0);
+      shown.selection = new vscode.Selection(pos, pos);
+      shown.revealRange(new vscode.Range(pos, pos), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+    }
+    this.refresh();
+    return new Promise((resolve) => this.proposals.set(path, resolve));
+  }
+
+  async dropProposal(path: string): Promise<void> {
+    const f = this.set.get(path);
+    const answer = this.proposals.get(path);
+    this.proposals.delete(path);
+    if (f?.proposal && f.base !== null) {
+      // Back to the file as it is on disk.
+      const doc = await this.document(path);
+      const edit = new vscode.WorkspaceEdit();
+      const before = (await vscode.workspace.fs.readFile(doc.uri)).toString();
+      edit.replace(doc.uri, new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length)), before);
+      await vscode.workspace.applyEdit(edit);
+      if (doc.isDirty) {
+        await doc.save();
+      }
+    }
+    this.set.settle(path, undefined);
+    answer?.(undefined);
+    this.refresh();
+  }
+
+  /** A proposal whose hunks are all kept or undone is answered with the text now. */
+  private settleProposals(): void {
+    for (const [path, answer] of [...this.proposals]) {
+      const f = this.set.get(path);
+      const now = this.text(path);
+      if (!f || now === undefined || f.locate(now).length === 0) {
+        this.proposals.delete(path);
+        this.set.settle(path, now);
+        answer(now);
+      }
+    }
+  }
+
   // ---------- state ----------
 
   /** The text of `path` now: the open document's, else the disk's. */
@@ -141,6 +200,7 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
   }
 
   private refresh(): void {
+    this.settleProposals();
     for (const editor of vscode.window.visibleTextEditors) {
       this.decorate(editor);
     }
@@ -306,7 +366,8 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
       void vscode.window.showWarningMessage('MAIA: the undo could not be applied; nothing changed.');
       return;
     }
-    if (!deletes && !wasDirty) {
+    // A proposal is written by MAIA once answered; a change already written is saved.
+    if (!deletes && !wasDirty && !this.set.get(doc.uri.fsPath)?.proposal) {
       await doc.save();
     }
     for (const r of results) {

@@ -129,6 +129,8 @@ export class FileReview {
     public base: string | null,
     /** The agent's text (minus what was undone). */
     public agent: string,
+    /** A proposal of a permission card, not written yet: undos are not reported, the file is not saved. */
+    readonly proposal = false,
   ) {}
 
   get created(): boolean {

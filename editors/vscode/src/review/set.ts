@@ -49,10 +49,17 @@ export function turnFiles(dryRun: unknown): TurnFile[] {
 export class ReviewSet {
   private readonly files = new Map<string, FileReview>();
   private undone: UndoneReport[] = [];
+  /** Texts settled on a permission card ("Review in editor"): the turn's write of exactly that is reviewed already. */
+  private readonly settled = new Map<string, string>();
 
   /** Adds a turn's files: new ones from their text before the turn, known ones keep their base. */
   addTurn(files: TurnFile[]): void {
     for (const f of files) {
+      const settled = this.settled.get(f.path);
+      this.settled.delete(f.path);
+      if (settled === f.now && !this.files.has(f.path)) {
+        continue;
+      }
       const known = this.files.get(f.path);
       if (known) {
         known.agent = f.now;
@@ -60,6 +67,23 @@ export class ReviewSet {
         this.files.set(f.path, new FileReview(f.path, f.before, f.now));
       }
       this.prune(f.path);
+    }
+  }
+
+  /** A permission card's proposal under review (`before` is the file now, `proposed` the buffer). */
+  addProposal(path: string, before: string, proposed: string): FileReview {
+    const f = new FileReview(path, before, proposed, true);
+    this.files.set(path, f);
+    return f;
+  }
+
+  /** The proposal of `path` was answered with `text` (or dropped: `undefined`). */
+  settle(path: string, text: string | undefined): void {
+    if (this.files.get(path)?.proposal) {
+      this.files.delete(path);
+    }
+    if (text !== undefined) {
+      this.settled.set(path, text);
     }
   }
 
@@ -78,7 +102,8 @@ export class ReviewSet {
   }
 
   private prune(path: string): void {
-    if (this.files.get(path)?.done) {
+    // A proposal is answered (and forgotten) by whoever shows it.
+    if (this.files.get(path)?.done && !this.files.get(path)?.proposal) {
       this.files.delete(path);
     }
   }
@@ -101,7 +126,9 @@ export class ReviewSet {
 
   undoApplied(result: UndoResult): void {
     if (result.kind !== 'refused') {
-      this.undone.push(result.report);
+      if (!this.files.get(result.report.path)?.proposal) {
+        this.undone.push(result.report);
+      }
       this.prune(result.report.path);
     }
   }
