@@ -6,6 +6,8 @@
 // counts them; one hunk is undone from the keyboard (Alt+F5, Ctrl+Alt+N),
 // the other kept, the new file undone whole; the files on disk are exactly
 // as expected and the next model request carries the undone hunks once.
+// Then "Review in editor" on a permission card: one proposed hunk undone, one
+// kept; MAIA writes only the kept one and tells the model which was not.
 // Screenshots (dark and light) in test-artifacts/code-server/review-*.png.
 import { test, after } from 'node:test';
 import * as assert from 'node:assert/strict';
@@ -23,6 +25,10 @@ const AGENT = ['# Shopping', 'apples', 'brown bread', 'cheese', 'dates', 'eggs',
 /** The first hunk undone, the second kept. */
 const EXPECTED = ['# Shopping', 'apples', 'bread', 'cheese', 'dates', 'eggs', 'flour', 'grapes', 'honey', 'ice', 'jam', 'kale', ''].join('\n');
 
+/** The card's proposal over EXPECTED: a title change and a last line; the title is undone. */
+const CARD_PROPOSED = EXPECTED.replace('# Shopping', '# Groceries') + 'lemons\n';
+const CARD_KEPT = EXPECTED + 'lemons\n';
+
 const SCRIPT: ScriptItem[] = [
   {
     tool_calls: [
@@ -32,6 +38,9 @@ const SCRIPT: ScriptItem[] = [
   },
   { text: 'Updated **list.md** and wrote **notes.md**.' },
   { text: 'Understood: plain bread, and no notes file.' },
+  // "Review in editor" on a permission card: one hunk undone, one kept.
+  { tool_calls: [{ id: 'call_c', name: 'Write', arguments: { file_path: 'list.md', content: CARD_PROPOSED } }] },
+  { text: 'Wrote what you kept.' },
 ];
 
 let browser: Browser | undefined;
@@ -64,16 +73,22 @@ function newestVsix(): string {
 const lenses = (page: Page) =>
   page.$$eval('.editor-instance .codelens-decoration a', (els) => els.map((e) => (e.textContent ?? '').trim()));
 
-/** Clicks a lens with the mouse (the editor reacts to real mouse events, not DOM clicks). */
+/** Clicks a lens with the mouse (the editor reacts to real mouse events,
+ * not DOM clicks); again when the lenses were redrawn under the pointer. */
 async function clickLens(page: Page, label: string): Promise<void> {
-  const links = await page.$$('.editor-instance .codelens-decoration a');
-  for (const link of links) {
-    if ((await link.evaluate((e) => (e.textContent ?? '').trim())) === label) {
-      await link.click();
-      return;
+  await until(`a "${label}" lens clicked`, async () => {
+    for (const link of await page.$$('.editor-instance .codelens-decoration a')) {
+      try {
+        if ((await link.evaluate((e) => (e.textContent ?? '').trim())) === label) {
+          await link.click();
+          return true;
+        }
+      } catch {
+        return false; // detached: redrawn
+      }
     }
-  }
-  assert.fail(`no "${label}" lens`);
+    return false;
+  });
 }
 
 const reviewLabel = (panel: Frame) =>
@@ -200,6 +215,32 @@ test('the edit review in VS Code (code-server): decorations, Keep / Undo per cha
     assert.ok(third.includes(`${notes}: the file you created was removed.`), third);
     assert.match(third, /Thanks$/);
     await wb.screenshot('review-04-reported-dark');
+
+    // "Review in editor" on a permission card (the default mode asks).
+    await panel.evaluate(() => {
+      const sel = Array.from(document.querySelectorAll('select')).find((s) => s.querySelector('option[value="default"]'))!;
+      sel.value = 'default';
+      sel.dispatchEvent(new Event('change', { bubbles: true }));
+    });
+    await panel.click('#input');
+    await page.keyboard.type('Rename the list and add lemons');
+    await page.keyboard.press('Enter');
+    await panel.waitForSelector('.permission .review-in-editor', { timeout: 30_000 });
+    await panel.click('.permission .review-in-editor');
+    await until('the proposal in the editor', async () => (await lenses(page)).filter((l) => l === 'Undo').length === 2, 30_000);
+    assert.equal(fs.readFileSync(list, 'utf8'), EXPECTED, 'nothing written while the card waits');
+    await wb.screenshot('review-05-card-proposal-dark');
+    await clickLens(page, 'Undo');
+    await until('one proposed change left', async () => (await lenses(page)).filter((l) => l === 'Undo').length === 1);
+    await clickLens(page, 'Keep');
+    panel = await wb.panel();
+    await panel.waitForFunction(() => document.querySelector('.log')?.textContent?.includes('Wrote what you kept.'), { timeout: 30_000 });
+    assert.equal(fs.readFileSync(list, 'utf8'), CARD_KEPT, 'MAIA wrote only the kept hunk');
+    const fifth = JSON.stringify(await mock.request(5));
+    assert.match(fifth, /the user applied 1 of 2 hunks and rejected the others/);
+    assert.match(fifth, /Rejected: #1 \(replace line 1 with 1 line\)/);
+    await until('nothing left to review after the card', async () => (await reviewLabel(panel)) === '');
+    await wb.screenshot('review-06-card-answered-dark');
   } catch (e) {
     await wb.screenshot('review-failed').catch(() => {});
     fs.mkdirSync(artifacts, { recursive: true });

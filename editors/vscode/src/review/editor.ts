@@ -9,6 +9,7 @@
 // MAIA reads what the user sees; a file the agent created and nothing else
 // changed is deleted. Interaction: docs/editors.md.
 import * as fs from 'node:fs';
+import { TextDecoder } from 'node:util';
 import * as vscode from 'vscode';
 import type { ReviewHost } from '../panel/controller';
 import { Located, UndoneReport, UndoResult } from './hunks';
@@ -152,26 +153,34 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
   }
 
   async dropProposal(path: string): Promise<void> {
-    const f = this.set.get(path);
     const answer = this.proposals.get(path);
     this.proposals.delete(path);
-    if (f?.proposal && f.base !== null) {
-      // Back to the file as it is on disk.
-      const doc = await this.document(path);
-      const edit = new vscode.WorkspaceEdit();
-      const before = (await vscode.workspace.fs.readFile(doc.uri)).toString();
-      edit.replace(doc.uri, new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length)), before);
-      await vscode.workspace.applyEdit(edit);
-      if (doc.isDirty) {
-        await doc.save();
-      }
+    if (this.set.get(path)?.proposal) {
+      await this.restore(path);
     }
     this.set.settle(path, undefined);
     answer?.(undefined);
     this.refresh();
   }
 
-  /** A proposal whose hunks are all kept or undone is answered with the text now. */
+  /** The document of a proposal back to the file on disk (MAIA checks it is unchanged, then writes). */
+  private async restore(path: string): Promise<void> {
+    const doc = await this.document(path);
+    const disk = new TextDecoder().decode(await vscode.workspace.fs.readFile(doc.uri));
+    if (doc.getText() !== disk) {
+      const edit = new vscode.WorkspaceEdit();
+      edit.replace(doc.uri, new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length)), disk);
+      await vscode.workspace.applyEdit(edit);
+    }
+    if (doc.isDirty) {
+      await doc.save();
+    }
+  }
+
+  /**
+   * A proposal whose hunks are all kept or undone is answered with the text
+   * kept, once its document is back to the disk's text (MAIA then writes it).
+   */
   private settleProposals(): void {
     for (const [path, answer] of [...this.proposals]) {
       const f = this.set.get(path);
@@ -179,7 +188,7 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
       if (!f || now === undefined || f.locate(now).length === 0) {
         this.proposals.delete(path);
         this.set.settle(path, now);
-        answer(now);
+        void this.restore(path).finally(() => answer(now));
       }
     }
   }
