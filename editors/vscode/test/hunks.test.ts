@@ -180,3 +180,26 @@ test('a file changed again in a later turn keeps its base; undone reports wait u
   assert.equal(set.pendingUndone, 1);
   assert.equal(set.count(() => undefined).label, '');
 });
+
+test('a card proposal: undos are not reported, it stays until answered, and its write is not reviewed again', async () => {
+  const { ReviewSet } = await import('../src/review/set');
+  const set = new ReviewSet();
+  const f = set.addProposal('/p/a.txt', 'a\nb\nc\n', 'A\nb\nc\nd\n');
+  assert.ok(f.proposal);
+  let now = 'A\nb\nc\nd\n';
+  const r = set.undo('/p/a.txt', set.hunks('/p/a.txt', now)[0].id, now);
+  assert.ok(r.kind === 'edit');
+  now = applyReplace(now, r.edit);
+  set.undoApplied(r);
+  assert.equal(set.pendingUndone, 0, 'MAIA tells the model itself');
+  set.keep('/p/a.txt', set.hunks('/p/a.txt', now)[0].id, now);
+  assert.equal(set.hunks('/p/a.txt', now).length, 0);
+  assert.ok(set.get('/p/a.txt'), 'kept until the card is answered');
+  set.settle('/p/a.txt', now);
+  assert.equal(set.get('/p/a.txt'), undefined);
+  // The turn's write of exactly that text is not offered again; a later change is.
+  set.addTurn([{ path: '/p/a.txt', before: 'a\nb\nc\n', now: 'a\nb\nc\nd\n' }]);
+  assert.deepEqual(set.paths(), []);
+  set.addTurn([{ path: '/p/a.txt', before: 'a\nb\nc\nd\n', now: 'a\nb\nc\nd\ne\n' }]);
+  assert.deepEqual(set.paths(), ['/p/a.txt']);
+});

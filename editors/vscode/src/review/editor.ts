@@ -337,6 +337,7 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
     if (!path || !id) {
       const here = this.atCursor();
       if (!here) {
+        void vscode.window.showInformationMessage('MAIA: no change to review at the cursor.');
         return;
       }
       ({ path } = here);
@@ -388,6 +389,7 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
     if (!path || !id) {
       const here = this.atCursor();
       if (!here) {
+        void vscode.window.showInformationMessage('MAIA: no change to review at the cursor.');
         return;
       }
       ({ path } = here);
