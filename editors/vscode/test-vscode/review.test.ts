@@ -3,7 +3,7 @@
 // extension and the real debug `maia acp` against the scripted mock LLM: an
 // accept-edits turn edits two hunks of one file and creates a second file;
 // the changed lines are decorated with Keep / Undo lenses and the panel
-// counts them; one hunk is undone from the keyboard (Alt+F5, Ctrl+Alt+N),
+// counts them; one hunk is undone from the keyboard (Alt+F5, Ctrl+Alt+U),
 // the other kept, the new file undone whole; the files on disk are exactly
 // as expected and the next model request carries the undone hunks once.
 // Then "Review in editor" on a permission card: one proposed hunk undone, one
@@ -14,7 +14,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { Browser, Frame, Page } from 'puppeteer-core';
+import type { Browser, Frame, KeyInput, Page } from 'puppeteer-core';
 import { MAIA_BIN, MockLlm, ScriptItem, scratch } from '../test-acp/harness';
 import { baseSettings, CodeServer, launchBrowser, ROOT, until, Workbench } from './workbench';
 
@@ -89,6 +89,17 @@ async function clickLens(page: Page, label: string): Promise<void> {
     }
     return false;
   });
+}
+
+/** Presses `key` with the modifiers held. */
+async function chord(page: Page, modifiers: KeyInput[], key: KeyInput): Promise<void> {
+  for (const m of modifiers) {
+    await page.keyboard.down(m);
+  }
+  await page.keyboard.press(key);
+  for (const m of [...modifiers].reverse()) {
+    await page.keyboard.up(m);
+  }
 }
 
 const reviewLabel = (panel: Frame) =>
@@ -166,7 +177,7 @@ test('the edit review in VS Code (code-server): decorations, Keep / Undo per cha
     await wb.command('Preferences: Toggle between Light/Dark Themes');
     await until('dark theme', () => page.evaluate(() => document.querySelector('.monaco-workbench')?.classList.contains('vs-dark') ?? false));
 
-    // Keyboard only: Alt+F5 goes to the first change, Ctrl+Alt+N undoes it.
+    // Keyboard only: Alt+F5 goes to the first change, Ctrl+Alt+U undoes it.
     await page.click('.editor-instance .monaco-editor .view-lines');
     await page.keyboard.down('Control');
     await page.keyboard.press('Home');
@@ -179,7 +190,7 @@ test('the edit review in VS Code (code-server): decorations, Keep / Undo per cha
     );
     await page.keyboard.down('Control');
     await page.keyboard.down('Alt');
-    await page.keyboard.press('KeyN');
+    await page.keyboard.press('KeyU');
     await page.keyboard.up('Alt');
     await page.keyboard.up('Control');
     const afterUndo = AGENT.replace('brown bread', 'bread');
@@ -230,9 +241,20 @@ test('the edit review in VS Code (code-server): decorations, Keep / Undo per cha
     await until('the proposal in the editor', async () => (await lenses(page)).filter((l) => l === 'Undo').length === 2, 30_000);
     assert.equal(fs.readFileSync(list, 'utf8'), EXPECTED, 'nothing written while the card waits');
     await wb.screenshot('review-05-card-proposal-dark');
-    await clickLens(page, 'Undo');
+    // Keyboard only: Ctrl+Home, Ctrl+Alt+U undoes the title; Alt+F5, Ctrl+Alt+Y keeps the last line.
+    await page.click('.editor-instance .monaco-editor .view-lines');
+    await chord(page, ['Control'], 'Home');
+    await until('the cursor on the first proposed change', () =>
+      page.evaluate(() => /Ln 1,/.test(document.querySelector('.statusbar [id="status.editor.selection"]')?.textContent ?? '')),
+    );
+    await chord(page, ['Control', 'Alt'], 'KeyU');
     await until('one proposed change left', async () => (await lenses(page)).filter((l) => l === 'Undo').length === 1);
-    await clickLens(page, 'Keep');
+    assert.equal(fs.readFileSync(list, 'utf8'), EXPECTED, 'still nothing written');
+    await chord(page, ['Alt'], 'F5');
+    await until('the cursor on the last change', () =>
+      page.evaluate(() => /Ln 13,/.test(document.querySelector('.statusbar [id="status.editor.selection"]')?.textContent ?? '')),
+    );
+    await chord(page, ['Control', 'Alt'], 'KeyY');
     panel = await wb.panel();
     await panel.waitForFunction(() => document.querySelector('.log')?.textContent?.includes('Wrote what you kept.'), { timeout: 30_000 });
     assert.equal(fs.readFileSync(list, 'utf8'), CARD_KEPT, 'MAIA wrote only the kept hunk');

@@ -48,7 +48,6 @@ const reviewApi = {
 const reviewWindow = {
   createTextEditorDecorationType: () => disposed,
   onDidChangeVisibleTextEditors: () => disposed,
-  onDidChangeTextEditorSelection: () => disposed,
   visibleTextEditors: [],
 };
 

@@ -218,13 +218,20 @@ export class PanelController {
     return new Promise<acp.RequestPermissionResponse>((resolve) => {
       const done = (response: acp.RequestPermissionResponse) => {
         const reviewing = this.permissions.get(requestId)?.reviewing;
-        if (reviewing && !(response._meta as { maia?: unknown } | undefined)?.maia) {
-          void this.host.review?.dropProposal(reviewing);
+        if (!this.permissions.delete(requestId)) {
+          return;
         }
-        if (this.permissions.delete(requestId)) {
+        const finish = () => {
           const optionId = response.outcome.outcome === 'selected' ? response.outcome.optionId : undefined;
           this.host.post({ type: 'permissionDone', requestId, optionId });
           resolve(response);
+        };
+        // Answered on the card while its proposal was in the editor: the
+        // document goes back to the disk's text first (MAIA checks it).
+        if (reviewing && this.host.review) {
+          void this.host.review.dropProposal(reviewing).finally(finish);
+        } else {
+          finish();
         }
       };
       this.permissions.set(requestId, { resolve: done, options: request.options, toolCall: request.toolCall });

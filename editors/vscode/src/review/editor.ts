@@ -73,7 +73,6 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
         }
       }),
       vscode.window.onDidChangeVisibleTextEditors(() => this.refresh()),
-      vscode.window.onDidChangeTextEditorSelection((e) => this.setCursorContext(e.textEditor)),
       vscode.commands.registerCommand('maia.review.keep', (path?: string, id?: string) => this.keep(path, id)),
       vscode.commands.registerCommand('maia.review.undo', (path?: string, id?: string) => this.undo(path, id)),
       vscode.commands.registerCommand('maia.review.keepFile', (path?: string) => this.keepFile(path)),
@@ -216,10 +215,6 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
     this.lenses.fire();
     const { label, changes } = this.set.count((p) => this.text(p));
     void vscode.commands.executeCommand('setContext', 'maia.reviewing', changes > 0);
-    const active = vscode.window.activeTextEditor;
-    if (active) {
-      this.setCursorContext(active);
-    }
     this.onCount(label);
   }
 
@@ -318,13 +313,6 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
     const line = editor.selection.active.line;
     const hunk = this.hunksOf(editor.document).find((h) => line >= h.line && line < h.line + Math.max(h.lines, 1));
     return hunk ? { path: editor.document.uri.fsPath, hunk } : undefined;
-  }
-
-  private setCursorContext(editor: vscode.TextEditor): void {
-    if (editor !== vscode.window.activeTextEditor) {
-      return;
-    }
-    void vscode.commands.executeCommand('setContext', 'maia.changeAtCursor', !!this.atCursor());
   }
 
   // ---------- actions ----------
@@ -462,6 +450,5 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
     const pos = new vscode.Position(Math.min(target.line, Math.max(doc.lineCount - 1, 0)), 0);
     shown.selection = new vscode.Selection(pos, pos);
     shown.revealRange(new vscode.Range(pos, pos), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
-    this.setCursorContext(shown);
   }
 }
