@@ -402,7 +402,14 @@ export class PanelController {
       }
       return r.stopReason;
     } catch (e) {
-      this.host.review?.giveBack(undone);
+      // A prompt refused before a turn started (one is running) did not
+      // deliver the report: it goes with the next. Any other failure may
+      // come after MAIA took the message, so it is not sent twice.
+      if ((e as { code?: unknown } | undefined)?.code === -32600) {
+        this.host.review?.giveBack(undone);
+      } else if (undone.length) {
+        this.host.log(`${undone.length} undone change(s) may not have reached MAIA: ${e instanceof Error ? e.message : e}`);
+      }
       if (this.connection === c) {
         this.host.post({ type: 'turnEnd', error: e instanceof Error ? e.message : String(e) });
       }

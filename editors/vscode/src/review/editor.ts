@@ -24,7 +24,7 @@ function bar(color: string, kind: 'line' | 'removed'): vscode.Uri {
   return vscode.Uri.parse(`data:image/svg+xml;utf8,${encodeURIComponent(`<svg xmlns="http://www.w3.org/2000/svg" width="14" height="20">${shape}</svg>`)}`);
 }
 
-const first = (text: string) => {
+const firstRemoved = (text: string) => {
   const lines = text.split('\n').filter((l, i, all) => l !== '' || i < all.length - 1);
   const shown = (lines[0] ?? '').trim();
   return lines.length > 1 ? `${shown}  (+${lines.length - 1} more removed)` : shown;
@@ -244,7 +244,7 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
           hoverMessage: diff,
           renderOptions: {
             after: {
-              contentText: `  − ${first(h.baseLines.join(''))}`,
+              contentText: `  − ${firstRemoved(h.baseLines.join(''))}`,
               backgroundColor: new vscode.ThemeColor('diffEditor.removedLineBackground'),
               color: new vscode.ThemeColor('descriptionForeground'),
               textDecoration: 'line-through',
