@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { createInterface } from 'node:readline';
 import type * as acp from '@agentclientprotocol/sdk';
 import { Launch } from '../src/acp/connection';
-import { EditorHost, PanelController } from '../src/panel/controller';
+import { EditorHost, PanelController, ReviewHost } from '../src/panel/controller';
 import { ToHost, ToWebview } from '../src/panel/protocol';
 import { sliceLines } from '../src/panel/text';
 
@@ -109,6 +109,8 @@ export class TestHost implements EditorHost {
   startFailures: { message: string; notInstalled: boolean }[] = [];
   saved: string | undefined;
   notifyPermission?: (title: string, options: acp.PermissionOption[]) => Promise<string | undefined>;
+  /** The edit review, when a test gives one. */
+  review?: ReviewHost;
   /** Extra sink, e.g. a browser page. */
   forward?: (m: ToWebview) => void;
   private waiters: (() => void)[] = [];

@@ -31,6 +31,26 @@ interface Uri {
 }
 const uri = (p: string): Uri => ({ scheme: 'file', fsPath: p, path: p, toString: () => `file://${p}` });
 
+/** What the edit review (src/review/editor.ts) uses when it is constructed. */
+const disposed = { dispose() {} };
+const reviewApi = {
+  EventEmitter: class {
+    event = () => disposed;
+    fire() {}
+    dispose() {}
+  },
+  ThemeColor: class {
+    constructor(readonly id: string) {}
+  },
+  OverviewRulerLane: { Left: 1 },
+  languages: { registerCodeLensProvider: () => disposed },
+};
+const reviewWindow = {
+  createTextEditorDecorationType: () => disposed,
+  onDidChangeVisibleTextEditors: () => disposed,
+  visibleTextEditors: [],
+};
+
 test('activation registers the contributed commands and the panel view', async () => {
   const commands = new Map<string, unknown>();
   const views = new Map<string, { resolveWebviewView(view: unknown): void }>();
@@ -38,6 +58,7 @@ test('activation registers the contributed commands and the panel view', async (
   const settings: Record<string, unknown> = { 'lsp.enabled': false, path: '/nonexistent/maia' };
   const vscode = new Proxy(
     {
+      ...reviewApi,
       Uri: {
         file: uri,
         joinPath: (base: Uri, ...parts: string[]) => uri(path.join(base.fsPath, ...parts)),
@@ -52,6 +73,7 @@ test('activation registers the contributed commands and the panel view', async (
         executeCommand: async () => undefined,
       },
       window: {
+        ...reviewWindow,
         createOutputChannel: () => ({ appendLine() {}, show() {}, dispose() {} }),
         registerWebviewViewProvider: (id: string, provider: { resolveWebviewView(view: unknown): void }) => {
           views.set(id, provider);
@@ -66,6 +88,7 @@ test('activation registers the contributed commands and the panel view', async (
         getConfiguration: () => ({ get: (k: string, d?: unknown) => (k in settings ? settings[k] : d) }),
         registerTextDocumentContentProvider: () => disposable,
         onDidChangeConfiguration: () => disposable,
+        onDidChangeTextDocument: () => disposable,
         workspaceFolders: [{ uri: uri(root) }],
         textDocuments: [],
       },
@@ -141,9 +164,11 @@ test('maia stderr after the output channel is disposed (a window reload) is drop
   const settings: Record<string, unknown> = { 'lsp.enabled': false, path: fake };
   const vscode = new Proxy(
     {
-      Uri: { file: uri, joinPath: (base: Uri, ...parts: string[]) => uri(path.join(base.fsPath, ...parts)), from: (c: { path: string }) => uri(c.path) },
+      ...reviewApi,
+      Uri: { file: uri, joinPath: (base: Uri, ...parts: string[]) => uri(path.join(base.fsPath, ...parts)), from: (c: { path: string }) => uri(c.path), parse: (s: string) => uri(s) },
       commands: { registerCommand: () => disposable, executeCommand: async () => undefined },
       window: {
+        ...reviewWindow,
         // VS Code's channel throws "Channel has been closed" once disposed.
         createOutputChannel: () => ({
           appendLine(line: string) {
@@ -169,6 +194,7 @@ test('maia stderr after the output channel is disposed (a window reload) is drop
         getConfiguration: () => ({ get: (k: string, d?: unknown) => (k in settings ? settings[k] : d) }),
         registerTextDocumentContentProvider: () => disposable,
         onDidChangeConfiguration: () => disposable,
+        onDidChangeTextDocument: () => disposable,
         workspaceFolders: [{ uri: uri(dir) }],
         textDocuments: [],
       },

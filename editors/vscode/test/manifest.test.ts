@@ -9,7 +9,7 @@ import * as path from 'node:path';
 
 const root = path.join(__dirname, '..', '..');
 const manifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
-const source = fs.readFileSync(path.join(root, 'src', 'extension.ts'), 'utf8');
+const source = ['extension.ts', 'review/editor.ts'].map((f) => fs.readFileSync(path.join(root, 'src', f), 'utf8')).join('\n');
 const view = fs.readFileSync(path.join(root, 'src', 'panel', 'view.ts'), 'utf8');
 
 test('contributed commands are registered and distinct from the server commands', () => {

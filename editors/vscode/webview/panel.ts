@@ -34,9 +34,18 @@ const completion = h('ul', { class: 'completion', id: 'completion', role: 'listb
 const pickers = h('div', { class: 'pickers', id: 'pickers' });
 const sendBtn = h('button', { id: 'send', class: 'primary', text: 'Send', 'aria-label': 'Send' });
 const stopBtn = h('button', { id: 'stop', text: 'Stop', 'aria-label': 'Stop (Esc)', hidden: '' });
+// The edit review: "3 files, 7 changes to review"; the buttons go to the next change, keep or undo everything.
+const reviewText = h('button', { class: 'link', id: 'review-next', title: 'Go to the next change (Alt+F5)' });
+const reviewKeep = h('button', { id: 'review-keep-all', text: 'Keep all', 'aria-label': 'Keep all changes' });
+const reviewUndo = h('button', { id: 'review-undo-all', text: 'Undo all', 'aria-label': 'Undo all changes' });
+const reviewBar = h('div', { class: 'review', id: 'review', role: 'status', 'aria-live': 'polite', hidden: '' }, reviewText, reviewKeep, reviewUndo);
+reviewText.addEventListener('click', () => post({ type: 'review', action: 'next' }));
+reviewKeep.addEventListener('click', () => post({ type: 'review', action: 'keepAll' }));
+reviewUndo.addEventListener('click', () => post({ type: 'review', action: 'undoAll' }));
 const footer = h(
   'footer',
   {},
+  reviewBar,
   planEl,
   chips,
   h('div', { class: 'input-wrap' }, completion, input),
@@ -240,6 +249,18 @@ function showPermission(m: Extract<ToWebview, { type: 'permission' }>): void {
     b.addEventListener('click', () => answer(o));
     return b;
   });
+  if (m.reviewInEditor) {
+    const review = h('button', {
+      class: 'option review-in-editor',
+      text: 'Review in editor',
+      'aria-label': 'Review in editor: keep or undo each change there; the answer follows',
+    });
+    review.addEventListener('click', () => {
+      review.textContent = 'Keep or undo each change in the editor…';
+      post({ type: 'reviewPermission', requestId: m.requestId });
+    });
+    buttons.push(review);
+  }
   const reject = m.options.find((o) => o.kind === 'reject_once') ?? m.options.find((o) => o.kind.startsWith('reject'));
   const ask = h(
     'div',
@@ -808,6 +829,11 @@ window.addEventListener('message', (event: MessageEvent) => {
       break;
     case 'notice':
       addNote(m.text, m.level);
+      break;
+    case 'reviewCount':
+      reviewText.textContent = m.label;
+      reviewText.setAttribute('aria-label', `${m.label}: go to the next change`);
+      reviewBar.hidden = !m.label;
       break;
   }
 });

@@ -52,6 +52,7 @@ mod system_prompt;
 mod text_tool_calls;
 pub mod timeline;
 mod tools;
+pub mod undone;
 pub mod window;
 pub mod workspace;
 pub mod worktree;

@@ -49,6 +49,9 @@ pub enum PromptPart {
     },
     /// Something that could not be used, said to the model.
     Note(String),
+    /// What the user undid of the agent's changes since the last message
+    /// (said to the model first, once; not shown as typed text).
+    Undone(Vec<crate::undone::UndoneHunk>),
 }
 
 /// The user message built from a prompt.
@@ -101,6 +104,11 @@ pub async fn build_user_message(parts: &[PromptPart], fs: &dyn FileSystem) -> Us
         match part {
             PromptPart::Text(text) => msg.text.push_str(text),
             PromptPart::Note(note) => msg.text.push_str(&format!("[{note}]")),
+            PromptPart::Undone(hunks) => {
+                if let Some(note) = crate::undone::note(hunks) {
+                    msg.text.push_str(&note);
+                }
+            }
             PromptPart::Image {
                 name,
                 mime_type,

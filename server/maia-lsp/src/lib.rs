@@ -21,6 +21,9 @@ mod review;
 mod turn;
 mod undo;
 
+/// The per-hunk review, shared with ACP's "Review in editor" answers.
+pub use edits::{Hunk, applied_hunks, hunks, report};
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -176,8 +176,8 @@ export class MaiaConnection {
     await this.agent.request(acp.methods.agent.session.delete, { sessionId });
   }
 
-  prompt(sessionId: string, prompt: acp.ContentBlock[]): Promise<acp.PromptResponse> {
-    return this.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt });
+  prompt(sessionId: string, prompt: acp.ContentBlock[], meta?: Record<string, unknown>): Promise<acp.PromptResponse> {
+    return this.agent.request(acp.methods.agent.session.prompt, { sessionId, prompt, ...(meta ? { _meta: meta } : {}) });
   }
 
   cancel(sessionId: string): Promise<void> {

@@ -10,6 +10,8 @@ import { ClientHandlers, Launch, MaiaConnection, StartError } from '../acp/conne
 import { Attachment, promptBlocks, RevertKind, ToHost, ToWebview } from './protocol';
 import { replayedUserMessage } from './text';
 import * as timeline from './timeline';
+import type { UndoneReport } from '../review/hunks';
+import { turnFiles, type TurnFile } from '../review/set';
 
 export interface EditorHost {
   /** The folder sessions are opened in (absolute). */
@@ -37,11 +39,41 @@ export interface EditorHost {
   savedUsage?(sessionId: string): acp.SessionUpdate | undefined;
   saveUsage?(sessionId: string, update: acp.SessionUpdate): void;
   log(line: string): void;
+  /** The edit review in the editor: a turn's changed files, and the undone hunks to report. */
+  review?: ReviewHost;
+}
+
+export interface ReviewHost {
+  addTurn(files: TurnFile[]): void;
+  /** A new or another thread: nothing of the old one stays under review. */
+  clear(): void;
+  takeUndone(): UndoneReport[];
+  giveBack(reports: UndoneReport[]): void;
+  /** The panel's review bar: next change, keep all, undo all. */
+  run(action: 'next' | 'keepAll' | 'undoAll'): Promise<void>;
+  /**
+   * A permission card's proposal shown as pending hunks: resolves with the
+   * text the user kept once every hunk is kept or undone (`undefined`: not
+   * shown, or dropped).
+   */
+  propose(path: string, before: string, proposed: string): Promise<string | undefined>;
+  /** The question was answered elsewhere or cancelled: the proposal goes, the file as it was. */
+  dropProposal(path: string): Promise<void>;
+}
+
+/** The one diff of a permission's tool call, when it changes an existing file. */
+export function proposedDiff(toolCall: acp.ToolCallUpdate): { path: string; oldText: string; newText: string } | undefined {
+  const diffs = (toolCall.content ?? []).filter((c) => c.type === 'diff');
+  const d = diffs.length === 1 ? diffs[0] : undefined;
+  return d && d.type === 'diff' && typeof d.oldText === 'string' ? { path: d.path, oldText: d.oldText, newText: d.newText } : undefined;
 }
 
 interface PendingPermission {
   resolve(response: acp.RequestPermissionResponse): void;
   options: acp.PermissionOption[];
+  toolCall: acp.ToolCallUpdate;
+  /** The file shown as a proposal in the editor, while it is. */
+  reviewing?: string;
 }
 
 /** How many crashes within `CRASH_WINDOW_MS` are restarted before giving up. */
@@ -185,15 +217,30 @@ export class PanelController {
     const requestId = this.nextPermission++;
     return new Promise<acp.RequestPermissionResponse>((resolve) => {
       const done = (response: acp.RequestPermissionResponse) => {
-        if (this.permissions.delete(requestId)) {
+        const reviewing = this.permissions.get(requestId)?.reviewing;
+        if (!this.permissions.delete(requestId)) {
+          return;
+        }
+        const finish = () => {
           const optionId = response.outcome.outcome === 'selected' ? response.outcome.optionId : undefined;
           this.host.post({ type: 'permissionDone', requestId, optionId });
           resolve(response);
+        };
+        // Answered on the card while its proposal was in the editor: the
+        // document goes back to the disk's text first (MAIA checks it).
+        if (reviewing && this.host.review) {
+          void this.host.review.dropProposal(reviewing).finally(finish);
+        } else {
+          finish();
         }
       };
-      this.permissions.set(requestId, { resolve: done, options: request.options });
+      this.permissions.set(requestId, { resolve: done, options: request.options, toolCall: request.toolCall });
       signal.addEventListener('abort', () => done({ outcome: { outcome: 'cancelled' } }));
-      this.host.post({ type: 'permission', requestId, toolCall: request.toolCall, options: request.options });
+      const c = this.connection;
+      const reviewInEditor =
+        !!this.host.review && !!c && timeline.readsReviewedText(c.init) && !!proposedDiff(request.toolCall) &&
+        request.options.some((o) => o.kind === 'allow_once');
+      this.host.post({ type: 'permission', requestId, toolCall: request.toolCall, options: request.options, reviewInEditor });
       if (this.host.notifyPermission && !this.host.panelVisible()) {
         const title = request.toolCall.title ?? 'a tool';
         void this.host.notifyPermission(`MAIA asks to run ${title}`, request.options).then((optionId) => {
@@ -224,6 +271,35 @@ export class PanelController {
     });
   }
 
+  /**
+   * "Review in editor": the proposal is shown as pending hunks; once every
+   * hunk is kept or undone the question is answered — allowed with the text
+   * kept (`_meta.maia.reviewedText`), or rejected when nothing was kept.
+   */
+  async reviewPermission(requestId: number): Promise<void> {
+    const pending = this.permissions.get(requestId);
+    const diff = pending && proposedDiff(pending.toolCall);
+    if (!pending || !diff || !this.host.review || pending.reviewing) {
+      return;
+    }
+    pending.reviewing = diff.path;
+    const text = await this.host.review.propose(diff.path, diff.oldText, diff.newText);
+    if (this.permissions.get(requestId) !== pending) {
+      return;
+    }
+    pending.reviewing = undefined;
+    if (text === undefined) {
+      return;
+    }
+    const allow = pending.options.find((o) => o.kind === 'allow_once');
+    const reject = pending.options.find((o) => o.kind === 'reject_once');
+    if (text === diff.oldText && reject) {
+      pending.resolve({ outcome: { outcome: 'selected', optionId: reject.optionId } });
+    } else if (allow) {
+      pending.resolve({ outcome: { outcome: 'selected', optionId: allow.optionId }, _meta: { maia: { reviewedText: text } } });
+    }
+  }
+
   private cancelPermissions(): void {
     for (const pending of [...this.permissions.values()]) {
       pending.resolve({ outcome: { outcome: 'cancelled' } });
@@ -234,6 +310,7 @@ export class PanelController {
     const c = await this.ensureStartedOrThrow();
     const r = await c.newSession(this.host.cwd);
     this.sessionId = r.sessionId;
+    this.host.review?.clear();
     this.configOptions = r.configOptions ?? [];
     this.usage = undefined;
     this.host.saveSession?.(r.sessionId);
@@ -256,6 +333,7 @@ export class PanelController {
     this.sessionId = sessionId;
     if (!same) {
       this.usage = undefined;
+      this.host.review?.clear();
     }
     const title = quiet ? undefined : (await this.safeList()).find((s) => s.sessionId === sessionId)?.title;
     this.host.post({ type: 'session', sessionId, title, configOptions: this.configOptions, replaying: true });
@@ -309,15 +387,29 @@ export class PanelController {
     }
     this.busy = true;
     this.host.post({ type: 'busy', busy: true });
+    // What the user undid in the editor since the last prompt goes with this one.
+    const undone = this.host.review && timeline.hearsUndone(c.init) ? this.host.review.takeUndone() : [];
     try {
-      const r = await this.prompt(c, sessionId, promptBlocks(text, attachments));
+      const meta = undone.length ? { maia: { undoneHunks: undone } } : undefined;
+      const r = await this.prompt(c, sessionId, promptBlocks(text, attachments), meta);
       const messageId = timeline.userMessageId(r);
       if (messageId) {
         this.host.post({ type: 'userMessageId', messageId });
       }
       this.host.post({ type: 'turnEnd', stopReason: r.stopReason });
+      if (messageId) {
+        await this.reviewTurn(c, sessionId, messageId);
+      }
       return r.stopReason;
     } catch (e) {
+      // A prompt refused before a turn started (one is running) did not
+      // deliver the report: it goes with the next. Any other failure may
+      // come after MAIA took the message, so it is not sent twice.
+      if ((e as { code?: unknown } | undefined)?.code === -32600) {
+        this.host.review?.giveBack(undone);
+      } else if (undone.length) {
+        this.host.log(`${undone.length} undone change(s) may not have reached MAIA: ${e instanceof Error ? e.message : e}`);
+      }
       if (this.connection === c) {
         this.host.post({ type: 'turnEnd', error: e instanceof Error ? e.message : String(e) });
       }
@@ -331,8 +423,28 @@ export class PanelController {
   }
 
   /** `session/prompt`: valid the instant the session's open is answered. */
-  private async prompt(c: MaiaConnection, sessionId: string, blocks: acp.ContentBlock[]): Promise<acp.PromptResponse> {
-    return c.prompt(sessionId, blocks);
+  private async prompt(
+    c: MaiaConnection,
+    sessionId: string,
+    blocks: acp.ContentBlock[],
+    meta?: Record<string, unknown>,
+  ): Promise<acp.PromptResponse> {
+    return c.prompt(sessionId, blocks, meta);
+  }
+
+  /** The files the turn changed (MAIA's checkpoints, through a revert dry run) go under review. */
+  private async reviewTurn(c: MaiaConnection, sessionId: string, messageId: string): Promise<void> {
+    if (!this.host.review || !this.timelineCaps.revert) {
+      return;
+    }
+    try {
+      const files = turnFiles(await timeline.revertDryRun(c, sessionId, messageId));
+      if (files.length) {
+        this.host.review.addTurn(files);
+      }
+    } catch (e) {
+      this.host.log(`cannot list the turn's changes for review: ${e instanceof Error ? e.message : e}`);
+    }
   }
 
   /** `session/cancel`; pending permission requests are answered `cancelled` first. */
@@ -548,6 +660,12 @@ export class PanelController {
         return;
       case 'openRevertDiff':
         await this.host.openRevertDiff?.(m.path, m.restored, m.kind);
+        return;
+      case 'review':
+        await this.host.review?.run(m.action);
+        return;
+      case 'reviewPermission':
+        await this.reviewPermission(m.requestId);
         return;
     }
   }

@@ -33,7 +33,11 @@ export type ToHost =
   | { type: 'revertPreview'; messageId: string }
   | { type: 'revertApply'; messageId: string; previewToken: string }
   /** The file now ↔ what "Restore" puts back (`null`: no such file). */
-  | { type: 'openRevertDiff'; path: string; restored: string | null; kind: RevertKind };
+  | { type: 'openRevertDiff'; path: string; restored: string | null; kind: RevertKind }
+  /** "Review in editor" on a permission card. */
+  | { type: 'reviewPermission'; requestId: number }
+  /** The edit review's bar in the panel. */
+  | { type: 'review'; action: 'next' | 'keepAll' | 'undoAll' };
 
 export type Status = 'starting' | 'ready' | 'restarting' | 'error';
 
@@ -65,6 +69,8 @@ export type ToWebview =
       requestId: number;
       toolCall: acp.ToolCallUpdate;
       options: acp.PermissionOption[];
+      /** The card may offer "Review in editor" (one diff of an existing file, and the agent reads the answer's text). */
+      reviewInEditor?: boolean;
     }
   | { type: 'permissionDone'; requestId: number; optionId?: string }
   | { type: 'threads'; sessions: acp.SessionInfo[]; currentId?: string }
@@ -72,7 +78,9 @@ export type ToWebview =
   | { type: 'files'; requestId: number; items: { uri: string; path: string }[] }
   | { type: 'attach'; attachment: Attachment }
   | { type: 'focusInput' }
-  | { type: 'notice'; level: 'info' | 'warning' | 'error'; text: string };
+  | { type: 'notice'; level: 'info' | 'warning' | 'error'; text: string }
+  /** "3 files, 7 changes to review" (empty: nothing to review). */
+  | { type: 'reviewCount'; label: string };
 
 export type RevertKind = 'created' | 'modified' | 'deleted';
 

@@ -96,6 +96,21 @@ export async function revertPreview(c: MaiaConnection, sessionId: string, messag
   };
 }
 
+/** The raw dry run of the turn of `messageId` (what the edit review reads its files from). */
+export function revertDryRun(c: MaiaConnection, sessionId: string, messageId: string): Promise<unknown> {
+  return request(c, '_session/files/revert', { sessionId, beforeMessage: { messageId }, dryRun: true });
+}
+
+/** Whether the agent writes the text a permission answer kept (`_meta.permissionReview`). */
+export function readsReviewedText(init: acp.InitializeResponse): boolean {
+  return advertised(init, 'permissionReview');
+}
+
+/** Whether the agent hears undone hunks on `session/prompt` (`_meta.undoneHunks`). */
+export function hearsUndone(init: acp.InitializeResponse): boolean {
+  return advertised(init, 'undoneHunks');
+}
+
 /** Applies the previewed undo (`dryRun: false` with the preview's token). */
 export async function revertApply(
   c: MaiaConnection,

@@ -13,6 +13,7 @@ import { panelHtml } from './html';
 import { MissingBinary, Output } from '../notices';
 import { Attachment, ToHost, ToWebview } from './protocol';
 import { sliceLines } from './text';
+import { EditorReview } from '../review/editor';
 
 export const VIEW_ID = 'maia.panel';
 const DIFF_SCHEME = 'maia-diff';
@@ -42,14 +43,17 @@ export class MaiaPanel implements vscode.WebviewViewProvider, vscode.Disposable 
   /** Messages posted while the view is not resolved yet. */
   private queue: ToWebview[] = [];
   private lastEditor: vscode.TextEditor | undefined;
+  private readonly review: EditorReview;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
     private readonly output: Output,
     private readonly missing: MissingBinary,
   ) {
+    this.review = new EditorReview((label) => this.post({ type: 'reviewCount', label }));
     this.controller = new PanelController(this.host());
     this.disposables.push(
+      this.review,
       vscode.workspace.registerTextDocumentContentProvider(DIFF_SCHEME, this.diffs),
       vscode.window.onDidChangeActiveTextEditor((e) => {
         if (e && e.document.uri.scheme === 'file') {
@@ -122,6 +126,7 @@ export class MaiaPanel implements vscode.WebviewViewProvider, vscode.Disposable 
         return { ...cmd, cwd: this.root() };
       },
       post: (m) => this.post(m),
+      review: this.review,
       panelVisible: () => !!this.view?.visible,
       openDiff: async (filePath, oldText, newText) => {
         const left = this.diffs.add(filePath, oldText ?? '');

@@ -39,7 +39,7 @@ pub(crate) fn display_text(parts: &[PromptPart]) -> String {
             PromptPart::File(path) => out.push(format!("@{}", path.display())),
             PromptPart::Embedded { uri, .. } => out.push(format!("@{uri}")),
             // Replayed as images of their own (`Record::UserImage`).
-            PromptPart::Image { .. } | PromptPart::Note(_) => {}
+            PromptPart::Image { .. } | PromptPart::Note(_) | PromptPart::Undone(_) => {}
         }
     }
     out.join("\n")
@@ -62,7 +62,7 @@ pub(crate) fn title_text(parts: &[PromptPart]) -> String {
                 |n| n.to_string_lossy().into_owned(),
             ),
             PromptPart::Embedded { uri, .. } => name(uri),
-            PromptPart::Image { .. } | PromptPart::Note(_) => continue,
+            PromptPart::Image { .. } | PromptPart::Note(_) | PromptPart::Undone(_) => continue,
         };
         // A mention the text already names ("Read @notes.md" sent with
         // notes.md attached, once as a link and once embedded) adds nothing.

@@ -81,6 +81,8 @@ pub(super) struct Forwarder {
     pub(super) user_message: Mutex<Option<String>>,
     /// What a v2 client's session keeps besides (`None` on v1).
     pub(super) v2: Option<Arc<super::v2::turn::SessionV2>>,
+    /// The texts kept through "Review in editor", for the session's writes.
+    pub(super) reviewed: super::reviewed::Reviewed,
 }
 
 impl Forwarder {
@@ -191,10 +193,15 @@ impl Forwarder {
                 if let Some(key) = &key {
                     lock(&asked).push(key.clone());
                 }
+                let reviewed = self.reviewed.clone();
                 tokio::spawn(async move {
-                    let reply = match answer {
-                        Some(answer) => convert::permission_reply(answer.await),
-                        None => maia_core::PermissionReply::Cancelled,
+                    let (reply, raw) = match answer {
+                        Some(answer) => {
+                            let answer = answer.await;
+                            let raw = answer.as_ref().ok().cloned();
+                            (convert::permission_reply(answer), raw)
+                        }
+                        None => (maia_core::PermissionReply::Cancelled, None),
                     };
                     if let Some(key) = key {
                         lock(&asked).retain(|k| *k != key);
@@ -206,6 +213,9 @@ impl Forwarder {
                         (&conn, &session_id, &view.id, &view.title),
                     )
                     .await;
+                    if let Some(raw) = &raw {
+                        reviewed.note(raw, &reply, &offered, view);
+                    }
                     if v2 && !matches!(reply, maia_core::PermissionReply::Cancelled) {
                         super::v2::turn::running(&conn, &session_id);
                     }

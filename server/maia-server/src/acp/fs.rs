@@ -8,15 +8,18 @@ use agent_client_protocol_schema::v1::{
     ClientCapabilities, ReadTextFileRequest, ReadTextFileResponse, WriteTextFileRequest,
 };
 use maia_rpc::Connection;
-use maia_tools::{FileSystem, FsError, LocalFs};
+use maia_tools::{FileSystem, FsError, LocalFs, WriteOutcome};
 
 use super::peer::Peer;
+use super::reviewed::Reviewed;
 
 #[derive(Clone)]
 pub struct ClientFs {
     peer: Peer,
     read: bool,
     write: bool,
+    /// Texts the user kept of proposed changes ("Review in editor").
+    reviewed: Reviewed,
 }
 
 impl ClientFs {
@@ -25,12 +28,18 @@ impl ClientFs {
             peer: Peer::new(conn),
             read: caps.fs.read_text_file,
             write: caps.fs.write_text_file,
+            reviewed: Reviewed::default(),
         }
     }
 
     /// Names the session the requests belong to (known once it started).
     pub fn bind(&self, session_id: &str) {
         self.peer.bind(session_id);
+    }
+
+    /// Where the session's permission answers leave the texts kept.
+    pub fn reviewed(&self) -> Reviewed {
+        self.reviewed.clone()
     }
 
     fn session(&self) -> String {
@@ -114,6 +123,10 @@ impl FileSystem for ClientFs {
             .await
             .map(|_| ())
             .map_err(FsError::Client)
+    }
+
+    async fn write_reviewed(&self, path: &Path, content: &str) -> Result<WriteOutcome, FsError> {
+        self.reviewed.clone().write(self, path, content).await
     }
 
     fn edits_through_editor(&self) -> bool {

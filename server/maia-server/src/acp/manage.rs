@@ -309,7 +309,11 @@ impl Agent {
         let entry = self
             .entry(&session_id)
             .ok_or_else(|| unknown_session(&session_id))?;
-        let parts = super::prompt::prompt_parts(req.prompt)?;
+        let undone = super::undone::from_meta(req.meta.as_ref())?;
+        let parts: Vec<_> = undone
+            .into_iter()
+            .chain(super::prompt::prompt_parts(req.prompt)?)
+            .collect();
         // Held while the turn is claimed: the pump answers it only once
         // the request id is kept under the turn's id.
         let mut pending = super::forward::lock(&entry.pending);

@@ -33,11 +33,13 @@ mod providers;
 mod queue;
 mod reason;
 mod revert;
+mod reviewed;
 mod rewind;
 mod steer;
 mod subagents;
 mod tasks;
 mod terminal;
+mod undone;
 mod v2;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -515,6 +517,8 @@ fn meta() -> serde_json::Map<String, Value> {
     meta.insert("queue".into(), queue::capability());
     meta.insert("fileRevert".into(), revert::capability());
     meta.insert("sessionRewind".into(), rewind::capability());
+    meta.insert("undoneHunks".into(), undone::capability());
+    meta.insert("permissionReview".into(), reviewed::capability());
     meta
 }
 

@@ -310,6 +310,7 @@ impl Agent {
                 .wire
                 .is_v2()
                 .then(|| super::v2::turn::SessionV2::new(cwd.clone())),
+            reviewed: fs.reviewed(),
         };
         let fork_cursors: Vec<String> = match how {
             Open::Fork { .. } => replay

@@ -80,7 +80,11 @@ impl Agent {
         let entry = self
             .entry(&params.session_id)
             .ok_or_else(|| unknown_session(&params.session_id))?;
-        let parts = super::prompt::prompt_parts(params.prompt)?;
+        let undone = super::undone::from_meta(params.meta.as_ref().and_then(Value::as_object))?;
+        let parts: Vec<_> = undone
+            .into_iter()
+            .chain(super::prompt::prompt_parts(params.prompt)?)
+            .collect();
         if parts.is_empty() {
             return Err(invalid_params("the steering prompt is empty"));
         }
