@@ -41,11 +41,12 @@ function replay(sessionId: string): void {
   }
 }
 
+// As MAIA sends them: `oldText` is the text now, `newText` the text after the undo.
 function revertFiles(): Json[] {
   return [
-    { path: path.join(cwd, 'a.txt'), kind: 'modified', conflict: false, diff: { oldText: 'old a\n', newText: 'new a\n' } },
-    { path: path.join(cwd, 'b.txt'), kind: 'created', conflict: false, diff: { newText: 'b\n' } },
-    { path: path.join(cwd, 'c.txt'), kind: 'modified', conflict: true, diff: { oldText: 'old c\n', newText: 'new c\n' } },
+    { path: path.join(cwd, 'a.txt'), kind: 'modified', conflict: false, diff: { oldText: 'new a\n', newText: 'old a\n' } },
+    { path: path.join(cwd, 'b.txt'), kind: 'created', conflict: false, diff: { oldText: 'b\n' } },
+    { path: path.join(cwd, 'c.txt'), kind: 'modified', conflict: true, diff: { oldText: 'new c\n', newText: 'old c\n' } },
   ];
 }
 

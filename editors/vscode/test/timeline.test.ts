@@ -51,8 +51,8 @@ test("a preview with MAIA's files, and a peer's bare paths", async () => {
     _meta: {
       maia: {
         files: [
-          { path: '/p/a', kind: 'created', conflict: false, diff: { newText: 'x' } },
-          { path: '/p/b', kind: 'modified', conflict: true, diff: { oldText: 'old', newText: 'new' } },
+          { path: '/p/a', kind: 'created', conflict: false, diff: { oldText: 'x' } },
+          { path: '/p/b', kind: 'modified', conflict: true, diff: { oldText: 'new', newText: 'old' } },
         ],
         notCaptured: ['/p/big'],
       },

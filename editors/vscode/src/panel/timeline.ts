@@ -79,8 +79,9 @@ export async function revertPreview(c: MaiaConnection, sessionId: string, messag
           return [];
         }
         const kind = KINDS.includes(o.kind as RevertKind) ? (o.kind as RevertKind) : 'modified';
-        const old = obj(o.diff)?.oldText;
-        return [{ path: o.path, kind, conflict: o.conflict === true, restored: typeof old === 'string' ? old : null }];
+        // `diff` is the text now (`oldText`) and after the undo (`newText`).
+        const after = obj(o.diff)?.newText;
+        return [{ path: o.path, kind, conflict: o.conflict === true, restored: typeof after === 'string' ? after : null }];
       })
     : // A peer's bare preview: paths only.
       (Array.isArray(r.paths) ? r.paths : [])
