@@ -1,0 +1,694 @@
+//! The attach model: one agent (one engine, one session table) for the
+//! whole daemon, and network clients attached to its live sessions.
+//!
+//! The agent is the ACP front door itself (`crate::acp::serve_pipe`) on an
+//! in-process pipe; the hub sits between it and every client and routes
+//! JSON-RPC: a client's requests go to the agent under ids of the hub's
+//! own and their answers back to that client alone; a session's updates
+//! go to every client attached to it, numbered by the session's update
+//! sequence (`_meta.maia.seq`) and kept for replay; the agent's requests of
+//! a session (permission questions) go to every controller attached to it,
+//! the first answer wins and the others get `$/cancel_request`.
+//!
+//! Invariants:
+//! - the agent's output is handled by one task, in order, under one lock:
+//!   a client sees a session's messages in the agent's order, a replay
+//!   before the live updates that follow it, nothing twice;
+//! - a client's disconnect changes nothing for the session: its turn goes
+//!   on and a question nobody answered waits for the next controller;
+//! - an observer's every request but `initialize`, `session/list`,
+//!   `session/load` and `session/resume` is answered an error.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::outbox::Outbox;
+use super::tokens::{Access, Role};
+
+/// Updates kept per live session for replay.
+pub const LOG_LIMIT: usize = 100_000;
+
+/// What an observer may ask.
+const OBSERVER_METHODS: &[&str] = &[
+    "initialize",
+    "session/list",
+    "session/load",
+    "session/resume",
+];
+
+struct Client {
+    outbox: Arc<Outbox>,
+    access: Access,
+    initialized: bool,
+    attached: HashSet<String>,
+}
+
+/// A session open in the agent, with who is attached to it.
+#[derive(Default)]
+struct Live {
+    seq: u64,
+    log: VecDeque<Value>,
+    attached: BTreeMap<u64, Role>,
+    /// The open's answer (what a later attach is answered), once given.
+    opened: Option<Value>,
+    /// Attaches waiting for the open's answer.
+    waiters: Vec<(u64, Value, Option<u64>)>,
+}
+
+enum Kind {
+    Plain,
+    New,
+    Open { session: String },
+    Close { session: String },
+}
+
+/// A client's request forwarded to the agent.
+struct Routed {
+    conn: u64,
+    id: Value,
+    kind: Kind,
+    scope: Option<String>,
+}
+
+/// The agent's request of a session, sent to its controllers.
+struct Asked {
+    session: String,
+    message: Value,
+    sent: Vec<u64>,
+}
+
+#[derive(Default)]
+struct State {
+    clients: HashMap<u64, Client>,
+    live: HashMap<String, Live>,
+    routed: HashMap<String, Routed>,
+    asked: HashMap<String, Asked>,
+    next: u64,
+    init: Value,
+}
+
+pub struct Hub {
+    state: Mutex<State>,
+    agent: mpsc::UnboundedSender<String>,
+}
+
+fn error(id: &Value, code: i64, message: &str, data: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": data}})
+}
+
+/// The text form of a JSON-RPC id (a table key).
+fn key(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn session_of(message: &Value) -> Option<String> {
+    message["params"]["sessionId"].as_str().map(str::to_owned)
+}
+
+impl Hub {
+    /// Starts the agent on a pipe and initializes it (the daemon speaks
+    /// base ACP to every client: no `fs`, no terminal, see docs/remote.md).
+    pub async fn start(options: maia_core::EngineOptions) -> anyhow::Result<Arc<Hub>> {
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        let (their_read, their_write) = tokio::io::split(theirs);
+        tokio::spawn(crate::acp::serve_pipe(options, their_read, their_write));
+        let (read, mut write) = tokio::io::split(ours);
+        let mut lines = BufReader::new(read).lines();
+        let init = json!({"jsonrpc": "2.0", "id": "hub-init", "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {},
+                       "clientInfo": {"name": "maia-serve", "version": env!("CARGO_PKG_VERSION")}}});
+        write.write_all(format!("{init}\n").as_bytes()).await?;
+        let result = loop {
+            let Some(line) = lines.next_line().await? else {
+                anyhow::bail!("the agent ended before it was initialized");
+            };
+            let message: Value = serde_json::from_str(&line)?;
+            if message["id"] == "hub-init" {
+                break message["result"].clone();
+            }
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let hub = Arc::new(Hub {
+            state: Mutex::new(State {
+                init: result,
+                next: 1,
+                ..State::default()
+            }),
+            agent: tx,
+        });
+        tokio::spawn(async move {
+            while let Some(line) = rx.recv().await {
+                if write.write_all(line.as_bytes()).await.is_err()
+                    || write.write_all(b"\n").await.is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let reader = hub.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(message) => reader.from_agent(message),
+                    Err(e) => tracing::error!("the agent wrote a line that is not JSON: {e}"),
+                }
+            }
+            tracing::info!("the agent ended");
+        });
+        Ok(hub)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // Every change is a handful of inserts and removes on behalf of one
+        // message: usable after a panic.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn to_agent(&self, message: &Value) {
+        if self.agent.send(message.to_string()).is_err() {
+            tracing::warn!("the agent is gone; a message was dropped");
+        }
+    }
+
+    /// A new client: its number and its outbox (`split`: one stream per
+    /// session, for Streamable HTTP).
+    pub fn connect(&self, access: Access, split: bool) -> (u64, Arc<Outbox>) {
+        let outbox = Arc::new(Outbox::new(split));
+        let mut state = self.lock();
+        let conn = state.next;
+        state.next += 1;
+        tracing::info!(conn, token = %access.name, role = ?access.role, "client connected");
+        state.clients.insert(
+            conn,
+            Client {
+                outbox: outbox.clone(),
+                access,
+                initialized: false,
+                attached: HashSet::new(),
+            },
+        );
+        (conn, outbox)
+    }
+
+    /// The client is gone: it is detached from its sessions, which go on.
+    pub fn disconnect(&self, conn: u64) {
+        let mut state = self.lock();
+        detach(&mut state, conn);
+    }
+
+    /// The token name of each connected client (to close revoked ones).
+    pub fn clients(&self) -> Vec<(u64, String, Arc<Outbox>)> {
+        let state = self.lock();
+        state
+            .clients
+            .iter()
+            .map(|(conn, c)| (*conn, c.access.name.clone(), c.outbox.clone()))
+            .collect()
+    }
+
+    /// Whether `session` may be named by `conn` on a session stream: it is
+    /// attached, live, or being opened by this connection.
+    pub fn knows(&self, conn: u64, session: &str) -> bool {
+        let state = self.lock();
+        let Some(client) = state.clients.get(&conn) else {
+            return false;
+        };
+        client.access.may_see(session)
+            && (client.attached.contains(session) || state.live.contains_key(session))
+    }
+
+    /// A message from client `conn` (one JSON-RPC message, not a batch).
+    pub fn from_client(&self, conn: u64, message: Value) {
+        let mut state = self.lock();
+        let Some(client) = state.clients.get(&conn) else {
+            return;
+        };
+        let (access, outbox) = (client.access.clone(), client.outbox.clone());
+        let reply = |m: Value, scope: Option<&str>| {
+            outbox.push(scope, m.to_string(), false);
+        };
+        let method = message["method"].as_str().map(str::to_owned);
+        let id = message.get("id").cloned();
+        let sid = session_of(&message);
+        match (method, id) {
+            (Some(method), Some(id)) => {
+                if let Err(e) =
+                    self.request(&mut state, conn, &access, &method, id.clone(), message)
+                {
+                    reply(e.into_message(&id), None);
+                }
+            }
+            (Some(method), None) => {
+                if access.role == Role::Observer && method != maia_rpc::CANCEL_REQUEST {
+                    tracing::warn!(conn, method, "a notification from an observer was ignored");
+                    return;
+                }
+                if method == maia_rpc::CANCEL_REQUEST {
+                    // Ours to rename: the client's id becomes the hub's.
+                    let asked = message["params"]["requestId"].clone();
+                    let ours = state
+                        .routed
+                        .iter()
+                        .find(|(_, r)| r.conn == conn && r.id == asked)
+                        .map(|(k, _)| k.clone());
+                    if let Some(ours) = ours {
+                        self.to_agent(&json!({"jsonrpc": "2.0", "method": method,
+                            "params": {"requestId": ours}}));
+                    }
+                    return;
+                }
+                if let Some(sid) = &sid
+                    && !access.may_see(sid)
+                {
+                    return;
+                }
+                if method == "session/cancel" {
+                    tracing::info!(target: "maia::audit", conn, token = %access.name,
+                        session = ?sid, "cancel");
+                }
+                self.to_agent(&message);
+            }
+            (None, Some(id)) => {
+                // An answer to a question of the agent.
+                let Some(asked) = state.asked.get(&key(&id)) else {
+                    tracing::debug!(conn, "a late or unknown answer was ignored");
+                    return;
+                };
+                if !asked.sent.contains(&conn) {
+                    return;
+                }
+                let Some(asked) = state.asked.remove(&key(&id)) else {
+                    return;
+                };
+                let outcome = message.get("result").cloned().unwrap_or(Value::Null);
+                let question = asked.message["method"].clone();
+                tracing::info!(target: "maia::audit", conn, token = %access.name,
+                    session = %asked.session, %question, %outcome, "answer");
+                self.to_agent(&message);
+                let cancel = json!({"jsonrpc": "2.0", "method": maia_rpc::CANCEL_REQUEST,
+                    "params": {"requestId": id}});
+                for other in asked.sent.iter().filter(|c| **c != conn) {
+                    if let Some(c) = state.clients.get(other) {
+                        c.outbox
+                            .push(Some(&asked.session), cancel.to_string(), false);
+                    }
+                }
+            }
+            (None, None) => reply(
+                error(&Value::Null, -32600, "not a JSON-RPC message", Value::Null),
+                None,
+            ),
+        }
+    }
+
+    fn request(
+        &self,
+        state: &mut State,
+        conn: u64,
+        access: &Access,
+        method: &str,
+        id: Value,
+        mut message: Value,
+    ) -> Result<(), Refusal> {
+        let sid = session_of(&message);
+        if method == "initialize" {
+            let mut result = state.init.clone();
+            result["_meta"]["maia"]["remote"] = json!({
+                "role": access.role.as_str(),
+                "updateSeq": true,
+            });
+            if let Some(client) = state.clients.get_mut(&conn) {
+                client.initialized = true;
+                client.outbox.push(
+                    None,
+                    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+                    false,
+                );
+            }
+            return Ok(());
+        }
+        if !state.clients.get(&conn).is_some_and(|c| c.initialized) {
+            return Err(Refusal::new(
+                -32600,
+                "the connection is not initialized: call `initialize` first",
+            ));
+        }
+        if access.role == Role::Observer && !OBSERVER_METHODS.contains(&method) {
+            return Err(Refusal::new(
+                -32600,
+                &format!("this connection is an observer (read-only): `{method}` is refused"),
+            )
+            .data(json!({"reason": "observer", "method": method})));
+        }
+        match (&sid, &access.session) {
+            (Some(sid), Some(only)) if sid != only => {
+                return Err(Refusal::new(
+                    -32002,
+                    &format!("this token may only use session `{only}`"),
+                ));
+            }
+            (None, Some(only)) if method != "session/list" => {
+                return Err(Refusal::new(
+                    -32600,
+                    &format!("this token may only use session `{only}`: `{method}` is refused"),
+                ));
+            }
+            _ => {}
+        }
+        let kind = match method {
+            "session/new" | "session/fork" => Kind::New,
+            "session/load" | "session/resume" => {
+                let session = sid.clone().unwrap_or_default();
+                let since = message["params"]["_meta"]["maia"]["since"].as_u64();
+                let load = method == "session/load";
+                if let Some(live) = state.live.get_mut(&session) {
+                    if live.opened.is_some() {
+                        attach(state, conn, &session, &id, since, load);
+                    } else {
+                        live.waiters
+                            .push((conn, id, if load { since.or(Some(0)) } else { since }));
+                    }
+                    return Ok(());
+                }
+                let live = state.live.entry(session.clone()).or_default();
+                live.attached.insert(conn, access.role);
+                if let Some(c) = state.clients.get_mut(&conn) {
+                    c.attached.insert(session.clone());
+                }
+                Kind::Open { session }
+            }
+            "session/close" => Kind::Close {
+                session: sid.clone().unwrap_or_default(),
+            },
+            _ => {
+                if let Some(sid) = &sid
+                    && state.live.contains_key(sid)
+                    && !state
+                        .clients
+                        .get(&conn)
+                        .is_some_and(|c| c.attached.contains(sid))
+                {
+                    return Err(Refusal::new(
+                        -32600,
+                        &format!(
+                            "session `{sid}` is not attached here: `session/load` or `session/resume` it first"
+                        ),
+                    ));
+                }
+                if method == "session/prompt" {
+                    tracing::info!(target: "maia::audit", conn, token = %access.name,
+                        session = ?sid, "prompt");
+                }
+                Kind::Plain
+            }
+        };
+        let ours = format!("c{conn}.{}", state.next);
+        state.next += 1;
+        let scope = match kind {
+            Kind::Plain => sid.clone(),
+            _ => None,
+        };
+        state.routed.insert(
+            ours.clone(),
+            Routed {
+                conn,
+                id,
+                kind,
+                scope,
+            },
+        );
+        message["id"] = Value::String(ours);
+        self.to_agent(&message);
+        Ok(())
+    }
+
+    /// A message from the agent.
+    fn from_agent(&self, mut message: Value) {
+        let mut state = self.lock();
+        let method = message["method"].as_str().map(str::to_owned);
+        let id = message.get("id").cloned();
+        match (method, id) {
+            (None, Some(id)) => self.answer(&mut state, &key(&id), message),
+            (Some(method), None) if method == maia_rpc::CANCEL_REQUEST => {
+                let asked = key(&message["params"]["requestId"]);
+                if let Some(asked) = state.asked.remove(&asked) {
+                    for conn in &asked.sent {
+                        if let Some(c) = state.clients.get(conn) {
+                            c.outbox
+                                .push(Some(&asked.session), message.to_string(), false);
+                        }
+                    }
+                }
+            }
+            (Some(_), None) => match session_of(&message) {
+                Some(sid) => {
+                    let Some(live) = state.live.get_mut(&sid) else {
+                        tracing::debug!(session = %sid, "an update of a session nobody opened");
+                        return;
+                    };
+                    live.seq += 1;
+                    message["params"]["_meta"]["maia"]["seq"] = json!(live.seq);
+                    let text = message.to_string();
+                    live.log.push_back(message);
+                    if live.log.len() > LOG_LIMIT {
+                        live.log.pop_front();
+                    }
+                    let attached: Vec<u64> = live.attached.keys().copied().collect();
+                    for conn in attached {
+                        let dropped = state
+                            .clients
+                            .get(&conn)
+                            .is_some_and(|c| !c.outbox.push(Some(&sid), text.clone(), true));
+                        if dropped {
+                            tracing::warn!(conn, session = %sid, "a client fell behind; dropped");
+                            detach(&mut state, conn);
+                        }
+                    }
+                }
+                None => {
+                    let text = message.to_string();
+                    for c in state.clients.values().filter(|c| c.initialized) {
+                        c.outbox.push(None, text.clone(), false);
+                    }
+                }
+            },
+            (Some(_), Some(id)) => {
+                let Some(sid) = session_of(&message).filter(|s| state.live.contains_key(s)) else {
+                    self.to_agent(&error(
+                        &id,
+                        -32603,
+                        "no client can answer this",
+                        Value::Null,
+                    ));
+                    return;
+                };
+                let controllers = controllers(&state, &sid);
+                let text = message.to_string();
+                for conn in &controllers {
+                    if let Some(c) = state.clients.get(conn) {
+                        c.outbox.push(Some(&sid), text.clone(), false);
+                    }
+                }
+                state.asked.insert(
+                    key(&id),
+                    Asked {
+                        session: sid,
+                        message,
+                        sent: controllers,
+                    },
+                );
+            }
+            (None, None) => tracing::error!("the agent wrote a message that is not JSON-RPC"),
+        }
+    }
+
+    /// The agent's answer to the forwarded request `ours`.
+    fn answer(&self, state: &mut State, ours: &str, mut message: Value) {
+        let Some(routed) = state.routed.remove(ours) else {
+            return;
+        };
+        message["id"] = routed.id.clone();
+        let ok = message.get("result").is_some();
+        match routed.kind {
+            Kind::Plain => {}
+            Kind::New => {
+                if let Some(sid) = message["result"]["sessionId"].as_str() {
+                    let live = state.live.entry(sid.to_owned()).or_default();
+                    live.opened = Some(message["result"].clone());
+                    let role = state.clients.get(&routed.conn).map(|c| c.access.role);
+                    if let Some(role) = role {
+                        live.attached.insert(routed.conn, role);
+                    }
+                    if let Some(c) = state.clients.get_mut(&routed.conn) {
+                        c.attached.insert(sid.to_owned());
+                    }
+                }
+            }
+            Kind::Open { session } => {
+                let waiters = match state.live.get_mut(&session) {
+                    Some(live) if ok => {
+                        live.opened = Some(message["result"].clone());
+                        std::mem::take(&mut live.waiters)
+                    }
+                    Some(live) => {
+                        let waiters = std::mem::take(&mut live.waiters);
+                        state.live.remove(&session);
+                        for c in state.clients.values_mut() {
+                            c.attached.remove(&session);
+                        }
+                        for (conn, id, _) in &waiters {
+                            let mut refused = message.clone();
+                            refused["id"] = id.clone();
+                            if let Some(c) = state.clients.get(conn) {
+                                c.outbox.push(None, refused.to_string(), false);
+                            }
+                        }
+                        Vec::new()
+                    }
+                    None => Vec::new(),
+                };
+                if let Some(c) = state.clients.get(&routed.conn) {
+                    c.outbox.push(None, message.to_string(), false);
+                }
+                if ok {
+                    resend_questions(state, routed.conn, &session);
+                }
+                for (conn, id, since) in waiters {
+                    attach(state, conn, &session, &id, since, since.is_some());
+                }
+                return;
+            }
+            Kind::Close { session } => {
+                if ok {
+                    state.live.remove(&session);
+                    for c in state.clients.values_mut() {
+                        c.attached.remove(&session);
+                    }
+                }
+            }
+        }
+        if let Some(c) = state.clients.get(&routed.conn) {
+            c.outbox
+                .push(routed.scope.as_deref(), message.to_string(), false);
+        }
+    }
+}
+
+/// A request refused by the hub itself.
+struct Refusal {
+    code: i64,
+    message: String,
+    data: Value,
+}
+
+impl Refusal {
+    fn new(code: i64, message: &str) -> Self {
+        Refusal {
+            code,
+            message: message.to_owned(),
+            data: Value::Null,
+        }
+    }
+
+    fn data(mut self, data: Value) -> Self {
+        self.data = data;
+        self
+    }
+
+    fn into_message(self, id: &Value) -> Value {
+        error(id, self.code, &self.message, self.data)
+    }
+}
+
+fn controllers(state: &State, sid: &str) -> Vec<u64> {
+    state.live.get(sid).map_or_else(Vec::new, |live| {
+        live.attached
+            .iter()
+            .filter(|(_, role)| **role == Role::Controller)
+            .map(|(conn, _)| *conn)
+            .collect()
+    })
+}
+
+/// Attaches `conn` to the live, opened session `sid`: the updates after
+/// `since` (all of them for a load without it), then the open's answer,
+/// then the questions waiting for a controller.
+fn attach(state: &mut State, conn: u64, sid: &str, id: &Value, since: Option<u64>, load: bool) {
+    let Some(client) = state.clients.get_mut(&conn) else {
+        return;
+    };
+    let role = client.access.role;
+    client.attached.insert(sid.to_owned());
+    let outbox = client.outbox.clone();
+    let Some(live) = state.live.get_mut(sid) else {
+        return;
+    };
+    let after = match (since, load) {
+        (Some(n), _) => Some(n),
+        (None, true) => Some(0),
+        (None, false) => None,
+    };
+    if let Some(after) = after {
+        for update in live.log.iter().filter(|u| {
+            u["params"]["_meta"]["maia"]["seq"]
+                .as_u64()
+                .is_some_and(|s| s > after)
+        }) {
+            outbox.push(Some(sid), update.to_string(), false);
+        }
+    }
+    live.attached.insert(conn, role);
+    let mut result = live.opened.clone().unwrap_or(Value::Null);
+    result["_meta"]["maia"]["seq"] = json!(live.seq);
+    outbox.push(
+        None,
+        json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+        false,
+    );
+    tracing::info!(conn, session = %sid, ?since, "client attached");
+    resend_questions(state, conn, sid);
+}
+
+/// The questions of `sid` still unanswered, sent to `conn` when it is a
+/// controller.
+fn resend_questions(state: &mut State, conn: u64, sid: &str) {
+    let Some(client) = state.clients.get(&conn) else {
+        return;
+    };
+    if client.access.role != Role::Controller {
+        return;
+    }
+    let outbox = client.outbox.clone();
+    for asked in state.asked.values_mut().filter(|a| a.session == sid) {
+        if !asked.sent.contains(&conn) {
+            asked.sent.push(conn);
+            outbox.push(Some(sid), asked.message.to_string(), false);
+        }
+    }
+}
+
+fn detach(state: &mut State, conn: u64) {
+    let Some(client) = state.clients.remove(&conn) else {
+        return;
+    };
+    for sid in &client.attached {
+        if let Some(live) = state.live.get_mut(sid) {
+            live.attached.remove(&conn);
+            live.waiters.retain(|(c, _, _)| *c != conn);
+        }
+    }
+    for asked in state.asked.values_mut() {
+        asked.sent.retain(|c| *c != conn);
+    }
+    client.outbox.close("disconnected");
+    tracing::info!(conn, token = %client.access.name, "client disconnected");
+}
