@@ -51,7 +51,7 @@ fn connection(
 
 /// `POST /acp`.
 pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Response {
-    let access = match authorize(&daemon, request.headers()) {
+    let access = match authorize(&daemon, &request) {
         Ok(access) => access,
         Err(refused) => return refused,
     };
@@ -192,12 +192,12 @@ pub(super) async fn stream(daemon: Daemon, access: Access, headers: &HeaderMap) 
 }
 
 /// `DELETE /acp`: the connection ends; its sessions go on.
-pub(super) async fn delete(State(daemon): State<Daemon>, headers: HeaderMap) -> Response {
-    let access = match authorize(&daemon, &headers) {
+pub(super) async fn delete(State(daemon): State<Daemon>, request: Request) -> Response {
+    let access = match authorize(&daemon, &request) {
         Ok(access) => access,
         Err(refused) => return refused,
     };
-    let (id, conn, _) = match connection(&daemon, &access, &headers) {
+    let (id, conn, _) = match connection(&daemon, &access, request.headers()) {
         Ok(found) => found,
         Err(refused) => return refused,
     };

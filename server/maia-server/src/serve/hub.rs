@@ -32,6 +32,11 @@ use super::tokens::{Access, Role};
 /// Updates kept per live session for replay.
 pub const LOG_LIMIT: usize = 100_000;
 
+/// The notification telling every attached client a prompt was answered
+/// (`{sessionId, stopReason}` or `{sessionId, error}`), numbered like the
+/// session's updates.
+pub const TURN_ENDED: &str = "_session/turn_ended";
+
 /// What an observer may ask.
 const OBSERVER_METHODS: &[&str] = &[
     "initialize",
@@ -61,9 +66,17 @@ struct Live {
 
 enum Kind {
     Plain,
+    /// `session/prompt`: its end is told to every attached client.
+    Prompt {
+        session: String,
+    },
     New,
-    Open { session: String },
-    Close { session: String },
+    Open {
+        session: String,
+    },
+    Close {
+        session: String,
+    },
 }
 
 /// A client's request forwarded to the agent.
@@ -413,8 +426,14 @@ impl Hub {
         };
         let ours = format!("c{conn}.{}", state.next);
         state.next += 1;
+        let kind = match (kind, &sid) {
+            (Kind::Plain, Some(session)) if method == "session/prompt" => Kind::Prompt {
+                session: session.clone(),
+            },
+            (kind, _) => kind,
+        };
         let scope = match kind {
-            Kind::Plain => sid.clone(),
+            Kind::Plain | Kind::Prompt { .. } => sid.clone(),
             _ => None,
         };
         state.routed.insert(
@@ -450,30 +469,7 @@ impl Hub {
                 }
             }
             (Some(_), None) => match session_of(&message) {
-                Some(sid) => {
-                    let Some(live) = state.live.get_mut(&sid) else {
-                        tracing::debug!(session = %sid, "an update of a session nobody opened");
-                        return;
-                    };
-                    live.seq += 1;
-                    message["params"]["_meta"]["maia"]["seq"] = json!(live.seq);
-                    let text = message.to_string();
-                    live.log.push_back(message);
-                    if live.log.len() > LOG_LIMIT {
-                        live.log.pop_front();
-                    }
-                    let attached: Vec<u64> = live.attached.keys().copied().collect();
-                    for conn in attached {
-                        let dropped = state
-                            .clients
-                            .get(&conn)
-                            .is_some_and(|c| !c.outbox.push(Some(&sid), text.clone(), true));
-                        if dropped {
-                            tracing::warn!(conn, session = %sid, "a client fell behind; dropped");
-                            detach(&mut state, conn);
-                        }
-                    }
-                }
+                Some(sid) => publish(&mut state, &sid, message),
                 None => {
                     let text = message.to_string();
                     for c in state.clients.values().filter(|c| c.initialized) {
@@ -520,6 +516,19 @@ impl Hub {
         let ok = message.get("result").is_some();
         match routed.kind {
             Kind::Plain => {}
+            Kind::Prompt { session } => {
+                if let Some(c) = state.clients.get(&routed.conn) {
+                    c.outbox
+                        .push(routed.scope.as_deref(), message.to_string(), false);
+                }
+                let ended = json!({"jsonrpc": "2.0", "method": TURN_ENDED, "params": {
+                    "sessionId": session,
+                    "stopReason": message["result"]["stopReason"],
+                    "error": message.get("error"),
+                }});
+                publish(state, &session, ended);
+                return;
+            }
             Kind::New => {
                 if let Some(sid) = message["result"]["sessionId"].as_str() {
                     let live = state.live.entry(sid.to_owned()).or_default();
@@ -606,6 +615,33 @@ impl Refusal {
 
     fn into_message(self, id: &Value) -> Value {
         error(id, self.code, &self.message, self.data)
+    }
+}
+
+/// Numbers a message of the live session `sid`, keeps it for replay and
+/// sends it to every client attached; a client that fell behind is dropped.
+fn publish(state: &mut State, sid: &str, mut message: Value) {
+    let Some(live) = state.live.get_mut(sid) else {
+        tracing::debug!(session = %sid, "an update of a session nobody opened");
+        return;
+    };
+    live.seq += 1;
+    message["params"]["_meta"]["maia"]["seq"] = json!(live.seq);
+    let text = message.to_string();
+    live.log.push_back(message);
+    if live.log.len() > LOG_LIMIT {
+        live.log.pop_front();
+    }
+    let attached: Vec<u64> = live.attached.keys().copied().collect();
+    for conn in attached {
+        let dropped = state
+            .clients
+            .get(&conn)
+            .is_some_and(|c| !c.outbox.push(Some(sid), text.clone(), true));
+        if dropped {
+            tracing::warn!(conn, session = %sid, "a client fell behind; dropped");
+            detach(state, conn);
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequestParts, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -244,14 +244,18 @@ fn host_name(authority: &str) -> String {
 
 /// The checks of every request: `Host` and `Origin` name this daemon
 /// (against DNS rebinding and cross-site pages), and a known bearer token.
-fn authorize(daemon: &Daemon, headers: &HeaderMap) -> Result<Access, Response> {
+/// On HTTP/2 the host is the request's `:authority`, not a `Host` header.
+fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Response> {
+    let headers = request.headers();
     let text = |name| {
         headers
             .get(name)
             .and_then(|v: &HeaderValue| v.to_str().ok())
     };
     if let Some(hosts) = &daemon.hosts {
-        let host = text(header::HOST).map(host_name);
+        let host = text(header::HOST)
+            .or_else(|| request.uri().authority().map(|a| a.as_str()))
+            .map(host_name);
         if !host.as_ref().is_some_and(|h| hosts.contains(h)) {
             return Err(refuse(
                 StatusCode::FORBIDDEN,
@@ -290,7 +294,7 @@ fn authorize(daemon: &Daemon, headers: &HeaderMap) -> Result<Access, Response> {
 
 /// `GET /acp`: a WebSocket upgrade, else a Streamable HTTP stream.
 async fn get_acp(State(daemon): State<Daemon>, request: Request) -> Response {
-    let access = match authorize(&daemon, request.headers()) {
+    let access = match authorize(&daemon, &request) {
         Ok(access) => access,
         Err(refused) => return refused,
     };
