@@ -28,12 +28,12 @@ fn connection(
     daemon: &Daemon,
     access: &Access,
     headers: &HeaderMap,
-) -> Result<(String, u64, Arc<Outbox>), Response> {
+) -> Result<(String, u64, Arc<Outbox>), Box<Response>> {
     let Some(id) = header_text(headers, CONNECTION_HEADER) else {
-        return Err(refuse(
+        return Err(Box::new(refuse(
             StatusCode::BAD_REQUEST,
             "Acp-Connection-Id is missing",
-        ));
+        )));
     };
     let mut table = daemon
         .http
@@ -42,10 +42,16 @@ fn connection(
     match table.get(id) {
         Some(c) if c.outbox.is_closed() => {
             table.remove(id);
-            Err(refuse(StatusCode::NOT_FOUND, "this connection was closed"))
+            Err(Box::new(refuse(
+                StatusCode::NOT_FOUND,
+                "this connection was closed",
+            )))
         }
         Some(c) if c.token == access.name => Ok((id.to_owned(), c.conn, c.outbox.clone())),
-        _ => Err(refuse(StatusCode::NOT_FOUND, "unknown Acp-Connection-Id")),
+        _ => Err(Box::new(refuse(
+            StatusCode::NOT_FOUND,
+            "unknown Acp-Connection-Id",
+        ))),
     }
 }
 
@@ -53,7 +59,7 @@ fn connection(
 pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Response {
     let access = match authorize(&daemon, &request) {
         Ok(access) => access,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let json = header_text(request.headers(), header::CONTENT_TYPE.as_str())
         .and_then(|v| v.split(';').next())
@@ -92,7 +98,7 @@ pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Resp
     }
     let (_, conn, _) = match connection(&daemon, &access, &headers) {
         Ok(found) => found,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     if let Some(sid) = message["params"]["sessionId"].as_str() {
         let reopening = matches!(
@@ -112,7 +118,7 @@ pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Resp
             _ => {}
         }
     }
-    daemon.hub.from_client(conn, message);
+    daemon.hub.receive(conn, message);
     StatusCode::ACCEPTED.into_response()
 }
 
@@ -134,7 +140,7 @@ fn initialize(daemon: &Daemon, access: Access, message: Value) -> Response {
             },
         );
     let wanted = message["id"].clone();
-    daemon.hub.from_client(conn, message);
+    daemon.hub.receive(conn, message);
     // The hub answers `initialize` itself, before returning.
     let answer = outbox
         .take(None)
@@ -164,7 +170,7 @@ pub(super) async fn stream(daemon: Daemon, access: Access, headers: &HeaderMap) 
     }
     let (_, conn, outbox) = match connection(&daemon, &access, headers) {
         Ok(found) => found,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let scope = header_text(headers, SESSION_HEADER).map(str::to_owned);
     if let Some(sid) = &scope
@@ -195,11 +201,11 @@ pub(super) async fn stream(daemon: Daemon, access: Access, headers: &HeaderMap) 
 pub(super) async fn delete(State(daemon): State<Daemon>, request: Request) -> Response {
     let access = match authorize(&daemon, &request) {
         Ok(access) => access,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let (id, conn, _) = match connection(&daemon, &access, request.headers()) {
         Ok(found) => found,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     daemon
         .http

@@ -245,7 +245,7 @@ fn host_name(authority: &str) -> String {
 /// The checks of every request: `Host` and `Origin` name this daemon
 /// (against DNS rebinding and cross-site pages), and a known bearer token.
 /// On HTTP/2 the host is the request's `:authority`, not a `Host` header.
-fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Response> {
+fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Box<Response>> {
     let headers = request.headers();
     let text = |name| {
         headers
@@ -257,10 +257,10 @@ fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Response> {
             .or_else(|| request.uri().authority().map(|a| a.as_str()))
             .map(host_name);
         if !host.as_ref().is_some_and(|h| hosts.contains(h)) {
-            return Err(refuse(
+            return Err(Box::new(refuse(
                 StatusCode::FORBIDDEN,
                 "this Host is not served here",
-            ));
+            )));
         }
         if let Some(origin) = text(header::ORIGIN) {
             let allowed = url::Url::parse(origin)
@@ -268,7 +268,10 @@ fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Response> {
                 .and_then(|u| u.host_str().map(|h| host_name(&format!("{h}:0"))))
                 .is_some_and(|h| hosts.contains(&h));
             if !allowed {
-                return Err(refuse(StatusCode::FORBIDDEN, "this Origin is not allowed"));
+                return Err(Box::new(refuse(
+                    StatusCode::FORBIDDEN,
+                    "this Origin is not allowed",
+                )));
             }
         }
     }
@@ -276,10 +279,10 @@ fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Response> {
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     let Some(presented) = presented else {
-        return Err(refuse(
+        return Err(Box::new(refuse(
             StatusCode::UNAUTHORIZED,
             "a bearer token is needed (Authorization: Bearer …)",
-        ));
+        )));
     };
     let entries = tokens::load(&daemon.tokens).map_err(|e| {
         tracing::error!("{e}");
@@ -289,14 +292,14 @@ fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Response> {
         )
     })?;
     tokens::check(&entries, presented)
-        .ok_or_else(|| refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token"))
+        .ok_or_else(|| Box::new(refuse(StatusCode::UNAUTHORIZED, "unknown or revoked token")))
 }
 
 /// `GET /acp`: a WebSocket upgrade, else a Streamable HTTP stream.
 async fn get_acp(State(daemon): State<Daemon>, request: Request) -> Response {
     let access = match authorize(&daemon, &request) {
         Ok(access) => access,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let upgrade = request
         .headers()
@@ -340,7 +343,7 @@ async fn websocket(daemon: Daemon, access: Access, socket: WebSocket) {
             }
             message = rx.next() => match message {
                 Some(Ok(Message::Text(text))) => match parse(text.as_str()) {
-                    Ok(message) => daemon.hub.from_client(conn, message),
+                    Ok(message) => daemon.hub.receive(conn, message),
                     Err(answer) => {
                         outbox.push(None, answer.to_string(), false);
                     }
