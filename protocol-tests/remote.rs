@@ -584,3 +584,88 @@ async fn remote_connect_bridges_a_stdio_editor_to_the_daemon() {
         .unwrap();
     assert!(status.success());
 }
+
+#[tokio::test]
+async fn remote_a_question_asked_while_nobody_is_there_waits_for_the_next_controller() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    daemon.mock.push(write_call());
+    daemon.mock.push(mock::text_reply("written"));
+    a.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
+    )
+    .await;
+    let (ask, _) = a.wait_for(is_permission).await;
+    let since = *seqs(&a.seen).last().unwrap();
+    a.close().await;
+    // The phone attaches later: the missed updates, then the question.
+    let mut b = daemon.ws("phone").await;
+    b.call("initialize", init_params()).await;
+    let loaded = b
+        .call("session/load", load_params(&daemon, &sid, Some(since)))
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let (again, _) = b.wait_for(is_permission).await;
+    assert_eq!(again["id"], ask["id"]);
+    assert_eq!(
+        again["params"]["toolCall"]["toolCallId"],
+        ask["params"]["toolCall"]["toolCallId"]
+    );
+    b.respond(&again["id"], choose("allow_once")(&again).unwrap())
+        .await;
+    let (ended, _) = b.wait_for(|m| m["method"] == "_session/turn_ended").await;
+    assert_eq!(ended["params"]["stopReason"], "end_turn", "{ended}");
+    assert!(daemon.cwd().join("out.txt").exists());
+}
+
+#[tokio::test]
+async fn remote_a_second_controller_cancels_the_running_turn() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    daemon
+        .mock
+        .push(mock::slow_text(400, Duration::from_millis(20)));
+    let id = a
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
+        )
+        .await;
+    a.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    let mut b = daemon.ws("phone").await;
+    b.call("initialize", init_params()).await;
+    b.call("session/resume", load_params(&daemon, &sid, None))
+        .await;
+    b.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
+        .await;
+    let response = a.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    let (ended, _) = b.wait_for(|m| m["method"] == "_session/turn_ended").await;
+    assert_eq!(ended["params"]["stopReason"], "cancelled");
+}
+
+#[tokio::test]
+async fn remote_a_token_may_hold_only_so_many_connections() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &["--max-connections-per-token", "2"]).await;
+    let first = daemon.ws("editor").await;
+    let _second = daemon.ws("editor").await;
+    let third = daemon.try_ws("editor").await;
+    assert!(matches!(third, Err(429)), "a third connection was taken");
+    // Another token is not counted against it; a closed one frees its place.
+    daemon.ws("phone").await;
+    first.close().await;
+    let mut again = None;
+    for _ in 0..100 {
+        if let Ok(ws) = daemon.try_ws("editor").await {
+            again = Some(ws);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        again.is_some(),
+        "the closed connection's place was not freed"
+    );
+}

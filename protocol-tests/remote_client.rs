@@ -117,6 +117,14 @@ impl Daemon {
     }
 
     pub async fn ws(&self, token: &str) -> Ws {
+        match self.try_ws(token).await {
+            Ok(ws) => ws,
+            Err(status) => panic!("the upgrade was refused: {status}"),
+        }
+    }
+
+    /// A WebSocket client, or the HTTP status that refused it.
+    pub async fn try_ws(&self, token: &str) -> Result<Ws, u16> {
         let mut request = format!("ws://{}/acp", self.addr)
             .into_client_request()
             .unwrap();
@@ -124,7 +132,13 @@ impl Daemon {
             "authorization",
             format!("Bearer {}", self.tokens[token]).parse().unwrap(),
         );
-        let (socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let (socket, response) = match tokio_tungstenite::connect_async(request).await {
+            Ok(connected) => connected,
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                return Err(response.status().as_u16());
+            }
+            Err(e) => panic!("{e}"),
+        };
         assert!(response.headers().contains_key("acp-connection-id"));
         let (tx, mut rx) = socket.split();
         let (lines, incoming) = mpsc::unbounded_channel();
@@ -142,12 +156,12 @@ impl Daemon {
                 }
             }
         });
-        Ws {
+        Ok(Ws {
             tx,
             incoming,
             seen: Vec::new(),
             next_id: 1,
-        }
+        })
     }
 }
 

@@ -85,6 +85,9 @@ pub struct ServeArgs {
     /// The largest request body or WebSocket message, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_message_bytes: usize,
+    /// The open connections one token may have.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_connections_per_token: usize,
 }
 
 #[derive(Debug, Subcommand)]

@@ -125,7 +125,12 @@ pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Resp
 /// `initialize` without a connection: a new one, answered at once.
 fn initialize(daemon: &Daemon, access: Access, message: Value) -> Response {
     let token = access.name.clone();
-    let (conn, outbox) = daemon.hub.connect(access, true);
+    let Some((conn, outbox)) = daemon.hub.connect(access, true, daemon.max_connections) else {
+        return refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "this token has too many open connections",
+        );
+    };
     let id = uuid::Uuid::new_v4().to_string();
     daemon
         .http

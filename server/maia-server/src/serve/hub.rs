@@ -195,10 +195,20 @@ impl Hub {
     }
 
     /// A new client: its number and its outbox (`split`: one stream per
-    /// session, for Streamable HTTP).
-    pub fn connect(&self, access: Access, split: bool) -> (u64, Arc<Outbox>) {
+    /// session, for Streamable HTTP); `None` when its token already has
+    /// `limit` connections.
+    pub fn connect(&self, access: Access, split: bool, limit: usize) -> Option<(u64, Arc<Outbox>)> {
         let outbox = Arc::new(Outbox::new(split));
         let mut state = self.lock();
+        let open = state
+            .clients
+            .values()
+            .filter(|c| c.access.name == access.name)
+            .count();
+        if open >= limit {
+            tracing::warn!(token = %access.name, open, "too many connections for one token");
+            return None;
+        }
         let conn = state.next;
         state.next += 1;
         tracing::info!(conn, token = %access.name, role = ?access.role, "client connected");
@@ -211,7 +221,7 @@ impl Hub {
                 attached: HashSet::new(),
             },
         );
-        (conn, outbox)
+        Some((conn, outbox))
     }
 
     /// The client is gone: it is detached from its sessions, which go on.

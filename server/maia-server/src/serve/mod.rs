@@ -51,6 +51,8 @@ struct Daemon {
     /// on a Unix socket).
     hosts: Option<Arc<Vec<String>>>,
     max_message: usize,
+    /// Open connections one token may have.
+    max_connections: usize,
     http: Arc<Mutex<HashMap<String, HttpConn>>>,
 }
 
@@ -165,6 +167,7 @@ async fn run(
         tokens: tokens_path,
         hosts,
         max_message: args.max_message_bytes,
+        max_connections: args.max_connections_per_token,
         http: Arc::new(Mutex::new(HashMap::new())),
     };
     tokio::spawn(close_revoked(daemon.clone()));
@@ -314,12 +317,25 @@ async fn get_acp(State(daemon): State<Daemon>, request: Request) -> Response {
         Ok(upgrade) => upgrade,
         Err(rejection) => return rejection.into_response(),
     };
+    let Some((conn, outbox)) = daemon.hub.connect(access, false, daemon.max_connections) else {
+        return refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "this token has too many open connections",
+        );
+    };
     let id = uuid::Uuid::new_v4().to_string();
     let max = daemon.max_message;
     let mut response = upgrade
         .max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| websocket(daemon, access, socket));
+        .on_failed_upgrade({
+            let (hub, outbox) = (daemon.hub.clone(), outbox.clone());
+            move |_| {
+                outbox.close("the upgrade failed");
+                hub.disconnect(conn);
+            }
+        })
+        .on_upgrade(move |socket| websocket(daemon, conn, outbox, socket));
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(CONNECTION_HEADER, value);
     }
@@ -327,8 +343,7 @@ async fn get_acp(State(daemon): State<Daemon>, request: Request) -> Response {
 }
 
 /// One WebSocket client: one JSON-RPC message per text frame each way.
-async fn websocket(daemon: Daemon, access: Access, socket: WebSocket) {
-    let (conn, outbox) = daemon.hub.connect(access, false);
+async fn websocket(daemon: Daemon, conn: u64, outbox: Arc<Outbox>, socket: WebSocket) {
     let (mut tx, mut rx) = socket.split();
     'run: loop {
         tokio::select! {
