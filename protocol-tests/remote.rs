@@ -669,3 +669,49 @@ async fn remote_a_token_may_hold_only_so_many_connections() {
         "the closed connection's place was not freed"
     );
 }
+
+#[tokio::test]
+async fn remote_kill_9_mid_turn_and_a_restart_load_every_session() {
+    let mut daemon = Daemon::start(&[EDITOR], &[]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    daemon.mock.push(mock::text_reply("the first answer"));
+    let first = a
+        .call(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]}),
+        )
+        .await;
+    assert_eq!(first["result"]["stopReason"], "end_turn");
+    daemon
+        .mock
+        .push(mock::slow_text(400, Duration::from_millis(20)));
+    a.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "two"}]}),
+    )
+    .await;
+    a.wait_for(|m| m["params"]["update"]["content"]["text"] == "word ")
+        .await;
+    daemon.restart().await;
+    let mut b = daemon.ws("editor").await;
+    b.call("initialize", init_params()).await;
+    let id = b
+        .request("session/load", load_params(&daemon, &sid, None))
+        .await;
+    let (loaded, replay) = b.wait_for(|m| m["id"] == id).await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let replayed: String = replay
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert!(replayed.contains("the first answer"), "{replayed}");
+    daemon.mock.push(mock::text_reply("three"));
+    let third = b
+        .call(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "three"}]}),
+        )
+        .await;
+    assert_eq!(third["result"]["stopReason"], "end_turn", "{third}");
+}

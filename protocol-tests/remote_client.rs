@@ -27,6 +27,7 @@ pub struct Daemon {
     /// `127.0.0.1:PORT`.
     pub addr: String,
     pub tokens: HashMap<String, String>,
+    args: Vec<String>,
 }
 
 /// Runs `maia serve ARGS` with `home` as HOME; its stdout and whether it
@@ -73,31 +74,8 @@ impl Daemon {
             );
             made.insert((*name).to_owned(), token);
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .env("HOME", home.path())
-            .env("MAIA_LOG", "info")
-            .env_remove("LITELLM_API_KEY")
-            .env_remove("MAIA_MODEL")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = tokio::time::timeout(WAIT, async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(rest) = line.split("listening on http://").nth(1) {
-                    return rest.split('/').next().unwrap().to_owned();
-                }
-            }
-            panic!("maia serve did not listen");
-        })
-        .await
-        .expect("maia serve did not start in time");
-        // Keep draining stderr (the daemon must never block on it).
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let (child, addr) = launch(home.path(), &args).await;
         Daemon {
             child,
             home,
@@ -105,9 +83,56 @@ impl Daemon {
             mock,
             addr,
             tokens: made,
+            args,
         }
     }
 
+    /// Kills the daemon with SIGKILL and starts it again on the same HOME
+    /// (a new port).
+    pub async fn restart(&mut self) {
+        self.child.start_kill().unwrap();
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("maia serve did not die")
+            .unwrap();
+        let (child, addr) = launch(self.home.path(), &self.args).await;
+        self.child = child;
+        self.addr = addr;
+    }
+}
+
+/// Starts `maia serve --listen 127.0.0.1:0 ARGS` on `home`; the child and
+/// the address it listens on.
+async fn launch(home: &std::path::Path, args: &[String]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("HOME", home)
+        .env("MAIA_LOG", "info")
+        .env_remove("LITELLM_API_KEY")
+        .env_remove("MAIA_MODEL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                return rest.split('/').next().unwrap().to_owned();
+            }
+        }
+        panic!("maia serve did not listen");
+    })
+    .await
+    .expect("maia serve did not start in time");
+    // Keep draining stderr (the daemon must never block on it).
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr)
+}
+
+impl Daemon {
     pub fn url(&self) -> String {
         format!("http://{}/acp", self.addr)
     }
