@@ -715,3 +715,71 @@ async fn remote_kill_9_mid_turn_and_a_restart_load_every_session() {
         .await;
     assert_eq!(third["result"]["stopReason"], "end_turn", "{third}");
 }
+
+#[tokio::test]
+async fn remote_a_client_that_never_reads_is_dropped_and_stalls_nothing() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let daemon = Daemon::start(&[EDITOR, WATCHER], &["--max-unread", "512"]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    // The watcher attaches, then stops reading.
+    let mut stuck = daemon.raw_ws("watcher").await;
+    for (id, method, params) in [
+        (1, "initialize", init_params()),
+        (2, "session/resume", load_params(&daemon, &sid, None)),
+    ] {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        stuck
+            .send(Message::Text(message.to_string().into()))
+            .await
+            .unwrap();
+        loop {
+            let Some(Ok(Message::Text(text))) = stuck.next().await else {
+                panic!("the watcher's connection ended")
+            };
+            if serde_json::from_str::<Value>(text.as_str()).unwrap()["id"] == id {
+                break;
+            }
+        }
+    }
+    // 2,000 deltas of 16 KiB: far more than the socket buffers and the
+    // watcher's 512 unread messages hold.
+    let piece = "x".repeat(16 * 1024);
+    let pieces: Vec<&str> = vec![piece.as_str(); 2000];
+    daemon.mock.push(mock::text_chunks(&pieces, Duration::ZERO));
+    let response = a
+        .call(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
+        )
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let numbers = seqs(&a.seen);
+    assert!(
+        numbers.windows(2).all(|w| w[1] == w[0] + 1),
+        "the controller lost updates"
+    );
+    let rss = daemon.rss_kib();
+    // The watcher was dropped: reading now finds the end of what the
+    // socket held, then the close (or the end of the stream).
+    let ended = tokio::time::timeout(WAIT, async {
+        let mut texts = 0usize;
+        loop {
+            match stuck.next().await {
+                Some(Ok(Message::Text(_))) => texts += 1,
+                Some(Ok(Message::Close(frame))) => {
+                    return (texts, frame.map(|f| f.reason.to_string()));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => return (texts, None),
+            }
+        }
+    })
+    .await
+    .expect("the stuck watcher was never dropped");
+    assert!(ended.0 < 2000, "the watcher got everything: {}", ended.0);
+    if let Some(reason) = ended.1 {
+        assert!(reason.contains("fell behind"), "{reason}");
+    }
+    eprintln!("daemon RSS after a 32 MiB turn with a stuck watcher: {rss} KiB");
+}

@@ -148,6 +148,33 @@ impl Daemon {
         }
     }
 
+    /// A WebSocket that nobody reads unless the test does.
+    pub async fn raw_ws(
+        &self,
+        token: &str,
+    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
+    {
+        let mut request = format!("ws://{}/acp", self.addr)
+            .into_client_request()
+            .unwrap();
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.tokens[token]).parse().unwrap(),
+        );
+        tokio_tungstenite::connect_async(request).await.unwrap().0
+    }
+
+    /// The daemon's resident memory, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let pid = self.child.id().unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+
     /// A WebSocket client, or the HTTP status that refused it.
     pub async fn try_ws(&self, token: &str) -> Result<Ws, u16> {
         let mut request = format!("ws://{}/acp", self.addr)

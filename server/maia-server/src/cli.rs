@@ -88,6 +88,9 @@ pub struct ServeArgs {
     /// The open connections one token may have.
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub max_connections_per_token: usize,
+    /// The live messages a client may leave unread before it is dropped.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_unread: usize,
 }
 
 #[derive(Debug, Subcommand)]

@@ -125,7 +125,7 @@ pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Resp
 /// `initialize` without a connection: a new one, answered at once.
 fn initialize(daemon: &Daemon, access: Access, message: Value) -> Response {
     let token = access.name.clone();
-    let Some((conn, outbox)) = daemon.hub.connect(access, true, daemon.max_connections) else {
+    let Some((conn, outbox)) = daemon.hub.connect(access, true, daemon.limits) else {
         return refuse(
             StatusCode::TOO_MANY_REQUESTS,
             "this token has too many open connections",

@@ -31,13 +31,24 @@ mod agent;
 use super::outbox::Outbox;
 use super::tokens::{Access, Role};
 
-/// Updates kept per live session for replay.
+/// Updates kept per live session for replay, at most…
 pub const LOG_LIMIT: usize = 100_000;
+/// …and at most this many bytes of them.
+pub const LOG_BYTES: usize = 64 << 20;
 
 /// The notification telling every attached client a prompt was answered
 /// (`{sessionId, stopReason}` or `{sessionId, error}`), numbered like the
 /// session's updates.
 pub const TURN_ENDED: &str = "_session/turn_ended";
+
+/// The bounds of one client.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Open connections one token may have.
+    pub connections: usize,
+    /// Live messages a client may leave unread before it is dropped.
+    pub unread: usize,
+}
 
 /// What an observer may ask.
 const OBSERVER_METHODS: &[&str] = &[
@@ -58,7 +69,9 @@ struct Client {
 #[derive(Default)]
 struct Live {
     seq: u64,
-    log: VecDeque<Value>,
+    /// The kept updates with their size; `log_bytes` their sum.
+    log: VecDeque<(usize, Value)>,
+    log_bytes: usize,
     attached: BTreeMap<u64, Role>,
     /// The open's answer (what a later attach is answered), once given.
     opened: Option<Value>,
@@ -196,16 +209,21 @@ impl Hub {
 
     /// A new client: its number and its outbox (`split`: one stream per
     /// session, for Streamable HTTP); `None` when its token already has
-    /// `limit` connections.
-    pub fn connect(&self, access: Access, split: bool, limit: usize) -> Option<(u64, Arc<Outbox>)> {
-        let outbox = Arc::new(Outbox::new(split));
+    /// as many connections as `limits` allow.
+    pub fn connect(
+        &self,
+        access: Access,
+        split: bool,
+        limits: Limits,
+    ) -> Option<(u64, Arc<Outbox>)> {
+        let outbox = Arc::new(Outbox::new(split, limits.unread));
         let mut state = self.lock();
         let open = state
             .clients
             .values()
             .filter(|c| c.access.name == access.name)
             .count();
-        if open >= limit {
+        if open >= limits.connections {
             tracing::warn!(token = %access.name, open, "too many connections for one token");
             return None;
         }
@@ -508,7 +526,7 @@ fn attach(state: &mut State, conn: u64, sid: &str, id: &Value, since: Option<u64
         (None, false) => None,
     };
     if let Some(after) = after {
-        for update in live.log.iter().filter(|u| {
+        for (_, update) in live.log.iter().filter(|(_, u)| {
             u["params"]["_meta"]["maia"]["seq"]
                 .as_u64()
                 .is_some_and(|s| s > after)

@@ -51,8 +51,7 @@ struct Daemon {
     /// on a Unix socket).
     hosts: Option<Arc<Vec<String>>>,
     max_message: usize,
-    /// Open connections one token may have.
-    max_connections: usize,
+    limits: hub::Limits,
     http: Arc<Mutex<HashMap<String, HttpConn>>>,
 }
 
@@ -167,7 +166,10 @@ async fn run(
         tokens: tokens_path,
         hosts,
         max_message: args.max_message_bytes,
-        max_connections: args.max_connections_per_token,
+        limits: hub::Limits {
+            connections: args.max_connections_per_token,
+            unread: args.max_unread,
+        },
         http: Arc::new(Mutex::new(HashMap::new())),
     };
     tokio::spawn(close_revoked(daemon.clone()));
@@ -317,7 +319,7 @@ async fn get_acp(State(daemon): State<Daemon>, request: Request) -> Response {
         Ok(upgrade) => upgrade,
         Err(rejection) => return rejection.into_response(),
     };
-    let Some((conn, outbox)) = daemon.hub.connect(access, false, daemon.max_connections) else {
+    let Some((conn, outbox)) = daemon.hub.connect(access, false, daemon.limits) else {
         return refuse(
             StatusCode::TOO_MANY_REQUESTS,
             "this token has too many open connections",
@@ -375,7 +377,12 @@ async fn websocket(daemon: Daemon, conn: u64, outbox: Arc<Outbox>, socket: WebSo
             code: 1008,
             reason: reason.into(),
         };
-        let _ = tx.send(Message::Close(Some(frame))).await;
+        // A reader that is stuck does not take the close frame either.
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            tx.send(Message::Close(Some(frame))),
+        )
+        .await;
     }
 }
 

@@ -5,7 +5,7 @@
 //!
 //! Invariants:
 //! - messages of one stream leave in the order they were pushed;
-//! - live messages past [`LIMIT`] unread close the outbox with a reason
+//! - live messages past its limit unread close the outbox with a reason
 //!   instead of growing it (a slow or stuck reader cannot hold the
 //!   daemon's memory or stall a session); replays and answers, whose size
 //!   the client asked for, are not counted against it.
@@ -15,9 +15,6 @@ use std::sync::Mutex;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-
-/// Live messages a client may leave unread before it is dropped.
-pub const LIMIT: usize = 4096;
 
 /// Which stream a message travels on: `None` is the connection's own
 /// (and a WebSocket's only one), `Some(session)` a session's.
@@ -33,6 +30,8 @@ struct Queues {
 pub struct Outbox {
     /// One queue per session (Streamable HTTP) or one for all (WebSocket).
     split: bool,
+    /// Live messages that may wait unread.
+    limit: usize,
     queues: Mutex<Queues>,
     notify: Notify,
     closed: CancellationToken,
@@ -40,9 +39,10 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    pub fn new(split: bool) -> Self {
+    pub fn new(split: bool, limit: usize) -> Self {
         Outbox {
             split,
+            limit,
             queues: Mutex::new(Queues::default()),
             notify: Notify::new(),
             closed: CancellationToken::new(),
@@ -57,7 +57,7 @@ impl Outbox {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Queues `text` on `scope`'s stream. A `bounded` push past [`LIMIT`]
+    /// Queues `text` on `scope`'s stream. A `bounded` push past the limit
     /// closes the outbox instead and answers false.
     pub fn push(&self, scope: Option<&str>, text: String, bounded: bool) -> bool {
         if self.closed.is_cancelled() {
@@ -65,10 +65,11 @@ impl Outbox {
         }
         {
             let mut queues = self.lock();
-            if bounded && queues.len >= LIMIT {
+            if bounded && queues.len >= self.limit {
                 drop(queues);
                 self.close(&format!(
-                    "the client fell behind: {LIMIT} messages were left unread"
+                    "the client fell behind: {} messages were left unread",
+                    self.limit
                 ));
                 return false;
             }
@@ -157,9 +158,11 @@ impl Outbox {
 mod tests {
     use super::*;
 
+    const LIMIT: usize = 64;
+
     #[test]
     fn a_reader_that_falls_behind_is_dropped_with_a_reason() {
-        let outbox = Outbox::new(false);
+        let outbox = Outbox::new(false, LIMIT);
         for n in 0..LIMIT {
             assert!(outbox.push(None, n.to_string(), true));
         }
@@ -172,7 +175,7 @@ mod tests {
 
     #[test]
     fn split_streams_keep_their_own_order() {
-        let outbox = Outbox::new(true);
+        let outbox = Outbox::new(true, LIMIT);
         outbox.push(Some("s"), "a".into(), true);
         outbox.push(None, "x".into(), true);
         outbox.push(Some("s"), "b".into(), true);

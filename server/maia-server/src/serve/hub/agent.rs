@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::Asked;
 use super::{
-    Hub, Kind, LOG_LIMIT, Role, State, TURN_ENDED, attach, detach, error, key, resend_questions,
-    session_of,
+    Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, State, TURN_ENDED, attach, detach, error, key,
+    resend_questions, session_of,
 };
 
 impl Hub {
@@ -164,9 +164,13 @@ fn publish(state: &mut State, sid: &str, mut message: Value) {
     live.seq += 1;
     message["params"]["_meta"]["maia"]["seq"] = json!(live.seq);
     let text = message.to_string();
-    live.log.push_back(message);
-    if live.log.len() > LOG_LIMIT {
-        live.log.pop_front();
+    live.log_bytes += text.len();
+    live.log.push_back((text.len(), message));
+    while live.log.len() > LOG_LIMIT || live.log_bytes > LOG_BYTES {
+        match live.log.pop_front() {
+            Some((size, _)) => live.log_bytes -= size,
+            None => break,
+        }
     }
     let attached: Vec<u64> = live.attached.keys().copied().collect();
     for conn in attached {
