@@ -783,3 +783,52 @@ async fn remote_a_client_that_never_reads_is_dropped_and_stalls_nothing() {
     }
     eprintln!("daemon RSS after a 32 MiB turn with a stuck watcher: {rss} KiB");
 }
+
+#[tokio::test]
+async fn remote_an_idle_streamable_http_connection_is_closed_and_a_streaming_one_is_not() {
+    let daemon = Daemon::start(&[EDITOR], &["--idle-timeout", "1"]).await;
+    let client = Http::client();
+    let token = daemon.tokens["editor"].clone();
+    let open = || async {
+        let init =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params()});
+        let answered = client
+            .post(daemon.url())
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .body(init.to_string())
+            .send()
+            .await
+            .unwrap();
+        Http {
+            client: client.clone(),
+            url: daemon.url(),
+            token: token.clone(),
+            connection: answered.headers()["acp-connection-id"]
+                .to_str()
+                .unwrap()
+                .to_owned(),
+        }
+    };
+    let idle = open().await;
+    let streaming = open().await;
+    let _stream = streaming.stream(None).await;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {}});
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let status = idle.post(None, &list).send().await.unwrap().status();
+        if status == 404 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the idle connection stayed"
+        );
+        // Each request counts as use: ask again only after the timeout.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    assert_eq!(
+        streaming.post(None, &list).send().await.unwrap().status(),
+        202
+    );
+}

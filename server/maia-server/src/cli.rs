@@ -91,6 +91,10 @@ pub struct ServeArgs {
     /// The live messages a client may leave unread before it is dropped.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_unread: usize,
+    /// Close a Streamable HTTP connection after this many seconds without
+    /// a request and without an open stream.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub idle_timeout: u64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -5,7 +5,9 @@
 //! `Acp-Session-Id`, a session's, `DELETE` ends the connection (its
 //! sessions go on: see docs/remote.md).
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -19,6 +21,57 @@ use super::outbox::Outbox;
 use super::tokens::Access;
 use super::{CONNECTION_HEADER, Daemon, HttpConn, SESSION_HEADER, authorize, refuse};
 
+/// When a Streamable HTTP connection was last used, and how many of its
+/// streams are open (an open stream is not idle).
+pub(super) struct Activity {
+    streams: AtomicUsize,
+    last: Mutex<Instant>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            streams: AtomicUsize::new(0),
+            last: Mutex::new(Instant::now()),
+        }
+    }
+
+    fn touch(&self) {
+        *self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+    }
+
+    /// How long the connection has been idle (zero while a stream is open).
+    pub(super) fn idle_for(&self) -> Duration {
+        if self.streams.load(Ordering::SeqCst) > 0 {
+            return Duration::ZERO;
+        }
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .elapsed()
+    }
+}
+
+/// Counts an open stream while it lives.
+struct StreamOpen(Arc<Activity>);
+
+impl StreamOpen {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.streams.fetch_add(1, Ordering::SeqCst);
+        StreamOpen(activity)
+    }
+}
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.streams.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -28,7 +81,7 @@ fn connection(
     daemon: &Daemon,
     access: &Access,
     headers: &HeaderMap,
-) -> Result<(String, u64, Arc<Outbox>), Box<Response>> {
+) -> Result<(String, u64, Arc<Outbox>, Arc<Activity>), Box<Response>> {
     let Some(id) = header_text(headers, CONNECTION_HEADER) else {
         return Err(Box::new(refuse(
             StatusCode::BAD_REQUEST,
@@ -47,7 +100,10 @@ fn connection(
                 "this connection was closed",
             )))
         }
-        Some(c) if c.token == access.name => Ok((id.to_owned(), c.conn, c.outbox.clone())),
+        Some(c) if c.token == access.name => {
+            c.activity.touch();
+            Ok((id.to_owned(), c.conn, c.outbox.clone(), c.activity.clone()))
+        }
         _ => Err(Box::new(refuse(
             StatusCode::NOT_FOUND,
             "unknown Acp-Connection-Id",
@@ -96,7 +152,7 @@ pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Resp
     if message["method"] == "initialize" && header_text(&headers, CONNECTION_HEADER).is_none() {
         return initialize(&daemon, access, message);
     }
-    let (_, conn, _) = match connection(&daemon, &access, &headers) {
+    let (_, conn, _, _) = match connection(&daemon, &access, &headers) {
         Ok(found) => found,
         Err(refused) => return *refused,
     };
@@ -142,6 +198,7 @@ fn initialize(daemon: &Daemon, access: Access, message: Value) -> Response {
                 conn,
                 outbox: outbox.clone(),
                 token,
+                activity: Arc::new(Activity::new()),
             },
         );
     let wanted = message["id"].clone();
@@ -173,7 +230,7 @@ pub(super) async fn stream(daemon: Daemon, access: Access, headers: &HeaderMap) 
             "Accept must include text/event-stream",
         );
     }
-    let (_, conn, outbox) = match connection(&daemon, &access, headers) {
+    let (_, conn, outbox, activity) = match connection(&daemon, &access, headers) {
         Ok(found) => found,
         Err(refused) => return *refused,
     };
@@ -186,17 +243,19 @@ pub(super) async fn stream(daemon: Daemon, access: Access, headers: &HeaderMap) 
             "unknown Acp-Session-Id for this connection",
         );
     }
-    let events = futures_util::stream::unfold((outbox, scope), |(outbox, scope)| async move {
-        let batch = outbox.next_batch(scope.as_deref()).await?;
-        Some((batch, (outbox, scope)))
-    })
-    .flat_map(|batch| {
-        futures_util::stream::iter(
-            batch
-                .into_iter()
-                .map(|text| Ok::<_, std::convert::Infallible>(Event::default().data(text))),
-        )
-    });
+    let open = StreamOpen::new(activity);
+    let events =
+        futures_util::stream::unfold((outbox, scope, open), |(outbox, scope, open)| async move {
+            let batch = outbox.next_batch(scope.as_deref()).await?;
+            Some((batch, (outbox, scope, open)))
+        })
+        .flat_map(|batch| {
+            futures_util::stream::iter(
+                batch
+                    .into_iter()
+                    .map(|text| Ok::<_, std::convert::Infallible>(Event::default().data(text))),
+            )
+        });
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()
@@ -208,7 +267,7 @@ pub(super) async fn delete(State(daemon): State<Daemon>, request: Request) -> Re
         Ok(access) => access,
         Err(refused) => return *refused,
     };
-    let (id, conn, _) = match connection(&daemon, &access, request.headers()) {
+    let (id, conn, _, _) = match connection(&daemon, &access, request.headers()) {
         Ok(found) => found,
         Err(refused) => return *refused,
     };

@@ -41,6 +41,7 @@ struct HttpConn {
     conn: u64,
     outbox: Arc<Outbox>,
     token: String,
+    activity: Arc<http::Activity>,
 }
 
 #[derive(Clone)]
@@ -52,6 +53,9 @@ struct Daemon {
     hosts: Option<Arc<Vec<String>>>,
     max_message: usize,
     limits: hub::Limits,
+    /// How long a Streamable HTTP connection may go without a request
+    /// and without an open stream.
+    idle: std::time::Duration,
     http: Arc<Mutex<HashMap<String, HttpConn>>>,
 }
 
@@ -166,6 +170,7 @@ async fn run(
         tokens: tokens_path,
         hosts,
         max_message: args.max_message_bytes,
+        idle: std::time::Duration::from_secs(args.idle_timeout),
         limits: hub::Limits {
             connections: args.max_connections_per_token,
             unread: args.max_unread,
@@ -207,10 +212,28 @@ async fn run(
     Ok(())
 }
 
-/// Closes the connections whose token was revoked.
+/// Closes the connections whose token was revoked, and the Streamable
+/// HTTP connections idle for too long.
 async fn close_revoked(daemon: Daemon) {
     loop {
         tokio::time::sleep(REVOKE_CHECK).await;
+        let idle: Vec<(String, u64)> = daemon
+            .http
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(_, c)| c.activity.idle_for() > daemon.idle)
+            .map(|(id, c)| (id.clone(), c.conn))
+            .collect();
+        for (id, conn) in idle {
+            tracing::info!(conn, "an idle Streamable HTTP connection was closed");
+            daemon
+                .http
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&id);
+            daemon.hub.disconnect(conn);
+        }
         let Ok(entries) = tokens::load(&daemon.tokens) else {
             continue;
         };
