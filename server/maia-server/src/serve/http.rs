@@ -76,12 +76,20 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// A Streamable HTTP connection a request names.
+struct Found {
+    id: String,
+    conn: u64,
+    outbox: Arc<Outbox>,
+    activity: Arc<Activity>,
+}
+
 /// The connection `headers` name, when this token opened it.
 fn connection(
     daemon: &Daemon,
     access: &Access,
     headers: &HeaderMap,
-) -> Result<(String, u64, Arc<Outbox>, Arc<Activity>), Box<Response>> {
+) -> Result<Found, Box<Response>> {
     let Some(id) = header_text(headers, CONNECTION_HEADER) else {
         return Err(Box::new(refuse(
             StatusCode::BAD_REQUEST,
@@ -102,7 +110,12 @@ fn connection(
         }
         Some(c) if c.token == access.name => {
             c.activity.touch();
-            Ok((id.to_owned(), c.conn, c.outbox.clone(), c.activity.clone()))
+            Ok(Found {
+                id: id.to_owned(),
+                conn: c.conn,
+                outbox: c.outbox.clone(),
+                activity: c.activity.clone(),
+            })
         }
         _ => Err(Box::new(refuse(
             StatusCode::NOT_FOUND,
@@ -152,8 +165,8 @@ pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Resp
     if message["method"] == "initialize" && header_text(&headers, CONNECTION_HEADER).is_none() {
         return initialize(&daemon, access, message);
     }
-    let (_, conn, _, _) = match connection(&daemon, &access, &headers) {
-        Ok(found) => found,
+    let conn = match connection(&daemon, &access, &headers) {
+        Ok(found) => found.conn,
         Err(refused) => return *refused,
     };
     if let Some(sid) = message["params"]["sessionId"].as_str() {
@@ -230,7 +243,12 @@ pub(super) async fn stream(daemon: Daemon, access: Access, headers: &HeaderMap) 
             "Accept must include text/event-stream",
         );
     }
-    let (_, conn, outbox, activity) = match connection(&daemon, &access, headers) {
+    let Found {
+        conn,
+        outbox,
+        activity,
+        ..
+    } = match connection(&daemon, &access, headers) {
         Ok(found) => found,
         Err(refused) => return *refused,
     };
@@ -267,7 +285,7 @@ pub(super) async fn delete(State(daemon): State<Daemon>, request: Request) -> Re
         Ok(access) => access,
         Err(refused) => return *refused,
     };
-    let (id, conn, _, _) = match connection(&daemon, &access, request.headers()) {
+    let Found { id, conn, .. } = match connection(&daemon, &access, request.headers()) {
         Ok(found) => found,
         Err(refused) => return *refused,
     };
