@@ -832,3 +832,28 @@ async fn remote_an_idle_streamable_http_connection_is_closed_and_a_streaming_one
         202
     );
 }
+
+#[tokio::test]
+async fn remote_a_thousand_idle_connections_leave_the_daemon_serving() {
+    let daemon = Daemon::start(&[EDITOR], &["--max-connections-per-token", "1100"]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    let before = daemon.rss_kib();
+    let mut idle = Vec::new();
+    for _ in 0..1000 {
+        let mut ws = daemon.ws("editor").await;
+        ws.call("initialize", init_params()).await;
+        idle.push(ws);
+    }
+    let after = daemon.rss_kib();
+    daemon.mock.push(mock::text_reply("still here"));
+    let response = a
+        .call(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
+        )
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let per = after.saturating_sub(before) as f64 / 1000.0;
+    eprintln!("1,000 idle WebSocket connections: {before} KiB → {after} KiB ({per:.1} KiB each)");
+    assert!(per < 64.0, "{per} KiB per idle connection");
+}

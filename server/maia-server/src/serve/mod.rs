@@ -353,6 +353,10 @@ async fn get_acp(State(daemon): State<Daemon>, request: Request) -> Response {
     let mut response = upgrade
         .max_message_size(max)
         .max_frame_size(max)
+        // tungstenite's default 128 KiB read buffer per connection would be
+        // most of an idle connection's memory.
+        .read_buffer_size(8 * 1024)
+        .write_buffer_size(0)
         .on_failed_upgrade({
             let (hub, outbox) = (daemon.hub.clone(), outbox.clone());
             move |_| {
