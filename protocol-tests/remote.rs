@@ -857,3 +857,81 @@ async fn remote_a_thousand_idle_connections_leave_the_daemon_serving() {
     eprintln!("1,000 idle WebSocket connections: {before} KiB → {after} KiB ({per:.1} KiB each)");
     assert!(per < 64.0, "{per} KiB per idle connection");
 }
+
+fn tls_fixture(name: &str) -> String {
+    format!(
+        "{}/../../protocol-tests/fixtures/tls/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[tokio::test]
+async fn remote_tls_serves_http2_and_the_bridge_over_wss() {
+    let (cert, key) = (tls_fixture("server.pem"), tls_fixture("server.key"));
+    let daemon = Daemon::start(&[EDITOR], &["--tls-cert", &cert, "--tls-key", &key]).await;
+    // HTTPS, HTTP/2 by ALPN, for a client that trusts the test CA.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = std::fs::read_to_string(tls_fixture("ca.pem")).unwrap();
+    let der: Vec<u8> = {
+        use base64::Engine;
+        let body: String = ca.lines().filter(|l| !l.starts_with("-----")).collect();
+        base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .unwrap()
+    };
+    roots.add(der.into()).unwrap();
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(config)
+        .build()
+        .unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params()});
+    let answered = client
+        .post(format!("https://{}/acp", daemon.addr))
+        .bearer_auth(&daemon.tokens["editor"])
+        .header("content-type", "application/json")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 200);
+    assert_eq!(answered.version(), reqwest::Version::HTTP_2);
+    // Plain HTTP on the TLS port is not served.
+    let plain = Http::client()
+        .post(daemon.url())
+        .bearer_auth(&daemon.tokens["editor"])
+        .header("content-type", "application/json")
+        .body(init.to_string())
+        .send()
+        .await;
+    assert!(plain.is_err(), "plain HTTP was answered on the TLS port");
+    // The bridge over wss://, verifying against the test CA.
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut bridge = tokio::process::Command::new(env!("CARGO_BIN_EXE_maia"))
+        .args([
+            "acp",
+            "--connect",
+            &format!(
+                "wss://localhost:{}/acp",
+                daemon.addr.split(':').nth(1).unwrap()
+            ),
+        ])
+        .env("MAIA_TOKEN", &daemon.tokens["editor"])
+        .env("SSL_CERT_FILE", tls_fixture("ca.pem"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = bridge.stdin.take().unwrap();
+    let mut lines = BufReader::new(bridge.stdout.take().unwrap()).lines();
+    stdin
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(until(&mut lines, 1).await["result"]["protocolVersion"], 1);
+}

@@ -119,7 +119,9 @@ async fn launch(home: &std::path::Path, args: &[String]) -> (Child, String) {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = tokio::time::timeout(WAIT, async {
         while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.split("listening on http://").nth(1) {
+            // `listening on http://ADDR/acp` (or https://).
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let rest = rest.split("://").nth(1).unwrap();
                 return rest.split('/').next().unwrap().to_owned();
             }
         }

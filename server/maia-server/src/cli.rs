@@ -76,8 +76,15 @@ pub struct ServeArgs {
     pub listen: String,
     /// Listen beyond loopback without TLS, for a TLS-terminating reverse
     /// proxy in front.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tls_cert")]
     pub insecure_behind_proxy: bool,
+    /// Serve TLS (HTTPS, WSS; HTTP/2 by ALPN) with this certificate chain
+    /// (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS certificate's private key (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// A host name the `Host` and `Origin` headers may name besides the
     /// loopback ones (the proxy's public name); repeatable.
     #[arg(long = "allow-host", value_name = "HOST")]

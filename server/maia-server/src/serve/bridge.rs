@@ -1,7 +1,8 @@
 //! `maia acp --connect URL`: a stdio-only editor's ACP bridged to a
 //! `maia serve` daemon over a WebSocket, one stdin line per text frame
-//! and one text frame per stdout line. The token comes from an
-//! environment variable, never the command line.
+//! and one text frame per stdout line (`wss://` verified against the
+//! platform's roots). The token comes from an environment variable, never
+//! the command line.
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -11,7 +12,9 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 /// Bridges stdin and stdout to `url` until either side ends.
 pub async fn run(url: &str, token: &str) -> anyhow::Result<()> {
-    let url = url.replacen("http://", "ws://", 1);
+    let url = url
+        .replacen("https://", "wss://", 1)
+        .replacen("http://", "ws://", 1);
     let mut request = url
         .as_str()
         .into_client_request()
@@ -21,9 +24,19 @@ pub async fn run(url: &str, token: &str) -> anyhow::Result<()> {
         HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| anyhow::anyhow!("the token is not a header value"))?,
     );
-    let (socket, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot connect to {url}: {e}"))?;
+    // `wss://`: the process's TLS verifier (the platform's roots).
+    let connector = if url.starts_with("wss://") {
+        let config = maia_http::websocket_tls().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Some(tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(
+            config,
+        )))
+    } else {
+        None
+    };
+    let (socket, _) =
+        tokio_tungstenite::connect_async_tls_with_config(request, None, false, connector)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to {url}: {e}"))?;
     tracing::info!(url, "connected");
     let (mut tx, mut rx) = socket.split();
     let mut lines = BufReader::new(tokio::io::stdin()).lines();

@@ -9,6 +9,7 @@ pub mod bridge;
 mod http;
 mod hub;
 mod outbox;
+mod tls;
 pub mod tokens;
 
 use std::collections::HashMap;
@@ -120,7 +121,7 @@ enum Listen {
     Unix(PathBuf),
 }
 
-fn parse_listen(text: &str, behind_proxy: bool) -> anyhow::Result<Listen> {
+fn parse_listen(text: &str, secure: bool) -> anyhow::Result<Listen> {
     if text.contains('/') {
         return Ok(Listen::Unix(PathBuf::from(
             text.trim_start_matches("unix:"),
@@ -129,10 +130,10 @@ fn parse_listen(text: &str, behind_proxy: bool) -> anyhow::Result<Listen> {
     let addr: SocketAddr = text
         .parse()
         .map_err(|_| anyhow::anyhow!("--listen {text}: not HOST:PORT nor a socket path"))?;
-    if !addr.ip().is_loopback() && !behind_proxy {
+    if !addr.ip().is_loopback() && !secure {
         anyhow::bail!(
-            "--listen {addr} is not a loopback address: this build serves no TLS, so it listens \
-             beyond loopback only behind a TLS-terminating reverse proxy \
+            "--listen {addr} is not a loopback address: beyond loopback MAIA serves TLS only \
+             (--tls-cert and --tls-key), or plain HTTP behind a TLS-terminating reverse proxy \
              (--insecure-behind-proxy); or reach it through an SSH tunnel"
         );
     }
@@ -144,7 +145,11 @@ async fn run(
     options: maia_core::EngineOptions,
     tokens_path: PathBuf,
 ) -> anyhow::Result<()> {
-    let listen = parse_listen(&args.listen, args.insecure_behind_proxy)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
+    let listen = parse_listen(&args.listen, args.insecure_behind_proxy || tls.is_some())?;
     if tokens::load(&tokens_path)?.is_empty() {
         anyhow::bail!(
             "no token can connect yet: add one with `maia serve token add NAME` ({})",
@@ -195,12 +200,20 @@ async fn run(
         Listen::Tcp(addr) => {
             let listener = tokio::net::TcpListener::bind(addr).await?;
             let bound = listener.local_addr()?;
+            if let Some(tls) = tls {
+                eprintln!("maia serve: listening on https://{bound}/acp (wss://{bound}/acp)");
+                tls::serve(listener, tls, router, stopped).await;
+                return Ok(());
+            }
             eprintln!("maia serve: listening on http://{bound}/acp (ws://{bound}/acp)");
             axum::serve(listener, router)
                 .with_graceful_shutdown(stopped)
                 .await?;
         }
         Listen::Unix(path) => {
+            if tls.is_some() {
+                anyhow::bail!("a Unix socket is served without TLS");
+            }
             let _ = std::fs::remove_file(&path);
             let listener = tokio::net::UnixListener::bind(&path)?;
             eprintln!("maia serve: listening on unix:{}", path.display());
