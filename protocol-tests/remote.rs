@@ -935,3 +935,31 @@ async fn remote_tls_serves_http2_and_the_bridge_over_wss() {
         .unwrap();
     assert_eq!(until(&mut lines, 1).await["result"]["protocolVersion"], 1);
 }
+
+#[tokio::test]
+async fn remote_a_client_may_ask_that_its_leaving_cancels_the_turn() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
+    let mut a = daemon.ws("editor").await;
+    a.call("initialize", init_params()).await;
+    let mut params = new_params(&daemon);
+    params["_meta"] = json!({"maia": {"cancelOnDisconnect": true}});
+    let created = a.call("session/new", params).await;
+    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut b = daemon.ws("phone").await;
+    b.call("initialize", init_params()).await;
+    b.call("session/resume", load_params(&daemon, &sid, None))
+        .await;
+    daemon
+        .mock
+        .push(mock::slow_text(400, Duration::from_millis(20)));
+    a.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
+    )
+    .await;
+    a.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    a.close().await;
+    let (ended, _) = b.wait_for(|m| m["method"] == "_session/turn_ended").await;
+    assert_eq!(ended["params"]["stopReason"], "cancelled", "{ended}");
+}

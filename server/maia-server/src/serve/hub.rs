@@ -63,6 +63,9 @@ struct Client {
     access: Access,
     initialized: bool,
     attached: HashSet<String>,
+    /// The sessions whose turn is cancelled when this client leaves
+    /// (`_meta.maia.cancelOnDisconnect` on the open or attach).
+    cancel_on_leave: HashSet<String>,
 }
 
 /// A session open in the agent, with who is attached to it.
@@ -85,7 +88,9 @@ enum Kind {
     Prompt {
         session: String,
     },
-    New,
+    New {
+        cancel_on_leave: bool,
+    },
     Open {
         session: String,
     },
@@ -117,6 +122,8 @@ struct State {
     asked: HashMap<String, Asked>,
     next: u64,
     init: Value,
+    /// Sessions to cancel, as clients that asked for it left.
+    cancels: Vec<String>,
 }
 
 pub struct Hub {
@@ -237,6 +244,7 @@ impl Hub {
                 access,
                 initialized: false,
                 attached: HashSet::new(),
+                cancel_on_leave: HashSet::new(),
             },
         );
         Some((conn, outbox))
@@ -246,6 +254,16 @@ impl Hub {
     pub fn disconnect(&self, conn: u64) {
         let mut state = self.lock();
         detach(&mut state, conn);
+        self.send_cancels(&mut state);
+    }
+
+    /// Cancels the turns of the sessions whose leaving client asked for it.
+    fn send_cancels(&self, state: &mut State) {
+        for session in std::mem::take(&mut state.cancels) {
+            tracing::info!(target: "maia::audit", session = %session, "cancel on disconnect");
+            self.to_agent(&json!({"jsonrpc": "2.0", "method": "session/cancel",
+                "params": {"sessionId": session}}));
+        }
     }
 
     /// The token name of each connected client (to close revoked ones).
@@ -407,8 +425,19 @@ impl Hub {
             }
             _ => {}
         }
+        let asks_cancel_on_leave = access.role == Role::Controller
+            && message["params"]["_meta"]["maia"]["cancelOnDisconnect"] == true;
+        if asks_cancel_on_leave
+            && let Some(session) = &sid
+            && matches!(method, "session/load" | "session/resume")
+            && let Some(c) = state.clients.get_mut(&conn)
+        {
+            c.cancel_on_leave.insert(session.clone());
+        }
         let kind = match method {
-            "session/new" | "session/fork" => Kind::New,
+            "session/new" | "session/fork" => Kind::New {
+                cancel_on_leave: asks_cancel_on_leave,
+            },
             "session/load" | "session/resume" => {
                 let session = sid.clone().unwrap_or_default();
                 let since = message["params"]["_meta"]["maia"]["since"].as_u64();
@@ -577,6 +606,8 @@ fn detach(state: &mut State, conn: u64) {
     for asked in state.asked.values_mut() {
         asked.sent.retain(|c| *c != conn);
     }
+    let leaving = client.cancel_on_leave.intersection(&client.attached);
+    state.cancels.extend(leaving.cloned());
     client.outbox.close("disconnected");
     tracing::info!(conn, token = %client.access.name, "client disconnected");
 }

@@ -15,10 +15,16 @@ impl Hub {
     /// A message from the agent.
     pub(super) fn on_agent(&self, message: Value) {
         let mut state = self.lock();
+        self.handle(&mut state, message);
+        // Clients dropped for falling behind leave like any other.
+        self.send_cancels(&mut state);
+    }
+
+    fn handle(&self, state: &mut State, message: Value) {
         let method = message["method"].as_str().map(str::to_owned);
         let id = message.get("id").cloned();
         match (method, id) {
-            (None, Some(id)) => self.answer(&mut state, &key(&id), message),
+            (None, Some(id)) => self.answer(state, &key(&id), message),
             (Some(method), None) if method == maia_rpc::CANCEL_REQUEST => {
                 let asked = key(&message["params"]["requestId"]);
                 if let Some(asked) = state.asked.remove(&asked) {
@@ -31,7 +37,7 @@ impl Hub {
                 }
             }
             (Some(_), None) => match session_of(&message) {
-                Some(sid) => publish(&mut state, &sid, message),
+                Some(sid) => publish(state, &sid, message),
                 None => {
                     let text = message.to_string();
                     for c in state.clients.values().filter(|c| c.initialized) {
@@ -91,8 +97,11 @@ impl Hub {
                 publish(state, &session, ended);
                 return;
             }
-            Kind::New => {
+            Kind::New { cancel_on_leave } => {
                 if let Some(sid) = message["result"]["sessionId"].as_str() {
+                    if cancel_on_leave && let Some(c) = state.clients.get_mut(&routed.conn) {
+                        c.cancel_on_leave.insert(sid.to_owned());
+                    }
                     let live = state.live.entry(sid.to_owned()).or_default();
                     live.opened = Some(message["result"].clone());
                     let role = state.clients.get(&routed.conn).map(|c| c.access.role);
