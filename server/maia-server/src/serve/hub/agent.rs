@@ -55,7 +55,7 @@ impl Hub {
                     ));
                     return;
                 };
-                let controllers = controllers(&state, &sid);
+                let controllers = controllers(state, &sid);
                 let text = message.to_string();
                 for conn in &controllers {
                     if let Some(c) = state.clients.get(conn) {
