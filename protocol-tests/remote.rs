@@ -963,3 +963,50 @@ async fn remote_a_client_may_ask_that_its_leaving_cancels_the_turn() {
     let (ended, _) = b.wait_for(|m| m["method"] == "_session/turn_ended").await;
     assert_eq!(ended["params"]["stopReason"], "cancelled", "{ended}");
 }
+
+#[tokio::test]
+async fn remote_a_hundred_observers_each_receive_every_update_once_in_order() {
+    let daemon = Daemon::start(&[EDITOR, WATCHER], &["--max-connections-per-token", "200"]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    let mut observers = Vec::new();
+    for _ in 0..100 {
+        let mut ws = daemon.ws("watcher").await;
+        ws.call("initialize", init_params()).await;
+        ws.call("session/resume", load_params(&daemon, &sid, None))
+            .await;
+        observers.push(ws);
+    }
+    let pieces: Vec<String> = (0..200).map(|n| format!("{n} ")).collect();
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    daemon
+        .mock
+        .push(mock::text_chunks(&pieces, Duration::from_millis(1)));
+    let started = std::time::Instant::now();
+    let response = a
+        .call(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
+        )
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    a.wait_for(|m| m["method"] == "_session/turn_ended").await;
+    let last = *seqs(&a.seen).last().unwrap();
+    let whole: String = pieces.concat();
+    for ws in &mut observers {
+        ws.wait_for(|m| m["method"] == "_session/turn_ended").await;
+        let text: String = ws
+            .seen
+            .iter()
+            .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+            .collect();
+        assert_eq!(text, whole);
+        let got = seqs(&ws.seen);
+        assert!(got.windows(2).all(|w| w[1] == w[0] + 1), "{got:?}");
+        assert_eq!(got.last(), Some(&last));
+    }
+    eprintln!(
+        "200 deltas to 1 controller and 100 observers: {:?} until the last observer had the end",
+        started.elapsed()
+    );
+}
