@@ -53,6 +53,10 @@ pub struct Limits {
     pub unread: usize,
 }
 
+/// The notification telling every attached client that a controller
+/// closed the session (`{sessionId}`).
+pub const CLOSED: &str = "_session/closed";
+
 /// What an observer may ask.
 const OBSERVER_METHODS: &[&str] = &[
     "initialize",

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::Asked;
 use super::{
-    Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, State, TURN_ENDED, attach, detach, error, key,
+    CLOSED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, State, TURN_ENDED, attach, detach, error, key,
     resend_questions, session_of,
 };
 
@@ -149,6 +149,10 @@ impl Hub {
             }
             Kind::Close { session } => {
                 if ok {
+                    // Every client attached is told, the closer included.
+                    let closed = json!({"jsonrpc": "2.0", "method": CLOSED,
+                        "params": {"sessionId": session}});
+                    publish(state, &session, closed);
                     state.live.remove(&session);
                     for c in state.clients.values_mut() {
                         c.attached.remove(&session);
