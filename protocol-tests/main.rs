@@ -48,6 +48,8 @@ mod lsp_undo;
 mod neovim;
 mod readme;
 mod registry;
+mod remote;
+mod remote_client;
 mod robustness;
 mod timeline_escapes;
 mod timeline_files;

@@ -59,6 +59,18 @@ pub fn builder(
     Ok(builder.tls_backend_preconfigured(tls))
 }
 
+/// The process's TLS client configuration for a WebSocket (`wss://`): the
+/// same verifier, ALPN offering HTTP/1.1 only (a WebSocket upgrade is an
+/// HTTP/1.1 request).
+pub fn websocket_tls() -> Result<rustls::ClientConfig, SetupError> {
+    let mut config = match rustls::crypto::CryptoProvider::get_default() {
+        Some(provider) => shared_tls(provider)?,
+        None => fallback_tls()?,
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
 /// The TLS configuration of every client once a provider is installed:
 /// the platform's verifier (what reqwest would build for each client),
 /// built once. ALPN offers HTTP/2 then HTTP/1.1, as reqwest does.

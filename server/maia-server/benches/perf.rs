@@ -15,6 +15,8 @@ mod checkpoint;
 mod harness;
 #[path = "perf/lsp.rs"]
 mod lsp;
+#[path = "perf/remote.rs"]
+mod remote;
 #[path = "perf/search.rs"]
 mod search;
 #[path = "../../maia-core/benches/session_load.rs"]
@@ -475,6 +477,10 @@ fn main() {
     if wants("checkpoint") {
         eprintln!("checkpoint…");
         checkpoint::bench_checkpoint(&mut table);
+    }
+    if wants("remote") {
+        eprintln!("remote…");
+        remote::bench_remote(&mut table);
     }
     if wants("lsp") {
         eprintln!("lsp…");

@@ -30,8 +30,13 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve the Agent Client Protocol on stdin/stdout (what editors start).
+    /// Serve the Agent Client Protocol on stdin/stdout (what editors start),
+    /// or bridge it to a `maia serve` daemon with --connect.
     Acp(AcpArgs),
+    /// Serve ACP over the network (WebSocket and Streamable HTTP on /acp),
+    /// sessions shared by every client that attaches; `serve token` manages
+    /// its bearer tokens (docs/remote.md).
+    Serve(ServeArgs),
     /// Serve the Language Server Protocol on stdin/stdout.
     Lsp,
     /// Connect MAIA to a LiteLLM proxy: URL, key, default model
@@ -48,8 +53,84 @@ pub enum Command {
 pub struct AcpArgs {
     /// Answer a client that asks for ACP v2 (the draft, docs/acp.md) in
     /// v2; without it every client gets v1.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "connect")]
     pub protocol_v2: bool,
+    /// Bridge stdin/stdout to a `maia serve` daemon at this URL
+    /// (ws://HOST:PORT/acp) instead of running the agent here.
+    #[arg(long, value_name = "URL")]
+    pub connect: Option<String>,
+    /// The environment variable holding the daemon's bearer token.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "MAIA_TOKEN",
+        requires = "connect"
+    )]
+    pub token_env: String,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ServeArgs {
+    #[command(subcommand)]
+    pub command: Option<ServeCommand>,
+    /// Where to listen: HOST:PORT (loopback unless --insecure-behind-proxy)
+    /// or a Unix socket path.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7417")]
+    pub listen: String,
+    /// Listen beyond loopback without TLS, for a TLS-terminating reverse
+    /// proxy in front.
+    #[arg(long, conflicts_with = "tls_cert")]
+    pub insecure_behind_proxy: bool,
+    /// Serve TLS (HTTPS, WSS; HTTP/2 by ALPN) with this certificate chain
+    /// (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS certificate's private key (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A host name the `Host` and `Origin` headers may name besides the
+    /// loopback ones (the proxy's public name); repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// The largest request body or WebSocket message, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_message_bytes: usize,
+    /// The open connections one token may have.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_connections_per_token: usize,
+    /// The live messages a client may leave unread before it is dropped.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_unread: usize,
+    /// Close a Streamable HTTP connection after this many seconds without
+    /// a request and without an open stream.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub idle_timeout: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServeCommand {
+    /// Manage the bearer tokens clients connect with.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Add a token; it is printed once, alone on stdout (only its hash is kept).
+    Add {
+        /// Read-only: every write request is refused.
+        #[arg(long)]
+        observer: bool,
+        /// Allow this one session only.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        name: String,
+    },
+    /// List the tokens: name, role, sessions.
+    List,
+    /// Revoke a token; its open connections are closed.
+    Revoke { name: String },
 }
 
 #[derive(Debug, Args, Default)]
@@ -144,12 +225,19 @@ mod tests {
         let cli = p(&["acp"]).unwrap();
         assert!(matches!(
             cli.command,
-            Command::Acp(AcpArgs { protocol_v2: false })
+            Command::Acp(AcpArgs {
+                connect: None,
+                protocol_v2: false,
+                ..
+            })
         ));
         let cli = p(&["acp", "--protocol-v2"]).unwrap();
         assert!(matches!(
             cli.command,
-            Command::Acp(AcpArgs { protocol_v2: true })
+            Command::Acp(AcpArgs {
+                protocol_v2: true,
+                ..
+            })
         ));
         assert_eq!(cli.model, None);
         let cli = p(&["acp", "--model", "m"]).unwrap();
@@ -179,6 +267,32 @@ mod tests {
             Command::Doctor(args) => assert!(args.json),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn parses_serve() {
+        let Command::Serve(args) = p(&["serve", "--listen", "/tmp/s.sock"]).unwrap().command else {
+            panic!("not serve")
+        };
+        assert_eq!(args.listen, "/tmp/s.sock");
+        assert!(args.command.is_none());
+        let Command::Serve(args) = p(&["serve", "token", "add", "--observer", "phone"])
+            .unwrap()
+            .command
+        else {
+            panic!("not serve")
+        };
+        assert!(matches!(
+            args.command,
+            Some(ServeCommand::Token(TokenCommand::Add { observer: true, ref name, .. })) if name == "phone"
+        ));
+        let Command::Acp(args) = p(&["acp", "--connect", "ws://h/acp"]).unwrap().command else {
+            panic!("not acp")
+        };
+        assert_eq!(
+            (args.connect.as_deref(), args.token_env.as_str()),
+            (Some("ws://h/acp"), "MAIA_TOKEN")
+        );
     }
 
     #[test]

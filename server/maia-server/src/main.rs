@@ -14,6 +14,7 @@ mod exec;
 mod logging;
 mod login;
 mod probe;
+mod serve;
 mod settings_file;
 mod signals;
 
@@ -45,6 +46,39 @@ fn main() -> ExitCode {
     // HTTPS to the model endpoint uses rustls with the ring provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
+        cli::Command::Acp(cli::AcpArgs {
+            connect: Some(url),
+            token_env,
+            ..
+        }) => {
+            if let Err(e) = logging::init() {
+                eprintln!("maia: cannot set up logging: {e}");
+            }
+            let Some(token) = std::env::var(&token_env).ok().filter(|t| !t.is_empty()) else {
+                eprintln!("maia: --connect needs the daemon's token in ${token_env}");
+                return ExitCode::FAILURE;
+            };
+            let result = runtime().and_then(|rt| rt.block_on(serve::bridge::run(&url, &token)));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("maia: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        cli::Command::Serve(args) => {
+            if let Err(e) = logging::init() {
+                eprintln!("maia: cannot set up logging: {e}");
+            }
+            match serve::main(args, cli::engine_options(cli.model)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("maia: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         cli::Command::Acp(_) | cli::Command::Lsp => {
             if let Err(e) = logging::init() {
                 eprintln!("maia: cannot set up logging: {e}");

@@ -70,9 +70,15 @@ pub(crate) struct Maia {
 
 impl Maia {
     pub(crate) fn spawn(home: &Path) -> (Maia, Instant) {
+        Self::spawn_with(home, &["acp"], &[])
+    }
+
+    /// `maia ARGS` with `env` added, driven like `maia acp`.
+    pub(crate) fn spawn_with(home: &Path, args: &[&str], env: &[(&str, &str)]) -> (Maia, Instant) {
         let started = Instant::now();
         let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
-            .arg("acp")
+            .args(args)
+            .envs(env.iter().copied())
             .env("HOME", home)
             .env_remove("LITELLM_API_KEY")
             .env_remove("MAIA_MODEL")

@@ -105,6 +105,32 @@ pub async fn serve_stdio(options: EngineOptions, protocol_v2: bool) -> anyhow::R
     Ok(())
 }
 
+/// Serves ACP on an in-process pipe until its input closes: `maia serve`'s
+/// one agent (one engine, one session table) behind the hub that attaches
+/// network clients to its sessions (`crate::serve::hub`). Running prompts
+/// are answered `cancelled` and sessions stop when the input closes.
+pub async fn serve_pipe<R, W>(options: EngineOptions, reader: R, writer: W)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (conn, mut incoming, writer) =
+        maia_rpc::serve(reader, writer, maia_rpc::framing::DEFAULT_MAX_LINE);
+    // The daemon speaks v1 to every client (docs/remote.md).
+    let agent = Arc::new(Agent::new(conn.clone(), Engine::new(options), false));
+    while let Some(message) = incoming.recv().await {
+        match message {
+            Incoming::Request { id, method, params } => agent.handle_request(id, &method, params),
+            Incoming::Notification { method, params } => agent.handle_notification(&method, params),
+        }
+    }
+    agent.shutdown().await;
+    drop(agent);
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), conn.flush()).await;
+    drop(conn);
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(100), writer).await;
+}
+
 use choices::{Choices, SharedChoices};
 use forward::Pending;
 

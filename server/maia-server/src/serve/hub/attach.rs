@@ -1,0 +1,92 @@
+//! Attaching and detaching clients: a client attached to a live session
+//! gets the updates after its `since`, the open's answer, then the
+//! questions waiting for a controller; a client that leaves is detached
+//! from everything, and the sessions it asked to cancel on leaving are
+//! noted for the hub to cancel.
+
+use serde_json::{Value, json};
+
+use super::{Role, State};
+
+/// Attaches `conn` to the live, opened session `sid`: the updates after
+/// `since` (all of them for a load without it), then the open's answer,
+/// then the questions waiting for a controller.
+pub(super) fn attach(
+    state: &mut State,
+    conn: u64,
+    sid: &str,
+    id: &Value,
+    since: Option<u64>,
+    load: bool,
+) {
+    let Some(client) = state.clients.get_mut(&conn) else {
+        return;
+    };
+    let role = client.access.role;
+    client.attached.insert(sid.to_owned());
+    let outbox = client.outbox.clone();
+    let Some(live) = state.live.get_mut(sid) else {
+        return;
+    };
+    let after = match (since, load) {
+        (Some(n), _) => Some(n),
+        (None, true) => Some(0),
+        (None, false) => None,
+    };
+    if let Some(after) = after {
+        for (_, update) in live.log.iter().filter(|(_, u)| {
+            u["params"]["_meta"]["maia"]["seq"]
+                .as_u64()
+                .is_some_and(|s| s > after)
+        }) {
+            outbox.push(Some(sid), update.to_string(), false);
+        }
+    }
+    live.attached.insert(conn, role);
+    let mut result = live.opened.clone().unwrap_or(Value::Null);
+    result["_meta"]["maia"]["seq"] = json!(live.seq);
+    outbox.push(
+        None,
+        json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+        false,
+    );
+    tracing::info!(conn, session = %sid, ?since, "client attached");
+    resend_questions(state, conn, sid);
+}
+
+/// The questions of `sid` still unanswered, sent to `conn` when it is a
+/// controller.
+pub(super) fn resend_questions(state: &mut State, conn: u64, sid: &str) {
+    let Some(client) = state.clients.get(&conn) else {
+        return;
+    };
+    if client.access.role != Role::Controller {
+        return;
+    }
+    let outbox = client.outbox.clone();
+    for asked in state.asked.values_mut().filter(|a| a.session == sid) {
+        if !asked.sent.contains(&conn) {
+            asked.sent.push(conn);
+            outbox.push(Some(sid), asked.message.to_string(), false);
+        }
+    }
+}
+
+pub(super) fn detach(state: &mut State, conn: u64) {
+    let Some(client) = state.clients.remove(&conn) else {
+        return;
+    };
+    for sid in &client.attached {
+        if let Some(live) = state.live.get_mut(sid) {
+            live.attached.remove(&conn);
+            live.waiters.retain(|(c, _, _)| *c != conn);
+        }
+    }
+    for asked in state.asked.values_mut() {
+        asked.sent.retain(|c| *c != conn);
+    }
+    let leaving = client.cancel_on_leave.intersection(&client.attached);
+    state.cancels.extend(leaving.cloned());
+    client.outbox.close("disconnected");
+    tracing::info!(conn, token = %client.access.name, "client disconnected");
+}
