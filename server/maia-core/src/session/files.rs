@@ -13,18 +13,25 @@ use crate::store::Record;
 /// The session's checkpoint taker (its store in the project's sessions
 /// folder). A top session opening also clears what interrupted operations
 /// left: a revert's staging folders ([`checkpoint::restore::sweep`]) and,
-/// in the background, a worktree fork's ([`crate::worktree::sweep`]); a
-/// `Task` call's child (`top` false) takes no checkpoints and sweeps
-/// nothing.
-pub(super) fn checkpoints(cwd: &std::path::Path, id: &str, top: bool) -> checkpoint::Checkpoints {
+/// in the background, a worktree fork's ([`crate::worktree::sweep`]), and
+/// starts the first snapshot in the background
+/// ([`checkpoint::Checkpoints::start`]); a `Task` call's child (`top`
+/// false) takes no checkpoints and sweeps nothing.
+pub(super) fn checkpoints(
+    cwd: &std::path::Path,
+    id: &str,
+    top: bool,
+    settings: &checkpoint::Settings,
+) -> checkpoint::Checkpoints {
     let sessions = crate::store::sessions_dir(cwd);
-    let checkpoints = checkpoint::Checkpoints::new(&sessions, cwd, id);
+    let mut checkpoints = checkpoint::Checkpoints::new(&sessions, cwd, id);
     if top {
         crate::worktree::sweep_in_background(&sessions, cwd);
         let swept = checkpoint::restore::sweep(&checkpoints.repo().git_dir);
         if swept > 0 {
             tracing::info!("removed what {swept} interrupted revert(s) left");
         }
+        checkpoints.start(settings);
     }
     checkpoints
 }

@@ -204,7 +204,12 @@ impl Session {
             role,
         } = parts;
         Self {
-            checkpoints: files::checkpoints(&services.cwd, &id, role.is_none()),
+            checkpoints: files::checkpoints(
+                &services.cwd,
+                &id,
+                role.is_none(),
+                &project.checkpoints,
+            ),
             id,
             services,
             project,

@@ -1,0 +1,283 @@
+//! A session's checkpoint taker ([`Checkpoints`]): the first snapshot
+//! taken in the background from session start, then a snapshot before and
+//! after each batch of calls that may change files. A snapshot is a full
+//! walk and `git add -A` only when the watch ([`watch`]) saw a change since
+//! the latest one; otherwise the latest one is the answer.
+
+use std::path::{Path, PathBuf};
+
+use super::{Off, Settings, Snapshot, git, walk, watch};
+
+/// A session's checkpoint taker: the store, whether it is off (and why),
+/// the watch that tells whether the project changed since the latest
+/// snapshot, and the running turn's latest snapshot.
+#[derive(Debug)]
+pub struct Checkpoints {
+    repo: git::Repo,
+    /// The sessions folder (never snapshotted).
+    sessions: PathBuf,
+    session: String,
+    /// Turned off for the session (no git, too many files, a failure).
+    off: Option<Off>,
+    /// Refs written so far (the next ref's number).
+    next_ref: u64,
+    /// The latest snapshot of the running turn.
+    last: Option<Snapshot>,
+    /// The latest snapshot taken, with the watch's count of changes it
+    /// was taken at: while the count stays, it is the project's tree.
+    latest: Option<(u64, Snapshot)>,
+    /// The watch (`None` until the first snapshot starts it).
+    watch: Option<watch::Watch>,
+    /// The first snapshot, taken in the background from session start.
+    first: Option<tokio::task::JoinHandle<First>>,
+    /// Snapshots answered by the watch without a walk (measures, tests).
+    unchanged: u64,
+    /// The user was told why checkpoints are off.
+    told: bool,
+}
+
+/// What the background first snapshot leaves.
+#[derive(Debug)]
+struct First {
+    watch: watch::Watch,
+    mark: Option<u64>,
+    taken: Result<Snapshot, Off>,
+}
+
+/// Sets the watch up (after the store exists: its markers live there).
+async fn start_watch(repo: &git::Repo, sessions: &Path, session: &str) -> watch::Watch {
+    let markers = repo.git_dir.join("marks").join(session);
+    if let Err(e) = std::fs::create_dir_all(&markers) {
+        return watch::Watch::unavailable(&format!("cannot create {}: {e}", markers.display()));
+    }
+    let (root, sessions) = (repo.work_tree.clone(), sessions.to_path_buf());
+    tokio::task::spawn_blocking(move || watch::Watch::start(&root, &sessions, &markers))
+        .await
+        .unwrap_or_else(|e| watch::Watch::unavailable(&e.to_string()))
+}
+
+/// A snapshot from a full walk and `git add -A` (git's stat cache keeps
+/// an unchanged file from being read), kept as ref `n`.
+async fn full(
+    repo: &git::Repo,
+    sessions: &Path,
+    session: &str,
+    n: u64,
+    settings: &Settings,
+) -> Result<Snapshot, Off> {
+    let (root, sessions) = (repo.work_tree.clone(), sessions.to_path_buf());
+    let (max_bytes, max_files) = (settings.max_file_bytes, settings.max_files);
+    let walk =
+        tokio::task::spawn_blocking(move || walk::walk(&root, &sessions, max_bytes, max_files))
+            .await
+            .map_err(|e| Off::Failed(e.to_string()))?;
+    if walk.too_many {
+        return Err(Off::TooManyFiles(max_files));
+    }
+    let taken = async {
+        repo.ensure().await?;
+        let skip: Vec<String> = walk.oversize.iter().chain(&walk.nested).cloned().collect();
+        let tree = repo.snapshot(&skip, &walk.ignored).await?;
+        repo.keep(session, n, &tree).await?;
+        Ok::<_, git::GitError>(tree)
+    }
+    .await;
+    match taken {
+        Ok(tree) => Ok(Snapshot {
+            tree,
+            seen: std::sync::Arc::new(walk),
+        }),
+        Err(git::GitError::Missing(m)) => Err(Off::NoGit(m)),
+        Err(other) => Err(Off::Failed(other.to_string())),
+    }
+}
+
+impl Checkpoints {
+    /// The checkpoints of `session` in `cwd`, whose sessions folder is
+    /// `sessions` (the store is `sessions/.checkpoints`).
+    pub fn new(sessions: &Path, cwd: &Path, session: &str) -> Self {
+        Checkpoints {
+            repo: git::Repo::new(sessions, cwd, session),
+            sessions: sessions.to_path_buf(),
+            session: session.to_owned(),
+            off: None,
+            next_ref: 0,
+            last: None,
+            latest: None,
+            watch: None,
+            first: None,
+            unchanged: 0,
+            told: false,
+        }
+    }
+
+    /// Starts the first snapshot (and the watch) in the background, when
+    /// checkpoints are on and a runtime runs: the first mutating call then
+    /// waits only for what is left of it.
+    pub fn start(&mut self, settings: &Settings) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.off(settings).is_some() || self.first.is_some() || self.watch.is_some() {
+            return;
+        }
+        let (repo, sessions, session) = (
+            self.repo.clone(),
+            self.sessions.clone(),
+            self.session.clone(),
+        );
+        let (settings, n) = (settings.clone(), self.next_ref);
+        self.next_ref += 1;
+        self.first = Some(runtime.spawn(async move {
+            if let Err(e) = repo.ensure().await {
+                let taken = Err(match e {
+                    git::GitError::Missing(m) => Off::NoGit(m),
+                    other => Off::Failed(other.to_string()),
+                });
+                let watch = watch::Watch::unavailable("the store cannot be set up");
+                return First { watch, mark: None, taken };
+            }
+            let mut watch = match settings.watch {
+                true => start_watch(&repo, &sessions, &session).await,
+                false => watch::Watch::off(),
+            };
+            let mark = watch.mark().await;
+            let taken = full(&repo, &sessions, &session, n, &settings).await;
+            First { watch, mark, taken }
+        }));
+    }
+
+    /// Waits for the background first snapshot, if one runs.
+    async fn settle(&mut self) {
+        let Some(first) = self.first.take() else {
+            return;
+        };
+        match first.await {
+            Ok(First { watch, mark, taken }) => match taken {
+                Ok(snapshot) => {
+                    self.watch = Some(watch);
+                    self.latest = mark.map(|m| (m, snapshot));
+                }
+                Err(off) => self.off = Some(off),
+            },
+            Err(e) => tracing::warn!("the first checkpoint did not finish: {e}"),
+        }
+    }
+
+    /// Why no checkpoints are taken, if they are not.
+    pub fn off(&self, settings: &Settings) -> Option<Off> {
+        match settings.enabled {
+            false => Some(Off::Disabled),
+            true => self.off.clone(),
+        }
+    }
+
+    pub fn repo(&self) -> &git::Repo {
+        &self.repo
+    }
+
+    /// A turn (or a `!command`) starts: its first mutating call takes a
+    /// new snapshot before it.
+    pub fn begin_turn(&mut self) {
+        self.last = None;
+    }
+
+    /// How many snapshots the watch answered without a walk.
+    pub fn unchanged_answers(&self) -> u64 {
+        self.unchanged
+    }
+
+    /// Whether the watch tells changes (else every snapshot is a rescan).
+    pub fn watching(&self) -> bool {
+        self.watch.as_ref().is_some_and(watch::Watch::watching)
+    }
+
+    /// Takes a snapshot; `Err` turns checkpoints off for the session (the
+    /// text is the notice to show). When the watch saw no change since the
+    /// latest snapshot, that snapshot is the answer (no walk, no git).
+    pub async fn snapshot(&mut self, settings: &Settings) -> Result<Snapshot, String> {
+        self.settle().await;
+        if let Some(off) = self.off(settings) {
+            return Err(off.to_string());
+        }
+        if self.watch.is_none() && settings.watch {
+            let ensured = self.repo.ensure().await;
+            self.watch = Some(match ensured {
+                Ok(()) => start_watch(&self.repo, &self.sessions, &self.session).await,
+                Err(_) => watch::Watch::unavailable("the store cannot be set up"),
+            });
+        }
+        let mark = match &mut self.watch {
+            Some(watch) if settings.watch => watch.mark().await,
+            _ => None,
+        };
+        if let (Some(mark), Some((at, latest))) = (mark, &self.latest)
+            && mark == *at
+        {
+            self.unchanged += 1;
+            self.last = Some(latest.clone());
+            return Ok(latest.clone());
+        }
+        self.latest = None;
+        match full(&self.repo, &self.sessions, &self.session, self.next_ref, settings).await {
+            Ok(snapshot) => {
+                self.next_ref += 1;
+                self.last = Some(snapshot.clone());
+                self.latest = mark.map(|m| (m, snapshot.clone()));
+                Ok(snapshot)
+            }
+            Err(off) => {
+                self.off = Some(off.clone());
+                Err(off.to_string())
+            }
+        }
+    }
+
+    /// The snapshot before a mutating call: the turn's latest, else a new one.
+    pub async fn before(&mut self, settings: &Settings) -> Result<Snapshot, String> {
+        match &self.last {
+            Some(last) => Ok(last.clone()),
+            None => self.snapshot(settings).await,
+        }
+    }
+
+    /// The paths that differ between two snapshots (content, kind or mode).
+    pub async fn changed(
+        &self,
+        before: &Snapshot,
+        after: &Snapshot,
+    ) -> Result<Vec<String>, String> {
+        if before.tree == after.tree && before.modes() == after.modes() {
+            return Ok(Vec::new());
+        }
+        let mut paths: Vec<String> = self
+            .repo
+            .diff(&before.tree, &after.tree)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        for path in before.modes().keys().chain(after.modes().keys()) {
+            if before.modes().get(path) != after.modes().get(path) && !paths.contains(path) {
+                paths.push(path.clone());
+            }
+        }
+        Ok(paths)
+    }
+
+    /// Whether the user was told checkpoints are off (told once).
+    pub fn take_untold(&mut self) -> bool {
+        !std::mem::replace(&mut self.told, true)
+    }
+
+    /// Forgets the session's snapshots (its refs and index).
+    pub async fn forget(sessions: &Path, cwd: &Path, session: &str) {
+        let repo = git::Repo::new(sessions, cwd, session);
+        let _ = std::fs::remove_dir_all(repo.git_dir.join("marks").join(session));
+        if let Err(e) = repo.forget(session).await {
+            tracing::warn!("cannot remove the checkpoints of {session}: {e}");
+        }
+    }
+}
+
