@@ -281,3 +281,7 @@ impl Checkpoints {
     }
 }
 
+
+#[cfg(test)]
+#[path = "taker_tests.rs"]
+mod tests;

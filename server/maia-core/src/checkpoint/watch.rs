@@ -5,14 +5,17 @@
 //! tree when the count has not moved. Before the count is read, a marker
 //! file is created in the store's own folder and its event awaited: the
 //! events of one watch come in order, so every change made before that
-//! moment has been counted ([`Watch::mark`]).
+//! moment has been counted; then a request to the watcher's thread
+//! returns once the watches of the folders made before it are added
+//! ([`Watch::mark`]).
 //!
 //! The watch only ever makes a snapshot cheaper, never different: any
 //! event but a read counts as a change (the walk and git then decide what
-//! changed); an overflow of the event queue counts as one; an error of the
-//! watch, a watch that cannot be set up (e.g. the inotify limits) or a
-//! marker that does not come back in time turns it off, and every
-//! snapshot is then a full rescan as without it. Each is said once
+//! changed); an overflow of the event queue (events lost, and with them
+//! the watches of new folders), an error of the watch, a watch that cannot
+//! be set up (e.g. the inotify limits) or a marker that does not come back
+//! in time turns it off, and every snapshot is then a full rescan as
+//! without it. Each is said once
 //! ([`Watch::take_warning`]). Events in the sessions folder (the store, the
 //! markers) and in the project's own `.git` folder are not changes of the
 //! project: no snapshot holds them.
@@ -26,7 +29,7 @@ use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::{Event, RecursiveMode, Watcher};
 
 /// How long a marker may take to come back before the watch is given up.
-const MARKER_WAIT: Duration = Duration::from_secs(2);
+const MARKER_WAIT: Duration = Duration::from_secs(5);
 /// Marker files are named `<prefix><n>`.
 const MARKER: &str = "mark-";
 
@@ -88,8 +91,11 @@ impl Handler {
         match event {
             Ok(event) => {
                 if event.need_rescan() {
+                    // Events were lost, new folders' among them: their
+                    // watches were never added.
+                    self.shared.broken.store(true, Ordering::SeqCst);
                     self.shared.warn(
-                        "the file watcher's event queue overflowed: the next checkpoint is a full rescan"
+                        "the file watcher's event queue overflowed: checkpoints rescan the project every time"
                             .to_owned(),
                     );
                 }
@@ -255,7 +261,15 @@ impl Watch {
             .await
             .is_ok_and(|r| r.is_ok());
         let _ = std::fs::remove_file(&marker);
-        if !came {
+        // The watcher's thread adds the watches of new folders after the
+        // events it read with them: a request to it is answered after
+        // that, so every folder made before the marker is watched now.
+        let settled = came
+            && self
+                .watcher
+                .as_mut()
+                .is_some_and(|w| w.configure(notify::Config::default()).is_ok());
+        if !settled {
             self.give_up(
                 "the file watcher stopped answering: checkpoints rescan the project every time"
                     .to_owned(),
