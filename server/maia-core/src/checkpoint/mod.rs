@@ -25,14 +25,14 @@ mod taker;
 pub mod walk;
 pub mod watch;
 
-use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::settings::{FileContent, SettingsFiles};
 
 pub use batch::records_of_batch;
-pub use taker::Checkpoints;
 pub use plan::{FileKind, PlannedFile, RevertError, RevertReport, RevertRequest, RevertTarget};
+pub use taker::Checkpoints;
 
 /// Default `checkpoints.maxFileBytes`: 5 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;

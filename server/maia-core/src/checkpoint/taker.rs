@@ -56,6 +56,25 @@ async fn start_watch(repo: &git::Repo, sessions: &Path, session: &str) -> watch:
         .unwrap_or_else(|e| watch::Watch::unavailable(&e.to_string()))
 }
 
+/// How often, and how long apart, a snapshot tries again when another
+/// git holds the session's index.
+const LOCK_TRIES: u32 = 100;
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The lock of one index within the process: one snapshot at a time
+/// (a session loaded again shares its index with the one it replaces,
+/// whose background snapshot may still run).
+fn index_lock(index: &Path) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    type Locks = std::collections::HashMap<PathBuf, std::sync::Arc<tokio::sync::Mutex<()>>>;
+    static LOCKS: std::sync::OnceLock<std::sync::Mutex<Locks>> = std::sync::OnceLock::new();
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    locks.retain(|_, lock| std::sync::Arc::strong_count(lock) > 1);
+    locks.entry(index.to_path_buf()).or_default().clone()
+}
+
 /// A snapshot from a full walk and `git add -A` (git's stat cache keeps
 /// an unchanged file from being read), kept as ref `n`.
 async fn full(
@@ -65,6 +84,8 @@ async fn full(
     n: u64,
     settings: &Settings,
 ) -> Result<Snapshot, Off> {
+    let lock = index_lock(&repo.index);
+    let _held = lock.lock().await;
     let (root, sessions) = (repo.work_tree.clone(), sessions.to_path_buf());
     let (max_bytes, max_files) = (settings.max_file_bytes, settings.max_files);
     let walk =
@@ -77,7 +98,20 @@ async fn full(
     let taken = async {
         repo.ensure().await?;
         let skip: Vec<String> = walk.oversize.iter().chain(&walk.nested).cloned().collect();
-        let tree = repo.snapshot(&skip, &walk.ignored).await?;
+        let mut tries = 0;
+        let tree = loop {
+            match repo.snapshot(&skip, &walk.ignored).await {
+                // Another git of this index (a session loaded again while
+                // the first one's snapshot finishes): wait for it.
+                Err(git::GitError::Failed { message, .. })
+                    if message.contains("index.lock") && tries < LOCK_TRIES =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(LOCK_WAIT).await;
+                }
+                other => break other?,
+            }
+        };
         repo.keep(session, n, &tree).await?;
         Ok::<_, git::GitError>(tree)
     }
@@ -135,7 +169,11 @@ impl Checkpoints {
                     other => Off::Failed(other.to_string()),
                 });
                 let watch = watch::Watch::unavailable("the store cannot be set up");
-                return First { watch, mark: None, taken };
+                return First {
+                    watch,
+                    mark: None,
+                    taken,
+                };
             }
             let mut watch = match settings.watch {
                 true => start_watch(&repo, &sessions, &session).await,
@@ -219,7 +257,15 @@ impl Checkpoints {
             return Ok(latest.clone());
         }
         self.latest = None;
-        match full(&self.repo, &self.sessions, &self.session, self.next_ref, settings).await {
+        match full(
+            &self.repo,
+            &self.sessions,
+            &self.session,
+            self.next_ref,
+            settings,
+        )
+        .await
+        {
             Ok(snapshot) => {
                 self.next_ref += 1;
                 self.last = Some(snapshot.clone());
@@ -280,7 +326,6 @@ impl Checkpoints {
         }
     }
 }
-
 
 #[cfg(test)]
 #[path = "taker_tests.rs"]

@@ -99,9 +99,19 @@ fn apply(root: &Path, op: &Op) {
 }
 
 fn same(watched: &Snapshot, rescanned: &Snapshot, step: usize) {
-    assert_eq!(watched.tree, rescanned.tree, "trees differ after step {step}");
-    assert_eq!(watched.modes(), rescanned.modes(), "modes after step {step}");
-    assert_eq!(watched.seen.dirs, rescanned.seen.dirs, "folders after step {step}");
+    assert_eq!(
+        watched.tree, rescanned.tree,
+        "trees differ after step {step}"
+    );
+    assert_eq!(
+        watched.modes(),
+        rescanned.modes(),
+        "modes after step {step}"
+    );
+    assert_eq!(
+        watched.seen.dirs, rescanned.seen.dirs,
+        "folders after step {step}"
+    );
 }
 
 fn check(steps: Vec<(Op, Option<Op>)>) {
@@ -152,8 +162,16 @@ fn check(steps: Vec<(Op, Option<Op>)>) {
         let r = rescan.snapshot(&rescan_settings).await.unwrap();
         same(&w, &r, steps.len());
         assert!(watched.watching());
-        assert_eq!(watched.unchanged_answers(), before + 1, "the watch answered");
-        assert_eq!(rescan.unchanged_answers(), 0, "the rescan never trusts a watch");
+        assert_eq!(
+            watched.unchanged_answers(),
+            before + 1,
+            "the watch answered"
+        );
+        assert_eq!(
+            rescan.unchanged_answers(),
+            0,
+            "the rescan never trusts a watch"
+        );
     });
 }
 

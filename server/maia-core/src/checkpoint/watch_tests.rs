@@ -48,8 +48,11 @@ async fn changes_move_the_count_and_reads_and_the_store_do_not() {
     assert_ne!(now, last, "a file in a folder made after the watch began");
     last = now;
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(root.join("new/deeper/f"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(
+        root.join("new/deeper/f"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     let now = watch.mark().await.unwrap();
     assert_ne!(now, last, "a mode change");
     last = now;
@@ -103,8 +106,6 @@ async fn an_error_of_the_watch_turns_it_off_said_once() {
         .handle(Err(notify::Error::new(notify::ErrorKind::MaxFilesWatch)));
     assert_eq!(watch.mark().await, None);
     assert!(watch.take_warning().unwrap().contains("failed"));
-    watch
-        .handler
-        .handle(Err(notify::Error::generic("again")));
+    watch.handler.handle(Err(notify::Error::generic("again")));
     assert!(watch.take_warning().is_none(), "said once");
 }

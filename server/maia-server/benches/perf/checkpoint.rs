@@ -136,7 +136,11 @@ fn bench_size(rt: &tokio::runtime::Runtime, table: &mut Table, files: usize) {
         Some(t) => table.check(
             measure,
             result,
-            if t < 30.0 { "added < 20 ms" } else { "added < 60 ms" },
+            if t < 30.0 {
+                "added < 20 ms"
+            } else {
+                "added < 60 ms"
+            },
             Some(added < t),
         ),
         None => table.add(measure, result),
