@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use maia_core::checkpoint::{Checkpoints, Settings};
+use maia_core::checkpoint::{Checkpoints, Settings, walk};
 
 use super::harness::Table;
 use super::stats::{Stats, ms};
@@ -121,15 +121,26 @@ fn bench_size(rt: &tokio::runtime::Runtime, table: &mut Table, files: usize) {
         50_000 => Some(60.0),
         _ => None,
     };
+    // Where a full snapshot's time goes: MAIA's own walk alone.
+    let walk: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let started = Instant::now();
+            let seen = walk::walk(&root, &sessions, u64::MAX, usize::MAX);
+            assert!(seen.files >= files);
+            ms(started.elapsed())
+        })
+        .collect();
+    let walk = Stats::new(walk);
     let added = on.pct(50.0) - off.pct(50.0);
     let result = format!(
-        "off {:.1} ms · on {:.1} ms (p90 {:.1}) · ratio {:.2} · added {:.1} ms · every snapshot a rescan (as before) {:.1} ms",
+        "off {:.1} ms · on {:.1} ms (p90 {:.1}) · ratio {:.2} · added {:.1} ms · every snapshot a rescan (as before) {:.1} ms · the walk alone {:.1} ms",
         off.pct(50.0),
         on.pct(50.0),
         on.pct(90.0),
         on.pct(50.0) / off.pct(50.0),
         added,
         old.pct(50.0),
+        walk.pct(50.0),
     );
     let measure = format!("checkpoints, no-op batch, {files} files (p50 of {ROUNDS})");
     match target {
