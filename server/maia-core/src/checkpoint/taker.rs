@@ -161,26 +161,25 @@ impl Checkpoints {
             self.session.clone(),
         );
         let (settings, n) = (settings.clone(), self.next_ref);
-        self.next_ref += 1;
+        self.next_ref += 2;
         self.first = Some(runtime.spawn(async move {
-            if let Err(e) = repo.ensure().await {
-                let taken = Err(match e {
-                    git::GitError::Missing(m) => Off::NoGit(m),
-                    other => Off::Failed(other.to_string()),
-                });
-                let watch = watch::Watch::unavailable("the store cannot be set up");
+            // The first pass hashes every file and tells whether the
+            // project is within `checkpoints.maxFiles`: only then is it
+            // watched (a session opened on a home folder sets up nothing).
+            let taken = full(&repo, &sessions, &session, n, &settings).await;
+            if taken.is_err() || !settings.watch {
+                let watch = watch::Watch::off();
                 return First {
                     watch,
                     mark: None,
                     taken,
                 };
             }
-            let mut watch = match settings.watch {
-                true => start_watch(&repo, &sessions, &session).await,
-                false => watch::Watch::off(),
-            };
+            // The second, under the watch (git's stat cache: nothing is
+            // read again), is the one the watch vouches for.
+            let mut watch = start_watch(&repo, &sessions, &session).await;
             let mark = watch.mark().await;
-            let taken = full(&repo, &sessions, &session, n, &settings).await;
+            let taken = full(&repo, &sessions, &session, n + 1, &settings).await;
             First { watch, mark, taken }
         }));
     }
@@ -238,13 +237,6 @@ impl Checkpoints {
         if let Some(off) = self.off(settings) {
             return Err(off.to_string());
         }
-        if self.watch.is_none() && settings.watch {
-            let ensured = self.repo.ensure().await;
-            self.watch = Some(match ensured {
-                Ok(()) => start_watch(&self.repo, &self.sessions, &self.session).await,
-                Err(_) => watch::Watch::unavailable("the store cannot be set up"),
-            });
-        }
         let mark = match &mut self.watch {
             Some(watch) if settings.watch => watch.mark().await,
             _ => None,
@@ -270,6 +262,12 @@ impl Checkpoints {
                 self.next_ref += 1;
                 self.last = Some(snapshot.clone());
                 self.latest = mark.map(|m| (m, snapshot.clone()));
+                // Watched from the first snapshot that found the project
+                // within `checkpoints.maxFiles`; the next one is the first
+                // the watch vouches for.
+                if self.watch.is_none() && settings.watch {
+                    self.watch = Some(start_watch(&self.repo, &self.sessions, &self.session).await);
+                }
                 Ok(snapshot)
             }
             Err(off) => {
