@@ -86,6 +86,26 @@ async fn full(
 ) -> Result<Snapshot, Off> {
     let lock = index_lock(&repo.index);
     let _held = lock.lock().await;
+    let mut again = true;
+    loop {
+        match walk_and_add(repo, sessions, session, n, settings).await {
+            // The project changed between the walk and git's (a nested
+            // repository made meanwhile): walked again, once.
+            Err(Off::Failed(e)) if std::mem::take(&mut again) => {
+                tracing::debug!("a snapshot is taken again: {e}");
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn walk_and_add(
+    repo: &git::Repo,
+    sessions: &Path,
+    session: &str,
+    n: u64,
+    settings: &Settings,
+) -> Result<Snapshot, Off> {
     let (root, sessions) = (repo.work_tree.clone(), sessions.to_path_buf());
     let (max_bytes, max_files) = (settings.max_file_bytes, settings.max_files);
     let walk =
@@ -195,6 +215,10 @@ impl Checkpoints {
                     self.watch = Some(watch);
                     self.latest = mark.map(|m| (m, snapshot));
                 }
+                // A failure of the store may pass (the project was being
+                // set up as the session opened): the first mutating call
+                // tries again, and decides.
+                Err(Off::Failed(e)) => tracing::debug!("the first snapshot failed: {e}"),
                 Err(off) => self.off = Some(off),
             },
             Err(e) => tracing::warn!("the first checkpoint did not finish: {e}"),
