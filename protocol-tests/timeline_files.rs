@@ -528,14 +528,16 @@ async fn a_reload_knows_what_was_undone_and_the_next_undo_goes_further_back() {
 }
 
 #[tokio::test]
-async fn the_first_snapshot_is_taken_when_the_session_opens_and_later_changes_are_still_seen() {
+async fn the_first_snapshot_is_taken_in_the_background_and_later_changes_are_still_seen() {
     let (mut maia, sid) = Maia::ready().await;
-    // No prompt yet: the session's first snapshot is taken in the
-    // background as it opens.
+    write(&maia, "b.txt", "b\n", 0o644);
+    // A first turn that runs no tool: the session's first snapshot is
+    // taken in the background all the same.
+    maia.answered_turn(&sid, "hello", "Hi.").await;
     let first = maia.path(&format!(".maia/.sessions/.checkpoints/refs/maia/{sid}/0"));
     assert!(
         crate::harness::eventually(crate::harness::WAIT, || first.is_file()).await,
-        "no snapshot before the first prompt: {}",
+        "no snapshot after the first turn: {}",
         first.display()
     );
     // The user writes after it: the turn's checkpoint starts from the

@@ -1,5 +1,5 @@
 //! A session's checkpoint taker ([`Checkpoints`]): the first snapshot
-//! taken in the background from session start, then a snapshot before and
+//! taken in the background from the first turn's start, then a snapshot before and
 //! after each batch of calls that may change files. A snapshot is a full
 //! walk and `git add -A` only when the watch ([`watch`]) saw a change since
 //! the latest one; otherwise the latest one is the answer.
@@ -165,14 +165,16 @@ impl Checkpoints {
         }
     }
 
-    /// Starts the first snapshot (and the watch) in the background, when
-    /// checkpoints are on and a runtime runs: the first mutating call then
-    /// waits only for what is left of it.
+    /// Starts the session's first snapshot (and the watch) in the
+    /// background, when checkpoints are on and a runtime runs (the session
+    /// calls it as its first turn starts, beside the model's answer): the
+    /// first mutating call then waits only for what is left of it.
     pub fn start(&mut self, settings: &Settings) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if self.off(settings).is_some() || self.first.is_some() || self.watch.is_some() {
+        // Once: not after any snapshot was taken or started.
+        if self.off(settings).is_some() || self.first.is_some() || self.next_ref > 0 {
             return;
         }
         let (repo, sessions, session) = (

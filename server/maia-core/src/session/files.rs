@@ -13,25 +13,18 @@ use crate::store::Record;
 /// The session's checkpoint taker (its store in the project's sessions
 /// folder). A top session opening also clears what interrupted operations
 /// left: a revert's staging folders ([`checkpoint::restore::sweep`]) and,
-/// in the background, a worktree fork's ([`crate::worktree::sweep`]), and
-/// starts the first snapshot in the background
-/// ([`checkpoint::Checkpoints::start`]); a `Task` call's child (`top`
-/// false) takes no checkpoints and sweeps nothing.
-pub(super) fn checkpoints(
-    cwd: &std::path::Path,
-    id: &str,
-    top: bool,
-    settings: &checkpoint::Settings,
-) -> checkpoint::Checkpoints {
+/// in the background, a worktree fork's ([`crate::worktree::sweep`]); a
+/// `Task` call's child (`top` false) takes no checkpoints and sweeps
+/// nothing.
+pub(super) fn checkpoints(cwd: &std::path::Path, id: &str, top: bool) -> checkpoint::Checkpoints {
     let sessions = crate::store::sessions_dir(cwd);
-    let mut checkpoints = checkpoint::Checkpoints::new(&sessions, cwd, id);
+    let checkpoints = checkpoint::Checkpoints::new(&sessions, cwd, id);
     if top {
         crate::worktree::sweep_in_background(&sessions, cwd);
         let swept = checkpoint::restore::sweep(&checkpoints.repo().git_dir);
         if swept > 0 {
             tracing::info!("removed what {swept} interrupted revert(s) left");
         }
-        checkpoints.start(settings);
     }
     checkpoints
 }
@@ -50,9 +43,14 @@ impl RevertCall {
 }
 
 impl Session {
-    /// A turn or a `!command` starts: the next mutating call snapshots first.
+    /// A turn or a `!command` starts: the next mutating call snapshots
+    /// first. The session's first snapshot starts now, in the background,
+    /// beside the model's answer ([`checkpoint::Checkpoints::start`]).
     pub(crate) fn begin_checkpoints(&mut self) {
         self.checkpoints.begin_turn();
+        if self.role.is_none() {
+            self.checkpoints.start(&self.project.checkpoints);
+        }
     }
 
     /// The snapshot before mutating calls (the turn's latest, else a new

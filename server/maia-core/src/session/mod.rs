@@ -204,12 +204,7 @@ impl Session {
             role,
         } = parts;
         Self {
-            checkpoints: files::checkpoints(
-                &services.cwd,
-                &id,
-                role.is_none(),
-                &project.checkpoints,
-            ),
+            checkpoints: files::checkpoints(&services.cwd, &id, role.is_none()),
             id,
             services,
             project,
