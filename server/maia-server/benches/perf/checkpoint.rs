@@ -184,6 +184,6 @@ fn bench_size(rt: &tokio::runtime::Runtime, table: &mut Table, files: usize) {
     );
     table.add(
         format!("checkpoints, first snapshot of a session, {files} files"),
-        format!("{first:.0} ms, in the background from session start"),
+        format!("{first:.0} ms, taken in the background from the first turn's start"),
     );
 }
