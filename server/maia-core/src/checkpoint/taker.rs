@@ -28,7 +28,7 @@ pub struct Checkpoints {
     latest: Option<(u64, Snapshot)>,
     /// The watch (`None` until the first snapshot starts it).
     watch: Option<watch::Watch>,
-    /// The first snapshot, taken in the background from session start.
+    /// The first snapshot, taken in the background from the first turn's start.
     first: Option<tokio::task::JoinHandle<First>>,
     /// Snapshots answered by the watch without a walk (measures, tests).
     unchanged: u64,

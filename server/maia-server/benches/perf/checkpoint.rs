@@ -9,7 +9,7 @@
 //! (`checkpoints.watch: false`, what every snapshot cost before the
 //! watch), in the same run. Also: a batch that changes 10 files, and the
 //! first snapshot of a session (every file hashed into the store; taken in
-//! the background from session start).
+//! the background from the first turn's start).
 
 use std::path::Path;
 use std::time::Instant;
