@@ -528,6 +528,47 @@ async fn a_reload_knows_what_was_undone_and_the_next_undo_goes_further_back() {
 }
 
 #[tokio::test]
+async fn the_first_snapshot_is_taken_in_the_background_and_later_changes_are_still_seen() {
+    let (mut maia, sid) = Maia::ready().await;
+    write(&maia, "b.txt", "b\n", 0o644);
+    // A first turn that runs no tool: the session's first snapshot is
+    // taken in the background all the same.
+    maia.answered_turn(&sid, "hello", "Hi.").await;
+    let first = maia.path(&format!(".maia/.sessions/.checkpoints/refs/maia/{sid}/0"));
+    assert!(
+        crate::harness::eventually(crate::harness::WAIT, || first.is_file()).await,
+        "no snapshot after the first turn: {}",
+        first.display()
+    );
+    // The user writes after it: the turn's checkpoint starts from the
+    // user's text, not from the first snapshot's.
+    write(&maia, "a.txt", "user\n", 0o600);
+    bash_turn(
+        &mut maia,
+        &sid,
+        "printf 'maia\\n' > a.txt && chmod 644 a.txt",
+    )
+    .await;
+    assert_eq!(read(&maia.path("a.txt")), "maia\n");
+    let (_, before) = maia.turn(&sid, "/undo").await;
+    assert!(
+        agent_text(&before).contains("Undone"),
+        "{}",
+        agent_text(&before)
+    );
+    assert_eq!(read(&maia.path("a.txt")), "user\n");
+    assert_eq!(mode(&maia.path("a.txt")), 0o600);
+    // A turn that changes nothing records nothing.
+    bash_turn(&mut maia, &sid, "true").await;
+    let (_, before) = maia.turn(&sid, "/undo").await;
+    assert!(
+        agent_text(&before).contains("Nothing to undo"),
+        "{}",
+        agent_text(&before)
+    );
+}
+
+#[tokio::test]
 async fn deleting_the_thread_removes_its_checkpoints() {
     let (mut maia, sid) = Maia::ready().await;
     write(&maia, "a.txt", "a0\n", 0o644);

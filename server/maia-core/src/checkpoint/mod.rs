@@ -8,7 +8,9 @@
 //! each tree is kept reachable by `refs/maia/<session>/<n>`. git gives the
 //! user's ignore rules, content-addressed storage and a stat cache that
 //! makes a snapshot of an unchanged tree cheap; the user's own `.git` is
-//! never touched. What git does not keep is kept beside it in the journal
+//! never touched. A file-system watch ([`watch`]) tells when nothing
+//! changed since the latest snapshot, which is then the answer without a
+//! walk or a git process ([`Checkpoints`], in `taker`). What git does not keep is kept beside it in the journal
 //! record ([`Checkpoint`]): the full mode of files that are not 644/755,
 //! and the files over the size bound (named as not captured). The journal
 //! is the one owner of the checkpoint list ([`Timeline`], derived from its
@@ -19,17 +21,18 @@ mod batch;
 pub mod git;
 pub mod plan;
 pub mod restore;
+mod taker;
 pub mod walk;
-
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+pub mod watch;
 
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::settings::{FileContent, SettingsFiles};
 
 pub use batch::records_of_batch;
 pub use plan::{FileKind, PlannedFile, RevertError, RevertReport, RevertRequest, RevertTarget};
+pub use taker::Checkpoints;
 
 /// Default `checkpoints.maxFileBytes`: 5 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;
@@ -45,6 +48,10 @@ pub struct Settings {
     pub max_file_bytes: u64,
     /// `checkpoints.maxFiles`: above it checkpoints are off for the session.
     pub max_files: usize,
+    /// `checkpoints.watch` (default true): a file-system watch tells when
+    /// nothing changed; false: every snapshot rescans the project (for
+    /// file systems whose changes the watch cannot see, e.g. network ones).
+    pub watch: bool,
 }
 
 impl Default for Settings {
@@ -53,12 +60,13 @@ impl Default for Settings {
             enabled: true,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_files: DEFAULT_MAX_FILES,
+            watch: true,
         }
     }
 }
 
 /// The `checkpoints` settings of the files (`"checkpoints": {"enabled",
-/// "maxFileBytes", "maxFiles"}` or `"checkpoints.KEY"`; the folder's file
+/// "maxFileBytes", "maxFiles", "watch"}` or `"checkpoints.KEY"`; the folder's file
 /// wins key by key), and the problems found.
 pub fn settings(files: &SettingsFiles) -> (Settings, Vec<String>) {
     let mut out = Settings::default();
@@ -77,6 +85,15 @@ pub fn settings(files: &SettingsFiles) -> (Settings, Vec<String>) {
                 Some(b) => out.enabled = b,
                 None => warnings.push(format!(
                     "checkpoints.enabled in {} must be true or false; ignored",
+                    file.path.display()
+                )),
+            }
+        }
+        if let Some(value) = key("watch") {
+            match value.as_bool() {
+                Some(b) => out.watch = b,
+                None => warnings.push(format!(
+                    "checkpoints.watch in {} must be true or false; ignored",
                     file.path.display()
                 )),
             }
@@ -336,147 +353,6 @@ impl Snapshot {
     /// Files over the size bound, not captured.
     pub fn not_captured(&self) -> &[String] {
         &self.seen.oversize
-    }
-}
-
-/// A session's checkpoint taker: the store, whether it is off (and why),
-/// and the running turn's latest snapshot.
-#[derive(Debug)]
-pub struct Checkpoints {
-    repo: git::Repo,
-    /// The sessions folder (never snapshotted).
-    sessions: PathBuf,
-    session: String,
-    /// Turned off for the session (no git, too many files, a failure).
-    off: Option<Off>,
-    /// Refs written so far (the next ref's number).
-    next_ref: u64,
-    /// The latest snapshot of the running turn.
-    last: Option<Snapshot>,
-    /// The user was told why checkpoints are off.
-    told: bool,
-}
-
-impl Checkpoints {
-    /// The checkpoints of `session` in `cwd`, whose sessions folder is
-    /// `sessions` (the store is `sessions/.checkpoints`).
-    pub fn new(sessions: &Path, cwd: &Path, session: &str) -> Self {
-        Checkpoints {
-            repo: git::Repo::new(sessions, cwd, session),
-            sessions: sessions.to_path_buf(),
-            session: session.to_owned(),
-            off: None,
-            next_ref: 0,
-            last: None,
-            told: false,
-        }
-    }
-
-    /// Why no checkpoints are taken, if they are not.
-    pub fn off(&self, settings: &Settings) -> Option<Off> {
-        match settings.enabled {
-            false => Some(Off::Disabled),
-            true => self.off.clone(),
-        }
-    }
-
-    pub fn repo(&self) -> &git::Repo {
-        &self.repo
-    }
-
-    /// A turn (or a `!command`) starts: its first mutating call takes a
-    /// new snapshot before it.
-    pub fn begin_turn(&mut self) {
-        self.last = None;
-    }
-
-    /// Takes a snapshot; `Err` turns checkpoints off for the session (the
-    /// text is the notice to show).
-    pub async fn snapshot(&mut self, settings: &Settings) -> Result<Snapshot, String> {
-        if let Some(off) = self.off(settings) {
-            return Err(off.to_string());
-        }
-        let (root, sessions) = (self.repo.work_tree.clone(), self.sessions.clone());
-        let (max_bytes, max_files) = (settings.max_file_bytes, settings.max_files);
-        let walk =
-            tokio::task::spawn_blocking(move || walk::walk(&root, &sessions, max_bytes, max_files))
-                .await
-                .map_err(|e| e.to_string())?;
-        if walk.too_many {
-            let off = Off::TooManyFiles(max_files);
-            self.off = Some(off.clone());
-            return Err(off.to_string());
-        }
-        let taken = async {
-            self.repo.ensure().await?;
-            let skip: Vec<String> = walk.oversize.iter().chain(&walk.nested).cloned().collect();
-            let tree = self.repo.snapshot(&skip, &walk.ignored).await?;
-            self.repo.keep(&self.session, self.next_ref, &tree).await?;
-            Ok::<_, git::GitError>(tree)
-        }
-        .await;
-        match taken {
-            Ok(tree) => {
-                self.next_ref += 1;
-                let snapshot = Snapshot {
-                    tree,
-                    seen: std::sync::Arc::new(walk),
-                };
-                self.last = Some(snapshot.clone());
-                Ok(snapshot)
-            }
-            Err(e) => {
-                let off = match e {
-                    git::GitError::Missing(m) => Off::NoGit(m),
-                    other => Off::Failed(other.to_string()),
-                };
-                self.off = Some(off.clone());
-                Err(off.to_string())
-            }
-        }
-    }
-
-    /// The snapshot before a mutating call: the turn's latest, else a new one.
-    pub async fn before(&mut self, settings: &Settings) -> Result<Snapshot, String> {
-        match &self.last {
-            Some(last) => Ok(last.clone()),
-            None => self.snapshot(settings).await,
-        }
-    }
-
-    /// The paths that differ between two snapshots (content, kind or mode).
-    pub async fn changed(
-        &self,
-        before: &Snapshot,
-        after: &Snapshot,
-    ) -> Result<Vec<String>, String> {
-        let mut paths: Vec<String> = self
-            .repo
-            .diff(&before.tree, &after.tree)
-            .await
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|c| c.path)
-            .collect();
-        for path in before.modes().keys().chain(after.modes().keys()) {
-            if before.modes().get(path) != after.modes().get(path) && !paths.contains(path) {
-                paths.push(path.clone());
-            }
-        }
-        Ok(paths)
-    }
-
-    /// Whether the user was told checkpoints are off (told once).
-    pub fn take_untold(&mut self) -> bool {
-        !std::mem::replace(&mut self.told, true)
-    }
-
-    /// Forgets the session's snapshots (its refs and index).
-    pub async fn forget(sessions: &Path, cwd: &Path, session: &str) {
-        let repo = git::Repo::new(sessions, cwd, session);
-        if let Err(e) = repo.forget(session).await {
-            tracing::warn!("cannot remove the checkpoints of {session}: {e}");
-        }
     }
 }
 

@@ -311,7 +311,7 @@ async fn symlinks_are_restored_as_links() {
 fn settings_are_read_with_the_folder_winning() {
     let files = crate::settings::SettingsFiles::read_with(None, Path::new("/p"), &mut |_| {
         Ok(
-            r#"{"checkpoints": {"maxFileBytes": 10, "maxFiles": 5}, "checkpoints.enabled": false}"#
+            r#"{"checkpoints": {"maxFileBytes": 10, "maxFiles": 5, "watch": false}, "checkpoints.enabled": false}"#
                 .into(),
         )
     });
@@ -322,7 +322,8 @@ fn settings_are_read_with_the_folder_winning() {
         Settings {
             enabled: false,
             max_file_bytes: 10,
-            max_files: 5
+            max_files: 5,
+            watch: false,
         }
     );
 }

@@ -43,9 +43,14 @@ impl RevertCall {
 }
 
 impl Session {
-    /// A turn or a `!command` starts: the next mutating call snapshots first.
+    /// A turn or a `!command` starts: the next mutating call snapshots
+    /// first. The session's first snapshot starts now, in the background,
+    /// beside the model's answer ([`checkpoint::Checkpoints::start`]).
     pub(crate) fn begin_checkpoints(&mut self) {
         self.checkpoints.begin_turn();
+        if self.role.is_none() {
+            self.checkpoints.start(&self.project.checkpoints);
+        }
     }
 
     /// The snapshot before mutating calls (the turn's latest, else a new

@@ -1,0 +1,356 @@
+//! A session's checkpoint taker ([`Checkpoints`]): the first snapshot
+//! taken in the background from the first turn's start, then a snapshot before and
+//! after each batch of calls that may change files. A snapshot is a full
+//! walk and `git add -A` only when the watch ([`watch`]) saw a change since
+//! the latest one; otherwise the latest one is the answer.
+
+use std::path::{Path, PathBuf};
+
+use super::{Off, Settings, Snapshot, git, walk, watch};
+
+/// A session's checkpoint taker: the store, whether it is off (and why),
+/// the watch that tells whether the project changed since the latest
+/// snapshot, and the running turn's latest snapshot.
+#[derive(Debug)]
+pub struct Checkpoints {
+    repo: git::Repo,
+    /// The sessions folder (never snapshotted).
+    sessions: PathBuf,
+    session: String,
+    /// Turned off for the session (no git, too many files, a failure).
+    off: Option<Off>,
+    /// Refs written so far (the next ref's number).
+    next_ref: u64,
+    /// The latest snapshot of the running turn.
+    last: Option<Snapshot>,
+    /// The latest snapshot taken, with the watch's count of changes it
+    /// was taken at: while the count stays, it is the project's tree.
+    latest: Option<(u64, Snapshot)>,
+    /// The watch (`None` until the first snapshot starts it).
+    watch: Option<watch::Watch>,
+    /// The first snapshot, taken in the background from the first turn's start.
+    first: Option<tokio::task::JoinHandle<First>>,
+    /// Snapshots answered by the watch without a walk (measures, tests).
+    unchanged: u64,
+    /// The user was told why checkpoints are off.
+    told: bool,
+}
+
+/// What the background first snapshot leaves.
+#[derive(Debug)]
+struct First {
+    watch: watch::Watch,
+    mark: Option<u64>,
+    taken: Result<Snapshot, Off>,
+}
+
+/// Sets the watch up (after the store exists: its markers live there).
+async fn start_watch(repo: &git::Repo, sessions: &Path, session: &str) -> watch::Watch {
+    let markers = repo.git_dir.join("marks").join(session);
+    if let Err(e) = std::fs::create_dir_all(&markers) {
+        return watch::Watch::unavailable(&format!("cannot create {}: {e}", markers.display()));
+    }
+    let (root, sessions) = (repo.work_tree.clone(), sessions.to_path_buf());
+    tokio::task::spawn_blocking(move || watch::Watch::start(&root, &sessions, &markers))
+        .await
+        .unwrap_or_else(|e| watch::Watch::unavailable(&e.to_string()))
+}
+
+/// How often, and how long apart, a snapshot tries again when another
+/// git holds the session's index.
+const LOCK_TRIES: u32 = 100;
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The lock of one index within the process: one snapshot at a time
+/// (a session loaded again shares its index with the one it replaces,
+/// whose background snapshot may still run).
+fn index_lock(index: &Path) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    type Locks = std::collections::HashMap<PathBuf, std::sync::Arc<tokio::sync::Mutex<()>>>;
+    static LOCKS: std::sync::OnceLock<std::sync::Mutex<Locks>> = std::sync::OnceLock::new();
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    locks.retain(|_, lock| std::sync::Arc::strong_count(lock) > 1);
+    locks.entry(index.to_path_buf()).or_default().clone()
+}
+
+/// A snapshot from a full walk and `git add -A` (git's stat cache keeps
+/// an unchanged file from being read), kept as ref `n`.
+async fn full(
+    repo: &git::Repo,
+    sessions: &Path,
+    session: &str,
+    n: u64,
+    settings: &Settings,
+) -> Result<Snapshot, Off> {
+    let lock = index_lock(&repo.index);
+    let _held = lock.lock().await;
+    let mut again = true;
+    loop {
+        match walk_and_add(repo, sessions, session, n, settings).await {
+            // The project changed between the walk and git's (a nested
+            // repository made meanwhile): walked again, once.
+            Err(Off::Failed(e)) if std::mem::take(&mut again) => {
+                tracing::debug!("a snapshot is taken again: {e}");
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn walk_and_add(
+    repo: &git::Repo,
+    sessions: &Path,
+    session: &str,
+    n: u64,
+    settings: &Settings,
+) -> Result<Snapshot, Off> {
+    let (root, sessions) = (repo.work_tree.clone(), sessions.to_path_buf());
+    let (max_bytes, max_files) = (settings.max_file_bytes, settings.max_files);
+    let walk =
+        tokio::task::spawn_blocking(move || walk::walk(&root, &sessions, max_bytes, max_files))
+            .await
+            .map_err(|e| Off::Failed(e.to_string()))?;
+    if walk.too_many {
+        return Err(Off::TooManyFiles(max_files));
+    }
+    let taken = async {
+        repo.ensure().await?;
+        let skip: Vec<String> = walk.oversize.iter().chain(&walk.nested).cloned().collect();
+        let mut tries = 0;
+        let tree = loop {
+            match repo.snapshot(&skip, &walk.ignored).await {
+                // Another git of this index (a session loaded again while
+                // the first one's snapshot finishes): wait for it.
+                Err(git::GitError::Failed { message, .. })
+                    if message.contains("index.lock") && tries < LOCK_TRIES =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(LOCK_WAIT).await;
+                }
+                other => break other?,
+            }
+        };
+        repo.keep(session, n, &tree).await?;
+        Ok::<_, git::GitError>(tree)
+    }
+    .await;
+    match taken {
+        Ok(tree) => Ok(Snapshot {
+            tree,
+            seen: std::sync::Arc::new(walk),
+        }),
+        Err(git::GitError::Missing(m)) => Err(Off::NoGit(m)),
+        Err(other) => Err(Off::Failed(other.to_string())),
+    }
+}
+
+impl Checkpoints {
+    /// The checkpoints of `session` in `cwd`, whose sessions folder is
+    /// `sessions` (the store is `sessions/.checkpoints`).
+    pub fn new(sessions: &Path, cwd: &Path, session: &str) -> Self {
+        Checkpoints {
+            repo: git::Repo::new(sessions, cwd, session),
+            sessions: sessions.to_path_buf(),
+            session: session.to_owned(),
+            off: None,
+            next_ref: 0,
+            last: None,
+            latest: None,
+            watch: None,
+            first: None,
+            unchanged: 0,
+            told: false,
+        }
+    }
+
+    /// Starts the session's first snapshot (and the watch) in the
+    /// background, when checkpoints are on and a runtime runs (the session
+    /// calls it as its first turn starts, beside the model's answer): the
+    /// first mutating call then waits only for what is left of it.
+    pub fn start(&mut self, settings: &Settings) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        // Once: not after any snapshot was taken or started.
+        if self.off(settings).is_some() || self.first.is_some() || self.next_ref > 0 {
+            return;
+        }
+        let (repo, sessions, session) = (
+            self.repo.clone(),
+            self.sessions.clone(),
+            self.session.clone(),
+        );
+        let (settings, n) = (settings.clone(), self.next_ref);
+        self.next_ref += 2;
+        self.first = Some(runtime.spawn(async move {
+            // The first pass hashes every file and tells whether the
+            // project is within `checkpoints.maxFiles`: only then is it
+            // watched (a session opened on a home folder sets up nothing).
+            let taken = full(&repo, &sessions, &session, n, &settings).await;
+            if taken.is_err() || !settings.watch {
+                let watch = watch::Watch::off();
+                return First {
+                    watch,
+                    mark: None,
+                    taken,
+                };
+            }
+            // The second, under the watch (git's stat cache: nothing is
+            // read again), is the one the watch vouches for.
+            let mut watch = start_watch(&repo, &sessions, &session).await;
+            let mark = watch.mark().await;
+            let taken = full(&repo, &sessions, &session, n + 1, &settings).await;
+            First { watch, mark, taken }
+        }));
+    }
+
+    /// Waits for the background first snapshot, if one runs.
+    async fn settle(&mut self) {
+        let Some(first) = self.first.take() else {
+            return;
+        };
+        match first.await {
+            Ok(First { watch, mark, taken }) => match taken {
+                Ok(snapshot) => {
+                    self.watch = Some(watch);
+                    self.latest = mark.map(|m| (m, snapshot));
+                }
+                // A failure of the store may pass (the project was being
+                // set up as the session opened): the first mutating call
+                // tries again, and decides.
+                Err(Off::Failed(e)) => tracing::debug!("the first snapshot failed: {e}"),
+                Err(off) => self.off = Some(off),
+            },
+            Err(e) => tracing::warn!("the first checkpoint did not finish: {e}"),
+        }
+    }
+
+    /// Why no checkpoints are taken, if they are not.
+    pub fn off(&self, settings: &Settings) -> Option<Off> {
+        match settings.enabled {
+            false => Some(Off::Disabled),
+            true => self.off.clone(),
+        }
+    }
+
+    pub fn repo(&self) -> &git::Repo {
+        &self.repo
+    }
+
+    /// A turn (or a `!command`) starts: its first mutating call takes a
+    /// new snapshot before it.
+    pub fn begin_turn(&mut self) {
+        self.last = None;
+    }
+
+    /// How many snapshots the watch answered without a walk.
+    pub fn unchanged_answers(&self) -> u64 {
+        self.unchanged
+    }
+
+    /// Whether the watch tells changes (else every snapshot is a rescan).
+    pub fn watching(&self) -> bool {
+        self.watch.as_ref().is_some_and(watch::Watch::watching)
+    }
+
+    /// Takes a snapshot; `Err` turns checkpoints off for the session (the
+    /// text is the notice to show). When the watch saw no change since the
+    /// latest snapshot, that snapshot is the answer (no walk, no git).
+    pub async fn snapshot(&mut self, settings: &Settings) -> Result<Snapshot, String> {
+        self.settle().await;
+        if let Some(off) = self.off(settings) {
+            return Err(off.to_string());
+        }
+        let mark = match &mut self.watch {
+            Some(watch) if settings.watch => watch.mark().await,
+            _ => None,
+        };
+        if let (Some(mark), Some((at, latest))) = (mark, &self.latest)
+            && mark == *at
+        {
+            self.unchanged += 1;
+            self.last = Some(latest.clone());
+            return Ok(latest.clone());
+        }
+        self.latest = None;
+        match full(
+            &self.repo,
+            &self.sessions,
+            &self.session,
+            self.next_ref,
+            settings,
+        )
+        .await
+        {
+            Ok(snapshot) => {
+                self.next_ref += 1;
+                self.last = Some(snapshot.clone());
+                self.latest = mark.map(|m| (m, snapshot.clone()));
+                // Watched from the first snapshot that found the project
+                // within `checkpoints.maxFiles`; the next one is the first
+                // the watch vouches for.
+                if self.watch.is_none() && settings.watch {
+                    self.watch = Some(start_watch(&self.repo, &self.sessions, &self.session).await);
+                }
+                Ok(snapshot)
+            }
+            Err(off) => {
+                self.off = Some(off.clone());
+                Err(off.to_string())
+            }
+        }
+    }
+
+    /// The snapshot before a mutating call: the turn's latest, else a new one.
+    pub async fn before(&mut self, settings: &Settings) -> Result<Snapshot, String> {
+        match &self.last {
+            Some(last) => Ok(last.clone()),
+            None => self.snapshot(settings).await,
+        }
+    }
+
+    /// The paths that differ between two snapshots (content, kind or mode).
+    pub async fn changed(
+        &self,
+        before: &Snapshot,
+        after: &Snapshot,
+    ) -> Result<Vec<String>, String> {
+        if before.tree == after.tree && before.modes() == after.modes() {
+            return Ok(Vec::new());
+        }
+        let mut paths: Vec<String> = self
+            .repo
+            .diff(&before.tree, &after.tree)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        for path in before.modes().keys().chain(after.modes().keys()) {
+            if before.modes().get(path) != after.modes().get(path) && !paths.contains(path) {
+                paths.push(path.clone());
+            }
+        }
+        Ok(paths)
+    }
+
+    /// Whether the user was told checkpoints are off (told once).
+    pub fn take_untold(&mut self) -> bool {
+        !std::mem::replace(&mut self.told, true)
+    }
+
+    /// Forgets the session's snapshots (its refs and index).
+    pub async fn forget(sessions: &Path, cwd: &Path, session: &str) {
+        let repo = git::Repo::new(sessions, cwd, session);
+        let _ = std::fs::remove_dir_all(repo.git_dir.join("marks").join(session));
+        if let Err(e) = repo.forget(session).await {
+            tracing::warn!("cannot remove the checkpoints of {session}: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "taker_tests.rs"]
+mod tests;

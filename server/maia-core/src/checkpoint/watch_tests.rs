@@ -1,0 +1,111 @@
+//! Tests of the watch: what counts as a change, an overflow and a watch
+//! that cannot be set up.
+
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+/// A project with its sessions folder and a markers folder in it.
+fn project() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let sessions = root.join(".maia/.sessions");
+    let markers = sessions.join(".checkpoints/marks/s");
+    std::fs::create_dir_all(&markers).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/a.txt"), "a").unwrap();
+    (dir, root, sessions, markers)
+}
+
+#[tokio::test]
+async fn changes_move_the_count_and_reads_and_the_store_do_not() {
+    let (_dir, root, sessions, markers) = project();
+    let mut watch = Watch::start(&root, &sessions, &markers);
+    assert!(watch.watching());
+    let first = watch.mark().await.unwrap();
+    assert_eq!(watch.mark().await, Some(first), "markers are not changes");
+    // Reads, listings and the store's own files change nothing.
+    let _ = std::fs::read_to_string(root.join("src/a.txt")).unwrap();
+    let _ = std::fs::read_dir(root.join("src")).unwrap().count();
+    std::fs::write(sessions.join("journal.jsonl"), "{}").unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    let settled = watch.mark().await.unwrap();
+    std::fs::write(root.join(".git/index"), "i").unwrap();
+    assert_eq!(watch.mark().await, Some(settled));
+    // A write, a new folder's file, a mode change, a rename: each counted
+    // before the mark answers.
+    let mut last = settled;
+    std::fs::write(root.join("src/a.txt"), "b").unwrap();
+    let now = watch.mark().await.unwrap();
+    assert_ne!(now, last, "a write");
+    last = now;
+    std::fs::create_dir_all(root.join("new/deeper")).unwrap();
+    let now = watch.mark().await.unwrap();
+    assert_ne!(now, last, "a new folder");
+    last = now;
+    std::fs::write(root.join("new/deeper/f"), "f").unwrap();
+    let now = watch.mark().await.unwrap();
+    assert_ne!(now, last, "a file in a folder made after the watch began");
+    last = now;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        root.join("new/deeper/f"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let now = watch.mark().await.unwrap();
+    assert_ne!(now, last, "a mode change");
+    last = now;
+    std::fs::rename(root.join("new"), root.join("renamed")).unwrap();
+    let now = watch.mark().await.unwrap();
+    assert_ne!(now, last, "a rename");
+    assert!(watch.take_warning().is_none(), "nothing to say");
+}
+
+#[tokio::test]
+async fn an_overflow_turns_the_watch_off_and_is_said_once() {
+    let (_dir, root, sessions, markers) = project();
+    let mut watch = Watch::start(&root, &sessions, &markers);
+    assert!(watch.mark().await.is_some());
+    let overflow = || Ok(Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan));
+    watch.handler.handle(overflow());
+    assert_eq!(watch.mark().await, None, "events were lost: full rescans");
+    assert!(!watch.watching());
+    let said = watch.take_warning().unwrap();
+    assert!(said.contains("overflowed"), "{said}");
+    watch.handler.handle(overflow());
+    assert_eq!(watch.mark().await, None);
+    assert!(watch.take_warning().is_none(), "said once");
+}
+
+#[tokio::test]
+async fn a_watch_that_cannot_be_set_up_asks_for_full_rescans_and_says_so_once() {
+    let (_dir, root, sessions, markers) = project();
+    let mut watch = Watch::start_with(
+        &root,
+        &sessions,
+        &markers,
+        Box::new(|_, _, _| Err(notify::Error::new(notify::ErrorKind::MaxFilesWatch))),
+        false,
+    );
+    assert!(!watch.watching());
+    assert_eq!(watch.mark().await, None);
+    assert_eq!(watch.mark().await, None);
+    let said = watch.take_warning().unwrap();
+    assert!(said.contains("cannot watch"), "{said}");
+    assert!(watch.take_warning().is_none(), "said once");
+}
+
+#[tokio::test]
+async fn an_error_of_the_watch_turns_it_off_said_once() {
+    let (_dir, root, sessions, markers) = project();
+    let mut watch = Watch::start(&root, &sessions, &markers);
+    assert!(watch.mark().await.is_some());
+    watch
+        .handler
+        .handle(Err(notify::Error::new(notify::ErrorKind::MaxFilesWatch)));
+    assert_eq!(watch.mark().await, None);
+    assert!(watch.take_warning().unwrap().contains("failed"));
+    watch.handler.handle(Err(notify::Error::generic("again")));
+    assert!(watch.take_warning().is_none(), "said once");
+}
