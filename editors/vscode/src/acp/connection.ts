@@ -5,6 +5,7 @@
 import { spawn, ChildProcess } from 'node:child_process';
 import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
+import { daemonFailureHint } from '../logic';
 
 /** What the editor does for the agent: permission answers, files, updates. */
 export interface ClientHandlers {
@@ -221,5 +222,6 @@ export function describeStartFailure(launch: Launch, exit: Exit): string {
   }
   const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
   const tail = exit.stderr.trim().split('\n').slice(-5).join('\n');
-  return `\`${launch.command} ${launch.args.join(' ')}\` ${how}${tail ? `:\n${tail}` : ''}`;
+  const hint = launch.args.includes('--connect') ? daemonFailureHint(exit.stderr) : undefined;
+  return `\`${launch.command} ${launch.args.join(' ')}\` ${how}${tail ? `:\n${tail}` : ''}${hint ? `\n(${hint})` : ''}`;
 }
