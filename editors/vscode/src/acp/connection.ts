@@ -132,7 +132,19 @@ export class MaiaConnection {
       exited.then((exit) => {
         throw new StartError(describeStartFailure(launch, exit), exit);
       }),
-    ]);
+    ]).catch(async (e: unknown) => {
+      if (e instanceof StartError) {
+        throw e;
+      }
+      // The stream closed first (stdout ends before the exit is seen): say why maia ended.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<undefined>((r) => {
+        timer = setTimeout(() => r(undefined), 3000);
+      });
+      const exit = await Promise.race([exited, late]);
+      clearTimeout(timer);
+      throw exit ? new StartError(describeStartFailure(launch, exit), exit) : e;
+    });
     const self = new MaiaConnection(child, connection, init, exited);
     void exited.then(() => connection.close());
     return self;
