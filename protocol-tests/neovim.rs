@@ -2,7 +2,8 @@
 //! against the real `maia lsp` binary and the mock LLM: ask about a
 //! selection, see the answer buffer fill, accept one proposed hunk and
 //! reject the other, check the file the editor writes, then `:MaiaUndo`
-//! reverts the accepted hunk.
+//! reverts the accepted hunk. And the `daemon` option: the ACP command the
+//! plugin gives chat plugins bridges to a real `maia serve`.
 //!
 //! Neovim is taken from `MAIA_NVIM`, else from `PATH`; without a Neovim
 //! ≥ 0.10 the test prints why and passes, or fails with `MAIA_REQUIRE_ALL=1`
@@ -206,4 +207,66 @@ async fn neovim_plugin_asks_streams_and_reviews_hunks() {
             .any(|a| a.starts_with("# MAIA: Explain\n") && a.contains("adds **two** numbers.")),
         "{answers:?}"
     );
+}
+
+/// The `daemon` option: `require('maia').acp_cmd()` bridges to a real
+/// `maia serve` (`maia acp --connect URL --token-env NAME`), and a prompt
+/// sent over it from Neovim is answered by the daemon.
+#[tokio::test]
+async fn neovim_daemon_option_runs_acp_through_maia_serve() {
+    let nvim = match find_nvim() {
+        Ok(path) => path,
+        Err(why) if std::env::var_os("MAIA_NVIM").is_some_and(|v| !v.is_empty()) => {
+            panic!("MAIA_NVIM is set but unusable: {why}")
+        }
+        Err(why) => {
+            mock::require(&format!("a Neovim ≥ 0.10 ({why})"), false);
+            return;
+        }
+    };
+    let daemon = crate::remote_client::Daemon::start(&[("nvim", &[])], &[]).await;
+    daemon.mock.push(mock::text_chunks(
+        &["Hello ", "through ", "the daemon."],
+        Duration::from_millis(10),
+    ));
+    let editor_home = tempfile::tempdir().unwrap();
+    let plugin = plugin_dir();
+    let child = Command::new(&nvim)
+        .args(["--headless", "-u", "NONE", "-i", "NONE", "-n", "-c"])
+        .arg(format!(
+            "luafile {}",
+            plugin.join("tests/daemon_acp.lua").display()
+        ))
+        .current_dir(daemon.cwd.path())
+        .env("HOME", editor_home.path())
+        .env("XDG_CONFIG_HOME", editor_home.path().join(".config"))
+        .env("XDG_DATA_HOME", editor_home.path().join(".local/share"))
+        .env("XDG_STATE_HOME", editor_home.path().join(".local/state"))
+        .env("XDG_CACHE_HOME", editor_home.path().join(".cache"))
+        .env_remove("MAIA_TOKEN")
+        .env("MAIA_BIN", env!("CARGO_BIN_EXE_maia"))
+        .env("MAIA_PLUGIN", &plugin)
+        .env("MAIA_DAEMON_URL", format!("ws://{}/acp", daemon.addr))
+        .env("MAIA_CWD", daemon.cwd.path())
+        .env("MAIA_TEST_DAEMON_TOKEN", &daemon.tokens["nvim"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn nvim");
+    let out = tokio::time::timeout(NVIM_TIMEOUT, child.wait_with_output())
+        .await
+        .expect("headless Neovim did not exit in time")
+        .expect("wait for nvim");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.contains("all steps passed"),
+        "the Lua test failed ({}):\n{stderr}",
+        out.status
+    );
+    // The daemon's model got the prompt sent from Neovim.
+    let requests = daemon.mock.requests();
+    assert_eq!(requests.len(), 1, "model requests");
+    assert!(requests[0].to_string().contains("Say hello"));
 }

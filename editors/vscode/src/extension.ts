@@ -19,7 +19,7 @@ import {
   ShowDocumentResult,
   WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
-import { askArgument, commandExists, Intent, isAnswerUri, serverCommand, StreamMessage, TurnTracker } from './logic';
+import { askArgument, commandExists, DAEMON_TOKEN_SECRET, Intent, isAnswerUri, serverCommand, StreamMessage, TurnTracker } from './logic';
 import { MissingBinary, Output } from './notices';
 import { notFoundMessage } from './acp/connection';
 
@@ -252,6 +252,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('maia.panelNewThread', () => panel.newThread()),
     vscode.commands.registerCommand('maia.panelCancel', () => panel.cancel()),
     vscode.commands.registerCommand('maia.panelRestart', () => panel.restart()),
+    vscode.commands.registerCommand('maia.setDaemonToken', () => setDaemonToken(context, panel)),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration('maia.daemon.url')) {
+        void panel.restart();
+      }
+    }),
   );
   context.subscriptions.push(
     vscode.commands.registerCommand('maia.askSelection', () => ask('ask', true)),
@@ -289,6 +295,27 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   );
   if (lspEnabled()) {
     await start(context);
+  }
+}
+
+/** Keeps the daemon's token in SecretStorage (never in settings.json); empty removes it. */
+async function setDaemonToken(context: vscode.ExtensionContext, panel: MaiaPanel): Promise<void> {
+  const token = await vscode.window.showInputBox({
+    title: 'MAIA: Set Daemon Token',
+    prompt: 'The token `maia serve token add NAME` printed (kept in the editor\'s secret storage; empty removes it)',
+    password: true,
+    ignoreFocusOut: true,
+  });
+  if (token === undefined) {
+    return;
+  }
+  if (token.trim()) {
+    await context.secrets.store(DAEMON_TOKEN_SECRET, token.trim());
+  } else {
+    await context.secrets.delete(DAEMON_TOKEN_SECRET);
+  }
+  if (vscode.workspace.getConfiguration('maia').get<string>('daemon.url')?.trim()) {
+    await panel.restart();
   }
 }
 

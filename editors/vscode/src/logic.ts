@@ -98,15 +98,62 @@ export function serverCommand(settings: ServerSettings, baseEnv: Record<string, 
   return { command, args, env };
 }
 
+/** The environment variable that carries the daemon's token to `maia acp --connect`. */
+export const DAEMON_TOKEN_ENV = 'MAIA_TOKEN';
+/** The SecretStorage key of the daemon's token. */
+export const DAEMON_TOKEN_SECRET = 'maia.daemon.token';
+
+/** A `maia serve` daemon to connect to: `maia.daemon.url` and the token kept in SecretStorage. */
+export interface DaemonSettings {
+  url?: string;
+  token?: string;
+}
+
+/** `maia.daemon.url` is not a WebSocket URL, or no token was set for it. */
+export class DaemonSettingError extends Error {}
+
 /** The agent process for the panel: `maia acp` by default; `acp` is added
- * when the arguments lack it (`maia.acpArgs`); `env` extends `baseEnv`. */
-export function acpCommand(settings: ServerSettings, baseEnv: Record<string, string | undefined>): ServerCommand {
+ * when the arguments lack it (`maia.acpArgs`); `env` extends `baseEnv`.
+ * With a daemon URL: `maia acp --connect URL`, the token in
+ * `$MAIA_TOKEN` (never on the command line), `maia.acpArgs` unused. */
+export function acpCommand(
+  settings: ServerSettings,
+  baseEnv: Record<string, string | undefined>,
+  daemon: DaemonSettings = {},
+): ServerCommand {
   const base = serverCommand({ ...settings, args: ['lsp'] }, baseEnv);
+  const url = daemon.url?.trim();
+  if (url) {
+    if (!/^wss?:\/\/[^\s/]+/i.test(url)) {
+      throw new DaemonSettingError(`"maia.daemon.url" must be a ws:// or wss:// URL, e.g. ws://127.0.0.1:7417/acp (it is "${url}")`);
+    }
+    const token = daemon.token?.trim();
+    if (!token) {
+      throw new DaemonSettingError(
+        `no token for the daemon at ${url}: run "MAIA: Set Daemon Token" with the token \`maia serve token add NAME\` printed`,
+      );
+    }
+    return { ...base, args: ['acp', '--connect', url], env: { ...base.env, [DAEMON_TOKEN_ENV]: token } };
+  }
   let args = Array.isArray(settings.args) ? settings.args.filter((a): a is string => typeof a === 'string') : ['acp'];
   if (!args.includes('acp')) {
     args = ['acp', ...args];
   }
   return { ...base, args };
+}
+
+/** What to add to a failed `maia acp --connect`'s message, from its stderr. */
+export function daemonFailureHint(stderr: string): string | undefined {
+  if (/\b401\b|Unauthorized/i.test(stderr)) {
+    return 'the daemon refused the token: set the right one with "MAIA: Set Daemon Token" (`maia serve token list` on the daemon\'s machine names the valid ones)';
+  }
+  if (/\b403\b/.test(stderr)) {
+    return 'the daemon refused the Host: start it with `--allow-host NAME` for the name in "maia.daemon.url"';
+  }
+  if (/cannot connect|Connection refused|connection failed|closed the connection/i.test(stderr)) {
+    return 'is `maia serve` running and reachable at "maia.daemon.url"?';
+  }
+  return undefined;
 }
 
 /** A `maia/stream` notification. */

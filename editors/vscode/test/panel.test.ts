@@ -4,7 +4,8 @@ import * as assert from 'node:assert/strict';
 import { promptBlocks } from '../src/panel/protocol';
 import { replayedUserMessage, sliceLines } from '../src/panel/text';
 import { panelHtml } from '../src/panel/html';
-import { acpCommand } from '../src/logic';
+import { acpCommand, daemonFailureHint, DaemonSettingError } from '../src/logic';
+import { describeStartFailure } from '../src/acp/connection';
 
 test('attachments become a resource link and an embedded resource with its range', () => {
   const blocks = promptBlocks('Look', [
@@ -25,6 +26,48 @@ test('the agent command runs `maia acp`', () => {
   const c = acpCommand({ path: ' /opt/maia ', args: ['acp'], env: { K: 'v', N: 1 } }, { PATH: '/bin' });
   assert.equal(c.command, '/opt/maia');
   assert.deepEqual(c.env, { PATH: '/bin', K: 'v' });
+});
+
+test('with a daemon URL the agent is `maia acp --connect URL`, the token in the environment only', () => {
+  const c = acpCommand(
+    { path: '/opt/maia', args: ['acp', '--model', 'm'], env: { K: 'v' } },
+    { PATH: '/bin' },
+    { url: ' ws://127.0.0.1:7417/acp ', token: 'maia_abc' },
+  );
+  assert.equal(c.command, '/opt/maia');
+  assert.deepEqual(c.args, ['acp', '--connect', 'ws://127.0.0.1:7417/acp']);
+  assert.deepEqual(c.env, { PATH: '/bin', K: 'v', MAIA_TOKEN: 'maia_abc' });
+  assert.ok(!c.args.some((a) => a.includes('maia_abc')), 'the token is not on the command line');
+  // A token set in maia.env is replaced by the one in secret storage.
+  assert.equal(acpCommand({ env: { MAIA_TOKEN: 'old' } }, {}, { url: 'wss://devbox/acp', token: 't' }).env.MAIA_TOKEN, 't');
+  // Empty URL: local, as before, and no token leaks into the environment.
+  const local = acpCommand({}, { PATH: '/bin' }, { url: '  ', token: 'maia_abc' });
+  assert.deepEqual([local.args, local.env], [['acp'], { PATH: '/bin' }]);
+});
+
+test('a daemon URL without a token, or not a WebSocket URL, is a clear error', () => {
+  assert.throws(() => acpCommand({}, {}, { url: 'ws://127.0.0.1:7417/acp' }), (e: unknown) => {
+    assert.ok(e instanceof DaemonSettingError);
+    assert.match(e.message, /no token for the daemon at ws:\/\/127\.0\.0\.1:7417\/acp: run "MAIA: Set Daemon Token"/);
+    return true;
+  });
+  assert.throws(() => acpCommand({}, {}, { url: 'ws://h/acp', token: '  ' }), /no token/);
+  assert.throws(() => acpCommand({}, {}, { url: 'http://h:7417/acp', token: 't' }), /must be a ws:\/\/ or wss:\/\/ URL/);
+  assert.throws(() => acpCommand({}, {}, { url: 'ws:/h', token: 't' }), DaemonSettingError);
+});
+
+test('a refused or unreachable daemon says what to do', () => {
+  const launch = { command: 'maia', args: ['acp', '--connect', 'ws://h/acp'], env: {}, cwd: '/' };
+  const refused = describeStartFailure(launch, {
+    code: 1,
+    signal: null,
+    stderr: 'maia: cannot connect to ws://h/acp: HTTP error: 401 Unauthorized\n',
+  });
+  assert.match(refused, /exited with code 1:\nmaia: cannot connect .*401 Unauthorized\n\(the daemon refused the token: set the right one with "MAIA: Set Daemon Token"/);
+  assert.match(daemonFailureHint('maia: cannot connect to ws://h/acp: IO error: Connection refused (os error 111)') ?? '', /is `maia serve` running/);
+  assert.equal(daemonFailureHint('maia: something else'), undefined);
+  // A local agent's failure gets no daemon hint.
+  assert.doesNotMatch(describeStartFailure({ ...launch, args: ['acp'] }, { code: 1, signal: null, stderr: '401' }), /daemon/);
 });
 
 test('fs/read_text_file line and limit', () => {

@@ -44,6 +44,22 @@ function M.check()
     })
   end
 
+  health.start('maia: ACP agent (chat plugins)')
+  local daemon = maia.config.daemon
+  if daemon then
+    local name = daemon.token_env or 'MAIA_TOKEN'
+    local token = vim.env[name]
+    if token and token ~= '' then
+      health.ok(('%s (the token in $%s)'):format(table.concat(maia.acp_cmd(), ' '), name))
+    else
+      health.error(('daemon %s: $%s is not set, so `maia acp --connect` has no token'):format(daemon.url, name), {
+        ('Export the token `maia serve token add NAME` printed as %s before starting Neovim'):format(name),
+      })
+    end
+  else
+    health.ok(table.concat(maia.acp_cmd(), ' ') .. ' (local; set daemon = { url = ... } for a maia serve daemon)')
+  end
+
   health.start('maia: clients')
   local clients = vim.lsp.get_clients({ name = maia.NAME })
   if #clients == 0 then

@@ -31,11 +31,30 @@ M.defaults = {
     },
   },
   capabilities = nil,
+  -- A `maia serve` daemon for the ACP chat plugins (`M.acp_cmd()`), e.g.
+  -- { url = 'ws://127.0.0.1:7417/acp', token_env = 'MAIA_TOKEN' }.
+  daemon = nil,
 }
 
 M.config = vim.deepcopy(M.defaults)
 
+--- Checks `daemon`: a ws:// or wss:// URL and the name of an environment
+--- variable (the token itself never goes in the configuration).
+local function check_daemon(daemon)
+  if daemon == nil then
+    return
+  end
+  if type(daemon) ~= 'table' or type(daemon.url) ~= 'string' or not daemon.url:match('^wss?://[^%s/]+') then
+    error("MAIA: daemon.url must be a ws:// or wss:// URL, e.g. { url = 'ws://127.0.0.1:7417/acp' }", 0)
+  end
+  local name = daemon.token_env or 'MAIA_TOKEN'
+  if type(name) ~= 'string' or not name:match('^[%a_][%w_]*$') then
+    error('MAIA: daemon.token_env must name an environment variable (it holds the token), e.g. MAIA_TOKEN', 0)
+  end
+end
+
 function M.setup(opts)
+  check_daemon((opts or {}).daemon)
   M.config = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts or {})
   vim.g.maia_autostart = M.config.autostart or nil
   if M.config.autostart then
@@ -43,6 +62,19 @@ function M.setup(opts)
       M.maybe_attach(buf)
     end
   end
+end
+
+--- The ACP agent for chat plugins (CodeCompanion, avante): `maia acp`,
+--- or with `daemon` set, `maia acp --connect URL --token-env NAME`: a bridge
+--- to that `maia serve`, reading the token from `$NAME` (never from the
+--- command line). The binary is `cmd[1]`.
+function M.acp_cmd()
+  local exe = (M.config.cmd or {})[1] or 'maia'
+  local daemon = M.config.daemon
+  if daemon then
+    return { exe, 'acp', '--connect', daemon.url, '--token-env', daemon.token_env or 'MAIA_TOKEN' }
+  end
+  return { exe, 'acp' }
 end
 
 local has_011 = vim.fn.has('nvim-0.11') == 1

@@ -5,6 +5,7 @@
 import { spawn, ChildProcess } from 'node:child_process';
 import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
+import { daemonFailureHint } from '../logic';
 
 /** What the editor does for the agent: permission answers, files, updates. */
 export interface ClientHandlers {
@@ -131,7 +132,19 @@ export class MaiaConnection {
       exited.then((exit) => {
         throw new StartError(describeStartFailure(launch, exit), exit);
       }),
-    ]);
+    ]).catch(async (e: unknown) => {
+      if (e instanceof StartError) {
+        throw e;
+      }
+      // The stream closed first (stdout ends before the exit is seen): say why maia ended.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<undefined>((r) => {
+        timer = setTimeout(() => r(undefined), 3000);
+      });
+      const exit = await Promise.race([exited, late]);
+      clearTimeout(timer);
+      throw exit ? new StartError(describeStartFailure(launch, exit), exit) : e;
+    });
     const self = new MaiaConnection(child, connection, init, exited);
     void exited.then(() => connection.close());
     return self;
@@ -221,5 +234,6 @@ export function describeStartFailure(launch: Launch, exit: Exit): string {
   }
   const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
   const tail = exit.stderr.trim().split('\n').slice(-5).join('\n');
-  return `\`${launch.command} ${launch.args.join(' ')}\` ${how}${tail ? `:\n${tail}` : ''}`;
+  const hint = launch.args.includes('--connect') ? daemonFailureHint(exit.stderr) : undefined;
+  return `\`${launch.command} ${launch.args.join(' ')}\` ${how}${tail ? `:\n${tail}` : ''}${hint ? `\n(${hint})` : ''}`;
 }

@@ -16,7 +16,8 @@ import { turnFiles, type TurnFile } from '../review/set';
 export interface EditorHost {
   /** The folder sessions are opened in (absolute). */
   readonly cwd: string;
-  launch(): Launch;
+  /** The agent process; throws (a message for the user) when the settings cannot make one. */
+  launch(): Launch | Promise<Launch>;
   post(message: ToWebview): void;
   /** Whether the panel can be seen now (else permission asks also notify). */
   panelVisible(): boolean;
@@ -154,7 +155,7 @@ export class PanelController {
     this.host.post({ type: 'status', state: restart ? 'restarting' : 'starting' });
     let connection: MaiaConnection;
     try {
-      connection = await MaiaConnection.start(this.host.launch(), this.handlers(), (l) => this.host.log(l));
+      connection = await MaiaConnection.start(await this.host.launch(), this.handlers(), (l) => this.host.log(l));
     } catch (e) {
       const notInstalled = e instanceof StartError && e.notInstalled;
       const message = e instanceof Error ? e.message : String(e);

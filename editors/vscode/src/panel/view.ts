@@ -7,7 +7,7 @@ import { TextDecoder, TextEncoder } from 'node:util';
 import * as vscode from 'vscode';
 import type * as acp from '@agentclientprotocol/sdk';
 import { Launch } from '../acp/connection';
-import { acpCommand } from '../logic';
+import { acpCommand, DAEMON_TOKEN_SECRET } from '../logic';
 import { EditorHost, PanelController, fileAttachment } from './controller';
 import { panelHtml } from './html';
 import { MissingBinary, Output } from '../notices';
@@ -117,11 +117,14 @@ export class MaiaPanel implements vscode.WebviewViewProvider, vscode.Disposable 
       get cwd() {
         return panel.root();
       },
-      launch: (): Launch => {
+      launch: async (): Promise<Launch> => {
         const cfg = vscode.workspace.getConfiguration('maia');
+        const url = cfg.get<string>('daemon.url')?.trim();
+        const token = url ? await this.context.secrets.get(DAEMON_TOKEN_SECRET) : undefined;
         const cmd = acpCommand(
           { path: cfg.get<string>('path'), args: cfg.get('acpArgs'), env: cfg.get('env') },
           process.env,
+          { url, token },
         );
         return { ...cmd, cwd: this.root() };
       },
