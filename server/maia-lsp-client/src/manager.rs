@@ -212,6 +212,10 @@ impl LspManager {
         if !create {
             return Some(Arc::new(Slot::new(config.clone(), root, None)));
         }
+        if self.stopped.is_cancelled() {
+            // The session ended: it joins no server again.
+            return None;
+        }
         let slot = self
             .pool
             .join(self.user, config, root, self.sandbox.as_ref(), &self.notify);
@@ -276,9 +280,19 @@ impl LspManager {
                 started = Client::start(&slot.config, &slot.root, sandbox.as_ref(), INIT_TIMEOUT) => started,
             };
             match started {
-                Ok(client) if stopped.is_cancelled() => client.stop().await,
                 Ok(client) => {
-                    slot.state.send_replace(State::Ready(client));
+                    // Placed only if nobody stopped the slot meanwhile.
+                    let placed = !stopped.is_cancelled()
+                        && slot.state.send_if_modified(|state| {
+                            if !matches!(state, State::Starting) {
+                                return false;
+                            }
+                            *state = State::Ready(client.clone());
+                            true
+                        });
+                    if !placed {
+                        client.stop().await;
+                    }
                 }
                 Err(why) => {
                     tracing::warn!(server = %slot.config.name, "language server did not start: {why}");
