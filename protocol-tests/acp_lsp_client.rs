@@ -3,8 +3,9 @@
 //! (and shown in the editor); the model's next request holds it; a fixing
 //! edit reports it gone; a harmless edit appends nothing; a Bash command
 //! that breaks an open file is told too; `Diagnostics` and
-//! `References` on a small project; a server that crashes mid-turn and one
-//! that never answers leave the turn intact and say so.
+//! `References` on a small project; two sessions on one root share one
+//! pyright until the last of them closes; a server that crashes mid-turn
+//! and one that never answers leave the turn intact and say so.
 //!
 //! The real server is pyright (`MAIA_PYRIGHT`: the path of
 //! `pyright-langserver`, installed by `.ci/run` from npm); its tests skip,
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, Options, updates_of};
+use crate::harness::{Maia, Options, eventually, updates_of};
 
 const GOOD: &str = "def double(x: int) -> int:\n    return x * 2\n\n\ntotal: int = double(2)\n";
 
@@ -203,6 +204,101 @@ async fn pyright_reports_what_an_edit_breaks_and_fixes_and_nothing_else() {
         "{result}"
     );
     assert!(result.contains("line 6, col 12: error: "), "{result}");
+}
+
+/// The processes (Linux) whose environment holds `var` (`NAME=value`):
+/// pyright changes its working folder, so its environment marks it.
+fn processes_with(var: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == var.as_bytes()))
+        })
+        .count()
+}
+
+async fn close(maia: &mut Maia, sid: &str) {
+    let id = maia
+        .request("session/close", json!({"sessionId": sid}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"], json!({}), "{resp}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sessions_on_one_root_share_one_pyright_until_both_close() {
+    let Some(pyright) = pyright() else { return };
+    let mark = format!("shared-{}", std::process::id());
+    let var = format!("MAIA_TEST_MARK={mark}");
+    let lsp = json!({"pyright": {"command": pyright, "args": ["--stdio"],
+                                 "env": {"MAIA_TEST_MARK": mark},
+                                 "fileTypes": ["py"], "rootMarkers": ["pyproject.toml"]}});
+    let (mut maia, first) = open(lsp, 10_000, &[("pyproject.toml", ""), ("a.py", GOOD)]).await;
+    let second = maia.new_session().await;
+
+    // The first session reads the file: pyright starts for it.
+    turn(
+        &mut maia,
+        &first,
+        &[("call_r", "Read", json!({"file_path": "a.py"}))],
+    )
+    .await;
+    assert!(
+        eventually(Duration::from_secs(30), || processes_with(&var) > 0).await,
+        "pyright never started"
+    );
+    let servers = processes_with(&var);
+
+    // The second session's edit is checked by the same server.
+    turn(
+        &mut maia,
+        &second,
+        &[
+            ("call_s", "Read", json!({"file_path": "a.py"})),
+            ("call_e", "Edit", edit("double(2)", "double(\"two\")")),
+        ],
+    )
+    .await;
+    let result = result_for(&maia, "call_e");
+    assert!(result.contains("New in a.py:"), "{result}");
+    assert_eq!(processes_with(&var), servers, "one server for both");
+
+    // The first session sees the error the other one's edit made.
+    turn(
+        &mut maia,
+        &first,
+        &[("call_d", "Diagnostics", json!({"path": "a.py"}))],
+    )
+    .await;
+    let diags = result_for(&maia, "call_d");
+    assert!(diags.starts_with("a.py:\n  line 5, col "), "{diags}");
+
+    // The first session closes: the server stays for the second.
+    close(&mut maia, &first).await;
+    turn(
+        &mut maia,
+        &second,
+        &[("call_f", "Edit", edit("double(\"two\")", "double(2)"))],
+    )
+    .await;
+    let result = result_for(&maia, "call_f");
+    assert!(
+        result.contains("Gone after this edit (1 problem)"),
+        "{result}"
+    );
+    assert_eq!(processes_with(&var), servers);
+
+    // The last one closes: the server stops.
+    close(&mut maia, &second).await;
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&var) == 0).await,
+        "pyright outlived the last session using it"
+    );
 }
 
 #[tokio::test]

@@ -61,6 +61,8 @@ pub struct Engine {
     windows: Arc<WindowCache>,
     /// The route set by the front end, for sessions opened from now on.
     route: Arc<RwLock<Option<crate::settings::LlmRoute>>>,
+    /// The language servers, shared by every session on the same root.
+    lsp: Arc<maia_lsp_client::LspPool>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -83,6 +85,7 @@ impl Engine {
             options: Arc::new(options),
             windows: Arc::new(windows),
             route: Arc::new(RwLock::new(route)),
+            lsp: maia_lsp_client::LspPool::new(),
         }
     }
 
@@ -142,7 +145,7 @@ impl Engine {
         let id = uuid::Uuid::new_v4().to_string();
         handle::spawn(
             &self.session_options(),
-            &self.windows,
+            (&self.windows, &self.lsp),
             id,
             (cwd, roots),
             fs,
@@ -173,7 +176,7 @@ impl Engine {
         let replay = session::replay(&crate::timeline::rewound(&loaded), &cwd);
         let started = handle::spawn(
             &self.session_options(),
-            &self.windows,
+            (&self.windows, &self.lsp),
             id.to_owned(),
             (cwd, roots),
             fs,

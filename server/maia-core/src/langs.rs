@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use maia_lsp_client::{LspManager, LspSettings, config};
+use maia_lsp_client::{LspManager, LspPool, LspSettings, config};
 use tokio::sync::mpsc;
 
 use crate::event::{Event, NoticeLevel};
@@ -40,13 +40,15 @@ fn found_defaults() -> Vec<config::ServerConfig> {
         .clone()
 }
 
-/// The manager of a session's servers; nothing starts until a file of
-/// their type is read or edited.
+/// The manager of a session's servers, shared through the process's
+/// `pool` with the other sessions on the same roots; nothing starts until
+/// a file of their type is read or edited.
 pub(crate) fn manager(
     settings: LspSettings,
     cwd: &Path,
     sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
     events: mpsc::UnboundedSender<Event>,
+    pool: &Arc<LspPool>,
 ) -> Arc<LspManager> {
     let notify: maia_lsp_client::Notify = Arc::new(move |text: String| {
         let _ = events.send(Event::Notice {
@@ -59,6 +61,7 @@ pub(crate) fn manager(
         cwd.to_path_buf(),
         sandbox,
         notify,
+        pool.clone(),
     ))
 }
 

@@ -4,7 +4,7 @@
 //! every waiting request when the server stops, so no caller waits on a
 //! dead server.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -73,6 +73,12 @@ pub(crate) struct Client {
     pub info: OnceLock<String>,
     /// Open documents and their versions.
     pub docs: tokio::sync::Mutex<HashMap<PathBuf, (i32, String)>>,
+    /// The sessions that have each open document (changed with `docs`
+    /// locked): it is closed when the last one lets go.
+    holders: Mutex<HashMap<PathBuf, HashSet<u64>>>,
+    /// The last version of each document closed, so that one opened again
+    /// goes on from there.
+    closed: Mutex<HashMap<PathBuf, i32>>,
     /// Requests sent, for the restart policy and tests.
     pub sent: AtomicU64,
     _group: maia_tools::process::GroupGuard,
@@ -141,6 +147,8 @@ impl Client {
             caps: OnceLock::new(),
             info: OnceLock::new(),
             docs: tokio::sync::Mutex::default(),
+            holders: Mutex::default(),
+            closed: Mutex::default(),
             sent: AtomicU64::new(0),
             _group: group,
             _child: Mutex::new(child),
@@ -272,6 +280,51 @@ impl Client {
         for (_, tx) in lock(&self.pending).drain() {
             let _ = tx.send(Err(Failure::Stopped("it stopped".into())));
         }
+    }
+
+    /// Records that session `user` has `path` open (`docs` locked).
+    pub fn hold(&self, path: &Path, user: u64) {
+        lock(&self.holders)
+            .entry(path.to_path_buf())
+            .or_default()
+            .insert(user);
+    }
+
+    /// The version a document opened now gets (after any it had before).
+    pub fn reopened(&self, path: &Path) -> i32 {
+        lock(&self.closed).get(path).map_or(1, |v| v + 1)
+    }
+
+    /// Session `user` lets go of its documents: those nobody else has are
+    /// closed in the server.
+    pub async fn release(&self, user: u64) {
+        let mut docs = self.docs.lock().await;
+        let mut gone = Vec::new();
+        lock(&self.holders).retain(|path, users| {
+            users.remove(&user);
+            if users.is_empty() {
+                gone.push(path.clone());
+            }
+            !users.is_empty()
+        });
+        for path in gone {
+            let Some((version, _)) = docs.remove(&path) else {
+                continue;
+            };
+            lock(&self.closed).insert(path.clone(), version);
+            if let Some(uri) = uri_of(&path) {
+                self.notify(
+                    ls_types::notification::DidCloseTextDocument::METHOD,
+                    json!({"textDocument": {"uri": uri}}),
+                )
+                .await;
+            }
+        }
+    }
+
+    /// The documents open in it now (for tests).
+    pub async fn open_documents(&self) -> usize {
+        self.docs.lock().await.len()
     }
 
     /// Asks it to shut down, then stops its process tree.

@@ -25,7 +25,7 @@ pub mod wire;
 use std::path::PathBuf;
 
 pub use config::{LspSettings, ServerConfig};
-pub use manager::{LspManager, Notify, ServerCheck};
+pub use manager::{LspManager, LspPool, Notify, ServerCheck};
 pub use report::{format_diags, format_edit_report, format_places};
 
 /// How serious a diagnostic is.

@@ -1,13 +1,14 @@
-//! The language servers of one session: one slot per (server, root),
-//! started on first use in the background, restarted with backoff after a
-//! crash (at most [`MAX_RESTARTS`] times, then off for the session with one
-//! notice), stopped with the session. Every question is bounded by a
-//! deadline; a server that is starting, slow, stopped or off gives an
-//! answer that says so, never a wait without end.
+//! The language servers of one session: one slot per (server, root), taken
+//! from the process's [`LspPool`] (so sessions on the same root share one
+//! server), started on first use in the background, restarted with backoff
+//! after a crash (at most [`MAX_RESTARTS`] times, then off with one notice
+//! to each session using it), let go with the session. Every question is
+//! bounded by a deadline; a server that is starting, slow, stopped or off
+//! gives an answer that says so, never a wait without end.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,7 +26,10 @@ use crate::convert::{compare, places_of, pulled, read_small, utf16_column};
 use crate::{Diag, EditReport, Place};
 
 mod edits;
+mod pool;
 mod queries;
+
+pub use pool::LspPool;
 
 /// How long a server may take to start and answer `initialize`.
 pub const INIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -57,6 +61,30 @@ struct Slot {
     root: PathBuf,
     state: watch::Sender<State>,
     failures: AtomicU32,
+    /// The sandbox the server runs under (its first user's).
+    sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
+    /// The sessions using it, each with its notice sink.
+    users: Mutex<HashMap<u64, Notify>>,
+    /// Cancelled when no session uses it any more.
+    stopped: CancellationToken,
+}
+
+impl Slot {
+    fn new(
+        config: ServerConfig,
+        root: PathBuf,
+        sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
+    ) -> Self {
+        Slot {
+            config,
+            root,
+            state: watch::channel(State::Idle).0,
+            failures: AtomicU32::new(0),
+            sandbox,
+            users: Mutex::default(),
+            stopped: CancellationToken::new(),
+        }
+    }
 }
 
 /// One server `maia doctor` checked.
@@ -76,6 +104,10 @@ pub struct LspManager {
     workspace: PathBuf,
     sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
     notify: Notify,
+    pool: Arc<LspPool>,
+    /// This session's number in the pool.
+    user: u64,
+    /// The pool's slots this session uses.
     slots: Mutex<HashMap<(String, PathBuf), Arc<Slot>>>,
     stopped: CancellationToken,
     offers: std::sync::OnceLock<bool>,
@@ -94,18 +126,22 @@ fn secs(d: Duration) -> String {
 }
 
 impl LspManager {
-    /// The servers of a session in `workspace`; nothing starts yet.
+    /// The servers of a session in `workspace`, shared through `pool`
+    /// with the other sessions of the process; nothing starts yet.
     pub fn new(
         settings: LspSettings,
         workspace: PathBuf,
         sandbox: Option<Arc<maia_tools::sandbox::Sandbox>>,
         notify: Notify,
+        pool: Arc<LspPool>,
     ) -> Self {
         LspManager {
             settings,
             workspace,
             sandbox,
             notify,
+            user: pool.user(),
+            pool,
             slots: Mutex::default(),
             stopped: CancellationToken::new(),
             offers: std::sync::OnceLock::new(),
@@ -174,19 +210,15 @@ impl LspManager {
             return Some(slot.clone());
         }
         if !create {
-            return Some(Arc::new(Slot {
-                config: config.clone(),
-                root,
-                state: watch::channel(State::Idle).0,
-                failures: AtomicU32::new(0),
-            }));
+            return Some(Arc::new(Slot::new(config.clone(), root, None)));
         }
-        let slot = Arc::new(Slot {
-            config: config.clone(),
-            root,
-            state: watch::channel(State::Idle).0,
-            failures: AtomicU32::new(0),
-        });
+        if self.stopped.is_cancelled() {
+            // The session ended: it joins no server again.
+            return None;
+        }
+        let slot = self
+            .pool
+            .join(self.user, config, root, self.sandbox.as_ref(), &self.notify);
         slots.insert(key, slot.clone());
         Some(slot)
     }
@@ -221,6 +253,7 @@ impl LspManager {
                             return Err(format!("`{name}` is still starting"));
                         }
                         () = self.stopped.cancelled() => return Err("the session ended".into()),
+                        () = slot.stopped.cancelled() => return Err("the session ended".into()),
                     }
                 }
             }
@@ -239,21 +272,31 @@ impl LspManager {
         if !began {
             return;
         }
-        let (slot, sandbox, stopped) = (slot.clone(), self.sandbox.clone(), self.stopped.clone());
-        let notify = self.notify.clone();
+        let (slot, stopped) = (slot.clone(), slot.stopped.clone());
         tokio::spawn(async move {
+            let sandbox = slot.sandbox.clone();
             let started = tokio::select! {
                 () = stopped.cancelled() => return,
                 started = Client::start(&slot.config, &slot.root, sandbox.as_ref(), INIT_TIMEOUT) => started,
             };
             match started {
-                Ok(client) if stopped.is_cancelled() => client.stop().await,
                 Ok(client) => {
-                    slot.state.send_replace(State::Ready(client));
+                    // Placed only if nobody stopped the slot meanwhile.
+                    let placed = !stopped.is_cancelled()
+                        && slot.state.send_if_modified(|state| {
+                            if !matches!(state, State::Starting) {
+                                return false;
+                            }
+                            *state = State::Ready(client.clone());
+                            true
+                        });
+                    if !placed {
+                        client.stop().await;
+                    }
                 }
                 Err(why) => {
                     tracing::warn!(server = %slot.config.name, "language server did not start: {why}");
-                    fail(&slot, None, why, &notify);
+                    fail(&slot, None, why);
                 }
             }
         });
@@ -261,7 +304,7 @@ impl LspManager {
 
     /// Records that `slot`'s server (`client`, when it had started) stopped.
     fn failed(&self, slot: &Arc<Slot>, client: Option<&Arc<Client>>, why: String) {
-        fail(slot, client, why, &self.notify);
+        fail(slot, client, why);
     }
 
     /// The servers running now, by name.
@@ -313,31 +356,27 @@ impl LspManager {
         out
     }
 
-    /// Stops every server (also done on drop).
+    /// Lets go of every server: the documents only this session had open
+    /// are closed, and a server no other session uses stops (also done on
+    /// drop).
     pub fn shutdown(&self) {
         self.stopped.cancel();
         let slots: Vec<Arc<Slot>> = lock(&self.slots).drain().map(|(_, s)| s).collect();
         for slot in slots {
-            if let State::Ready(client) = slot
-                .state
-                .send_replace(State::Off("the session ended".into()))
-            {
-                tokio::spawn(async move { client.stop().await });
-            }
+            self.pool.leave(self.user, &slot);
         }
     }
 }
 
 impl Drop for LspManager {
     fn drop(&mut self) {
-        self.stopped.cancel();
+        self.shutdown();
     }
 }
 
 /// Records a failure of `slot`'s server: a backoff before the next start,
-/// or off for the session (told once through `notify`) after
-/// [`MAX_RESTARTS`].
-fn fail(slot: &Slot, client: Option<&Arc<Client>>, why: String, notify: &Notify) {
+/// or off (told once to each session using it) after [`MAX_RESTARTS`].
+fn fail(slot: &Slot, client: Option<&Arc<Client>>, why: String) {
     let name = slot.config.name.clone();
     let mut off = None;
     slot.state.send_if_modified(|state| {
@@ -360,7 +399,10 @@ fn fail(slot: &Slot, client: Option<&Arc<Client>>, why: String, notify: &Notify)
         true
     });
     if let Some(text) = off {
-        notify(text);
+        let sinks: Vec<Notify> = lock(&slot.users).values().cloned().collect();
+        for notify in sinks {
+            notify(text.clone());
+        }
     }
 }
 
@@ -381,16 +423,16 @@ mod tests {
         let told: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = told.clone();
         let notify: Notify = Arc::new(move |text| lock(&sink).push(text));
-        let slot = Slot {
-            config: crate::config::defaults(&|c| c == "gopls").remove(0),
-            root: "/p".into(),
-            state: watch::channel(State::Starting).0,
-            failures: AtomicU32::new(0),
-        };
+        let slot = Slot::new(
+            crate::config::defaults(&|c| c == "gopls").remove(0),
+            "/p".into(),
+            None,
+        );
+        lock(&slot.users).insert(1, notify);
         let mut waits = Vec::new();
         for _ in 0..=MAX_RESTARTS {
             slot.state.send_replace(State::Starting);
-            fail(&slot, None, "exit status: 3".into(), &notify);
+            fail(&slot, None, "exit status: 3".into());
             match &*slot.state.borrow() {
                 State::Backoff { until, .. } => waits.push(
                     until
@@ -408,7 +450,7 @@ mod tests {
         assert_eq!(waits, [10, 20, 40], "1 s, 2 s, 4 s");
         assert_eq!(lock(&told).len(), 1, "{told:?}");
         // A stale failure (of a server no longer current) changes nothing.
-        fail(&slot, None, "late".into(), &notify);
+        fail(&slot, None, "late".into());
         assert_eq!(lock(&told).len(), 1);
     }
 }

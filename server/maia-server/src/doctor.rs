@@ -468,6 +468,7 @@ async fn language_server_checks(home: Option<&Path>, cwd: &Path) -> Vec<Check> {
         cwd.to_path_buf(),
         None,
         std::sync::Arc::new(|_| {}),
+        maia_lsp_client::LspPool::new(),
     );
     for server in manager.check(true).await {
         checks.push(match (&server.root, server.started) {

@@ -336,7 +336,7 @@ pub(crate) enum Start {
 
 pub(crate) fn spawn(
     options: &Arc<EngineOptions>,
-    windows: &Arc<WindowCache>,
+    (windows, lsp_pool): (&Arc<WindowCache>, &Arc<maia_lsp_client::LspPool>),
     id: String,
     (cwd, roots): (PathBuf, Vec<PathBuf>),
     fs: Arc<dyn FileSystem>,
@@ -396,6 +396,7 @@ pub(crate) fn spawn(
         &cwd,
         project.sandbox.clone(),
         events_tx.clone(),
+        lsp_pool,
     );
     let (conversation, restored) = match start {
         Start::New => (

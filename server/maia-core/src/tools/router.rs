@@ -648,6 +648,7 @@ mod tests {
                 cwd.to_path_buf(),
                 None,
                 Arc::new(|_| {}),
+                maia_lsp_client::LspPool::new(),
             )),
             records: Arc::default(),
         };

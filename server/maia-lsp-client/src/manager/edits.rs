@@ -19,7 +19,10 @@ impl LspManager {
         let mut docs = client.docs.lock().await;
         let since = *client.published.borrow();
         let version = match docs.get(path) {
-            Some((v, old)) if old == text => return Ok((*v, since)),
+            Some((v, old)) if old == text => {
+                client.hold(path, self.user);
+                return Ok((*v, since));
+            }
             Some((v, _)) => {
                 let v = v + 1;
                 client
@@ -32,16 +35,18 @@ impl LspManager {
                 v
             }
             None => {
+                let v = client.reopened(path);
                 client
                     .notify(
                         ls_types::notification::DidOpenTextDocument::METHOD,
                         json!({"textDocument": {"uri": uri, "languageId": language_id(path),
-                               "version": 1, "text": text}}),
+                               "version": v, "text": text}}),
                     )
                     .await;
-                1
+                v
             }
         };
+        client.hold(path, self.user);
         if save {
             client
                 .notify(

@@ -40,7 +40,13 @@ pub(crate) fn bench_lsp(table: &mut Table) {
         }],
         wait: Duration::from_secs(10),
     };
-    let lsp = LspManager::new(settings, root.clone(), None, std::sync::Arc::new(|_| {}));
+    let lsp = LspManager::new(
+        settings,
+        root.clone(),
+        None,
+        std::sync::Arc::new(|_| {}),
+        maia_lsp_client::LspPool::new(),
+    );
     let samples: Vec<f64> = s.rt.block_on(async {
         let mut out = Vec::new();
         for i in 0..=30 {
