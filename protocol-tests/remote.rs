@@ -532,7 +532,9 @@ async fn until(
 #[tokio::test]
 async fn remote_connect_bridges_a_stdio_editor_to_the_daemon() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let daemon = Daemon::start(&[EDITOR], &[]).await;
+    // Pings every second: the bridge of an editor that says nothing for a
+    // while answers them and keeps its connection.
+    let daemon = Daemon::start(&[EDITOR], &["--ping-interval", "1"]).await;
     let mut bridge = tokio::process::Command::new(env!("CARGO_BIN_EXE_maia"))
         .args(["acp", "--connect", &format!("ws://{}/acp", daemon.addr)])
         .env("MAIA_TOKEN", &daemon.tokens["editor"])
@@ -562,6 +564,8 @@ async fn remote_connect_bridges_a_stdio_editor_to_the_daemon() {
         .as_str()
         .unwrap()
         .to_owned();
+    // The editor is quiet for more than two ping intervals.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
     daemon.mock.push(mock::text_reply("over the bridge"));
     stdin
         .write_all(
@@ -1009,4 +1013,40 @@ async fn remote_a_hundred_observers_each_receive_every_update_once_in_order() {
         "200 deltas to 1 controller and 100 observers: {:?} until the last observer had the end",
         started.elapsed()
     );
+}
+
+#[tokio::test]
+async fn remote_a_websocket_peer_that_answers_no_ping_is_closed_and_frees_its_place() {
+    let daemon = Daemon::start(
+        &[EDITOR],
+        &["--max-connections-per-token", "1", "--ping-interval", "1"],
+    )
+    .await;
+    // Gone without a close frame: never reads (so never answers a ping) and
+    // never writes.
+    let _gone = daemon.raw_ws("editor").await;
+    assert!(
+        matches!(daemon.try_ws("editor").await, Err(429)),
+        "the token's one place was free while the first connection was open"
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut live = loop {
+        if let Ok(ws) = daemon.try_ws("editor").await {
+            break ws;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a connection that answered no ping kept its place"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // A client that talks (and so answers the pings as it reads) stays,
+    // across several ping intervals.
+    live.call("initialize", init_params()).await;
+    let until = tokio::time::Instant::now() + Duration::from_millis(3500);
+    while tokio::time::Instant::now() < until {
+        let answer = live.call("session/list", json!({})).await;
+        assert!(answer.get("result").is_some(), "{answer}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }

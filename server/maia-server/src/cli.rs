@@ -106,6 +106,11 @@ pub struct ServeArgs {
     /// a request and without an open stream.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub idle_timeout: u64,
+    /// Ping every WebSocket client this often; one that sends nothing,
+    /// not even the pong, for two of these is closed (a peer gone without a
+    /// close frame would otherwise hold its place).
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ping_interval: u64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -57,6 +57,8 @@ struct Daemon {
     /// How long a Streamable HTTP connection may go without a request
     /// and without an open stream.
     idle: std::time::Duration,
+    /// How often a WebSocket client is pinged; silent for two, it is closed.
+    ping: std::time::Duration,
     http: Arc<Mutex<HashMap<String, HttpConn>>>,
 }
 
@@ -176,6 +178,7 @@ async fn run(
         hosts,
         max_message: args.max_message_bytes,
         idle: std::time::Duration::from_secs(args.idle_timeout),
+        ping: std::time::Duration::from_secs(args.ping_interval),
         limits: hub::Limits {
             connections: args.max_connections_per_token,
             unread: args.max_unread,
@@ -387,8 +390,22 @@ async fn get_acp(State(daemon): State<Daemon>, request: Request) -> Response {
 /// One WebSocket client: one JSON-RPC message per text frame each way.
 async fn websocket(daemon: Daemon, conn: u64, outbox: Arc<Outbox>, socket: WebSocket) {
     let (mut tx, mut rx) = socket.split();
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + daemon.ping, daemon.ping);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut heard = tokio::time::Instant::now();
+    let mut silent = false;
     'run: loop {
         tokio::select! {
+            _ = ping.tick() => {
+                if heard.elapsed() >= daemon.ping * 2 {
+                    silent = true;
+                    break;
+                }
+                let sent = tokio::time::timeout(daemon.ping, tx.send(Message::Ping(Default::default()))).await;
+                if !matches!(sent, Ok(Ok(()))) {
+                    break;
+                }
+            }
             batch = outbox.next_batch(None) => {
                 let Some(batch) = batch else { break };
                 for text in batch {
@@ -398,7 +415,9 @@ async fn websocket(daemon: Daemon, conn: u64, outbox: Arc<Outbox>, socket: WebSo
                     }
                 }
             }
-            message = rx.next() => match message {
+            message = rx.next() => {
+                heard = tokio::time::Instant::now();
+                match message {
                 Some(Ok(Message::Text(text))) => match parse(text.as_str()) {
                     Ok(message) => daemon.hub.receive(conn, message),
                     Err(answer) => {
@@ -407,10 +426,15 @@ async fn websocket(daemon: Daemon, conn: u64, outbox: Arc<Outbox>, socket: WebSo
                 },
                 Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_))) => {}
                 Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                }
             },
         }
     }
     daemon.hub.disconnect(conn);
+    if silent {
+        tracing::info!(conn, "closing a WebSocket that answered no ping");
+        return;
+    }
     if let Some(reason) = outbox.reason().filter(|r| r != "disconnected") {
         tracing::info!(conn, reason, "closing a WebSocket");
         let frame = CloseFrame {
