@@ -1050,3 +1050,41 @@ async fn remote_a_websocket_peer_that_answers_no_ping_is_closed_and_frees_its_pl
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
+
+#[tokio::test]
+async fn remote_a_prompt_sent_right_behind_its_load_is_served_live_and_after_a_restart() {
+    let mut daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    // A second client resumes the live session and prompts without waiting
+    // for the resume's answer.
+    let mut b = daemon.ws("phone").await;
+    b.call("initialize", init_params()).await;
+    daemon.mock.push(mock::text_reply("live"));
+    b.request("session/resume", load_params(&daemon, &sid, None))
+        .await;
+    let id = b
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]}),
+        )
+        .await;
+    let answer = b.response(id).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    a.wait_for(|m| m["method"] == "_session/turn_ended").await;
+    // After a restart the session is not live: the load opens it, and the
+    // prompt behind it waits for the open.
+    daemon.restart().await;
+    let mut c = daemon.ws("editor").await;
+    c.call("initialize", init_params()).await;
+    daemon.mock.push(mock::text_reply("reopened"));
+    c.request("session/load", load_params(&daemon, &sid, None))
+        .await;
+    let id = c
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "two"}]}),
+        )
+        .await;
+    let answer = c.response(id).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+}
