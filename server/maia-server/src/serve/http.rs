@@ -289,11 +289,6 @@ pub(super) async fn delete(State(daemon): State<Daemon>, request: Request) -> Re
         Ok(found) => found,
         Err(refused) => return *refused,
     };
-    daemon
-        .http
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .remove(&id);
-    daemon.hub.disconnect(conn);
+    daemon.end_http(&id, conn);
     (StatusCode::ACCEPTED, Body::empty()).into_response()
 }

@@ -62,6 +62,18 @@ struct Daemon {
     http: Arc<Mutex<HashMap<String, HttpConn>>>,
 }
 
+impl Daemon {
+    /// Ends the Streamable HTTP connection `id` (the hub's `conn`): its
+    /// sessions go on.
+    fn end_http(&self, id: &str, conn: u64) {
+        self.http
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(id);
+        self.hub.disconnect(conn);
+    }
+}
+
 /// `maia serve …`.
 pub fn main(args: ServeArgs, options: maia_core::EngineOptions) -> anyhow::Result<()> {
     let home = options
@@ -243,12 +255,7 @@ async fn close_revoked(daemon: Daemon) {
             .collect();
         for (id, conn) in idle {
             tracing::info!(conn, "an idle Streamable HTTP connection was closed");
-            daemon
-                .http
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(&id);
-            daemon.hub.disconnect(conn);
+            daemon.end_http(&id, conn);
         }
         let Ok(entries) = tokens::load(&daemon.tokens) else {
             continue;
