@@ -222,6 +222,36 @@ fn processes_with(var: &str) -> usize {
         .count()
 }
 
+/// The servers among [`processes_with`]: the marked processes whose parent
+/// is not marked (a server is its guard and the processes it starts, which
+/// appear one after the other; counting them all raced its start).
+fn servers_with(var: &str) -> usize {
+    let marked = |pid: &str| {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == var.as_bytes()))
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().into_owned();
+            pid.parse::<u32>().is_ok().then_some(pid)
+        })
+        .filter(|pid| marked(pid))
+        .filter(|pid| {
+            // `/proc/PID/stat`: "pid (comm) state ppid …"; comm may hold spaces.
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .unwrap_or("0");
+            !marked(ppid)
+        })
+        .count()
+}
+
 async fn close(maia: &mut Maia, sid: &str) {
     let id = maia
         .request("session/close", json!({"sessionId": sid}))
@@ -249,10 +279,10 @@ async fn two_sessions_on_one_root_share_one_pyright_until_both_close() {
     )
     .await;
     assert!(
-        eventually(Duration::from_secs(30), || processes_with(&var) > 0).await,
+        eventually(Duration::from_secs(30), || servers_with(&var) > 0).await,
         "pyright never started"
     );
-    let servers = processes_with(&var);
+    let servers = servers_with(&var);
 
     // The second session's edit is checked by the same server.
     turn(
@@ -266,7 +296,7 @@ async fn two_sessions_on_one_root_share_one_pyright_until_both_close() {
     .await;
     let result = result_for(&maia, "call_e");
     assert!(result.contains("New in a.py:"), "{result}");
-    assert_eq!(processes_with(&var), servers, "one server for both");
+    assert_eq!(servers_with(&var), servers, "one server for both");
 
     // The first session sees the error the other one's edit made.
     turn(
@@ -291,7 +321,7 @@ async fn two_sessions_on_one_root_share_one_pyright_until_both_close() {
         result.contains("Gone after this edit (1 problem)"),
         "{result}"
     );
-    assert_eq!(processes_with(&var), servers);
+    assert_eq!(servers_with(&var), servers);
 
     // The last one closes: the server stops.
     close(&mut maia, &second).await;
