@@ -17,6 +17,8 @@ mod harness;
 mod lsp;
 #[path = "perf/remote.rs"]
 mod remote;
+#[path = "perf/remote_clients.rs"]
+mod remote_clients;
 #[path = "perf/search.rs"]
 mod search;
 #[path = "../../maia-core/benches/session_load.rs"]
@@ -481,6 +483,7 @@ fn main() {
     if wants("remote") {
         eprintln!("remote…");
         remote::bench_remote(&mut table);
+        remote_clients::bench_remote_clients(&mut table);
     }
     if wants("lsp") {
         eprintln!("lsp…");

@@ -3,13 +3,12 @@
 //! daemon → WebSocket → stdio: two hops more than the WebSocket alone),
 //! against the same stream over stdio.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use maia_test_support as mock;
 
 use crate::harness::{Maia, Table, env_usize, text_of};
+use crate::remote_clients::start_daemon;
 use crate::stats::{Stats, ms};
 
 /// The per-delta latencies (ms) of `n` deltas 1 ms apart, as `maia` sees
@@ -42,27 +41,9 @@ pub(crate) fn bench_remote(table: &mut Table) {
     let cwd = s.cwd.path().canonicalize().unwrap();
     let n = env_usize("MAIA_BENCH_CHUNKS", 2000);
     let home = s.home.path();
-    let token = Command::new(env!("CARGO_BIN_EXE_maia"))
-        .args(["serve", "token", "add", "bench"])
-        .env("HOME", home)
-        .output()
-        .unwrap();
-    let token = String::from_utf8(token.stdout).unwrap().trim().to_owned();
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_maia"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("HOME", home)
-        .env("MAIA_LOG", "error")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(daemon.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().unwrap().unwrap();
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split('/').next().unwrap().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let daemon = start_daemon(home, &[("bench", false)], &[]);
+    let addr = daemon.addr.clone();
+    let token = daemon.tokens["bench"].clone();
 
     let (mut local, _) = Maia::spawn(home);
     local.initialize();
@@ -77,8 +58,7 @@ pub(crate) fn bench_remote(table: &mut Table) {
     let (sid, _) = remote.new_session(&cwd);
     let bridged = stream(&mut remote, &s.mock, &sid, n);
     remote.kill();
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    drop(daemon);
 
     let row = |stats: &Stats| {
         format!(
