@@ -295,6 +295,19 @@ impl Agent {
         let state = handle.state();
         let (options, modes) = (choices.options(&state), convert::modes(state.mode));
         let choices = SharedChoices::new(choices);
+        // The daemon's other connection serves the session too (`mirror`).
+        let (tee, copies) = match &self.shared {
+            Some(_) => {
+                let (tee, copies) = super::mirror::tee();
+                (Some(tee), Some(copies))
+            }
+            None => (None, None),
+        };
+        let replayed: Vec<maia_core::Event> = match (&copies, &how) {
+            (Some(_), Open::Load(_)) => replay.iter().filter_map(super::mirror::copy).collect(),
+            _ => Vec::new(),
+        };
+        let shared = tee.is_some();
         let forwarder = Forwarder {
             conn: self.conn.clone(),
             session_id: session_id.clone(),
@@ -311,6 +324,8 @@ impl Agent {
                 .is_v2()
                 .then(|| super::v2::turn::SessionV2::new(cwd.clone())),
             reviewed: fs.reviewed(),
+            tee,
+            shared,
         };
         let fork_cursors: Vec<String> = match how {
             Open::Fork { .. } => replay
@@ -337,7 +352,7 @@ impl Agent {
             }
             // The session's opening events are queued by now.
             while let Ok(event) = events.try_recv() {
-                forwarder.forward(event);
+                forwarder.forward(forwarder.split(event));
             }
         }
         let mut result = how.response(&session_id, modes, options);
@@ -349,7 +364,7 @@ impl Agent {
         let entry = Arc::new(SessionEntry {
             handle: handle.clone(),
             pending: forwarder.pending.clone(),
-            choices,
+            choices: choices.clone(),
             done: done.clone(),
             v2: forwarder.v2.clone(),
         });
@@ -378,6 +393,16 @@ impl Agent {
                     sessions.insert(session_id.clone(), Slot::Open(entry));
                 }
             }
+        }
+        if let (Some(shared), Some(events)) = (&self.shared, copies) {
+            let waiting = super::mirror::Waiting {
+                handle: handle.clone(),
+                events,
+                replay: replayed,
+                choices,
+                cwd: cwd.clone(),
+            };
+            shared.leave(&session_id, waiting);
         }
         self.conn.respond(id, result);
         // A fork's cursors, so it can be forked in turn.
