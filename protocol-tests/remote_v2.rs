@@ -432,3 +432,76 @@ async fn remote_a_v2_observer_is_refused_every_write() {
         "hello\n"
     );
 }
+
+/// The last status `messages` give the tool call `id`.
+fn last_status(messages: &[Value], id: &str) -> String {
+    messages
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["toolCallId"] == id && u["status"].is_string())
+        .filter_map(|u| u["status"].as_str())
+        .last()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn remote_a_v1_and_a_v2_controller_racing_on_one_question_apply_one_answer() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &["--protocol-v2"]).await;
+    let mut v1 = v1_client(&daemon, "editor").await;
+    let created = v1
+        .call(
+            "session/new",
+            json!({"cwd": daemon.cwd(), "mcpServers": []}),
+        )
+        .await;
+    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut v2 = v2_client(&daemon, "phone").await;
+    v2_attach(&mut v2, &daemon, &sid, json!({})).await;
+    daemon.mock.push(write_call());
+    daemon.mock.push(mock::text_reply("done"));
+    let id = v1
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
+        )
+        .await;
+    let (ask_v1, _) = v1.wait_for(is_permission).await;
+    let (ask_v2, _) = v2.wait_for(is_permission).await;
+    check_sent(&ask_v2);
+    // Both answer at once: the v1 client allows, the v2 client rejects.
+    v1.respond(&ask_v1["id"], choose("allow_once")(&ask_v1).unwrap())
+        .await;
+    v2.respond(&ask_v2["id"], choose("reject_once")(&ask_v2).unwrap())
+        .await;
+    let response = v1.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    v2_until_idle(&mut v2).await;
+    // One answer applied: both clients see the same outcome, and the file
+    // is written exactly when it was "allow".
+    let call = ask_v1["params"]["toolCall"]["toolCallId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status_v1, status_v2) = (last_status(&v1.seen, &call), last_status(&v2.seen, &call));
+    assert_eq!(status_v1, status_v2, "v1: {status_v1}, v2: {status_v2}");
+    let written = daemon.cwd().join("out.txt").exists();
+    assert_eq!(written, status_v1 == "completed", "{status_v1}");
+    // A client told its question was settled elsewhere lost the race.
+    let v1_told = v1
+        .seen
+        .iter()
+        .any(|m| m["method"] == "$/cancel_request" && m["params"]["requestId"] == ask_v1["id"]);
+    let v2_told = v2
+        .seen
+        .iter()
+        .any(|m| m["method"] == "$/cancel_request" && m["params"]["requestId"] == ask_v2["id"]);
+    assert!(!(v1_told && v2_told));
+    if v1_told {
+        assert!(!written, "the v2 client's reject won");
+    }
+    if v2_told {
+        assert!(written, "the v1 client's allow won");
+    }
+    all_v1(&v1.seen);
+}
