@@ -505,3 +505,77 @@ async fn remote_a_v1_and_a_v2_controller_racing_on_one_question_apply_one_answer
     }
     all_v1(&v1.seen);
 }
+
+#[tokio::test]
+async fn remote_after_a_restart_a_v2_resume_opens_the_session_and_a_v1_load_replays_it_in_v1() {
+    let mut daemon = Daemon::start(&[EDITOR, PHONE], &["--protocol-v2"]).await;
+    let mut v1 = v1_client(&daemon, "editor").await;
+    let created = v1
+        .call(
+            "session/new",
+            json!({"cwd": daemon.cwd(), "mcpServers": []}),
+        )
+        .await;
+    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    daemon.mock.push(write_call());
+    daemon.mock.push(mock::text_reply("the first answer"));
+    let id = v1
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "first"}]}),
+        )
+        .await;
+    let (ask, _) = v1.wait_for(is_permission).await;
+    v1.respond(&ask["id"], choose("allow_once")(&ask).unwrap())
+        .await;
+    assert_eq!(v1.response(id).await["result"]["stopReason"], "end_turn");
+    daemon.restart().await;
+
+    // Not live any more: the v2 resume opens it from its journal, in v2.
+    let mut v2 = v2_client(&daemon, "phone").await;
+    let (_, replay_v2) = v2_attach(
+        &mut v2,
+        &daemon,
+        &sid,
+        json!({"replayFrom": {"type": "start"}}),
+    )
+    .await;
+    assert_eq!(text_of(&replay_v2), "the first answer");
+    assert!(
+        replay_v2
+            .iter()
+            .any(|m| update_kind(m) == "tool_call_update"
+                && m["params"]["update"]["content"][0]["type"] == "diff"),
+        "{replay_v2:#?}"
+    );
+    // A v1 client attaching gets the same history in v1's shapes.
+    let mut v1 = v1_client(&daemon, "editor").await;
+    let loaded = v1
+        .call(
+            "session/load",
+            json!({"sessionId": sid, "cwd": daemon.cwd(), "mcpServers": []}),
+        )
+        .await;
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    assert!(loaded["result"]["modes"].is_object(), "{loaded}");
+    let replay_v1 = &v1.seen[..v1.seen.len() - 1];
+    assert_eq!(text_of(replay_v1), "the first answer");
+    let user: String = replay_v1
+        .iter()
+        .filter(|m| update_kind(m) == "user_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert_eq!(user, "first");
+    assert!(
+        replay_v1.iter().any(|m| update_kind(m) == "tool_call"),
+        "{replay_v1:#?}"
+    );
+    all_v1(replay_v1);
+    // Both go on with the session.
+    daemon.mock.push(mock::text_reply("again"));
+    let prompt = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "more"}]});
+    v2_request(&mut v2, "session/prompt", prompt, "PromptRequest").await;
+    assert_eq!(text_of(&v2_until_idle(&mut v2).await), "again");
+    let (ended, _) = v1.wait_for(|m| m["method"] == "_session/turn_ended").await;
+    assert_eq!(ended["params"]["stopReason"], "end_turn", "{ended}");
+}
