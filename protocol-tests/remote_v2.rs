@@ -259,13 +259,19 @@ async fn remote_v1_and_v2_clients_on_one_session_each_get_their_own_shapes() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let rest_v2 = v2_until_idle(&mut v2).await;
     assert_eq!(text_of(&rest_v2), "second");
-    // The v1 prompt's message reaches v2 as a `user_message`, then `running`.
+    // The v1 prompt reaches v2 as a `user_message` with its content, then
+    // `running`.
     let turn_v2 = &v2.seen[from..];
     let message = position(turn_v2, |m| update_kind(m) == "user_message");
     let running = position(turn_v2, |m| {
         update_kind(m) == "state_update" && m["params"]["update"]["state"] == "running"
     });
     assert!(message < running, "{turn_v2:#?}");
+    assert_eq!(
+        turn_v2[message]["params"]["update"]["content"],
+        json!([{"type": "text", "text": "again"}]),
+        "{turn_v2:#?}"
+    );
     assert_eq!(
         std::fs::read_to_string(daemon.cwd().join("two.txt")).unwrap(),
         "two\n"
@@ -440,7 +446,7 @@ fn last_status(messages: &[Value], id: &str) -> String {
         .map(|m| &m["params"]["update"])
         .filter(|u| u["toolCallId"] == id && u["status"].is_string())
         .filter_map(|u| u["status"].as_str())
-        .last()
+        .next_back()
         .unwrap_or_default()
         .to_owned()
 }

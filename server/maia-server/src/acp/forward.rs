@@ -83,13 +83,11 @@ pub(super) struct Forwarder {
     pub(super) v2: Option<Arc<super::v2::turn::SessionV2>>,
     /// The texts kept through "Review in editor", for the session's writes.
     pub(super) reviewed: super::reviewed::Reviewed,
-    /// Copies the events for the daemon's other connection, when this one
-    /// opened a session both serve (`mirror`).
-    pub(super) tee: Option<super::mirror::Tee>,
-    /// Another connection serves the session too: a question it answered
-    /// first is withdrawn here, and (v1) the end of a turn this connection
-    /// did not prompt is told with `_session/turn_ended`.
-    pub(super) shared: bool,
+    /// Another connection of the daemon serves the session too (`mirror`):
+    /// a question it answered first is withdrawn here, and (v1) the end of
+    /// a turn this connection did not prompt is told with
+    /// `_session/turn_ended`.
+    pub(super) link: Option<super::mirror::Link>,
 }
 
 impl Forwarder {
@@ -116,7 +114,7 @@ impl Forwarder {
 
     /// `event`, after its copy went to the other connection (if any).
     pub(super) fn split(&self, event: Event) -> Event {
-        match &self.tee {
+        match self.link.as_ref().and_then(|link| link.tee.as_ref()) {
             Some(tee) => tee.split(event),
             None => event,
         }
@@ -164,7 +162,7 @@ impl Forwarder {
                     let response = PromptResponse::new(convert::stop_reason(stop))
                         .meta(convert::prompt_meta(saved, usage));
                     self.conn.respond(id, to_value(&response));
-                } else if self.shared {
+                } else if self.link.is_some() {
                     super::mirror::turn_ended(&self.conn, &self.session_id, stop);
                 }
             }
@@ -211,7 +209,7 @@ impl Forwarder {
                     lock(&asked).push(key.clone());
                 }
                 let reviewed = self.reviewed.clone();
-                let shared = self.shared;
+                let shared = self.link.is_some();
                 tokio::spawn(async move {
                     let (reply, raw) = match answer {
                         Some(answer) => {

@@ -12,11 +12,11 @@
 //! closes, so its connection gives the request up). Both connections hold
 //! the session's handle: the session ends when both closed it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use maia_core::{Event, PermissionReply, PermissionRequest, SessionHandle};
+use maia_core::{Event, PermissionReply, PermissionRequest, SessionHandle, TurnId};
 use maia_rpc::{ErrorCode, Id, RpcError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -44,6 +44,44 @@ pub(super) struct Waiting {
     pub(super) replay: Vec<Event>,
     pub(super) choices: SharedChoices,
     pub(super) cwd: PathBuf,
+    pub(super) book: Prompts,
+}
+
+/// The prompts v1 clients sent, by turn, as v1 content (JSON): a v2 client
+/// is shown them in the turn's `user_message`. Written under its lock while
+/// the turn is claimed, so the turn's events find it.
+pub(super) type Prompts = Arc<Mutex<BTreeMap<TurnId, Value>>>;
+
+/// Prompts kept for the other connection, at most (the oldest go first:
+/// a command's turn saves no message to show it with).
+const BOOK: usize = 16;
+
+/// A forwarder's link to the other connection serving its session.
+pub(super) struct Link {
+    /// The opener's: copies the events to the other connection.
+    pub(super) tee: Option<Tee>,
+    pub(super) book: Prompts,
+}
+
+/// Keeps the content of the v1 prompt of `turn` for the other connection.
+pub(super) fn note_prompt(book: &mut BTreeMap<TurnId, Value>, turn: TurnId, content: Value) {
+    book.insert(turn, content);
+    while book.len() > BOOK {
+        book.pop_first();
+    }
+}
+
+impl Forwarder {
+    /// The content of `turn`'s prompt, when a v1 client of the other
+    /// connection sent it, as v2 content.
+    pub(in crate::acp) fn peer_prompt(
+        &self,
+        turn: TurnId,
+    ) -> Option<Vec<agent_client_protocol_schema::v2::ContentBlock>> {
+        let link = self.link.as_ref()?;
+        let content = super::forward::lock(&link.book).remove(&turn)?;
+        serde_json::from_value(content).ok()
+    }
 }
 
 impl Shared {
@@ -278,6 +316,7 @@ impl Agent {
             replay,
             choices,
             cwd,
+            book,
         } = waiting;
         let caps = self.client_caps().unwrap_or_default();
         let show_thinking = choices.lock().show_thinking;
@@ -309,8 +348,10 @@ impl Agent {
                 .is_v2()
                 .then(|| super::v2::turn::SessionV2::new(cwd)),
             reviewed: Default::default(),
-            tee: None,
-            shared: true,
+            link: Some(Link {
+                tee: None,
+                book: book.clone(),
+            }),
         };
         let done = tokio_util::sync::CancellationToken::new();
         let entry = Arc::new(SessionEntry {
@@ -319,6 +360,7 @@ impl Agent {
             choices,
             done: done.clone(),
             v2: forwarder.v2.clone(),
+            book: Some(book),
         });
         self.lock_sessions().insert(sid, Slot::Open(entry));
         self.conn.respond(id, result);

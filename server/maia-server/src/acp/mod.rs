@@ -154,6 +154,8 @@ struct SessionEntry {
     done: tokio_util::sync::CancellationToken,
     /// What a v2 client's session keeps besides (`None` on v1).
     v2: Option<Arc<v2::turn::SessionV2>>,
+    /// The v1 prompts for the other connection's v2 clients (`mirror`).
+    book: Option<mirror::Prompts>,
 }
 
 /// How long `session/close` waits for the session to stop.

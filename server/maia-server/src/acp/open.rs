@@ -307,7 +307,11 @@ impl Agent {
             (Some(_), Open::Load(_)) => replay.iter().filter_map(super::mirror::copy).collect(),
             _ => Vec::new(),
         };
-        let shared = tee.is_some();
+        let book = super::mirror::Prompts::default();
+        let link = copies.is_some().then(|| super::mirror::Link {
+            tee,
+            book: book.clone(),
+        });
         let forwarder = Forwarder {
             conn: self.conn.clone(),
             session_id: session_id.clone(),
@@ -324,8 +328,7 @@ impl Agent {
                 .is_v2()
                 .then(|| super::v2::turn::SessionV2::new(cwd.clone())),
             reviewed: fs.reviewed(),
-            tee,
-            shared,
+            link,
         };
         let fork_cursors: Vec<String> = match how {
             Open::Fork { .. } => replay
@@ -367,6 +370,7 @@ impl Agent {
             choices: choices.clone(),
             done: done.clone(),
             v2: forwarder.v2.clone(),
+            book: forwarder.link.is_some().then(|| book.clone()),
         });
         // Registered before the answer is written: a request sent the
         // instant the answer arrives finds the session.
@@ -401,6 +405,7 @@ impl Agent {
                 replay: replayed,
                 choices,
                 cwd: cwd.clone(),
+                book,
             };
             shared.leave(&session_id, waiting);
         }
