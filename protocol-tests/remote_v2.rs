@@ -585,3 +585,28 @@ async fn remote_after_a_restart_a_v2_resume_opens_the_session_and_a_v1_load_repl
     let (ended, _) = v1.wait_for(|m| m["method"] == "_session/turn_ended").await;
     assert_eq!(ended["params"]["stopReason"], "end_turn", "{ended}");
 }
+
+#[tokio::test]
+async fn remote_a_session_deleted_by_a_v1_client_ends_for_its_v2_clients_too() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &["--protocol-v2"]).await;
+    let mut v1 = v1_client(&daemon, "editor").await;
+    let created = v1
+        .call(
+            "session/new",
+            json!({"cwd": daemon.cwd(), "mcpServers": []}),
+        )
+        .await;
+    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut v2 = v2_client(&daemon, "phone").await;
+    v2_attach(&mut v2, &daemon, &sid, json!({})).await;
+    let deleted = v1.call("session/delete", json!({"sessionId": sid})).await;
+    assert!(deleted.get("error").is_none(), "{deleted}");
+    // The v2 connection let go of it: a prompt there finds no session.
+    let prompt = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]});
+    let id = v2_request(&mut v2, "session/prompt", prompt, "PromptRequest").await;
+    let (refused, _) = v2
+        .wait_for(|m| m["id"] == id && m.get("method").is_none())
+        .await;
+    assert!(refused.get("error").is_some(), "{refused}");
+    assert!(daemon.mock.requests().is_empty());
+}

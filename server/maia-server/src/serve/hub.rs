@@ -501,6 +501,15 @@ impl Hub {
                     tracing::info!(target: "maia::audit", conn, token = %access.name,
                         session = ?sid, "prompt");
                 }
+                if method == "session/delete"
+                    && self.agents.len() > 1
+                    && let Some(session) = sid.as_ref().filter(|s| state.live.contains_key(*s))
+                {
+                    // The other wire's connection lets go of it too.
+                    let close = json!({"jsonrpc": "2.0", "method": "session/close",
+                        "params": {"sessionId": session}});
+                    self.internal(state, 1 - wire, close, Kind::Internal);
+                }
                 Kind::Plain
             }
         };
