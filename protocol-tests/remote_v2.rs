@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::acp_v2::{check, check_sent};
 use crate::harness::{choose, is_permission};
-use crate::remote_client::{Daemon, Ws, seqs};
+use crate::remote_client::{Daemon, Http, Ws, seqs, wait_on};
 
 const EDITOR: (&str, &[&str]) = ("editor", &[]);
 const PHONE: (&str, &[&str]) = ("phone", &[]);
@@ -609,4 +609,83 @@ async fn remote_a_session_deleted_by_a_v1_client_ends_for_its_v2_clients_too() {
         .await;
     assert!(refused.get("error").is_some(), "{refused}");
     assert!(daemon.mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn remote_streamable_http_serves_a_v2_client_its_turn_in_v2() {
+    let daemon = Daemon::start(&[PHONE], &["--protocol-v2"]).await;
+    let client = Http::client();
+    let token = daemon.tokens["phone"].clone();
+    let params = json!({"protocolVersion": 2, "info": {"name": "remote-v2", "version": "1"},
+                        "capabilities": {}});
+    check("InitializeRequest", &params);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params});
+    let answered = client
+        .post(daemon.url())
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 200);
+    let connection = answered.headers()["acp-connection-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let body: Value = answered.json().await.unwrap();
+    assert_eq!(body["result"]["protocolVersion"], 2, "{body}");
+    check("InitializeResponse", &body["result"]);
+    let http = Http {
+        client,
+        url: daemon.url(),
+        token,
+        connection,
+    };
+    let mut conn_stream = http.stream(None).await;
+    let params = json!({"cwd": daemon.cwd()});
+    check("NewSessionRequest", &params);
+    let new = json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": params});
+    assert_eq!(http.post(None, &new).send().await.unwrap().status(), 202);
+    let (created, _) = wait_on(&mut conn_stream, |m| m["id"] == 2).await;
+    check("NewSessionResponse", &created["result"]);
+    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut session_stream = http.stream(Some(&sid)).await;
+    daemon.mock.push(write_call());
+    daemon.mock.push(mock::text_reply("written"));
+    let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]});
+    check("PromptRequest", &params);
+    let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": params});
+    assert_eq!(
+        http.post(Some(&sid), &prompt)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    let (ask, before) = wait_on(&mut session_stream, is_permission).await;
+    before.iter().for_each(check_sent);
+    check_sent(&ask);
+    let ack = before
+        .iter()
+        .find(|m| m["id"] == 3 && m.get("method").is_none())
+        .unwrap_or_else(|| panic!("no prompt answer: {before:#?}"));
+    check("PromptResponse", &ack["result"]);
+    let answer = choose("allow_once")(&ask).unwrap();
+    check("RequestPermissionResponse", &answer);
+    let reply = json!({"jsonrpc": "2.0", "id": ask["id"], "result": answer});
+    assert_eq!(
+        http.post(Some(&sid), &reply).send().await.unwrap().status(),
+        202
+    );
+    let (idle, rest) = wait_on(&mut session_stream, is_idle).await;
+    rest.iter().for_each(check_sent);
+    check_sent(&idle);
+    assert_eq!(idle["params"]["update"]["stopReason"], "end_turn", "{idle}");
+    assert_eq!(text_of(&rest), "written");
+    assert_eq!(
+        std::fs::read_to_string(daemon.cwd().join("out.txt")).unwrap(),
+        "hello\n"
+    );
 }
