@@ -31,7 +31,7 @@ fn validator(def: &str) -> Arc<jsonschema::Validator> {
 }
 
 /// Fails unless `value` is a valid `def` of the v2 draft.
-fn check(def: &str, value: &Value) {
+pub(crate) fn check(def: &str, value: &Value) {
     let errors: Vec<String> = validator(def)
         .iter_errors(value)
         .map(|e| format!("{e} at {}", e.instance_path()))
@@ -43,7 +43,7 @@ fn check(def: &str, value: &Value) {
 }
 
 /// Validates a message MAIA sent that is not a response.
-fn check_sent(m: &Value) {
+pub(crate) fn check_sent(m: &Value) {
     match m["method"].as_str() {
         Some("session/update") => check("UpdateSessionNotification", &m["params"]),
         Some("session/request_permission") => check("RequestPermissionRequest", &m["params"]),

@@ -111,6 +111,10 @@ pub struct ServeArgs {
     /// close frame would otherwise hold its place).
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub ping_interval: u64,
+    /// Offer ACP v2 (the draft) to clients whose `initialize` asks for it,
+    /// as `maia acp --protocol-v2` does; the others get v1.
+    #[arg(long)]
+    pub protocol_v2: bool,
 }
 
 #[derive(Debug, Subcommand)]

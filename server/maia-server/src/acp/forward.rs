@@ -83,12 +83,17 @@ pub(super) struct Forwarder {
     pub(super) v2: Option<Arc<super::v2::turn::SessionV2>>,
     /// The texts kept through "Review in editor", for the session's writes.
     pub(super) reviewed: super::reviewed::Reviewed,
+    /// Another connection of the daemon serves the session too (`mirror`):
+    /// a question it answered first is withdrawn here, and (v1) the end of
+    /// a turn this connection did not prompt is told with
+    /// `_session/turn_ended`.
+    pub(super) link: Option<super::mirror::Link>,
 }
 
 impl Forwarder {
     pub(super) async fn run(self, mut events: mpsc::UnboundedReceiver<Event>) {
         while let Some(event) = events.recv().await {
-            self.forward(event);
+            self.forward(self.split(event));
         }
         // The engine is gone: never leave a prompt unanswered.
         let waiting = std::mem::take(&mut *lock(&self.pending));
@@ -104,6 +109,14 @@ impl Forwarder {
                     agent_client_protocol_schema::v1::StopReason::Cancelled,
                 )),
             );
+        }
+    }
+
+    /// `event`, after its copy went to the other connection (if any).
+    pub(super) fn split(&self, event: Event) -> Event {
+        match self.link.as_ref().and_then(|link| link.tee.as_ref()) {
+            Some(tee) => tee.split(event),
+            None => event,
         }
     }
 
@@ -149,6 +162,8 @@ impl Forwarder {
                     let response = PromptResponse::new(convert::stop_reason(stop))
                         .meta(convert::prompt_meta(saved, usage));
                     self.conn.respond(id, to_value(&response));
+                } else if self.link.is_some() {
+                    super::mirror::turn_ended(&self.conn, &self.session_id, stop);
                 }
             }
             Event::TurnUsage(usage) => {
@@ -194,10 +209,23 @@ impl Forwarder {
                     lock(&asked).push(key.clone());
                 }
                 let reviewed = self.reviewed.clone();
+                let shared = self.link.is_some();
                 tokio::spawn(async move {
                     let (reply, raw) = match answer {
                         Some(answer) => {
-                            let answer = answer.await;
+                            let answer = if shared {
+                                tokio::select! {
+                                    answer = answer => answer,
+                                    () = request.reply.closed() => {
+                                        // Answered on the other connection:
+                                        // dropping the request withdraws it.
+                                        super::mirror::withdrawn(&conn, &session_id, &asked, key, v2);
+                                        return;
+                                    }
+                                }
+                            } else {
+                                answer.await
+                            };
                             let raw = answer.as_ref().ok().cloned();
                             (convert::permission_reply(answer), raw)
                         }

@@ -310,6 +310,10 @@ impl Agent {
             .entry(&session_id)
             .ok_or_else(|| unknown_session(&session_id))?;
         let undone = super::undone::from_meta(req.meta.as_ref())?;
+        let shown = entry
+            .book
+            .as_ref()
+            .map(|_| serde_json::to_value(&req.prompt));
         let parts: Vec<_> = undone
             .into_iter()
             .chain(super::prompt::prompt_parts(req.prompt)?)
@@ -317,11 +321,16 @@ impl Agent {
         // Held while the turn is claimed: the pump answers it only once
         // the request id is kept under the turn's id.
         let mut pending = super::forward::lock(&entry.pending);
+        // Held too: the other connection reads the prompt at its turn's events.
+        let mut book = entry.book.as_ref().map(|b| super::forward::lock(b));
         // The session alone decides whether a turn runs (and says why not).
         let turn = entry
             .handle
             .prompt(parts)
             .map_err(|busy| RpcError::new(ErrorCode::InvalidRequest, busy.to_string()))?;
+        if let (Some(book), Some(Ok(shown))) = (book.as_mut(), shown) {
+            super::mirror::note_prompt(book, turn, shown);
+        }
         pending.insert(turn, id.clone());
         Ok(())
     }

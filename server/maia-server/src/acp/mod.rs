@@ -25,6 +25,7 @@ mod fork;
 mod forward;
 mod fs;
 mod manage;
+mod mirror;
 mod open;
 mod peer;
 mod prompt;
@@ -105,19 +106,29 @@ pub async fn serve_stdio(options: EngineOptions, protocol_v2: bool) -> anyhow::R
     Ok(())
 }
 
-/// Serves ACP on an in-process pipe until its input closes: `maia serve`'s
-/// one agent (one engine, one session table) behind the hub that attaches
-/// network clients to its sessions (`crate::serve::hub`). Running prompts
-/// are answered `cancelled` and sessions stop when the input closes.
-pub async fn serve_pipe<R, W>(options: EngineOptions, reader: R, writer: W)
-where
+pub use mirror::{METHOD as ATTACH, Shared};
+
+/// Serves ACP on an in-process pipe until its input closes: one of `maia
+/// serve`'s agent connections (on its one engine) behind the hub that
+/// attaches network clients to their sessions (`crate::serve::hub`). With
+/// `protocol_v2` the connection is offered v2 as `maia acp --protocol-v2`
+/// is; with `shared`, the daemon runs one connection per version and the
+/// two serve each other's sessions (`mirror`). Running prompts are answered
+/// `cancelled` and sessions stop when the input closes.
+pub async fn serve_pipe<R, W>(
+    engine: Engine,
+    (protocol_v2, shared): (bool, Option<Arc<Shared>>),
+    reader: R,
+    writer: W,
+) where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (conn, mut incoming, writer) =
         maia_rpc::serve(reader, writer, maia_rpc::framing::DEFAULT_MAX_LINE);
-    // The daemon speaks v1 to every client (docs/remote.md).
-    let agent = Arc::new(Agent::new(conn.clone(), Engine::new(options), false));
+    let mut agent = Agent::new(conn.clone(), engine, protocol_v2);
+    agent.shared = shared;
+    let agent = Arc::new(agent);
     while let Some(message) = incoming.recv().await {
         match message {
             Incoming::Request { id, method, params } => agent.handle_request(id, &method, params),
@@ -143,6 +154,8 @@ struct SessionEntry {
     done: tokio_util::sync::CancellationToken,
     /// What a v2 client's session keeps besides (`None` on v1).
     v2: Option<Arc<v2::turn::SessionV2>>,
+    /// The v1 prompts for the other connection's v2 clients (`mirror`).
+    book: Option<mirror::Prompts>,
 }
 
 /// How long `session/close` waits for the session to stop.
@@ -195,6 +208,8 @@ struct Agent {
     auth_cwd: Mutex<Option<PathBuf>>,
     /// The protocol version this connection speaks.
     wire: v2::Wire,
+    /// The sessions shared with the daemon's other connection (`mirror`).
+    shared: Option<Arc<Shared>>,
 }
 
 /// Sessions per `session/list` page.
@@ -228,6 +243,7 @@ impl Agent {
             known_cwds: Mutex::new(BTreeSet::new()),
             auth_cwd: Mutex::new(None),
             wire: v2::Wire::new(protocol_v2),
+            shared: None,
         }
     }
 
@@ -253,6 +269,9 @@ impl Agent {
     }
 
     fn handle_request_now(self: &Arc<Self>, id: Id, method: &str, params: Value) {
+        if method == mirror::METHOD {
+            return self.attach_shared(id, &params);
+        }
         if self.wire.speaks_v2(method, &params) {
             return self.handle_v2(id, method, params);
         }

@@ -295,6 +295,23 @@ impl Agent {
         let state = handle.state();
         let (options, modes) = (choices.options(&state), convert::modes(state.mode));
         let choices = SharedChoices::new(choices);
+        // The daemon's other connection serves the session too (`mirror`).
+        let (tee, copies) = match &self.shared {
+            Some(_) => {
+                let (tee, copies) = super::mirror::tee();
+                (Some(tee), Some(copies))
+            }
+            None => (None, None),
+        };
+        let replayed: Vec<maia_core::Event> = match (&copies, &how) {
+            (Some(_), Open::Load(_)) => replay.iter().filter_map(super::mirror::copy).collect(),
+            _ => Vec::new(),
+        };
+        let book = super::mirror::Prompts::default();
+        let link = copies.is_some().then(|| super::mirror::Link {
+            tee,
+            book: book.clone(),
+        });
         let forwarder = Forwarder {
             conn: self.conn.clone(),
             session_id: session_id.clone(),
@@ -311,6 +328,7 @@ impl Agent {
                 .is_v2()
                 .then(|| super::v2::turn::SessionV2::new(cwd.clone())),
             reviewed: fs.reviewed(),
+            link,
         };
         let fork_cursors: Vec<String> = match how {
             Open::Fork { .. } => replay
@@ -337,7 +355,7 @@ impl Agent {
             }
             // The session's opening events are queued by now.
             while let Ok(event) = events.try_recv() {
-                forwarder.forward(event);
+                forwarder.forward(forwarder.split(event));
             }
         }
         let mut result = how.response(&session_id, modes, options);
@@ -349,9 +367,10 @@ impl Agent {
         let entry = Arc::new(SessionEntry {
             handle: handle.clone(),
             pending: forwarder.pending.clone(),
-            choices,
+            choices: choices.clone(),
             done: done.clone(),
             v2: forwarder.v2.clone(),
+            book: forwarder.link.is_some().then(|| book.clone()),
         });
         // Registered before the answer is written: a request sent the
         // instant the answer arrives finds the session.
@@ -378,6 +397,17 @@ impl Agent {
                     sessions.insert(session_id.clone(), Slot::Open(entry));
                 }
             }
+        }
+        if let (Some(shared), Some(events)) = (&self.shared, copies) {
+            let waiting = super::mirror::Waiting {
+                handle: handle.clone(),
+                events,
+                replay: replayed,
+                choices,
+                cwd: cwd.clone(),
+                book,
+            };
+            shared.leave(&session_id, waiting);
         }
         self.conn.respond(id, result);
         // A fork's cursors, so it can be forked in turn.

@@ -10,6 +10,13 @@
 //! a session (permission questions) go to every controller attached to it,
 //! the first answer wins and the others get `$/cancel_request`.
 //!
+//! With `--protocol-v2` the agent is two connections of the front door on
+//! one engine, one per protocol version (a *wire*: 0 is v1, 1 is v2); a
+//! client talks to the one its `initialize` chose. A session one of them
+//! opens is served by the other too (`_hub/attach`, see `crate::acp`'s
+//! `mirror`), so each live session has one view per wire: its own updates,
+//! sequence, replay log and open's answer, sent to that wire's clients.
+//!
 //! Invariants:
 //! - the agent's output is handled by one task, in order, under one lock:
 //!   a client sees a session's messages in the agent's order, a replay
@@ -23,7 +30,6 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 mod agent;
@@ -69,6 +75,8 @@ struct Client {
     outbox: Arc<Outbox>,
     access: Access,
     initialized: bool,
+    /// The agent connection this client talks to (its protocol version).
+    wire: usize,
     attached: HashSet<String>,
     /// The sessions whose turn is cancelled when this client leaves
     /// (`_meta.maia.cancelOnDisconnect` on the open or attach).
@@ -78,11 +86,18 @@ struct Client {
 /// A session open in the agent, with who is attached to it.
 #[derive(Default)]
 struct Live {
+    /// What the clients of each wire see of it.
+    views: [View; 2],
+    attached: BTreeMap<u64, Role>,
+}
+
+/// A live session as one agent connection (one protocol version) tells it.
+#[derive(Default)]
+struct View {
     seq: u64,
     /// The kept updates with their size; `log_bytes` their sum.
     log: VecDeque<(usize, Value)>,
     log_bytes: usize,
-    attached: BTreeMap<u64, Role>,
     /// The open's answer (what a later attach is answered), once given.
     opened: Option<Value>,
     /// Attaches waiting for the open's answer.
@@ -104,21 +119,29 @@ enum Kind {
     Close {
         session: String,
     },
+    /// The hub's `_hub/attach`: the other wire serves the session too.
+    Mirror {
+        session: String,
+    },
+    /// The hub's own request whose answer nobody waits for.
+    Internal,
 }
 
-/// A client's request forwarded to the agent.
+/// A client's request forwarded to the agent (`conn` 0: the hub's own).
 struct Routed {
     conn: u64,
     id: Value,
     kind: Kind,
     scope: Option<String>,
+    wire: usize,
 }
 
-/// The agent's request of a session, sent to its controllers.
+/// The agent's request of a session, sent to its controllers of `wire`.
 struct Asked {
     session: String,
     message: Value,
     sent: Vec<u64>,
+    wire: usize,
 }
 
 #[derive(Default)]
@@ -128,14 +151,17 @@ struct State {
     routed: HashMap<String, Routed>,
     asked: HashMap<String, Asked>,
     next: u64,
-    init: Value,
-    /// Sessions to cancel, as clients that asked for it left.
-    cancels: Vec<String>,
+    /// Each wire's `initialize` answer.
+    init: Vec<Value>,
+    /// Sessions to cancel (and the wire to ask), as clients that asked for
+    /// it left.
+    cancels: Vec<(String, usize)>,
 }
 
 pub struct Hub {
     state: Mutex<State>,
-    agent: mpsc::UnboundedSender<String>,
+    /// The agent connections, by wire.
+    agents: Vec<mpsc::UnboundedSender<String>>,
 }
 
 fn error(id: &Value, code: i64, message: &str, data: Value) -> Value {
@@ -150,63 +176,17 @@ fn key(id: &Value) -> String {
     }
 }
 
+/// The key of the agent's request `id` on `wire` (each connection numbers
+/// its own).
+fn asked_key(wire: usize, id: &Value) -> String {
+    format!("{wire}/{}", key(id))
+}
+
 fn session_of(message: &Value) -> Option<String> {
     message["params"]["sessionId"].as_str().map(str::to_owned)
 }
 
 impl Hub {
-    /// Starts the agent on a pipe and initializes it (the daemon speaks
-    /// base ACP to every client: no `fs`, no terminal, see docs/remote.md).
-    pub async fn start(options: maia_core::EngineOptions) -> anyhow::Result<Arc<Hub>> {
-        let (ours, theirs) = tokio::io::duplex(1 << 20);
-        let (their_read, their_write) = tokio::io::split(theirs);
-        tokio::spawn(crate::acp::serve_pipe(options, their_read, their_write));
-        let (read, mut write) = tokio::io::split(ours);
-        let mut lines = BufReader::new(read).lines();
-        let init = json!({"jsonrpc": "2.0", "id": "hub-init", "method": "initialize",
-            "params": {"protocolVersion": 1, "clientCapabilities": {},
-                       "clientInfo": {"name": "maia-serve", "version": env!("CARGO_PKG_VERSION")}}});
-        write.write_all(format!("{init}\n").as_bytes()).await?;
-        let result = loop {
-            let Some(line) = lines.next_line().await? else {
-                anyhow::bail!("the agent ended before it was initialized");
-            };
-            let message: Value = serde_json::from_str(&line)?;
-            if message["id"] == "hub-init" {
-                break message["result"].clone();
-            }
-        };
-        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-        let hub = Arc::new(Hub {
-            state: Mutex::new(State {
-                init: result,
-                next: 1,
-                ..State::default()
-            }),
-            agent: tx,
-        });
-        tokio::spawn(async move {
-            while let Some(line) = rx.recv().await {
-                if write.write_all(line.as_bytes()).await.is_err()
-                    || write.write_all(b"\n").await.is_err()
-                {
-                    break;
-                }
-            }
-        });
-        let reader = hub.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                match serde_json::from_str::<Value>(&line) {
-                    Ok(message) => reader.on_agent(message),
-                    Err(e) => tracing::error!("the agent wrote a line that is not JSON: {e}"),
-                }
-            }
-            tracing::info!("the agent ended");
-        });
-        Ok(hub)
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // Every change is a handful of inserts and removes on behalf of one
         // message: usable after a panic.
@@ -215,9 +195,13 @@ impl Hub {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn to_agent(&self, message: &Value) {
-        if self.agent.send(message.to_string()).is_err() {
-            tracing::warn!("the agent is gone; a message was dropped");
+    fn to_agent(&self, wire: usize, message: &Value) {
+        let sent = self
+            .agents
+            .get(wire)
+            .is_some_and(|agent| agent.send(message.to_string()).is_ok());
+        if !sent {
+            tracing::warn!(wire, "the agent is gone; a message was dropped");
         }
     }
 
@@ -250,6 +234,7 @@ impl Hub {
                 outbox: outbox.clone(),
                 access,
                 initialized: false,
+                wire: 0,
                 attached: HashSet::new(),
                 cancel_on_leave: HashSet::new(),
             },
@@ -266,10 +251,13 @@ impl Hub {
 
     /// Cancels the turns of the sessions whose leaving client asked for it.
     fn send_cancels(&self, state: &mut State) {
-        for session in std::mem::take(&mut state.cancels) {
+        for (session, wire) in std::mem::take(&mut state.cancels) {
             tracing::info!(target: "maia::audit", session = %session, "cancel on disconnect");
-            self.to_agent(&json!({"jsonrpc": "2.0", "method": "session/cancel",
-                "params": {"sessionId": session}}));
+            self.to_agent(
+                wire,
+                &json!({"jsonrpc": "2.0", "method": "session/cancel",
+                "params": {"sessionId": session}}),
+            );
         }
     }
 
@@ -300,7 +288,7 @@ impl Hub {
         let Some(client) = state.clients.get(&conn) else {
             return;
         };
-        let (access, outbox) = (client.access.clone(), client.outbox.clone());
+        let (access, outbox, wire) = (client.access.clone(), client.outbox.clone(), client.wire);
         let reply = |m: Value, scope: Option<&str>| {
             outbox.push(scope, m.to_string(), false);
         };
@@ -327,10 +315,13 @@ impl Hub {
                         .routed
                         .iter()
                         .find(|(_, r)| r.conn == conn && r.id == asked)
-                        .map(|(k, _)| k.clone());
-                    if let Some(ours) = ours {
-                        self.to_agent(&json!({"jsonrpc": "2.0", "method": method,
-                            "params": {"requestId": ours}}));
+                        .map(|(k, r)| (k.clone(), r.wire));
+                    if let Some((ours, wire)) = ours {
+                        self.to_agent(
+                            wire,
+                            &json!({"jsonrpc": "2.0", "method": method,
+                            "params": {"requestId": ours}}),
+                        );
                     }
                     return;
                 }
@@ -343,25 +334,25 @@ impl Hub {
                     tracing::info!(target: "maia::audit", conn, token = %access.name,
                         session = ?sid, "cancel");
                 }
-                self.to_agent(&message);
+                self.to_agent(wire, &message);
             }
             (None, Some(id)) => {
                 // An answer to a question of the agent.
-                let Some(asked) = state.asked.get(&key(&id)) else {
+                let Some(asked) = state.asked.get(&asked_key(wire, &id)) else {
                     tracing::debug!(conn, "a late or unknown answer was ignored");
                     return;
                 };
                 if !asked.sent.contains(&conn) {
                     return;
                 }
-                let Some(asked) = state.asked.remove(&key(&id)) else {
+                let Some(asked) = state.asked.remove(&asked_key(wire, &id)) else {
                     return;
                 };
                 let outcome = message.get("result").cloned().unwrap_or(Value::Null);
                 let question = asked.message["method"].clone();
                 tracing::info!(target: "maia::audit", conn, token = %access.name,
                     session = %asked.session, %question, %outcome, "answer");
-                self.to_agent(&message);
+                self.to_agent(asked.wire, &message);
                 let cancel = json!({"jsonrpc": "2.0", "method": maia_rpc::CANCEL_REQUEST,
                     "params": {"requestId": id}});
                 for other in asked.sent.iter().filter(|c| **c != conn) {
@@ -389,13 +380,21 @@ impl Hub {
     ) -> Result<(), Refusal> {
         let sid = session_of(&message);
         if method == "initialize" {
-            let mut result = state.init.clone();
+            // v2 for a client asking for it when the daemon offers it.
+            let wire = usize::from(
+                state.init.len() > 1
+                    && message["params"]["protocolVersion"]
+                        .as_u64()
+                        .is_some_and(|v| v >= 2),
+            );
+            let mut result = state.init[wire].clone();
             result["_meta"]["maia"]["remote"] = json!({
                 "role": access.role.as_str(),
                 "updateSeq": true,
             });
             if let Some(client) = state.clients.get_mut(&conn) {
                 client.initialized = true;
+                client.wire = wire;
                 client.outbox.push(
                     None,
                     json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
@@ -409,6 +408,10 @@ impl Hub {
                 -32600,
                 "the connection is not initialized: call `initialize` first",
             ));
+        }
+        let wire = state.clients.get(&conn).map_or(0, |c| c.wire);
+        if method.starts_with("_hub/") {
+            return Err(Refusal::new(-32601, &format!("method not found: {method}")));
         }
         if access.role == Role::Observer && !OBSERVER_METHODS.contains(&method) {
             return Err(Refusal::new(
@@ -445,15 +448,19 @@ impl Hub {
             "session/new" | "session/fork" => Kind::New {
                 cancel_on_leave: asks_cancel_on_leave,
             },
-            "session/load" | "session/resume" => {
+            // v2 has no `session/load`: its `session/resume` replays from
+            // the start with `replayFrom: {type: "start"}`.
+            "session/load" | "session/resume" if wire == 0 || method == "session/resume" => {
                 let session = sid.clone().unwrap_or_default();
                 let since = message["params"]["_meta"]["maia"]["since"].as_u64();
-                let load = method == "session/load";
+                let load =
+                    method == "session/load" || message["params"]["replayFrom"]["type"] == "start";
                 if let Some(live) = state.live.get_mut(&session) {
-                    if live.opened.is_some() {
+                    let view = &mut live.views[wire];
+                    if view.opened.is_some() {
                         attach(state, conn, &session, &id, since, load);
                     } else {
-                        live.waiters
+                        view.waiters
                             .push((conn, id, if load { since.or(Some(0)) } else { since }));
                     }
                     return Ok(());
@@ -465,9 +472,16 @@ impl Hub {
                 }
                 Kind::Open { session }
             }
-            "session/close" => Kind::Close {
-                session: sid.clone().unwrap_or_default(),
-            },
+            "session/close" => {
+                let session = sid.clone().unwrap_or_default();
+                // The other wire's connection holds the session too.
+                if self.agents.len() > 1 && state.live.contains_key(&session) {
+                    let close = json!({"jsonrpc": "2.0", "method": method,
+                        "params": {"sessionId": session}});
+                    self.internal(state, 1 - wire, close, Kind::Internal);
+                }
+                Kind::Close { session }
+            }
             _ => {
                 if let Some(sid) = &sid
                     && state.live.contains_key(sid)
@@ -487,15 +501,28 @@ impl Hub {
                     tracing::info!(target: "maia::audit", conn, token = %access.name,
                         session = ?sid, "prompt");
                 }
+                if method == "session/delete"
+                    && self.agents.len() > 1
+                    && let Some(session) = sid.as_ref().filter(|s| state.live.contains_key(*s))
+                {
+                    // The other wire's connection lets go of it too.
+                    let close = json!({"jsonrpc": "2.0", "method": "session/close",
+                        "params": {"sessionId": session}});
+                    self.internal(state, 1 - wire, close, Kind::Internal);
+                }
                 Kind::Plain
             }
         };
         let ours = format!("c{conn}.{}", state.next);
         state.next += 1;
+        // A v2 prompt is answered when taken, not at its turn's end: its end
+        // is v2's `state_update`, not `_session/turn_ended`.
         let kind = match (kind, &sid) {
-            (Kind::Plain, Some(session)) if method == "session/prompt" => Kind::Prompt {
-                session: session.clone(),
-            },
+            (Kind::Plain, Some(session)) if method == "session/prompt" && wire == 0 => {
+                Kind::Prompt {
+                    session: session.clone(),
+                }
+            }
             (kind, _) => kind,
         };
         let scope = match kind {
@@ -509,11 +536,28 @@ impl Hub {
                 id,
                 kind,
                 scope,
+                wire,
             },
         );
         message["id"] = Value::String(ours);
-        self.to_agent(&message);
+        self.to_agent(wire, &message);
         Ok(())
+    }
+
+    /// Sends the hub's own request `message` to the agent of `wire`.
+    fn internal(&self, state: &mut State, wire: usize, mut message: Value, kind: Kind) {
+        let ours = format!("hub.{}", state.next);
+        state.next += 1;
+        let routed = Routed {
+            conn: 0,
+            id: Value::Null,
+            kind,
+            scope: None,
+            wire,
+        };
+        state.routed.insert(ours.clone(), routed);
+        message["id"] = Value::String(ours);
+        self.to_agent(wire, &message);
     }
 }
 

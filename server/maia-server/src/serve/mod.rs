@@ -170,7 +170,7 @@ async fn run(
             tokens_path.display()
         );
     }
-    let hub = Hub::start(options).await?;
+    let hub = Hub::start(options, args.protocol_v2).await?;
     let hosts = match &listen {
         Listen::Unix(_) => None,
         Listen::Tcp(addr) => {

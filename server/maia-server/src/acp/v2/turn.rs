@@ -171,6 +171,7 @@ impl Forwarder {
             ),
             None => (None, None),
         };
+        let content = content.or_else(|| turn.and_then(|turn| self.peer_prompt(turn)));
         if let Some(id) = id {
             let response = PromptResponse::new(message_id.to_owned());
             self.conn.respond(id, super::super::to_value(&response));

@@ -1,32 +1,139 @@
-//! The agent's side of the hub: its updates numbered, kept and sent to
-//! every attached client, its questions sent to every controller, and the
+//! The agent's side of the hub: the agent connections started on their
+//! pipes, their updates numbered, kept and sent to every client of their
+//! wire attached, their questions sent to that wire's controllers, and the
 //! answers to the requests forwarded for clients routed back (attaching a
-//! client when a session opens for it).
+//! client when a session opens for it, and asking the other wire's
+//! connection to serve it too).
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
 
 use super::Asked;
 use super::{
-    CLOSED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, State, TURN_ENDED, attach, detach, error, key,
-    resend_questions, session_of,
+    CLOSED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, State, TURN_ENDED, asked_key, attach, detach,
+    error, key, resend_questions, session_of,
 };
 
+/// One agent connection on a pipe, initialized: what writes to it, what
+/// it writes, and its `initialize` answer.
+type Started = (
+    mpsc::UnboundedSender<String>,
+    tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    Value,
+);
+
+/// Starts the agent connection of `wire` (0: v1, 1: v2) on a pipe and
+/// initializes it as a client without `fs` or terminals (the daemon reads
+/// and writes files itself, see docs/remote.md).
+async fn start_agent(
+    engine: maia_core::Engine,
+    wire: usize,
+    shared: Option<Arc<crate::acp::Shared>>,
+) -> anyhow::Result<Started> {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let (their_read, their_write) = tokio::io::split(theirs);
+    let v2 = wire == 1;
+    tokio::spawn(crate::acp::serve_pipe(
+        engine,
+        (v2, shared),
+        their_read,
+        their_write,
+    ));
+    let (read, mut write) = tokio::io::split(ours);
+    let mut lines = BufReader::new(read).lines();
+    let info = json!({"name": "maia-serve", "version": env!("CARGO_PKG_VERSION")});
+    let params = if v2 {
+        json!({"protocolVersion": 2, "info": info, "capabilities": {}})
+    } else {
+        json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": info})
+    };
+    let init =
+        json!({"jsonrpc": "2.0", "id": "hub-init", "method": "initialize", "params": params});
+    write.write_all(format!("{init}\n").as_bytes()).await?;
+    let result = loop {
+        let Some(line) = lines.next_line().await? else {
+            anyhow::bail!("the agent ended before it was initialized");
+        };
+        let message: Value = serde_json::from_str(&line)?;
+        if message["id"] == "hub-init" {
+            break message["result"].clone();
+        }
+    };
+    if result["protocolVersion"] != json!(wire + 1) {
+        anyhow::bail!("the agent connection did not speak version {}", wire + 1);
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            if write.write_all(line.as_bytes()).await.is_err()
+                || write.write_all(b"\n").await.is_err()
+            {
+                break;
+            }
+        }
+    });
+    Ok((tx, lines, result))
+}
+
 impl Hub {
-    /// A message from the agent.
-    pub(super) fn on_agent(&self, message: Value) {
+    /// Starts the agent (with `protocol_v2`, one connection per protocol
+    /// version, both on one engine) and initializes it.
+    pub async fn start(
+        options: maia_core::EngineOptions,
+        protocol_v2: bool,
+    ) -> anyhow::Result<Arc<Hub>> {
+        let engine = maia_core::Engine::new(options);
+        let shared = protocol_v2.then(crate::acp::Shared::new);
+        let mut agents = Vec::new();
+        let mut init = Vec::new();
+        let mut outputs = Vec::new();
+        for wire in 0..=usize::from(protocol_v2) {
+            let (tx, lines, result) = start_agent(engine.clone(), wire, shared.clone()).await?;
+            agents.push(tx);
+            init.push(result);
+            outputs.push(lines);
+        }
+        let hub = Arc::new(Hub {
+            state: std::sync::Mutex::new(State {
+                init,
+                next: 1,
+                ..State::default()
+            }),
+            agents,
+        });
+        for (wire, mut lines) in outputs.into_iter().enumerate() {
+            let reader = hub.clone();
+            tokio::spawn(async move {
+                while let Ok(Some(line)) = lines.next_line().await {
+                    match serde_json::from_str::<Value>(&line) {
+                        Ok(message) => reader.on_agent(wire, message),
+                        Err(e) => tracing::error!("the agent wrote a line that is not JSON: {e}"),
+                    }
+                }
+                tracing::info!(wire, "the agent ended");
+            });
+        }
+        Ok(hub)
+    }
+
+    /// A message from the agent connection of `wire`.
+    pub(super) fn on_agent(&self, wire: usize, message: Value) {
         let mut state = self.lock();
-        self.handle(&mut state, message);
+        self.handle(&mut state, wire, message);
         // Clients dropped for falling behind leave like any other.
         self.send_cancels(&mut state);
     }
 
-    fn handle(&self, state: &mut State, message: Value) {
+    fn handle(&self, state: &mut State, wire: usize, message: Value) {
         let method = message["method"].as_str().map(str::to_owned);
         let id = message.get("id").cloned();
         match (method, id) {
             (None, Some(id)) => self.answer(state, &key(&id), message),
             (Some(method), None) if method == maia_rpc::CANCEL_REQUEST => {
-                let asked = key(&message["params"]["requestId"]);
+                let asked = asked_key(wire, &message["params"]["requestId"]);
                 if let Some(asked) = state.asked.remove(&asked) {
                     for conn in &asked.sent {
                         if let Some(c) = state.clients.get(conn) {
@@ -37,25 +144,27 @@ impl Hub {
                 }
             }
             (Some(_), None) => match session_of(&message) {
-                Some(sid) => publish(state, &sid, message),
+                Some(sid) => publish(state, &sid, wire, message),
                 None => {
                     let text = message.to_string();
-                    for c in state.clients.values().filter(|c| c.initialized) {
+                    for c in state
+                        .clients
+                        .values()
+                        .filter(|c| c.initialized && c.wire == wire)
+                    {
                         c.outbox.push(None, text.clone(), false);
                     }
                 }
             },
             (Some(_), Some(id)) => {
                 let Some(sid) = session_of(&message).filter(|s| state.live.contains_key(s)) else {
-                    self.to_agent(&error(
-                        &id,
-                        -32603,
-                        "no client can answer this",
-                        Value::Null,
-                    ));
+                    self.to_agent(
+                        wire,
+                        &error(&id, -32603, "no client can answer this", Value::Null),
+                    );
                     return;
                 };
-                let controllers = controllers(state, &sid);
+                let controllers = controllers(state, &sid, wire);
                 let text = message.to_string();
                 for conn in &controllers {
                     if let Some(c) = state.clients.get(conn) {
@@ -63,11 +172,12 @@ impl Hub {
                     }
                 }
                 state.asked.insert(
-                    key(&id),
+                    asked_key(wire, &id),
                     Asked {
                         session: sid,
                         message,
                         sent: controllers,
+                        wire,
                     },
                 );
             }
@@ -80,10 +190,11 @@ impl Hub {
         let Some(routed) = state.routed.remove(ours) else {
             return;
         };
+        let wire = routed.wire;
         message["id"] = routed.id.clone();
         let ok = message.get("result").is_some();
         match routed.kind {
-            Kind::Plain => {}
+            Kind::Plain | Kind::Internal => {}
             Kind::Prompt { session } => {
                 if let Some(c) = state.clients.get(&routed.conn) {
                     c.outbox
@@ -94,7 +205,7 @@ impl Hub {
                     "stopReason": message["result"]["stopReason"],
                     "error": message.get("error"),
                 }});
-                publish(state, &session, ended);
+                publish(state, &session, wire, ended);
                 return;
             }
             Kind::New { cancel_on_leave } => {
@@ -102,8 +213,15 @@ impl Hub {
                     if cancel_on_leave && let Some(c) = state.clients.get_mut(&routed.conn) {
                         c.cancel_on_leave.insert(sid.to_owned());
                     }
+                    let mut opened = message["result"].clone();
+                    if wire == 1
+                        && let Some(object) = opened.as_object_mut()
+                    {
+                        // What a v2 attach is answered: a resume's answer.
+                        object.remove("sessionId");
+                    }
                     let live = state.live.entry(sid.to_owned()).or_default();
-                    live.opened = Some(message["result"].clone());
+                    live.views[wire].opened = Some(opened);
                     let role = state.clients.get(&routed.conn).map(|c| c.access.role);
                     if let Some(role) = role {
                         live.attached.insert(routed.conn, role);
@@ -111,36 +229,49 @@ impl Hub {
                     if let Some(c) = state.clients.get_mut(&routed.conn) {
                         c.attached.insert(sid.to_owned());
                     }
+                    let sid = sid.to_owned();
+                    self.mirror(state, &sid, wire);
                 }
             }
             Kind::Open { session } => {
-                let waiters = match state.live.get_mut(&session) {
-                    Some(live) if ok => {
-                        live.opened = Some(message["result"].clone());
-                        std::mem::take(&mut live.waiters)
-                    }
-                    Some(live) => {
-                        let waiters = std::mem::take(&mut live.waiters);
-                        state.live.remove(&session);
-                        for c in state.clients.values_mut() {
-                            c.attached.remove(&session);
-                        }
-                        for (conn, id, _) in &waiters {
-                            let mut refused = message.clone();
-                            refused["id"] = id.clone();
-                            if let Some(c) = state.clients.get(conn) {
-                                c.outbox.push(None, refused.to_string(), false);
-                            }
-                        }
-                        Vec::new()
-                    }
-                    None => Vec::new(),
-                };
+                self.opened(state, wire, &session, &message);
                 if let Some(c) = state.clients.get(&routed.conn) {
                     c.outbox.push(None, message.to_string(), false);
                 }
                 if ok {
                     resend_questions(state, routed.conn, &session);
+                    self.mirror(state, &session, wire);
+                }
+                let waiters = state
+                    .live
+                    .get_mut(&session)
+                    .map(|live| std::mem::take(&mut live.views[wire].waiters))
+                    .unwrap_or_default();
+                for (conn, id, since) in waiters {
+                    attach(state, conn, &session, &id, since, since.is_some());
+                }
+                return;
+            }
+            Kind::Mirror { session } => {
+                let waiters = state
+                    .live
+                    .get_mut(&session)
+                    .map(|live| std::mem::take(&mut live.views[wire].waiters))
+                    .unwrap_or_default();
+                if !ok {
+                    // The session goes on for the other wire's clients.
+                    tracing::error!(session = %session, wire, %message, "the other wire could not serve a session");
+                    for (conn, id, _) in waiters {
+                        let mut refused = message.clone();
+                        refused["id"] = id;
+                        if let Some(c) = state.clients.get(&conn) {
+                            c.outbox.push(None, refused.to_string(), false);
+                        }
+                    }
+                    return;
+                }
+                if let Some(live) = state.live.get_mut(&session) {
+                    live.views[wire].opened = Some(message["result"].clone());
                 }
                 for (conn, id, since) in waiters {
                     attach(state, conn, &session, &id, since, since.is_some());
@@ -152,7 +283,9 @@ impl Hub {
                     // Every client attached is told, the closer included.
                     let closed = json!({"jsonrpc": "2.0", "method": CLOSED,
                         "params": {"sessionId": session}});
-                    publish(state, &session, closed);
+                    for view in 0..self.agents.len() {
+                        publish(state, &session, view, closed.clone());
+                    }
                     state.live.remove(&session);
                     for c in state.clients.values_mut() {
                         c.attached.remove(&session);
@@ -165,23 +298,65 @@ impl Hub {
                 .push(routed.scope.as_deref(), message.to_string(), false);
         }
     }
+
+    /// The session's open on `wire` was answered `message`: kept for the
+    /// attaches to come; a failed one ends the live session, and whoever
+    /// waited for it is answered the error.
+    fn opened(&self, state: &mut State, wire: usize, session: &str, message: &Value) {
+        let Some(live) = state.live.get_mut(session) else {
+            return;
+        };
+        if message.get("result").is_some() {
+            live.views[wire].opened = Some(message["result"].clone());
+            return;
+        }
+        let Some(live) = state.live.remove(session) else {
+            return;
+        };
+        for c in state.clients.values_mut() {
+            c.attached.remove(session);
+        }
+        for (conn, id, _) in live.views.iter().flat_map(|v| v.waiters.iter()) {
+            let mut refused = message.clone();
+            refused["id"] = id.clone();
+            if let Some(c) = state.clients.get(conn) {
+                c.outbox.push(None, refused.to_string(), false);
+            }
+        }
+    }
+
+    /// Asks the other wire's connection (when there is one) to serve the
+    /// session `wire` opened.
+    fn mirror(&self, state: &mut State, session: &str, wire: usize) {
+        if self.agents.len() < 2 {
+            return;
+        }
+        let attach = json!({"jsonrpc": "2.0", "method": crate::acp::ATTACH,
+            "params": {"sessionId": session}});
+        let kind = Kind::Mirror {
+            session: session.to_owned(),
+        };
+        self.internal(state, 1 - wire, attach, kind);
+    }
 }
 
-/// Numbers a message of the live session `sid`, keeps it for replay and
-/// sends it to every client attached; a client that fell behind is dropped.
-fn publish(state: &mut State, sid: &str, mut message: Value) {
+/// Numbers a message of the live session `sid` as `wire` tells it, keeps it
+/// for replay and sends it to every client of that wire attached; a client
+/// that fell behind is dropped.
+fn publish(state: &mut State, sid: &str, wire: usize, mut message: Value) {
     let Some(live) = state.live.get_mut(sid) else {
         tracing::debug!(session = %sid, "an update of a session nobody opened");
         return;
     };
-    live.seq += 1;
-    message["params"]["_meta"]["maia"]["seq"] = json!(live.seq);
+    let view = &mut live.views[wire];
+    view.seq += 1;
+    message["params"]["_meta"]["maia"]["seq"] = json!(view.seq);
     let text = message.to_string();
-    live.log_bytes += text.len();
-    live.log.push_back((text.len(), message));
-    while live.log.len() > LOG_LIMIT || live.log_bytes > LOG_BYTES {
-        match live.log.pop_front() {
-            Some((size, _)) => live.log_bytes -= size,
+    view.log_bytes += text.len();
+    view.log.push_back((text.len(), message));
+    while view.log.len() > LOG_LIMIT || view.log_bytes > LOG_BYTES {
+        match view.log.pop_front() {
+            Some((size, _)) => view.log_bytes -= size,
             None => break,
         }
     }
@@ -190,6 +365,7 @@ fn publish(state: &mut State, sid: &str, mut message: Value) {
         let dropped = state
             .clients
             .get(&conn)
+            .filter(|c| c.wire == wire)
             .is_some_and(|c| !c.outbox.push(Some(sid), text.clone(), true));
         if dropped {
             tracing::warn!(conn, session = %sid, "a client fell behind; dropped");
@@ -198,11 +374,15 @@ fn publish(state: &mut State, sid: &str, mut message: Value) {
     }
 }
 
-fn controllers(state: &State, sid: &str) -> Vec<u64> {
+/// The controllers of `wire` attached to `sid`.
+fn controllers(state: &State, sid: &str, wire: usize) -> Vec<u64> {
     state.live.get(sid).map_or_else(Vec::new, |live| {
         live.attached
             .iter()
-            .filter(|(_, role)| **role == Role::Controller)
+            .filter(|(conn, role)| {
+                **role == Role::Controller
+                    && state.clients.get(conn).is_some_and(|c| c.wire == wire)
+            })
             .map(|(conn, _)| *conn)
             .collect()
     })

@@ -22,7 +22,7 @@ pub(super) fn attach(
     let Some(client) = state.clients.get_mut(&conn) else {
         return;
     };
-    let role = client.access.role;
+    let (role, wire) = (client.access.role, client.wire);
     client.attached.insert(sid.to_owned());
     let outbox = client.outbox.clone();
     let Some(live) = state.live.get_mut(sid) else {
@@ -33,8 +33,9 @@ pub(super) fn attach(
         (None, true) => Some(0),
         (None, false) => None,
     };
+    let view = &live.views[wire];
     if let Some(after) = after {
-        for (_, update) in live.log.iter().filter(|(_, u)| {
+        for (_, update) in view.log.iter().filter(|(_, u)| {
             u["params"]["_meta"]["maia"]["seq"]
                 .as_u64()
                 .is_some_and(|s| s > after)
@@ -43,8 +44,8 @@ pub(super) fn attach(
         }
     }
     live.attached.insert(conn, role);
-    let mut result = live.opened.clone().unwrap_or(Value::Null);
-    result["_meta"]["maia"]["seq"] = json!(live.seq);
+    let mut result = view.opened.clone().unwrap_or(Value::Null);
+    result["_meta"]["maia"]["seq"] = json!(view.seq);
     outbox.push(
         None,
         json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
@@ -63,8 +64,12 @@ pub(super) fn resend_questions(state: &mut State, conn: u64, sid: &str) {
     if client.access.role != Role::Controller {
         return;
     }
-    let outbox = client.outbox.clone();
-    for asked in state.asked.values_mut().filter(|a| a.session == sid) {
+    let (outbox, wire) = (client.outbox.clone(), client.wire);
+    for asked in state
+        .asked
+        .values_mut()
+        .filter(|a| a.session == sid && a.wire == wire)
+    {
         if !asked.sent.contains(&conn) {
             asked.sent.push(conn);
             outbox.push(Some(sid), asked.message.to_string(), false);
@@ -79,14 +84,17 @@ pub(super) fn detach(state: &mut State, conn: u64) {
     for sid in &client.attached {
         if let Some(live) = state.live.get_mut(sid) {
             live.attached.remove(&conn);
-            live.waiters.retain(|(c, _, _)| *c != conn);
+            for view in &mut live.views {
+                view.waiters.retain(|(c, _, _)| *c != conn);
+            }
         }
     }
     for asked in state.asked.values_mut() {
         asked.sent.retain(|c| *c != conn);
     }
     let leaving = client.cancel_on_leave.intersection(&client.attached);
-    state.cancels.extend(leaving.cloned());
+    let wire = client.wire;
+    state.cancels.extend(leaving.map(|s| (s.clone(), wire)));
     client.outbox.close("disconnected");
     tracing::info!(conn, token = %client.access.name, "client disconnected");
 }
