@@ -15,6 +15,7 @@
 //! `session/prompt` have their own shapes here and in `turn`. The updates
 //! are turned into v2 in `update`.
 
+pub(super) mod terminal;
 pub(super) mod turn;
 pub(super) mod update;
 
