@@ -595,13 +595,24 @@ async fn a_background_command_ending_between_turns_reaches_a_v2_client_with_no_p
             .all(|m| m["params"]["update"]["sessionUpdate"] != "state_update"),
         "{between:#?}"
     );
-    let text: String = done["params"]["update"]["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["content"]["text"].as_str())
-        .collect();
-    assert!(text.contains("exited with code 0"), "{text}");
+    // The command was a terminal, its output and exit told while idle; the
+    // call keeps showing it, the text the model is told in its raw output.
+    let terminal = format!("term-{call}");
+    assert_eq!(
+        done["params"]["update"]["content"],
+        json!([{"type": "terminal", "terminalId": terminal}]),
+        "{done}"
+    );
+    let text = done["params"]["update"]["rawOutput"]["output"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("exited with code 0"), "{done}");
+    assert_eq!(terminal_bytes(&between, &terminal), b"done\n");
+    let exited = updates_of(&between, "terminal_update")
+        .into_iter()
+        .find(|u| u["terminalId"] == json!(terminal) && u["exitStatus"].is_object())
+        .unwrap_or_else(|| panic!("no exit status: {between:#?}"));
+    assert_eq!(exited["exitStatus"]["exitCode"], 0, "{exited}");
 }
 
 #[tokio::test]
