@@ -242,6 +242,33 @@ mod tests {
         assert_eq!(output, "one\ntwo\n");
     }
 
+    /// A command MAIA stops on its timeout is told as killed by `SIGKILL`;
+    /// one a signal ended, by that signal.
+    #[tokio::test]
+    async fn an_observer_hears_how_a_command_was_ended() {
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = ctx(dir.path());
+        let exits: Arc<Mutex<Vec<String>>> = Arc::default();
+        let log = exits.clone();
+        ctx.on_output = Some(Arc::new(move |p: runner::Progress<'_>| {
+            if let runner::Progress::Exited { code, signal } = p {
+                log.lock().unwrap().push(format!("{code:?} {signal:?}"));
+            }
+        }));
+        run(
+            &ctx,
+            "Bash",
+            json!({"command": "sleep 30", "timeout_ms": 200}),
+        )
+        .await;
+        run(&ctx, "Bash", json!({"command": "kill -TERM $$"})).await;
+        assert_eq!(
+            *exits.lock().unwrap(),
+            vec!["None Some(\"SIGKILL\")", "None Some(\"SIGTERM\")"]
+        );
+    }
+
     #[tokio::test]
     async fn timeout_kills() {
         let dir = tempfile::tempdir().unwrap();
