@@ -1215,8 +1215,9 @@ async fn a_commands_deletes_renames_modes_and_binaries_are_file_states() {
     std::fs::write(client.maia.path("gone.txt"), "bye\n").unwrap();
     std::fs::write(client.maia.path("old.txt"), &lines).unwrap();
     std::fs::write(client.maia.path("run.sh"), "echo run\n").unwrap();
-    let command =
-        "rm gone.txt && mv old.txt new.txt && chmod +x run.sh && printf 'a\\000b\\001' > blob.bin";
+    std::fs::write(client.maia.path("secret.txt"), "s\n").unwrap();
+    let command = "rm gone.txt && mv old.txt new.txt && chmod +x run.sh && chmod 600 secret.txt \
+                   && printf 'a\\000b\\001' > blob.bin";
     client.maia.mock.push(mock::tool_calls_reply(&[(
         "call_f",
         "Bash",
@@ -1242,6 +1243,7 @@ async fn a_commands_deletes_renames_modes_and_binaries_are_file_states() {
             json!({"operation": "delete", "path": at("gone.txt"), "fileType": "text"}),
             json!({"operation": "move", "oldPath": at("old.txt"), "path": at("new.txt"), "fileType": "text"}),
             json!({"operation": "modify", "path": at("run.sh"), "fileType": "text"}),
+            json!({"operation": "modify", "path": at("secret.txt"), "fileType": "text"}),
         ],
         "{diff}"
     );
@@ -1255,9 +1257,53 @@ async fn a_commands_deletes_renames_modes_and_binaries_are_file_states() {
         ),
         format!("diff --git a/{root}/run.sh b/{root}/run.sh\nold mode 100644\nnew mode 100755\n"),
         format!("Binary files /dev/null and b/{root}/blob.bin differ\n"),
+        // A mode git does not keep, from the checkpoints' own record.
+        format!(
+            "diff --git a/{root}/secret.txt b/{root}/secret.txt\nold mode 100644\nnew mode 100600\n"
+        ),
     ] {
         assert!(patch.contains(&expected), "{expected}\nnot in\n{patch}");
     }
     // Nothing of MAIA's own bookkeeping.
     assert!(!patch.contains(".maia/"), "{patch}");
+}
+
+/// A v1 client of the same MAIA sees a command as before: its output in
+/// the tool call's text at its end, no terminal and no file states.
+#[tokio::test]
+async fn a_v1_client_sees_a_command_as_before() {
+    let (mut maia, sid) = Maia::ready_with(v2_options()).await;
+    std::fs::write(maia.path("gone.txt"), "bye\n").unwrap();
+    let (resp, seen) = maia
+        .tool_turn(
+            &sid,
+            &[(
+                "call_v1",
+                "Bash",
+                json!({"command": "echo one; rm gone.txt; echo two"}),
+            )],
+            choose("allow_once"),
+        )
+        .await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    assert!(!maia.path("gone.txt").exists());
+    let kinds: Vec<&str> = seen
+        .iter()
+        .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(
+        kinds.iter().all(|k| !k.starts_with("terminal_")
+            && *k != "tool_call_content_chunk"
+            && *k != "state_update"),
+        "{kinds:?}"
+    );
+    let done = seen
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+        .unwrap_or_else(|| panic!("{seen:#?}"));
+    assert_eq!(
+        done["content"][0]["content"]["text"], "one\ntwo\nExit code: 0",
+        "{done}"
+    );
 }
