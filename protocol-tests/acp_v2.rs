@@ -143,7 +143,24 @@ impl V2 {
 
     /// Waits for `state_update: idle` (answering permission questions with
     /// `answer`); the messages up to it, each checked.
-    async fn until_idle(&mut self, mut answer: impl FnMut(&Value) -> Option<Value>) -> Vec<Value> {
+    async fn until_idle(&mut self, answer: impl FnMut(&Value) -> Option<Value>) -> Vec<Value> {
+        self.until(
+            |m| {
+                m["params"]["update"]["sessionUpdate"] == "state_update"
+                    && m["params"]["update"]["state"] == "idle"
+            },
+            answer,
+        )
+        .await
+    }
+
+    /// Waits for the message matching `pred` (answering permission
+    /// questions with `answer`); the messages up to it, each checked.
+    async fn until(
+        &mut self,
+        pred: impl Fn(&Value) -> bool,
+        mut answer: impl FnMut(&Value) -> Option<Value>,
+    ) -> Vec<Value> {
         let mut seen = Vec::new();
         loop {
             let m = self.maia.next().await;
@@ -159,10 +176,9 @@ impl V2 {
                 check(def, &result);
                 self.maia.respond(&m["id"], result).await;
             }
-            let idle = m["params"]["update"]["sessionUpdate"] == "state_update"
-                && m["params"]["update"]["state"] == "idle";
+            let found = pred(&m);
             seen.push(m);
-            if idle {
+            if found {
                 return seen;
             }
         }
@@ -579,13 +595,24 @@ async fn a_background_command_ending_between_turns_reaches_a_v2_client_with_no_p
             .all(|m| m["params"]["update"]["sessionUpdate"] != "state_update"),
         "{between:#?}"
     );
-    let text: String = done["params"]["update"]["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["content"]["text"].as_str())
-        .collect();
-    assert!(text.contains("exited with code 0"), "{text}");
+    // The command was a terminal, its output and exit told while idle; the
+    // call keeps showing it, the text the model is told in its raw output.
+    let terminal = format!("term-{call}");
+    assert_eq!(
+        done["params"]["update"]["content"],
+        json!([{"type": "terminal", "terminalId": terminal}]),
+        "{done}"
+    );
+    let text = done["params"]["update"]["rawOutput"]["output"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("exited with code 0"), "{done}");
+    assert_eq!(terminal_bytes(&between, &terminal), b"done\n");
+    let exited = updates_of(&between, "terminal_update")
+        .into_iter()
+        .find(|u| u["terminalId"] == json!(terminal) && u["exitStatus"].is_object())
+        .unwrap_or_else(|| panic!("no exit status: {between:#?}"));
+    assert_eq!(exited["exitStatus"]["exitCode"], 0, "{exited}");
 }
 
 #[tokio::test]
@@ -1051,4 +1078,232 @@ async fn the_message_id_a_v2_prompt_is_answered_with_names_it_for_a_rewind() {
         "{last}"
     );
     assert!(last.contains("third"), "{last}");
+}
+
+/// The updates named `kind` among `messages`.
+fn updates_of<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    messages
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+/// The bytes of `terminal`'s output chunks, decoded one by one.
+fn terminal_bytes(messages: &[Value], terminal: &str) -> Vec<u8> {
+    use base64::Engine;
+    updates_of(messages, "terminal_output_chunk")
+        .into_iter()
+        .filter(|u| u["terminalId"] == terminal)
+        .flat_map(|u| {
+            base64::engine::general_purpose::STANDARD
+                .decode(u["data"].as_str().unwrap())
+                .unwrap()
+        })
+        .collect()
+}
+
+/// A command that prints in parts is an agent-owned terminal: created with
+/// its command and folder, shown by its tool call, its first part arriving
+/// while the command still runs, then its exit status; the model gets the
+/// same result as before (the terminal is display only).
+#[tokio::test]
+async fn a_command_is_an_agent_owned_terminal_streamed_while_it_runs() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    let command = "echo one; until [ -e go ]; do sleep 0.02; done; echo two; exit 3";
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_t",
+        "Bash",
+        json!({ "command": command }),
+    )]));
+    client.maia.mock.push(mock::text_reply("it failed"));
+    let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "run it"}]});
+    client.call("session/prompt", params, "PromptRequest").await;
+    // The first part, while the command waits for `go`.
+    let mut seen = client
+        .until(
+            |m| {
+                m["params"]["update"]["sessionUpdate"] == "terminal_output_chunk"
+                    && terminal_bytes(
+                        std::slice::from_ref(m),
+                        m["params"]["update"]["terminalId"].as_str().unwrap_or(""),
+                    )
+                    .ends_with(b"one\n")
+            },
+            choose("allow_once"),
+        )
+        .await;
+    let created = updates_of(&seen, "terminal_update")[0].clone();
+    let terminal = created["terminalId"].as_str().unwrap().to_owned();
+    assert_eq!(created["command"], command, "{created}");
+    assert_eq!(created["cwd"], json!(client.maia.cwd()), "{created}");
+    let call = call_ids(&seen)[0].clone();
+    assert!(
+        tool_updates(&seen, &call)
+            .iter()
+            .any(|u| u["content"] == json!([{"type": "terminal", "terminalId": terminal}])),
+        "{seen:#?}"
+    );
+    // Not ended yet: no exit status, the call not finished.
+    assert!(
+        updates_of(&seen, "terminal_update")
+            .iter()
+            .all(|u| u.get("exitStatus").is_none()),
+        "{seen:#?}"
+    );
+    assert!(
+        tool_updates(&seen, &call)
+            .iter()
+            .all(|u| u["status"] != "completed" && u["status"] != "failed"),
+        "{seen:#?}"
+    );
+    assert!(!client.maia.path("go").exists());
+    std::fs::write(client.maia.path("go"), "").unwrap();
+    seen.extend(client.until_idle(|_| None).await);
+    assert_eq!(terminal_bytes(&seen, &terminal), b"one\ntwo\n");
+    let exited = position(&seen, |m| {
+        m["params"]["update"]["sessionUpdate"] == "terminal_update"
+            && m["params"]["update"]["exitStatus"].is_object()
+    });
+    assert_eq!(
+        seen[exited]["params"]["update"]["exitStatus"]["exitCode"], 3,
+        "{}",
+        seen[exited]
+    );
+    // The output came before the exit, the exit before the call's end.
+    let last_chunk = seen
+        .iter()
+        .rposition(|m| m["params"]["update"]["sessionUpdate"] == "terminal_output_chunk")
+        .unwrap();
+    let failed = position(&seen, |m| {
+        m["params"]["update"]["toolCallId"] == json!(call)
+            && m["params"]["update"]["status"] == "failed"
+    });
+    assert!(last_chunk < exited && exited < failed, "{seen:#?}");
+    // The call still shows its terminal; the text the model saw is its raw output.
+    let end = &seen[failed]["params"]["update"];
+    assert_eq!(
+        end["content"],
+        json!([{"type": "terminal", "terminalId": terminal}]),
+        "{end}"
+    );
+    assert_eq!(
+        end["rawOutput"]["output"], "one\ntwo\nExit code: 3",
+        "{end}"
+    );
+    // The model's request holds the result as before.
+    let requests = client.maia.mock.requests();
+    let result = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .clone();
+    assert_eq!(result["content"], "one\ntwo\nExit code: 3", "{result}");
+}
+
+/// A command that deletes, renames, makes executable and writes a binary
+/// file: its call gets the file states, with git's patch, paths absolute.
+#[tokio::test]
+async fn a_commands_deletes_renames_modes_and_binaries_are_file_states() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    let cwd = client.maia.cwd();
+    let lines: String = (1..=20).map(|n| format!("line {n}\n")).collect();
+    std::fs::write(client.maia.path("gone.txt"), "bye\n").unwrap();
+    std::fs::write(client.maia.path("old.txt"), &lines).unwrap();
+    std::fs::write(client.maia.path("run.sh"), "echo run\n").unwrap();
+    std::fs::write(client.maia.path("secret.txt"), "s\n").unwrap();
+    let command = "rm gone.txt && mv old.txt new.txt && chmod +x run.sh && chmod 600 secret.txt \
+                   && printf 'a\\000b\\001' > blob.bin";
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_f",
+        "Bash",
+        json!({ "command": command }),
+    )]));
+    client.maia.mock.push(mock::text_reply("done"));
+    let seen = client.turn(&sid, "tidy up", choose("allow_once")).await;
+    assert!(client.maia.path("blob.bin").exists());
+    let call = call_ids(&seen)[0].clone();
+    let chunks: Vec<&Value> = updates_of(&seen, "tool_call_content_chunk")
+        .into_iter()
+        .filter(|u| u["toolCallId"] == json!(call) && u["content"]["type"] == "diff")
+        .collect();
+    assert_eq!(chunks.len(), 1, "{seen:#?}");
+    let diff = &chunks[0]["content"];
+    let at = |rel: &str| cwd.join(rel).to_string_lossy().into_owned();
+    let mut changes: Vec<Value> = diff["changes"].as_array().unwrap().clone();
+    changes.sort_by_key(|c| c["path"].as_str().unwrap().to_owned());
+    assert_eq!(
+        changes,
+        vec![
+            json!({"operation": "add", "path": at("blob.bin"), "fileType": "binary"}),
+            json!({"operation": "delete", "path": at("gone.txt"), "fileType": "text"}),
+            json!({"operation": "move", "oldPath": at("old.txt"), "path": at("new.txt"), "fileType": "text"}),
+            json!({"operation": "modify", "path": at("run.sh"), "fileType": "text"}),
+            json!({"operation": "modify", "path": at("secret.txt"), "fileType": "text"}),
+        ],
+        "{diff}"
+    );
+    assert_eq!(diff["patch"]["format"], "git_patch", "{diff}");
+    let patch = diff["patch"]["text"].as_str().unwrap();
+    let root = cwd.to_string_lossy().trim_start_matches('/').to_owned();
+    for expected in [
+        format!("diff --git a/{root}/gone.txt b/{root}/gone.txt\ndeleted file mode 100644\n"),
+        format!(
+            "diff --git a/{root}/old.txt b/{root}/new.txt\nsimilarity index 100%\nrename from {root}/old.txt\nrename to {root}/new.txt\n"
+        ),
+        format!("diff --git a/{root}/run.sh b/{root}/run.sh\nold mode 100644\nnew mode 100755\n"),
+        format!("Binary files /dev/null and b/{root}/blob.bin differ\n"),
+        // A mode git does not keep, from the checkpoints' own record.
+        format!(
+            "diff --git a/{root}/secret.txt b/{root}/secret.txt\nold mode 100644\nnew mode 100600\n"
+        ),
+    ] {
+        assert!(patch.contains(&expected), "{expected}\nnot in\n{patch}");
+    }
+    // Nothing of MAIA's own bookkeeping.
+    assert!(!patch.contains(".maia/"), "{patch}");
+}
+
+/// A v1 client of the same MAIA sees a command as before: its output in
+/// the tool call's text at its end, no terminal and no file states.
+#[tokio::test]
+async fn a_v1_client_sees_a_command_as_before() {
+    let (mut maia, sid) = Maia::ready_with(v2_options()).await;
+    std::fs::write(maia.path("gone.txt"), "bye\n").unwrap();
+    let (resp, seen) = maia
+        .tool_turn(
+            &sid,
+            &[(
+                "call_v1",
+                "Bash",
+                json!({"command": "echo one; rm gone.txt; echo two"}),
+            )],
+            choose("allow_once"),
+        )
+        .await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    assert!(!maia.path("gone.txt").exists());
+    let kinds: Vec<&str> = seen
+        .iter()
+        .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(
+        kinds.iter().all(|k| !k.starts_with("terminal_")
+            && *k != "tool_call_content_chunk"
+            && *k != "state_update"),
+        "{kinds:?}"
+    );
+    let done = seen
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+        .unwrap_or_else(|| panic!("{seen:#?}"));
+    assert_eq!(
+        done["content"][0]["content"]["text"], "one\ntwo\nExit code: 0",
+        "{done}"
+    );
 }

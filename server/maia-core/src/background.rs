@@ -82,10 +82,18 @@ impl Tasks {
             );
         }
         tracing::info!(task = %id, pid = ?started.pid(), "background task started");
+        // Its output streams like a foreground command's, outside the turn.
+        let observer = ctx.on_output.clone();
+        if let Some(observer) = &observer {
+            observer(maia_tools::runner::Progress::Started {
+                command: &input.command,
+                cwd: &ctx.cwd,
+            });
+        }
         let registry = Arc::downgrade(&self.0);
         let task_id = id.clone();
         tokio::spawn(async move {
-            let ended = maia_tools::background::watch(started, log.clone(), stop).await;
+            let ended = maia_tools::background::watch(started, log.clone(), stop, observer).await;
             let Some(inner) = registry.upgrade() else {
                 return;
             };

@@ -1,5 +1,6 @@
 //! What the engine tells a front door: streamed text, tool calls and their
-//! updates, permission requests, and the end of a turn.
+//! updates, permission requests, and the end of a turn; a command's progress
+//! while it runs and the file states of what commands changed.
 
 use std::path::PathBuf;
 
@@ -262,6 +263,67 @@ pub enum Event {
     TurnStarted(crate::session_state::TurnId),
     /// Always the last event of a turn.
     TurnEnded(StopReason),
+    /// A command a tool call runs here (`Bash`), while it runs: its start,
+    /// its output (coalesced, see [`CommandProgress::Output`]) and its
+    /// exit, all before the call's final [`Event::ToolCallUpdate`], whose
+    /// result is what the model sees (unchanged by this stream).
+    Command {
+        tool_call_id: String,
+        progress: CommandProgress,
+    },
+    /// What a batch's commands changed on disk, as the checkpoints saw it
+    /// (deletes, renames, mode changes and binaries included), given to
+    /// the batch's first call that named no path (see `session::changes`).
+    FilesChanged {
+        tool_call_id: String,
+        changes: Vec<FileChange>,
+        /// The changes as `git diff` prints them (`--patch`, renames found,
+        /// paths absolute); `None` when too large or git failed.
+        patch: Option<String>,
+    },
+}
+
+/// A running command's progress ([`Event::Command`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandProgress {
+    /// Sent once, when the process runs.
+    Started { command: String, cwd: PathBuf },
+    /// Output bytes in the order read (stdout and stderr on one pipe), as
+    /// raw bytes (a chunk may split a character). At most one event per
+    /// 50 ms per command and 64 KiB each: a chunk that could not keep up
+    /// ends with a line saying how many bytes were left out.
+    Output(Vec<u8>),
+    /// Sent once, after the last output: the exit code, or the signal's
+    /// name (`SIGKILL` when MAIA stopped it); neither when unknown.
+    Exited {
+        code: Option<i32>,
+        signal: Option<String>,
+    },
+}
+
+/// One file a command changed ([`Event::FilesChanged`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    /// Absolute; for a delete, the deleted path.
+    pub path: PathBuf,
+    pub operation: FileOperation,
+    /// Git found no text in it (before or after).
+    pub binary: bool,
+    /// A symbolic link (after the change; before it, for a delete).
+    pub symlink: bool,
+}
+
+/// What happened to a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOperation {
+    Added,
+    Deleted,
+    /// Its content or its mode changed.
+    Modified,
+    /// Renamed from this absolute path (content maybe changed too).
+    Moved {
+        from: PathBuf,
+    },
 }
 
 /// Who a child session is, as its parent reports it.

@@ -60,9 +60,10 @@ pub mod worktree;
 pub use client::{Answer, Asker, ClientTools, Question};
 pub use engine::{Engine, EngineOptions, LoadError, McpServerConfig, McpTransport, SessionSummary};
 pub use event::{
-    ChoiceKind, CommandEntry, CompactionState, Event, NoticeLevel, PermissionChoice,
-    PermissionReply, PermissionRequest, StopReason, SubagentEvent, SubagentInfo, SubagentState,
-    SubagentUpdate, ToolCallPatch, ToolCallView, ToolContent, ToolStatus,
+    ChoiceKind, CommandEntry, CommandProgress, CompactionState, Event, FileChange, FileOperation,
+    NoticeLevel, PermissionChoice, PermissionReply, PermissionRequest, StopReason, SubagentEvent,
+    SubagentInfo, SubagentState, SubagentUpdate, ToolCallPatch, ToolCallView, ToolContent,
+    ToolStatus,
 };
 pub use handle::{Busy, SessionHandle};
 /// The language servers a session would use ([`maia_lsp_client`]).

@@ -117,9 +117,15 @@ pub fn start(input: &BashInput, ctx: &ToolContext) -> Result<Started, String> {
     Ok(Started { child, output })
 }
 
-/// Reads the command's output into `log` until it exits or `stop` fires;
-/// then its whole tree is stopped.
-pub async fn watch(started: Started, log: Arc<Mutex<TaskLog>>, stop: CancellationToken) -> Ended {
+/// Reads the command's output into `log` (and tells `observer` each read)
+/// until it exits or `stop` fires; then its whole tree is stopped, and the
+/// observer told how it ended.
+pub async fn watch(
+    started: Started,
+    log: Arc<Mutex<TaskLog>>,
+    stop: CancellationToken,
+    observer: Option<crate::runner::Observer>,
+) -> Ended {
     let Started {
         mut child,
         mut output,
@@ -131,7 +137,11 @@ pub async fn watch(started: Started, log: Arc<Mutex<TaskLog>>, stop: Cancellatio
         if let Ok(mut log) = log.lock() {
             log.push(bytes);
         }
+        if let Some(observer) = &observer {
+            observer(crate::runner::Progress::Output(bytes));
+        }
     };
+    let mut outcome = crate::runner::Outcome::Cancelled;
     let ended = loop {
         tokio::select! {
             biased;
@@ -146,10 +156,15 @@ pub async fn watch(started: Started, log: Arc<Mutex<TaskLog>>, stop: Cancellatio
             },
             status = child.wait() => break match status {
                 Ok(status) => {
+                    outcome = crate::runner::Outcome::Exited(status);
                     let (code, killed) = crate::runner::exit_code(status);
                     Ended::Exited { code, killed }
                 }
-                Err(e) => Ended::Failed(e.to_string()),
+                Err(e) => {
+                    let ended = Ended::Failed(e.to_string());
+                    outcome = crate::runner::Outcome::WaitFailed(e);
+                    ended
+                }
             },
         }
     };
@@ -165,6 +180,9 @@ pub async fn watch(started: Started, log: Arc<Mutex<TaskLog>>, stop: Cancellatio
         let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, drain).await;
     }
     drop(group);
+    if let Some(observer) = &observer {
+        crate::runner::exited(observer, &outcome);
+    }
     ended
 }
 

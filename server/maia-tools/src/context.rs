@@ -26,6 +26,8 @@ pub struct ToolContext {
     pub terminals: Option<Arc<dyn crate::terminal::Terminals>>,
     /// Told the id of the terminal a Bash call runs in, once it exists.
     pub on_terminal: Option<crate::terminal::TerminalHook>,
+    /// Told a Bash command's start, output and exit while it runs here.
+    pub on_output: Option<crate::runner::Observer>,
 }
 
 /// Whether a file may be read; see [`ToolContext::read_guard`].
@@ -52,6 +54,7 @@ impl ToolContext {
             sandbox: None,
             terminals: None,
             on_terminal: None,
+            on_output: None,
         }
     }
 }

@@ -1,9 +1,12 @@
 //! Running a started command to its end: its output pipes read into capped
 //! buffers while it runs, a timeout, cancellation, and the whole process
 //! tree stopped afterwards, and how an exit is told to the model
-//! ([`exit_output`]). Shared by `Bash` and custom tools.
+//! ([`exit_output`]). Shared by `Bash` and custom tools. A caller may watch
+//! a run ([`Observer`]): its output bytes as they are read, then its exit.
 
+use std::path::Path;
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -34,11 +37,51 @@ pub struct Finished {
     pub outputs: Vec<CappedOutput>,
 }
 
+/// What a running command tells its watcher ([`Observer`]), in order:
+/// `Started` once, `Output` for each read of its pipes (the bytes as they
+/// came, stdout and stderr alike), `Exited` once, after the last output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress<'a> {
+    /// The command runs (`command` as the shell was given it, in `cwd`).
+    Started {
+        command: &'a str,
+        cwd: &'a Path,
+    },
+    Output(&'a [u8]),
+    /// It ended: its exit code, or the signal that ended it (`SIGKILL` when
+    /// MAIA stopped it on a timeout or a cancel); neither when unknown.
+    Exited {
+        code: Option<i32>,
+        signal: Option<&'a str>,
+    },
+}
+
+/// Watches a command while it runs ([`crate::ToolContext::on_output`]).
+/// Called on the reading task: it must return at once.
+pub type Observer = Arc<dyn Fn(Progress<'_>) + Send + Sync>;
+
+/// How `outcome` is told to an [`Observer`].
+pub fn exited(observer: &Observer, outcome: &Outcome) {
+    use std::os::unix::process::ExitStatusExt;
+    let name = |n: i32| {
+        nix::sys::signal::Signal::try_from(n)
+            .map(|s| s.as_str())
+            .ok()
+    };
+    let (code, signal) = match outcome {
+        Outcome::Exited(status) => (status.code(), status.signal().and_then(name)),
+        Outcome::TimedOut | Outcome::Cancelled => (None, Some("SIGKILL")),
+        Outcome::WaitFailed(_) => (None, None),
+    };
+    observer(Progress::Exited { code, signal });
+}
+
 /// One output pipe being read.
 struct Stream {
     reader: Option<Box<dyn AsyncRead + Unpin + Send>>,
     output: CappedOutput,
     buf: Vec<u8>,
+    observer: Option<Observer>,
 }
 
 impl Stream {
@@ -53,7 +96,12 @@ impl Stream {
         };
         match reader.read(&mut self.buf).await {
             Ok(0) => self.reader = None,
-            Ok(n) => self.output.push(&self.buf[..n]),
+            Ok(n) => {
+                self.output.push(&self.buf[..n]);
+                if let Some(observer) = &self.observer {
+                    observer(Progress::Output(&self.buf[..n]));
+                }
+            }
             Err(err) => {
                 tracing::debug!(%err, "reading command output failed");
                 self.reader = None;
@@ -77,14 +125,15 @@ async fn read_any(streams: &mut [Stream]) {
 }
 
 /// Runs `child` (started with [`crate::process::command`]) until it exits,
-/// `timeout` passes or `cancel` fires, reading `pipes` meanwhile. Then the
-/// whole tree is stopped, what is left in the pipes is read for a moment,
-/// and the outputs are returned.
+/// `timeout` passes or `cancel` fires, reading `pipes` meanwhile (each
+/// read told to `observer`). Then the whole tree is stopped, what is left
+/// in the pipes is read for a moment, and the outputs are returned.
 pub async fn run(
     mut child: tokio::process::Child,
     pipes: Vec<Box<dyn AsyncRead + Unpin + Send>>,
     timeout: Duration,
     cancel: &CancellationToken,
+    observer: Option<&Observer>,
 ) -> Finished {
     let group = GroupGuard::new(child.id());
     let mut streams: Vec<Stream> = pipes
@@ -93,6 +142,7 @@ pub async fn run(
             reader: Some(reader),
             output: CappedOutput::default(),
             buf: vec![0; 16 * 1024],
+            observer: observer.cloned(),
         })
         .collect();
     let deadline = tokio::time::sleep(timeout);

@@ -65,6 +65,7 @@ pub(super) async fn run_bang(
         // (docs/tools.md says why).
         terminals: None,
         on_terminal: None,
+        on_output: None,
     };
     let output = match maia_tools::prepare(input, &ctx).await {
         Ok(prepared) => maia_tools::execute(prepared, &ctx).await,

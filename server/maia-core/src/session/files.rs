@@ -136,6 +136,8 @@ impl Session {
                 ),
             });
         }
+        self.tell_command_changes(&records, calls, (&before, &after))
+            .await;
         for record in records {
             self.record(&Record::Checkpoint(record));
         }

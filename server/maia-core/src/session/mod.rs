@@ -4,7 +4,7 @@
 //! state operations and the accessors that lend out its parts. The turn
 //! loop is the child module `turn`, the tools of a turn the child
 //! `tooling`, the context accounting and the compaction the child
-//! `compact` (with `announce`, `effects`, `files`, `steer` and `rewind`,
+//! `compact` (with `announce`, `changes`, `effects`, `files`, `steer` and `rewind`,
 //! the only other files with an `impl Session`); the summary a compaction
 //! continues from is written by [`crate::compaction::Compactor`] from
 //! borrowed parts. The task that runs its turns and the handle a front door drives
@@ -47,6 +47,7 @@ use crate::window::WindowCache;
 
 mod after_tools;
 mod announce;
+mod changes;
 mod compact;
 mod effects;
 pub(crate) mod files;

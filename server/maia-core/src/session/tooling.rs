@@ -192,6 +192,7 @@ impl Session {
                 sandbox: self.project.sandbox.clone(),
                 terminals: self.client.terminals.clone(),
                 on_terminal: None,
+                on_output: None,
             },
             broker: self.project.broker.clone(),
             mode: self.mode,

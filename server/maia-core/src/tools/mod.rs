@@ -3,7 +3,8 @@
 //! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`],
 //! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols), [`plan`] (`ExitPlanMode`, in the `plan` mode only) and `task` (`Task`, a subagent); [`registry`] builds the registry of one turn (one line per
 //! family; each tool declares what it may change, [`crate::effect`]) and
-//! [`router`] runs the calls of one model response.
+//! [`router`] runs the calls of one model response; `stream` streams a
+//! command's output while it runs.
 
 pub(crate) mod builtin;
 mod custom;
@@ -14,6 +15,7 @@ pub(crate) mod registry;
 pub(crate) mod router;
 mod session;
 mod skill;
+mod stream;
 mod task;
 mod tasks;
 

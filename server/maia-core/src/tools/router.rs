@@ -356,6 +356,13 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
             }));
         }));
     }
+    // A command run here streams its output (`Event::Command`).
+    if ctx.terminals.is_none() {
+        ctx.on_output = Some(super::stream::observer(
+            call.id.clone(),
+            call.batch.events.clone(),
+        ));
+    }
     if let Grant::Unsandboxed = grant {
         tracing::warn!(call = %call.id, "running once without the sandbox, as the user chose");
         ctx.sandbox = None;

@@ -3,6 +3,7 @@
 //! no protocol). Protocol tests stay for the wire.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod commands;
 mod effects;
 mod files_prop;
 mod harness;

@@ -24,8 +24,7 @@ pub const MODEL_OPTION: &str = "model";
 /// The id of the mode config option.
 pub const MODE_OPTION: &str = "mode";
 
-/// The session's config options: the model (when one is known), then the
-/// mode (kept in sync with ACP modes).
+/// The config options: the model (when known), then the mode (kept in sync with ACP modes).
 pub fn config_options(
     current: Option<String>,
     listed: &[String],
@@ -199,8 +198,7 @@ fn takes_notices(caps: &ClientCapabilities) -> bool {
     caps.session.as_ref().is_some_and(|s| s.notices.is_some())
 }
 
-/// The task list as a plan: `plan_update` for clients that advertise
-/// `plan`, else the baseline `plan` update.
+/// The task list: `plan_update` for clients that advertise `plan`, else `plan`.
 fn plan(todos: &[maia_core::session_tools::Todo], caps: &ClientCapabilities) -> SessionUpdate {
     use maia_core::session_tools::TodoStatus;
     let entries: Vec<PlanEntry> = todos
@@ -404,6 +402,8 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         ),
         Event::ToolCall(view) => SessionUpdate::ToolCall(tool_call(&view)),
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
+        // A command's output and file states: v2's (v1 has its result text).
+        Event::Command { .. } | Event::FilesChanged { .. } => return None,
         Event::Permission(_)
         | Event::UserMessageSaved { .. }
         | Event::SteerTaken { .. }

@@ -482,7 +482,8 @@ fn json_event(event: Event) -> Option<Value> {
             };
             json!({"type": "notice", "level": level, "text": text})
         }
-        // A replay, the command list, and what the pump answers itself.
+        // A replay, the command list, a command's live output and file
+        // states (its result says them), and what the pump answers itself.
         Event::UserMessage { .. }
         | Event::UserMessageSaved { .. }
         | Event::SteerTaken { .. }
@@ -490,6 +491,8 @@ fn json_event(event: Event) -> Option<Value> {
         | Event::Commands(_)
         | Event::Permission(_)
         | Event::TurnFailed(_)
+        | Event::Command { .. }
+        | Event::FilesChanged { .. }
         | Event::TurnStarted(_)
         | Event::TurnEnded(_) => return None,
     })

@@ -115,14 +115,24 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
     let child = spawned?;
     tracing::debug!(command = %input.command, pid = ?child.id(), "bash started");
     let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
+    if let Some(observer) = &ctx.on_output {
+        observer(runner::Progress::Started {
+            command: &input.command,
+            cwd: &ctx.cwd,
+        });
+    }
     let finished = runner::run(
         child,
         vec![Box::new(receiver)],
         Duration::from_millis(timeout_ms),
         &ctx.cancel,
+        ctx.on_output.as_ref(),
     )
     .await;
     let outcome = finished.outcome;
+    if let Some(observer) = &ctx.on_output {
+        runner::exited(observer, &outcome);
+    }
     let output = finished.outputs.into_iter().next().unwrap_or_default();
 
     let mut text = output.finish(MAX_OUTPUT_CHARS);
@@ -182,6 +192,81 @@ mod tests {
         )
         .await;
         assert_eq!(out.content, "a\nb\nc\nExit code: 0");
+    }
+
+    /// The observer hears the start, each part of the output while the
+    /// command still runs, and the exit; the result is unchanged.
+    #[tokio::test]
+    async fn an_observer_hears_output_before_the_end() {
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = ctx(dir.path());
+        let heard: Arc<Mutex<Vec<String>>> = Arc::default();
+        let log = heard.clone();
+        let gate = dir.path().join("go");
+        ctx.on_output = Some(Arc::new(move |p: runner::Progress<'_>| {
+            let line = match p {
+                runner::Progress::Started { command, .. } => format!("start {command}"),
+                runner::Progress::Output(bytes) => {
+                    format!("out {}", String::from_utf8_lossy(bytes))
+                }
+                runner::Progress::Exited { code, signal } => format!("exit {code:?} {signal:?}"),
+            };
+            log.lock().unwrap().push(line);
+        }));
+        // The command waits for the test to see its first part.
+        let command = format!(
+            "echo one; while [ ! -e {} ]; do sleep 0.01; done; echo two; exit 4",
+            gate.display()
+        );
+        let task = tokio::spawn({
+            let ctx = ctx.clone();
+            async move { run(&ctx, "Bash", json!({ "command": command })).await }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !heard.lock().unwrap().iter().any(|l| l == "out one\n") {
+            assert!(Instant::now() < deadline, "{:?}", heard.lock().unwrap());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(!task.is_finished());
+        std::fs::write(&gate, "").unwrap();
+        let out = task.await.unwrap();
+        assert_eq!(out.content, "one\ntwo\nExit code: 4");
+        let heard = heard.lock().unwrap().clone();
+        assert!(heard[0].starts_with("start echo one"), "{heard:?}");
+        assert_eq!(heard.last().unwrap(), "exit Some(4) None", "{heard:?}");
+        let output: String = heard
+            .iter()
+            .filter_map(|l| l.strip_prefix("out "))
+            .collect();
+        assert_eq!(output, "one\ntwo\n");
+    }
+
+    /// A command MAIA stops on its timeout is told as killed by `SIGKILL`;
+    /// one a signal ended, by that signal.
+    #[tokio::test]
+    async fn an_observer_hears_how_a_command_was_ended() {
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = ctx(dir.path());
+        let exits: Arc<Mutex<Vec<String>>> = Arc::default();
+        let log = exits.clone();
+        ctx.on_output = Some(Arc::new(move |p: runner::Progress<'_>| {
+            if let runner::Progress::Exited { code, signal } = p {
+                log.lock().unwrap().push(format!("{code:?} {signal:?}"));
+            }
+        }));
+        run(
+            &ctx,
+            "Bash",
+            json!({"command": "sleep 30", "timeout_ms": 200}),
+        )
+        .await;
+        run(&ctx, "Bash", json!({"command": "kill -TERM $$"})).await;
+        assert_eq!(
+            *exits.lock().unwrap(),
+            vec!["None Some(\"SIGKILL\")", "None Some(\"SIGTERM\")"]
+        );
     }
 
     #[tokio::test]

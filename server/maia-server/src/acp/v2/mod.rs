@@ -15,6 +15,7 @@
 //! `session/prompt` have their own shapes here and in `turn`. The updates
 //! are turned into v2 in `update`.
 
+pub(super) mod terminal;
 pub(super) mod turn;
 pub(super) mod update;
 
@@ -174,7 +175,7 @@ impl Agent {
 
     /// v2's `initialize`: the connection speaks v2 from now on. v2 clients
     /// offer no file system or terminal: MAIA reads and writes files and runs
-    /// commands itself (their output is the tool call's). A client's forms
+    /// commands itself (each an agent-owned terminal, `terminal`). A client's forms
     /// (`elicitation`, spelled as in v1) serve `AskUser` and "reject with a
     /// reason" as on v1.
     fn initialize_v2(&self, req: &v2::InitializeRequest) -> Result<Value, RpcError> {

@@ -5,7 +5,8 @@
 //! framed by `requires_action` and `running`. A turn no prompt started (the
 //! queue's next prompt) says the same, with no request to answer; what
 //! comes between turns (a background command ending) is sent as it
-//! happens, with the session idle.
+//! happens, with the session idle. A command's terminal and file states
+//! are `terminal`'s.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,6 +28,8 @@ pub(in crate::acp) struct SessionV2 {
     pub(in crate::acp) cwd: PathBuf,
     /// The content of each prompt not yet in the history, by its turn.
     prompts: Mutex<BTreeMap<TurnId, Vec<ContentBlock>>>,
+    /// The tool calls showing a command's terminal.
+    terminals: super::terminal::Terminals,
 }
 
 impl SessionV2 {
@@ -34,6 +37,7 @@ impl SessionV2 {
         std::sync::Arc::new(SessionV2 {
             cwd,
             prompts: Mutex::new(BTreeMap::new()),
+            terminals: super::terminal::Terminals::default(),
         })
     }
 }
@@ -114,6 +118,25 @@ impl Forwarder {
     pub(in crate::acp) fn forward_v2(&self, v2: &SessionV2, event: Event) -> Option<Event> {
         match event {
             Event::TurnStarted(turn) => *lock(&self.turn) = Some(turn),
+            Event::Command {
+                tool_call_id,
+                progress,
+            } => {
+                for update in v2.terminals.command(&tool_call_id, progress) {
+                    send_v2(&self.conn, &self.session_id, update);
+                }
+            }
+            Event::FilesChanged {
+                tool_call_id,
+                changes,
+                patch,
+            } => {
+                let update = super::terminal::files_changed(&tool_call_id, &changes, patch);
+                send_v2(&self.conn, &self.session_id, update);
+            }
+            Event::ToolCallUpdate(patch) => {
+                return Some(Event::ToolCallUpdate(v2.terminals.patch(patch)));
+            }
             Event::UserMessageSaved { message_id } => {
                 let turn = *lock(&self.turn);
                 self.inserted(v2, turn, &message_id);
