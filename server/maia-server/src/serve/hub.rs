@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 
 mod agent;
 mod attach;
+mod echo;
 
 use attach::{attach, detach, resend_questions};
 
@@ -52,6 +53,10 @@ pub struct Limits {
     /// Live messages a client may leave unread before it is dropped.
     pub unread: usize,
 }
+
+/// The notification telling a client the number its own prompt's echo
+/// took (`{sessionId}`, `_meta.maia.seq`; `hub/echo.rs`).
+pub const ECHOED: &str = "_session/echoed";
 
 /// The notification telling every attached client that a controller
 /// closed the session (`{sessionId}`).
@@ -486,6 +491,9 @@ impl Hub {
                 if method == "session/prompt" {
                     tracing::info!(target: "maia::audit", conn, token = %access.name,
                         session = ?sid, "prompt");
+                }
+                if let Some(sid) = &sid {
+                    echo::echo(state, conn, sid, method, &message);
                 }
                 Kind::Plain
             }

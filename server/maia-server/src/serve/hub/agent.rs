@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::Asked;
 use super::{
-    CLOSED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, State, TURN_ENDED, attach, detach, error, key,
-    resend_questions, session_of,
+    CLOSED, ECHOED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, State, TURN_ENDED, attach, detach,
+    error, key, resend_questions, session_of,
 };
 
 impl Hub {
@@ -169,12 +169,24 @@ impl Hub {
 
 /// Numbers a message of the live session `sid`, keeps it for replay and
 /// sends it to every client attached; a client that fell behind is dropped.
-fn publish(state: &mut State, sid: &str, mut message: Value) {
+fn publish(state: &mut State, sid: &str, message: Value) {
+    publish_as(state, sid, message, None);
+}
+
+/// `publish`; with `echo_of`, a client's own words told to the others
+/// (`echo`): that client gets `ECHOED` with the number instead, so every
+/// client's numbers stay contiguous.
+pub(super) fn publish_as(state: &mut State, sid: &str, mut message: Value, echo_of: Option<u64>) {
     let Some(live) = state.live.get_mut(sid) else {
         tracing::debug!(session = %sid, "an update of a session nobody opened");
         return;
     };
     live.seq += 1;
+    let placeholder = echo_of.map(|_| {
+        json!({"jsonrpc": "2.0", "method": ECHOED,
+            "params": {"sessionId": sid, "_meta": {"maia": {"seq": live.seq}}}})
+        .to_string()
+    });
     message["params"]["_meta"]["maia"]["seq"] = json!(live.seq);
     let text = message.to_string();
     live.log_bytes += text.len();
@@ -187,10 +199,14 @@ fn publish(state: &mut State, sid: &str, mut message: Value) {
     }
     let attached: Vec<u64> = live.attached.keys().copied().collect();
     for conn in attached {
+        let sent = match &placeholder {
+            Some(own) if Some(conn) == echo_of => own,
+            _ => &text,
+        };
         let dropped = state
             .clients
             .get(&conn)
-            .is_some_and(|c| !c.outbox.push(Some(sid), text.clone(), true));
+            .is_some_and(|c| !c.outbox.push(Some(sid), sent.clone(), true));
         if dropped {
             tracing::warn!(conn, session = %sid, "a client fell behind; dropped");
             detach(state, conn);
