@@ -50,6 +50,7 @@ mod readme;
 mod registry;
 mod remote;
 mod remote_client;
+mod remote_web;
 mod robustness;
 mod timeline_escapes;
 mod timeline_files;
