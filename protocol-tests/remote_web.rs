@@ -453,3 +453,57 @@ async fn remote_attached_clients_see_what_another_client_asked_numbered_once() {
         "How is it?"
     );
 }
+
+#[tokio::test]
+async fn remote_web_cookie_is_secure_over_tls_and_the_origin_is_checked_on_http2() {
+    let fixture = |name: &str| {
+        format!(
+            "{}/../../protocol-tests/fixtures/tls/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    };
+    let (cert, key) = (fixture("server.pem"), fixture("server.key"));
+    let daemon = Daemon::start(&[PHONE], &["--tls-cert", &cert, "--tls-key", &key]).await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = std::fs::read_to_string(fixture("ca.pem")).unwrap();
+    let der: Vec<u8> = {
+        use base64::Engine;
+        let body: String = ca.lines().filter(|l| !l.starts_with("-----")).collect();
+        base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .unwrap()
+    };
+    roots.add(der.into()).unwrap();
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(config)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let own = format!("https://{}", daemon.addr);
+    let login = |origin: String| {
+        client
+            .post(format!("https://{}/login", daemon.addr))
+            .header("origin", origin)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token={}", daemon.tokens["phone"]))
+            .send()
+    };
+    // On HTTP/2 the page's origin is the request's `:authority`.
+    let foreign = login(format!("https://127.0.0.1:{}", free_port()))
+        .await
+        .unwrap();
+    assert_eq!(foreign.version(), reqwest::Version::HTTP_2);
+    assert_eq!(foreign.status(), 403);
+    let ok = login(own).await.unwrap();
+    assert_eq!(ok.status(), 303);
+    let set = ok.headers()["set-cookie"].to_str().unwrap();
+    let attributes: Vec<&str> = set.split(';').map(str::trim).collect();
+    for wanted in ["Secure", "HttpOnly", "SameSite=Strict"] {
+        assert!(attributes.contains(&wanted), "{wanted} missing: {set}");
+    }
+}

@@ -244,10 +244,11 @@ fn login_page(error: Option<&str>) -> String {
     });
     format!(
         "{}<body class=\"login\">\n<main class=\"login-box\">\n<h1>MAIA</h1>\n\
-         <form method=\"post\" action=\"/login\" autocomplete=\"off\">\n\
+         <form method=\"post\" action=\"/login\">\n\
          <label for=\"token\">Token</label>\n\
          <input id=\"token\" name=\"token\" type=\"password\" required autofocus \
-         spellcheck=\"false\" autocapitalize=\"off\" placeholder=\"maia_…\">\n{error}\
+         autocomplete=\"current-password\" spellcheck=\"false\" autocapitalize=\"off\" \
+         placeholder=\"maia_…\">\n{error}\
          <button class=\"primary\" type=\"submit\">Log in</button>\n</form>\n\
          <p class=\"hint\">A token from <code>maia serve token add NAME</code> on the daemon's machine.</p>\n\
          </main>\n</body>\n</html>\n",
