@@ -11,6 +11,7 @@ import { spawn, spawnSync, ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import * as net from 'node:net';
 import { createInterface } from 'node:readline';
 import puppeteer, { Browser, ElementHandle, Page } from 'puppeteer-core';
 import { PanelController } from '../src/panel/controller';
@@ -51,7 +52,7 @@ interface Daemon {
 }
 
 /** Tokens added with `maia serve token add`, then `maia serve` on a free loopback port. */
-async function serve(home: string, tokens: [string, string[]][]): Promise<Daemon> {
+async function serve(home: string, tokens: [string, string[]][], cwd: string): Promise<Daemon> {
   const env = { PATH: process.env.PATH, HOME: home, LITELLM_API_KEY: 'sk-test', MAIA_LOG: 'info' };
   const made: Record<string, string> = {};
   for (const [name, extra] of tokens) {
@@ -59,7 +60,8 @@ async function serve(home: string, tokens: [string, string[]][]): Promise<Daemon
     assert.equal(added.status, 0, added.stderr);
     made[name] = added.stdout.trim();
   }
-  const child = spawn(MAIA_BIN, ['serve', '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  // Its folder is where the page's + starts a session.
+  const child = spawn(MAIA_BIN, ['serve', '--listen', '127.0.0.1:0'], { env, cwd, stdio: ['ignore', 'ignore', 'pipe'] });
   const stderr: string[] = [];
   const lines = createInterface({ input: child.stderr! });
   lines.on('line', (line) => stderr.push(line));
@@ -162,7 +164,7 @@ test('web page: log in, open a live session, prompt, answer permissions, queue, 
     ['phone', []],
     ['desk', ['--observer']],
     ['editor', []],
-  ]);
+  ], cwd);
   const errors: string[] = [];
   const timings: Record<string, number> = {};
   try {
@@ -346,6 +348,64 @@ test('web page: log in, open a live session, prompt, answer permissions, queue, 
     await phone.close();
     await desk.close();
   } finally {
+    daemon.child.kill();
+    mock.stop();
+    fs.rmSync(scratchRoot, { recursive: true, force: true });
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
+test('web page: a dropped connection mid-turn reconnects and attaches since the last update, nothing lost or doubled', async () => {
+  const whole = Array.from({ length: 60 }, (_, i) => `w${i}`).join(' ') + '.';
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'maia-web-'));
+  const mock = await MockLlm.start([{ text: whole, piece: 6, gap_ms: 50 }], tmp);
+  const { home, cwd, root: scratchRoot } = scratch(mock.url);
+  const daemon = await serve(home, [['phone', []]], cwd);
+  // The browser reaches the daemon through a TCP relay the test can cut.
+  const upstream = Number(new URL(daemon.base).port);
+  const open = new Set<net.Socket>();
+  const relay = net.createServer((client) => {
+    const server = net.connect(upstream, '127.0.0.1');
+    for (const s of [client, server]) {
+      open.add(s);
+      s.on('close', () => open.delete(s));
+      s.on('error', () => s.destroy());
+    }
+    client.pipe(server);
+    server.pipe(client);
+  });
+  await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${(relay.address() as net.AddressInfo).port}`;
+  const errors: string[] = [];
+  try {
+    const phone = await newPage(PHONE, errors);
+    await logIn(phone, base, daemon.tokens.phone);
+    await phone.waitForSelector('.threads:not([hidden])');
+    await phone.click('#new-button');
+    await phone.waitForFunction(() => document.querySelector('.threads')?.hasAttribute('hidden'));
+    await phone.focus('#input');
+    await phone.keyboard.type('Count slowly');
+    await phone.click('#send');
+    await phone.waitForFunction(() => (document.querySelector('.message.agent .body')?.textContent?.length ?? 0) > 40);
+    // The network goes: every connection through the relay is cut.
+    for (const s of open) {
+      s.destroy();
+    }
+    await phone.waitForFunction(() => document.querySelector('#status')?.textContent === 'restarting…');
+    await phone.waitForFunction(() => document.querySelector('.message.agent .body')?.textContent?.trim().endsWith('w59.'), { timeout: 20_000 });
+    await idle(phone);
+    assert.equal((await text(phone, '.message.agent .body')).trim(), whole, 'every piece once, in order');
+    assert.equal(await phone.$$eval('.message.agent', (els) => els.length), 1);
+    assert.equal(await phone.$eval('#status', (e) => e.textContent), '');
+    assert.equal(await phone.$('.note.error'), null, 'the drop is no error');
+    assert.equal(mock.requests.length, 1, 'the turn ran once');
+    assert.deepEqual(errors.filter((e) => !/WebSocket|ERR_CONNECTION|net::/.test(e)), []);
+    await phone.close();
+  } finally {
+    relay.close();
+    for (const s of open) {
+      s.destroy();
+    }
     daemon.child.kill();
     mock.stop();
     fs.rmSync(scratchRoot, { recursive: true, force: true });

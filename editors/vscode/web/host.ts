@@ -381,7 +381,9 @@ export class WebHost {
       this.endTurn({ stopReason: r.stopReason });
     } catch (e) {
       this.prompting = false;
-      if (this.conn === c) {
+      // A dropped connection does not end the turn: it goes on in the daemon,
+      // and its end (`_session/turn_ended`) comes after the page attaches again.
+      if (!c.signal.aborted) {
         this.endTurn({ error: e instanceof Error ? e.message : String(e) });
       }
     }

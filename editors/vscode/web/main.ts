@@ -10,7 +10,13 @@ import { WebHost } from './host';
 
 const data = document.body.dataset;
 const app = document.getElementById('app')!;
-const toPanel = (m: ToWebview) => window.dispatchEvent(new MessageEvent('message', { data: m }));
+const toPanel = (m: ToWebview) => {
+  if (m.type === 'session') {
+    // A session opened (or started with +): the list gives way to it.
+    document.getElementById('threads')?.setAttribute('hidden', '');
+  }
+  window.dispatchEvent(new MessageEvent('message', { data: m }));
+};
 
 // Who is logged in, and the logout form (a POST to this page only).
 const who = h('span', { class: 'who-am-i', id: 'who', text: data.token ?? '' });
