@@ -19,8 +19,11 @@ const seqOf = (params: unknown): number | undefined => {
   return typeof seq === 'number' ? seq : undefined;
 };
 
-/** Updates that show a turn running (someone else's prompt, a queued turn). */
-const ACTIVITY = new Set(['agent_message_chunk', 'agent_thought_chunk', 'tool_call', 'tool_call_update', 'plan']);
+/**
+ * Updates that show a turn running (someone else's prompt, a queued turn).
+ * Not `tool_call_update`: a background command's end comes after its turn.
+ */
+const ACTIVITY = new Set(['agent_message_chunk', 'agent_thought_chunk', 'tool_call']);
 
 export interface PageInfo {
   token: string;
@@ -436,6 +439,11 @@ export class WebHost {
       pending.resolve({ outcome: { outcome: 'cancelled' } });
     }
     await this.conn.agent.notify(acp.methods.agent.session.cancel, { sessionId: this.sessionId });
+    if (!this.prompting) {
+      // A turn this page did not prompt may end unseen (one a steer started
+      // has no end notice): Stop always gives the input back.
+      this.endTurn({ stopReason: 'cancelled' });
+    }
   }
 
   /** A panel message; errors are shown in the page. */
