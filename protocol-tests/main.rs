@@ -51,6 +51,7 @@ mod registry;
 mod remote;
 mod remote_client;
 mod remote_v2;
+mod remote_web;
 mod robustness;
 mod timeline_escapes;
 mod timeline_files;

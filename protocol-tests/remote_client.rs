@@ -194,28 +194,7 @@ impl Daemon {
             Err(e) => panic!("{e}"),
         };
         assert!(response.headers().contains_key("acp-connection-id"));
-        let (tx, mut rx) = socket.split();
-        let (lines, incoming) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Some(Ok(message)) = rx.next().await {
-                let value = match message {
-                    Message::Text(text) => serde_json::from_str(text.as_str()).unwrap(),
-                    Message::Close(frame) => {
-                        json!({"closed": frame.map(|f| f.reason.to_string()).unwrap_or_default()})
-                    }
-                    _ => continue,
-                };
-                if lines.send(value).is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Ws {
-            tx,
-            incoming,
-            seen: Vec::new(),
-            next_id: 1,
-        })
+        Ok(Ws::from_socket(socket))
     }
 }
 
@@ -234,6 +213,36 @@ pub struct Ws {
 }
 
 impl Ws {
+    /// A client on an open socket: a task reads it into `incoming`.
+    pub fn from_socket(
+        socket: tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    ) -> Ws {
+        let (tx, mut rx) = socket.split();
+        let (lines, incoming) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(Ok(message)) = rx.next().await {
+                let value = match message {
+                    Message::Text(text) => serde_json::from_str(text.as_str()).unwrap(),
+                    Message::Close(frame) => {
+                        json!({"closed": frame.map(|f| f.reason.to_string()).unwrap_or_default()})
+                    }
+                    _ => continue,
+                };
+                if lines.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        Ws {
+            tx,
+            incoming,
+            seen: Vec::new(),
+            next_id: 1,
+        }
+    }
+
     pub async fn send(&mut self, message: &Value) {
         self.tx
             .send(Message::Text(message.to_string().into()))

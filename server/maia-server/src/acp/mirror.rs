@@ -234,6 +234,22 @@ pub(super) fn copy(event: &Event) -> Option<Event> {
         },
         Event::ToolCall(view) => Event::ToolCall(view.clone()),
         Event::ToolCallUpdate(patch) => Event::ToolCallUpdate(patch.clone()),
+        Event::Command {
+            tool_call_id,
+            progress,
+        } => Event::Command {
+            tool_call_id: tool_call_id.clone(),
+            progress: progress.clone(),
+        },
+        Event::FilesChanged {
+            tool_call_id,
+            changes,
+            patch,
+        } => Event::FilesChanged {
+            tool_call_id: tool_call_id.clone(),
+            changes: changes.clone(),
+            patch: patch.clone(),
+        },
         Event::Permission(_) => return None,
         Event::Title(title) => Event::Title(title.clone()),
         Event::ModelChanged(model) => Event::ModelChanged(model.clone()),

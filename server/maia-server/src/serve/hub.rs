@@ -34,6 +34,7 @@ use tokio::sync::mpsc;
 
 mod agent;
 mod attach;
+mod echo;
 
 use attach::{attach, detach, resend_questions};
 
@@ -58,6 +59,10 @@ pub struct Limits {
     /// Live messages a client may leave unread before it is dropped.
     pub unread: usize,
 }
+
+/// The notification telling a client the number its own prompt's echo
+/// took (`{sessionId}`, `_meta.maia.seq`; `hub/echo.rs`).
+pub const ECHOED: &str = "_session/echoed";
 
 /// The notification telling every attached client that a controller
 /// closed the session (`{sessionId}`).
@@ -509,6 +514,13 @@ impl Hub {
                     let close = json!({"jsonrpc": "2.0", "method": "session/close",
                         "params": {"sessionId": session}});
                     self.internal(state, 1 - wire, close, Kind::Internal);
+                }
+                // v2 tells every prompt as its own `user_message`; v1 has
+                // no live place for it but the echo.
+                if wire == 0
+                    && let Some(sid) = &sid
+                {
+                    echo::echo(state, conn, sid, method, &message);
                 }
                 Kind::Plain
             }

@@ -11,6 +11,7 @@ mod hub;
 mod outbox;
 mod tls;
 pub mod tokens;
+mod web;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -60,6 +61,8 @@ struct Daemon {
     /// How often a WebSocket client is pinged; silent for two, it is closed.
     ping: std::time::Duration,
     http: Arc<Mutex<HashMap<String, HttpConn>>>,
+    /// The web page's logins (`web`).
+    web: Arc<web::Logins>,
 }
 
 impl Daemon {
@@ -163,7 +166,8 @@ async fn run(
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,
     };
-    let listen = parse_listen(&args.listen, args.insecure_behind_proxy || tls.is_some())?;
+    let secure = args.insecure_behind_proxy || tls.is_some();
+    let listen = parse_listen(&args.listen, secure)?;
     if tokens::load(&tokens_path)?.is_empty() {
         anyhow::bail!(
             "no token can connect yet: add one with `maia serve token add NAME` ({})",
@@ -196,9 +200,15 @@ async fn run(
             unread: args.max_unread,
         },
         http: Arc::new(Mutex::new(HashMap::new())),
+        web: Arc::new(web::Logins::new(secure)),
     };
     tokio::spawn(close_revoked(daemon.clone()));
     let router = axum::Router::new()
+        .route("/", axum::routing::get(web::page))
+        .route("/login", axum::routing::post(web::login))
+        .route("/logout", axum::routing::post(web::logout))
+        .route("/web/app.js", axum::routing::get(web::script))
+        .route("/web/app.css", axum::routing::get(web::style))
         .route(
             "/acp",
             axum::routing::get(get_acp)
@@ -217,10 +227,12 @@ async fn run(
             let bound = listener.local_addr()?;
             if let Some(tls) = tls {
                 eprintln!("maia serve: listening on https://{bound}/acp (wss://{bound}/acp)");
+                eprintln!("maia serve: the web page is https://{bound}/");
                 tls::serve(listener, tls, router, stopped).await;
                 return Ok(());
             }
             eprintln!("maia serve: listening on http://{bound}/acp (ws://{bound}/acp)");
+            eprintln!("maia serve: the web page is http://{bound}/");
             axum::serve(listener, router)
                 .with_graceful_shutdown(stopped)
                 .await?;
@@ -294,9 +306,9 @@ fn host_name(authority: &str) -> String {
 }
 
 /// The checks of every request: `Host` and `Origin` name this daemon
-/// (against DNS rebinding and cross-site pages), and a known bearer token.
-/// On HTTP/2 the host is the request's `:authority`, not a `Host` header.
-fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Box<Response>> {
+/// (against DNS rebinding and cross-site pages). On HTTP/2 the host is the
+/// request's `:authority`, not a `Host` header.
+fn check_host(daemon: &Daemon, request: &Request) -> Result<(), Box<Response>> {
     let headers = request.headers();
     let text = |name| {
         headers
@@ -326,14 +338,26 @@ fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Box<Response>
             }
         }
     }
-    let presented = text(header::AUTHORIZATION)
+    Ok(())
+}
+
+/// `check_host`, then a known bearer token (or, on the web page's own
+/// WebSocket only, its login cookie: `web`).
+fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Box<Response>> {
+    check_host(daemon, request)?;
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     let Some(presented) = presented else {
-        return Err(Box::new(refuse(
-            StatusCode::UNAUTHORIZED,
-            "a bearer token is needed (Authorization: Bearer …)",
-        )));
+        return web::cookie_access(daemon, request).ok_or_else(|| {
+            Box::new(refuse(
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is needed (Authorization: Bearer …)",
+            ))
+        });
     };
     let entries = tokens::load(&daemon.tokens).map_err(|e| {
         tracing::error!("{e}");

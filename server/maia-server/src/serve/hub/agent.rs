@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 
 use super::Asked;
 use super::{
-    CLOSED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, State, TURN_ENDED, asked_key, attach, detach,
-    error, key, resend_questions, session_of,
+    CLOSED, ECHOED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, State, TURN_ENDED, asked_key, attach,
+    detach, error, key, resend_questions, session_of,
 };
 
 /// One agent connection on a pipe, initialized: what writes to it, what
@@ -343,13 +343,31 @@ impl Hub {
 /// Numbers a message of the live session `sid` as `wire` tells it, keeps it
 /// for replay and sends it to every client of that wire attached; a client
 /// that fell behind is dropped.
-fn publish(state: &mut State, sid: &str, wire: usize, mut message: Value) {
+fn publish(state: &mut State, sid: &str, wire: usize, message: Value) {
+    publish_as(state, sid, wire, message, None);
+}
+
+/// `publish`; with `echo_of`, a client's own words told to the others
+/// (`echo`): that client gets `ECHOED` with the number instead, so every
+/// client's numbers stay contiguous.
+pub(super) fn publish_as(
+    state: &mut State,
+    sid: &str,
+    wire: usize,
+    mut message: Value,
+    echo_of: Option<u64>,
+) {
     let Some(live) = state.live.get_mut(sid) else {
         tracing::debug!(session = %sid, "an update of a session nobody opened");
         return;
     };
     let view = &mut live.views[wire];
     view.seq += 1;
+    let placeholder = echo_of.map(|_| {
+        json!({"jsonrpc": "2.0", "method": ECHOED,
+            "params": {"sessionId": sid, "_meta": {"maia": {"seq": view.seq}}}})
+        .to_string()
+    });
     message["params"]["_meta"]["maia"]["seq"] = json!(view.seq);
     let text = message.to_string();
     view.log_bytes += text.len();
@@ -362,11 +380,15 @@ fn publish(state: &mut State, sid: &str, wire: usize, mut message: Value) {
     }
     let attached: Vec<u64> = live.attached.keys().copied().collect();
     for conn in attached {
+        let sent = match &placeholder {
+            Some(own) if Some(conn) == echo_of => own,
+            _ => &text,
+        };
         let dropped = state
             .clients
             .get(&conn)
             .filter(|c| c.wire == wire)
-            .is_some_and(|c| !c.outbox.push(Some(sid), text.clone(), true));
+            .is_some_and(|c| !c.outbox.push(Some(sid), sent.clone(), true));
         if dropped {
             tracing::warn!(conn, session = %sid, "a client fell behind; dropped");
             detach(state, conn);

@@ -1,0 +1,70 @@
+//! What a client asks, told to the session's other clients: a prompt or a
+//! steer becomes a `session/update` `user_message_chunk` (with
+//! `_meta.maia.echo: true`; a steer's also `_meta.steering: true`, as on
+//! replay), kept like the agent's updates, so observers, a second
+//! controller and a later attach see what was asked. The client that sent
+//! it shows what it sent: it gets `_session/echoed` with the echo's number
+//! instead, so every client's numbers stay contiguous. A prompt sent while
+//! a prompt of the session is in flight is refused by the agent: no echo.
+//! Only v1 clients are echoed, to v1 clients: v2 tells every prompt as its
+//! own `user_message` (`acp/mirror.rs` gives it to the other wire).
+
+use serde_json::{Value, json};
+
+use super::agent::publish_as;
+use super::{Kind, State};
+
+/// The text of a prompt: its text blocks, then a line `@URI` per link or
+/// resource (as MAIA replays a message with attachments).
+fn prompt_text(blocks: &Value) -> String {
+    let mut text = Vec::new();
+    let mut links = Vec::new();
+    for block in blocks.as_array().into_iter().flatten() {
+        match block["type"].as_str() {
+            Some("text") => text.push(block["text"].as_str().unwrap_or_default().to_owned()),
+            Some("resource_link") => {
+                links.push(block["uri"].as_str().unwrap_or_default().to_owned())
+            }
+            Some("resource") => links.push(
+                block["resource"]["uri"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
+            _ => {}
+        }
+    }
+    let mut all = text.join("\n");
+    for link in links {
+        let shown = link.strip_prefix("file://").unwrap_or(&link).to_owned();
+        all.push_str(&format!("\n@{shown}"));
+    }
+    all
+}
+
+pub(super) fn echo(state: &mut State, conn: u64, sid: &str, method: &str, message: &Value) {
+    let steer = match method {
+        "session/prompt" => false,
+        "_session/steering" => true,
+        _ => return,
+    };
+    let busy = state
+        .routed
+        .values()
+        .any(|r| matches!(&r.kind, Kind::Prompt { session } if session == sid));
+    if (!steer && busy) || !state.live.contains_key(sid) {
+        return;
+    }
+    let text = prompt_text(&message["params"]["prompt"]);
+    if text.is_empty() {
+        return;
+    }
+    let mut update = json!({"sessionUpdate": "user_message_chunk",
+        "content": {"type": "text", "text": text}});
+    if steer {
+        update["_meta"] = json!({"steering": true});
+    }
+    let notification = json!({"jsonrpc": "2.0", "method": "session/update",
+        "params": {"sessionId": sid, "update": update, "_meta": {"maia": {"echo": true}}}});
+    publish_as(state, sid, 0, notification, Some(conn));
+}
