@@ -18,6 +18,7 @@
 //! and applied by [`plan`].
 
 mod batch;
+pub mod delta;
 pub mod git;
 pub mod plan;
 pub mod restore;

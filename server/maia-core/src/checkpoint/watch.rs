@@ -19,9 +19,17 @@
 //! ([`Watch::take_warning`]). Events in the sessions folder (the store, the
 //! markers) and in the project's own `.git` folder are not changes of the
 //! project: no snapshot holds them.
+//!
+//! Beside the count, the watch keeps the paths the changes named since the
+//! previous mark ([`Watch::mark_paths`]), so that a snapshot can update
+//! only those; the set is unknown (and a snapshot rescans) when an event
+//! named no path, or more than [`MAX_PATHS`] paths changed. The count and
+//! the set are read together and the set emptied in one step: a change
+//! made after that moment belongs to the next mark.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,12 +40,52 @@ use notify::{Event, RecursiveMode, Watcher};
 const MARKER_WAIT: Duration = Duration::from_secs(5);
 /// Marker files are named `<prefix><n>`.
 const MARKER: &str = "mark-";
+/// Past this many paths changed between two marks, the set is not kept:
+/// the snapshot rescans (a walk is then as cheap as the updates).
+pub const MAX_PATHS: usize = 2_000;
+
+/// The paths changed since the previous mark.
+#[derive(Debug, Default)]
+struct Changed {
+    /// Changes seen so far (every mark; never reset).
+    count: u64,
+    paths: BTreeSet<PathBuf>,
+    /// Some change named no path, or too many: the set is not known.
+    unknown: bool,
+}
+
+impl Changed {
+    fn note(&mut self, paths: Option<Vec<PathBuf>>) {
+        self.count += 1;
+        match paths {
+            Some(paths) if !self.unknown => {
+                self.paths.extend(paths);
+                if self.paths.len() > MAX_PATHS {
+                    self.unknown = true;
+                    self.paths.clear();
+                }
+            }
+            _ => {
+                self.unknown = true;
+                self.paths.clear();
+            }
+        }
+    }
+}
+
+/// What a mark reads: the count of changes up to now, and the paths
+/// changed since the previous mark (`None`: not known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    pub count: u64,
+    pub paths: Option<Vec<PathBuf>>,
+}
 
 /// What the watch's thread reports to the snapshot taker.
 #[derive(Debug, Default)]
 struct Shared {
-    /// Changes seen so far.
-    changes: AtomicU64,
+    /// Changes seen so far, and their paths since the previous mark.
+    changes: Mutex<Changed>,
     /// Given up (an error): every snapshot is a full rescan.
     broken: AtomicBool,
     /// What to say once (the first overflow or failure).
@@ -47,6 +95,27 @@ struct Shared {
 }
 
 impl Shared {
+    fn note(&self, paths: Option<Vec<PathBuf>>) {
+        self.changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .note(paths);
+    }
+
+    /// The count and the paths since the previous read (emptied).
+    fn read(&self) -> Mark {
+        let mut changed = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let paths = std::mem::take(&mut changed.paths);
+        let unknown = std::mem::take(&mut changed.unknown);
+        Mark {
+            count: changed.count,
+            paths: (!unknown).then(|| paths.into_iter().collect()),
+        }
+    }
+
     fn warn(&self, text: String) {
         if !self.warned.swap(true, Ordering::SeqCst)
             && let Ok(mut slot) = self.warning.lock()
@@ -101,9 +170,7 @@ impl Handler {
                 }
                 match classify(&event, &self.root, &self.sessions, &self.markers) {
                     Seen::Nothing => {}
-                    Seen::Change => {
-                        self.shared.changes.fetch_add(1, Ordering::SeqCst);
-                    }
+                    Seen::Change(paths) => self.shared.note(paths),
                     Seen::Marker(n) => {
                         self.seen.send_if_modified(|latest| {
                             let newer = n > *latest;
@@ -114,7 +181,7 @@ impl Handler {
                 }
             }
             Err(e) => {
-                self.shared.changes.fetch_add(1, Ordering::SeqCst);
+                self.shared.note(None);
                 self.shared.broken.store(true, Ordering::SeqCst);
                 self.shared.warn(format!(
                     "the file watcher failed ({e}): checkpoints rescan the project every time"
@@ -128,7 +195,8 @@ impl Handler {
 #[derive(Debug, PartialEq, Eq)]
 enum Seen {
     Nothing,
-    Change,
+    /// A change of these paths (`None`: not known).
+    Change(Option<Vec<PathBuf>>),
     Marker(u64),
 }
 
@@ -136,7 +204,7 @@ enum Seen {
 /// nothing (a read; the store's or the project's `.git`'s own files).
 fn classify(event: &Event, root: &Path, sessions: &Path, markers: &Path) -> Seen {
     if event.need_rescan() {
-        return Seen::Change;
+        return Seen::Change(None);
     }
     if let EventKind::Access(kind) = event.kind
         && kind != AccessKind::Close(AccessMode::Write)
@@ -144,10 +212,10 @@ fn classify(event: &Event, root: &Path, sessions: &Path, markers: &Path) -> Seen
         return Seen::Nothing;
     }
     if event.paths.is_empty() {
-        return Seen::Change;
+        return Seen::Change(None);
     }
     let own_git = root.join(".git");
-    let mut change = false;
+    let mut changed = Vec::new();
     for path in &event.paths {
         if path.parent() == Some(markers)
             && let Some(n) = path
@@ -159,10 +227,14 @@ fn classify(event: &Event, root: &Path, sessions: &Path, markers: &Path) -> Seen
             return Seen::Marker(n);
         }
         if !path.starts_with(sessions) && !path.starts_with(&own_git) {
-            change = true;
+            changed.push(path.clone());
         }
     }
-    if change { Seen::Change } else { Seen::Nothing }
+    if changed.is_empty() {
+        Seen::Nothing
+    } else {
+        Seen::Change(Some(changed))
+    }
 }
 
 /// Sets up a watcher that sends its events to a handler.
@@ -243,6 +315,11 @@ impl Watch {
     /// The count of changes up to now (every change made before this call
     /// counted); `None` when the watch cannot tell (a full rescan).
     pub async fn mark(&mut self) -> Option<u64> {
+        self.mark_paths().await.map(|m| m.count)
+    }
+
+    /// As [`Watch::mark`], with the paths changed since the previous mark.
+    pub async fn mark_paths(&mut self) -> Option<Mark> {
         let shared = &self.handler.shared;
         if self.watcher.is_none() || shared.broken.load(Ordering::SeqCst) {
             return None;
@@ -280,7 +357,7 @@ impl Watch {
         if shared.broken.load(Ordering::SeqCst) {
             return None;
         }
-        Some(shared.changes.load(Ordering::SeqCst))
+        Some(shared.read())
     }
 
     /// Whether the watch tells changes (not given up).
