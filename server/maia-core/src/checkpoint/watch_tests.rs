@@ -1,5 +1,5 @@
-//! Tests of the watch: what counts as a change, an overflow and a watch
-//! that cannot be set up.
+//! Tests of the watch: what counts as a change, the paths a mark names,
+//! an overflow and a watch that cannot be set up.
 
 #![allow(clippy::unwrap_used)]
 
@@ -108,4 +108,53 @@ async fn an_error_of_the_watch_turns_it_off_said_once() {
     assert!(watch.take_warning().unwrap().contains("failed"));
     watch.handler.handle(Err(notify::Error::generic("again")));
     assert!(watch.take_warning().is_none(), "said once");
+}
+
+#[tokio::test]
+async fn a_mark_names_the_paths_changed_since_the_previous_one() {
+    let (_dir, root, sessions, markers) = project();
+    let mut watch = Watch::start(&root, &sessions, &markers);
+    watch.mark_paths().await.unwrap();
+    std::fs::write(root.join("src/a.txt"), "b").unwrap();
+    std::fs::create_dir_all(root.join("new")).unwrap();
+    std::fs::write(sessions.join("journal.jsonl"), "{}").unwrap();
+    let mark = watch.mark_paths().await.unwrap();
+    let paths = mark.paths.unwrap();
+    assert!(paths.contains(&root.join("src/a.txt")), "{paths:?}");
+    assert!(paths.contains(&root.join("new")), "{paths:?}");
+    assert!(paths.iter().all(|p| !p.starts_with(&sessions)), "{paths:?}");
+    // Read and emptied: the next mark names only what came after.
+    let next = watch.mark_paths().await.unwrap();
+    assert_eq!(
+        next,
+        Mark {
+            count: mark.count,
+            paths: Some(Vec::new())
+        }
+    );
+    std::fs::rename(root.join("new"), root.join("renamed")).unwrap();
+    let paths = watch.mark_paths().await.unwrap().paths.unwrap();
+    assert!(
+        paths.contains(&root.join("new")) && paths.contains(&root.join("renamed")),
+        "{paths:?}"
+    );
+}
+
+#[tokio::test]
+async fn too_many_paths_or_an_event_without_one_make_the_set_unknown_once() {
+    let (_dir, root, sessions, markers) = project();
+    let mut watch = Watch::start(&root, &sessions, &markers);
+    watch.mark_paths().await.unwrap();
+    watch.handler.handle(Ok(Event::new(EventKind::Any)));
+    let mark = watch.mark_paths().await.unwrap();
+    assert_eq!(mark.paths, None, "an event without a path");
+    for i in 0..=MAX_PATHS {
+        let event = Event::new(EventKind::Any).add_path(root.join(format!("f{i}")));
+        watch.handler.handle(Ok(event));
+    }
+    let after = watch.mark_paths().await.unwrap();
+    assert_eq!(after.paths, None, "too many paths");
+    assert_eq!(after.count, mark.count + MAX_PATHS as u64 + 1);
+    assert_eq!(watch.mark_paths().await.unwrap().paths, Some(Vec::new()));
+    assert!(watch.watching(), "the watch itself goes on");
 }
