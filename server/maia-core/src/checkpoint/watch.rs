@@ -26,11 +26,17 @@
 //! named no path, or more than [`MAX_PATHS`] paths changed. The count and
 //! the set are read together and the set emptied in one step: a change
 //! made after that moment belongs to the next mark.
+//!
+//! One watcher per project root serves every session of the process
+//! ([`Hub`]): each session is a consumer with its own count, paths and
+//! markers. A watcher that lost events (an overflow, an error) is not
+//! given to a new session: it gets a watcher of its own.
 
 use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode, EventKind};
@@ -126,10 +132,56 @@ impl Shared {
     }
 }
 
+/// One watcher of a project root and the sessions' handlers it feeds.
+struct Hub {
+    watcher: Mutex<notify::RecommendedWatcher>,
+    consumers: Arc<Consumers>,
+}
+
+/// The handlers a hub's events go to, and whether it lost events.
+#[derive(Default)]
+struct Consumers {
+    handlers: Mutex<Vec<Weak<Handler>>>,
+    /// Events were lost: not to be shared with a new session.
+    damaged: AtomicBool,
+}
+
+impl Consumers {
+    fn dispatch(&self, event: notify::Result<Event>) {
+        let mut handlers = self
+            .handlers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        handlers.retain(|h| h.strong_count() > 0);
+        if event.as_ref().map_or(true, Event::need_rescan) {
+            self.damaged.store(true, Ordering::SeqCst);
+        }
+        for handler in handlers.iter().filter_map(Weak::upgrade) {
+            handler.handle(match &event {
+                Ok(event) => Ok(event.clone()),
+                Err(e) => Err(notify::Error::generic(&e.to_string())),
+            });
+        }
+    }
+
+    fn add(&self, handler: &Arc<Handler>) {
+        self.handlers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Arc::downgrade(handler));
+    }
+}
+
+/// The hubs of the process, by project root.
+fn hubs() -> &'static Mutex<HashMap<PathBuf, Weak<Hub>>> {
+    static HUBS: OnceLock<Mutex<HashMap<PathBuf, Weak<Hub>>>> = OnceLock::new();
+    HUBS.get_or_init(Default::default)
+}
+
 /// The recursive watch of one project for one session's snapshots.
 pub struct Watch {
     /// `None`: the watch could not be set up (full rescans).
-    watcher: Option<notify::RecommendedWatcher>,
+    watcher: Option<Arc<Hub>>,
     handler: Arc<Handler>,
     /// The latest marker whose event came back.
     seen: tokio::sync::watch::Receiver<u64>,
@@ -250,18 +302,35 @@ impl Watch {
     /// fails: a watch that cannot be set up is a watch that always asks
     /// for a full rescan (said once).
     pub fn start(root: &Path, sessions: &Path, markers: &Path) -> Watch {
-        Self::start_with(root, sessions, markers, Box::new(recursive), false)
+        if !markers.starts_with(root) {
+            return Self::start_with(root, sessions, markers, Box::new(recursive), false);
+        }
+        let mut hubs = hubs()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        hubs.retain(|_, hub| hub.strong_count() > 0);
+        if let Some(hub) = hubs.get(root).and_then(Weak::upgrade)
+            && !hub.consumers.damaged.load(Ordering::SeqCst)
+        {
+            let mut watch = Self::unstarted(root, sessions, markers, false);
+            hub.consumers.add(&watch.handler);
+            watch.watcher = Some(hub);
+            return watch;
+        }
+        let watch = Self::start_with(root, sessions, markers, Box::new(recursive), false);
+        if let Some(hub) = &watch.watcher {
+            hubs.insert(root.to_path_buf(), Arc::downgrade(hub));
+        }
+        watch
     }
 
-    /// As [`Watch::start`], the watcher set up by `setup`.
-    /// `quiet`: a failure is not said (the watch was not wanted).
-    fn start_with(
-        root: &Path,
-        sessions: &Path,
-        markers: &Path,
-        setup: Box<Setup>,
-        quiet: bool,
-    ) -> Watch {
+    /// Whether two watches share one watcher.
+    pub fn shares_with(&self, other: &Watch) -> bool {
+        matches!((&self.watcher, &other.watcher), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
+    }
+
+    /// A watch with no watcher yet.
+    fn unstarted(root: &Path, sessions: &Path, markers: &Path, quiet: bool) -> Watch {
         let (seen_tx, seen) = tokio::sync::watch::channel(0u64);
         let handler = Arc::new(Handler {
             shared: Shared {
@@ -273,14 +342,34 @@ impl Watch {
             sessions: sessions.to_path_buf(),
             markers: markers.to_path_buf(),
         });
-        let mut watch = Watch {
+        Watch {
             watcher: None,
-            handler: handler.clone(),
+            handler,
             seen,
             next_marker: 0,
-        };
-        match setup(Box::new(move |event| handler.handle(event)), root, markers) {
-            Ok(w) => watch.watcher = Some(w),
+        }
+    }
+
+    /// As [`Watch::start`], the watcher set up by `setup`.
+    /// `quiet`: a failure is not said (the watch was not wanted).
+    fn start_with(
+        root: &Path,
+        sessions: &Path,
+        markers: &Path,
+        setup: Box<Setup>,
+        quiet: bool,
+    ) -> Watch {
+        let mut watch = Self::unstarted(root, sessions, markers, quiet);
+        let consumers = Arc::new(Consumers::default());
+        consumers.add(&watch.handler);
+        let feed = consumers.clone();
+        match setup(Box::new(move |event| feed.dispatch(event)), root, markers) {
+            Ok(w) => {
+                watch.watcher = Some(Arc::new(Hub {
+                    watcher: Mutex::new(w),
+                    consumers,
+                }))
+            }
             Err(e) => watch.give_up(format!(
                 "cannot watch the project's files ({e}): checkpoints rescan the project every time"
             )),
@@ -342,10 +431,13 @@ impl Watch {
         // events it read with them: a request to it is answered after
         // that, so every folder made before the marker is watched now.
         let settled = came
-            && self
-                .watcher
-                .as_mut()
-                .is_some_and(|w| w.configure(notify::Config::default()).is_ok());
+            && self.watcher.as_ref().is_some_and(|hub| {
+                hub.watcher
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .configure(notify::Config::default())
+                    .is_ok()
+            });
         if !settled {
             self.give_up(
                 "the file watcher stopped answering: checkpoints rescan the project every time"

@@ -158,3 +158,38 @@ async fn too_many_paths_or_an_event_without_one_make_the_set_unknown_once() {
     assert_eq!(watch.mark_paths().await.unwrap().paths, Some(Vec::new()));
     assert!(watch.watching(), "the watch itself goes on");
 }
+
+#[tokio::test]
+async fn sessions_of_one_project_share_one_watcher_with_their_own_counts() {
+    let (_dir, root, sessions, markers) = project();
+    let other_markers = sessions.join(".checkpoints/marks/t");
+    std::fs::create_dir_all(&other_markers).unwrap();
+    let mut one = Watch::start(&root, &sessions, &markers);
+    let mut two = Watch::start(&root, &sessions, &other_markers);
+    assert!(one.shares_with(&two), "one watcher for the project");
+    let (a, b) = (
+        one.mark_paths().await.unwrap(),
+        two.mark_paths().await.unwrap(),
+    );
+    std::fs::write(root.join("src/a.txt"), "b").unwrap();
+    let a2 = one.mark_paths().await.unwrap();
+    assert_ne!(a2.count, a.count);
+    assert_eq!(a2.paths.unwrap(), vec![root.join("src/a.txt")]);
+    // The other session's paths were not emptied by this one's mark, and
+    // this one's markers are not its changes.
+    let b2 = two.mark_paths().await.unwrap();
+    assert_ne!(b2.count, b.count);
+    assert_eq!(b2.paths.unwrap(), vec![root.join("src/a.txt")]);
+    assert_eq!(two.mark().await, Some(b2.count));
+    // The last session's watch goes on when the first one ends.
+    drop(one);
+    std::fs::write(root.join("src/b.txt"), "b").unwrap();
+    let b3 = two.mark_paths().await.unwrap();
+    assert_eq!(b3.paths.unwrap(), vec![root.join("src/b.txt")]);
+    // A watcher that lost events is not given to a new session.
+    let lost = Ok(Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan));
+    two.watcher.as_ref().unwrap().consumers.dispatch(lost);
+    assert_eq!(two.mark().await, None);
+    let three = Watch::start(&root, &sessions, &markers);
+    assert!(!three.shares_with(&two) && three.watching());
+}
