@@ -44,7 +44,7 @@ use notify::{Event, RecursiveMode, Watcher};
 
 /// How long a marker may take to come back before the watch is given up.
 const MARKER_WAIT: Duration = Duration::from_secs(5);
-/// Marker files are named `<prefix><n>`.
+/// Marker files are named `<session>.<prefix><n>`.
 const MARKER: &str = "mark-";
 /// Past this many paths changed between two marks, the set is not kept:
 /// the snapshot rescans (a walk is then as cheap as the updates).
@@ -204,7 +204,9 @@ struct Handler {
     seen: tokio::sync::watch::Sender<u64>,
     root: PathBuf,
     sessions: PathBuf,
+    /// The folder of this session's markers, and their names' prefix.
     markers: PathBuf,
+    prefix: String,
 }
 
 impl Handler {
@@ -220,7 +222,12 @@ impl Handler {
                             .to_owned(),
                     );
                 }
-                match classify(&event, &self.root, &self.sessions, &self.markers) {
+                match classify(
+                    &event,
+                    &self.root,
+                    &self.sessions,
+                    (&self.markers, &self.prefix),
+                ) {
                     Seen::Nothing => {}
                     Seen::Change(paths) => self.shared.note(paths),
                     Seen::Marker(n) => {
@@ -254,7 +261,8 @@ enum Seen {
 
 /// Reads an event: a marker of this watch, a change of the project, or
 /// nothing (a read; the store's or the project's `.git`'s own files).
-fn classify(event: &Event, root: &Path, sessions: &Path, markers: &Path) -> Seen {
+fn classify(event: &Event, root: &Path, sessions: &Path, markers: (&Path, &str)) -> Seen {
+    let (markers, prefix) = markers;
     if event.need_rescan() {
         return Seen::Change(None);
     }
@@ -273,7 +281,7 @@ fn classify(event: &Event, root: &Path, sessions: &Path, markers: &Path) -> Seen
             && let Some(n) = path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix(MARKER))
+                .and_then(|n| n.strip_prefix(prefix))
                 .and_then(|n| n.parse().ok())
         {
             return Seen::Marker(n);
@@ -298,7 +306,8 @@ type Setup = dyn FnOnce(
 
 impl Watch {
     /// Watches `root` (its sessions folder `sessions` left out); markers
-    /// go in `markers`, a folder inside `sessions` that exists. Never
+    /// go beside `markers`, a folder inside `sessions` that exists, named
+    /// after it. Never
     /// fails: a watch that cannot be set up is a watch that always asks
     /// for a full rescan (said once).
     pub fn start(root: &Path, sessions: &Path, markers: &Path) -> Watch {
@@ -332,6 +341,16 @@ impl Watch {
     /// A watch with no watcher yet.
     fn unstarted(root: &Path, sessions: &Path, markers: &Path, quiet: bool) -> Watch {
         let (seen_tx, seen) = tokio::sync::watch::channel(0u64);
+        // In the folder above the session's own (`marks/`), named after it:
+        // that folder is watched from the start of the project's watcher,
+        // so a session joining a running watcher is heard at once.
+        let (markers, prefix) = match (markers.parent(), markers.file_name()) {
+            (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => (
+                parent.to_path_buf(),
+                format!("{}.{MARKER}", name.to_string_lossy()),
+            ),
+            _ => (markers.to_path_buf(), MARKER.to_owned()),
+        };
         let handler = Arc::new(Handler {
             shared: Shared {
                 warned: AtomicBool::new(quiet),
@@ -340,7 +359,8 @@ impl Watch {
             seen: seen_tx,
             root: root.to_path_buf(),
             sessions: sessions.to_path_buf(),
-            markers: markers.to_path_buf(),
+            markers,
+            prefix,
         });
         Watch {
             watcher: None,
@@ -363,7 +383,8 @@ impl Watch {
         let consumers = Arc::new(Consumers::default());
         consumers.add(&watch.handler);
         let feed = consumers.clone();
-        match setup(Box::new(move |event| feed.dispatch(event)), root, markers) {
+        let markers = watch.handler.markers.clone();
+        match setup(Box::new(move |event| feed.dispatch(event)), root, &markers) {
             Ok(w) => {
                 watch.watcher = Some(Arc::new(Hub {
                     watcher: Mutex::new(w),
@@ -415,7 +436,7 @@ impl Watch {
         }
         self.next_marker += 1;
         let n = self.next_marker;
-        let marker = self.handler.markers.join(format!("{MARKER}{n}"));
+        let marker = (self.handler.markers).join(format!("{}{n}", self.handler.prefix));
         if let Err(e) = std::fs::write(&marker, b"") {
             self.give_up(format!(
                 "cannot write the file watcher's marker {} ({e}): checkpoints rescan the project every time",

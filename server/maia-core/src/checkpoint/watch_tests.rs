@@ -162,9 +162,11 @@ async fn too_many_paths_or_an_event_without_one_make_the_set_unknown_once() {
 #[tokio::test]
 async fn sessions_of_one_project_share_one_watcher_with_their_own_counts() {
     let (_dir, root, sessions, markers) = project();
+    let mut one = Watch::start(&root, &sessions, &markers);
+    // The second session's folder is made while the watcher runs, and its
+    // first mark follows at once.
     let other_markers = sessions.join(".checkpoints/marks/t");
     std::fs::create_dir_all(&other_markers).unwrap();
-    let mut one = Watch::start(&root, &sessions, &markers);
     let mut two = Watch::start(&root, &sessions, &other_markers);
     assert!(one.shares_with(&two), "one watcher for the project");
     let (a, b) = (
