@@ -252,6 +252,10 @@ impl Repo {
                 &[
                     "rm",
                     "--cached",
+                    // The shadow repository has no commit: without it, a
+                    // file that grew past the bound since it was staged
+                    // is refused ("staged content different").
+                    "-f",
                     "-r",
                     "-q",
                     "--ignore-unmatch",
@@ -261,6 +265,65 @@ impl Repo {
                 Some(spec.as_bytes()),
             )
             .await?;
+        }
+        let tree = self.run(&["write-tree"], None).await?;
+        Ok(String::from_utf8_lossy(&tree).trim().to_owned())
+    }
+
+    /// Stages only the changed units of a [`Delta`](super::delta::Delta)
+    /// into the session's index (the index holds the latest snapshot) and
+    /// writes it as a tree: what [`Repo::snapshot`] would stage, for those
+    /// paths.
+    pub async fn update(&self, delta: &super::delta::Delta) -> Result<String, GitError> {
+        let spec = |paths: &[String], magic: &str| {
+            let mut spec = String::new();
+            for path in paths {
+                spec.push_str(magic);
+                spec.push_str(path);
+                spec.push('\0');
+            }
+            spec
+        };
+        let from_file = ["--pathspec-from-file=-", "--pathspec-file-nul"];
+        if !delta.forced.is_empty() {
+            let input = spec(&delta.forced, ":(literal)");
+            let args = [&["add", "-f", "--ignore-errors"][..], &from_file].concat();
+            self.run(&args, Some(input.as_bytes())).await?;
+        }
+        // Tracked entries under what git's rules leave out: `git add -A`
+        // keeps them up to date; named, they are updated with `-u` (`-A`
+        // would refuse an ignored folder they are in).
+        let mut tracked = Vec::new();
+        if !delta.other.is_empty() {
+            // (`ls-files` reads no pathspec file; at most `watch::MAX_PATHS`.)
+            let mut args = vec!["ls-files".to_owned(), "-z".into(), "--".into()];
+            args.extend(delta.other.iter().map(|p| format!(":(literal){p}")));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = self.run(&args, None).await?;
+            tracked = out
+                .split(|b| *b == 0)
+                .filter(|p| !p.is_empty())
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
+        }
+        for (paths, mode) in [(&delta.held, "-A"), (&tracked, "-u")] {
+            if paths.is_empty() {
+                continue;
+            }
+            let mut input = spec(paths, ":(literal)");
+            input.push_str(&spec(&delta.skip, ":(exclude,literal)"));
+            let args = [&["add", mode, "--ignore-errors"][..], &from_file].concat();
+            self.run(&args, Some(input.as_bytes())).await?;
+        }
+        let gone: Vec<String> = delta.gone.iter().chain(&delta.skip).cloned().collect();
+        if !gone.is_empty() {
+            let input = spec(&gone, ":(literal)");
+            let args = [
+                &["rm", "--cached", "-f", "-r", "-q", "--ignore-unmatch"][..],
+                &from_file,
+            ]
+            .concat();
+            self.run(&args, Some(input.as_bytes())).await?;
         }
         let tree = self.run(&["write-tree"], None).await?;
         Ok(String::from_utf8_lossy(&tree).trim().to_owned())

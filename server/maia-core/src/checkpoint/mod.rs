@@ -10,7 +10,8 @@
 //! makes a snapshot of an unchanged tree cheap; the user's own `.git` is
 //! never touched. A file-system watch ([`watch`]) tells when nothing
 //! changed since the latest snapshot, which is then the answer without a
-//! walk or a git process ([`Checkpoints`], in `taker`). What git does not keep is kept beside it in the journal
+//! walk or a git process ([`Checkpoints`], in `taker`), and which paths
+//! changed otherwise: only those are walked and staged again ([`delta`]). What git does not keep is kept beside it in the journal
 //! record ([`Checkpoint`]): the full mode of files that are not 644/755,
 //! and the files over the size bound (named as not captured). The journal
 //! is the one owner of the checkpoint list ([`Timeline`], derived from its
@@ -18,6 +19,7 @@
 //! and applied by [`plan`].
 
 mod batch;
+pub mod delta;
 pub mod git;
 pub mod plan;
 pub mod restore;

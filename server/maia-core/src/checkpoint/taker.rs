@@ -1,12 +1,14 @@
 //! A session's checkpoint taker ([`Checkpoints`]): the first snapshot
 //! taken in the background from the first turn's start, then a snapshot before and
-//! after each batch of calls that may change files. A snapshot is a full
-//! walk and `git add -A` only when the watch ([`watch`]) saw a change since
-//! the latest one; otherwise the latest one is the answer.
+//! after each batch of calls that may change files. When the watch
+//! ([`watch`]) saw no change since the latest snapshot, that one is the
+//! answer; when it knows the paths that changed, only those are walked
+//! and staged again ([`delta`]); otherwise (and whenever the latest one
+//! cannot be built on) a full walk and `git add -A`.
 
 use std::path::{Path, PathBuf};
 
-use super::{Off, Settings, Snapshot, git, walk, watch};
+use super::{Off, Settings, Snapshot, delta, git, walk, watch};
 
 /// A session's checkpoint taker: the store, whether it is off (and why),
 /// the watch that tells whether the project changed since the latest
@@ -25,13 +27,15 @@ pub struct Checkpoints {
     last: Option<Snapshot>,
     /// The latest snapshot taken, with the watch's count of changes it
     /// was taken at: while the count stays, it is the project's tree.
-    latest: Option<(u64, Snapshot)>,
+    latest: Option<Latest>,
     /// The watch (`None` until the first snapshot starts it).
     watch: Option<watch::Watch>,
     /// The first snapshot, taken in the background from the first turn's start.
     first: Option<tokio::task::JoinHandle<First>>,
     /// Snapshots answered by the watch without a walk (measures, tests).
     unchanged: u64,
+    /// Snapshots that walked and staged only the changed paths.
+    updated: u64,
     /// The user was told why checkpoints are off.
     told: bool,
 }
@@ -41,7 +45,34 @@ pub struct Checkpoints {
 struct First {
     watch: watch::Watch,
     mark: Option<u64>,
-    taken: Result<Snapshot, Off>,
+    taken: Result<Taken, Off>,
+    bounds: (u64, usize),
+}
+
+/// The latest snapshot, and what tells whether the next one can be built
+/// on it: the watch's count it was taken at, the bounds it was walked
+/// with, the index file as it left it.
+#[derive(Debug, Clone)]
+struct Latest {
+    count: u64,
+    taken: Taken,
+    bounds: (u64, usize),
+}
+
+/// A snapshot and the index file as it left it.
+#[derive(Debug, Clone)]
+struct Taken {
+    snapshot: Snapshot,
+    index: Option<Stamp>,
+}
+
+/// What tells that a file was written: size, inode, modification time.
+type Stamp = (u64, u64, i64, i64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.ino(), meta.mtime(), meta.mtime_nsec()))
 }
 
 /// Sets the watch up (after the store exists: its markers live there).
@@ -83,7 +114,7 @@ async fn full(
     session: &str,
     n: u64,
     settings: &Settings,
-) -> Result<Snapshot, Off> {
+) -> Result<Taken, Off> {
     let lock = index_lock(&repo.index);
     let _held = lock.lock().await;
     let mut again = true;
@@ -105,7 +136,7 @@ async fn walk_and_add(
     session: &str,
     n: u64,
     settings: &Settings,
-) -> Result<Snapshot, Off> {
+) -> Result<Taken, Off> {
     let (root, sessions) = (repo.work_tree.clone(), sessions.to_path_buf());
     let (max_bytes, max_files) = (settings.max_file_bytes, settings.max_files);
     let walk =
@@ -137,13 +168,63 @@ async fn walk_and_add(
     }
     .await;
     match taken {
-        Ok(tree) => Ok(Snapshot {
-            tree,
-            seen: std::sync::Arc::new(walk),
+        Ok(tree) => Ok(Taken {
+            snapshot: Snapshot {
+                tree,
+                seen: std::sync::Arc::new(walk),
+            },
+            index: stamp(&repo.index),
         }),
         Err(git::GitError::Missing(m)) => Err(Off::NoGit(m)),
         Err(other) => Err(Off::Failed(other.to_string())),
     }
+}
+
+/// A snapshot built on `base`: only the `paths` the watch named walked
+/// and staged again, kept as ref `n`; `None` when the full walk must
+/// decide (a change [`delta`] cannot vouch for, the index written by
+/// another, a failure).
+async fn update(
+    repo: &git::Repo,
+    sessions: &Path,
+    session: &str,
+    n: u64,
+    settings: &Settings,
+    base: &Latest,
+    paths: Vec<PathBuf>,
+) -> Option<Taken> {
+    let (max_bytes, max_files) = (settings.max_file_bytes, settings.max_files);
+    if base.bounds != (max_bytes, max_files) {
+        return None;
+    }
+    let lock = index_lock(&repo.index);
+    let _held = lock.lock().await;
+    if base.taken.index.is_none() || stamp(&repo.index) != base.taken.index {
+        return None;
+    }
+    let seen = base.taken.snapshot.seen.clone();
+    let (root, sessions) = (repo.work_tree.clone(), sessions.to_path_buf());
+    let delta = tokio::task::spawn_blocking(move || {
+        let units = delta::units(&seen, &root, &paths)?;
+        delta::update(&seen, &root, &sessions, &units, max_bytes, max_files)
+    })
+    .await
+    .ok()??;
+    let tree = async {
+        let tree = repo.update(&delta).await?;
+        repo.keep(session, n, &tree).await?;
+        Ok::<_, git::GitError>(tree)
+    }
+    .await
+    .map_err(|e| tracing::debug!("a snapshot of the changed paths failed, rescanning: {e}"))
+    .ok()?;
+    Some(Taken {
+        snapshot: Snapshot {
+            tree,
+            seen: std::sync::Arc::new(delta.walk),
+        },
+        index: stamp(&repo.index),
+    })
 }
 
 impl Checkpoints {
@@ -161,6 +242,7 @@ impl Checkpoints {
             watch: None,
             first: None,
             unchanged: 0,
+            updated: 0,
             told: false,
         }
     }
@@ -183,6 +265,7 @@ impl Checkpoints {
             self.session.clone(),
         );
         let (settings, n) = (settings.clone(), self.next_ref);
+        let bounds = (settings.max_file_bytes, settings.max_files);
         self.next_ref += 2;
         self.first = Some(runtime.spawn(async move {
             // The first pass hashes every file and tells whether the
@@ -195,6 +278,7 @@ impl Checkpoints {
                     watch,
                     mark: None,
                     taken,
+                    bounds,
                 };
             }
             // The second, under the watch (git's stat cache: nothing is
@@ -202,7 +286,12 @@ impl Checkpoints {
             let mut watch = start_watch(&repo, &sessions, &session).await;
             let mark = watch.mark().await;
             let taken = full(&repo, &sessions, &session, n + 1, &settings).await;
-            First { watch, mark, taken }
+            First {
+                watch,
+                mark,
+                taken,
+                bounds,
+            }
         }));
     }
 
@@ -212,10 +301,19 @@ impl Checkpoints {
             return;
         };
         match first.await {
-            Ok(First { watch, mark, taken }) => match taken {
-                Ok(snapshot) => {
+            Ok(First {
+                watch,
+                mark,
+                taken,
+                bounds,
+            }) => match taken {
+                Ok(taken) => {
                     self.watch = Some(watch);
-                    self.latest = mark.map(|m| (m, snapshot));
+                    self.latest = mark.map(|count| Latest {
+                        count,
+                        taken,
+                        bounds,
+                    });
                 }
                 // A failure of the store may pass (the project was being
                 // set up as the session opened): the first mutating call
@@ -250,6 +348,11 @@ impl Checkpoints {
         self.unchanged
     }
 
+    /// How many snapshots walked and staged only the paths that changed.
+    pub fn updated_answers(&self) -> u64 {
+        self.updated
+    }
+
     /// Whether the watch tells changes (else every snapshot is a rescan).
     pub fn watching(&self) -> bool {
         self.watch.as_ref().is_some_and(watch::Watch::watching)
@@ -264,30 +367,42 @@ impl Checkpoints {
             return Err(off.to_string());
         }
         let mark = match &mut self.watch {
-            Some(watch) if settings.watch => watch.mark().await,
+            Some(watch) if settings.watch => watch.mark_paths().await,
             _ => None,
         };
-        if let (Some(mark), Some((at, latest))) = (mark, &self.latest)
-            && mark == *at
+        if let (Some(mark), Some(latest)) = (&mark, &self.latest)
+            && mark.count == latest.count
         {
             self.unchanged += 1;
-            self.last = Some(latest.clone());
-            return Ok(latest.clone());
+            let snapshot = latest.taken.snapshot.clone();
+            self.last = Some(snapshot.clone());
+            return Ok(snapshot);
         }
-        self.latest = None;
-        match full(
-            &self.repo,
-            &self.sessions,
-            &self.session,
-            self.next_ref,
-            settings,
-        )
-        .await
+        let bounds = (settings.max_file_bytes, settings.max_files);
+        let base = self.latest.take();
+        let (count, paths) = match mark {
+            Some(watch::Mark { count, paths }) => (Some(count), paths),
+            None => (None, None),
+        };
+        let (n, session) = (self.next_ref, self.session.clone());
+        if let (Some(base), Some(paths)) = (&base, paths)
+            && let Some(taken) = update(
+                &self.repo,
+                &self.sessions,
+                &session,
+                n,
+                settings,
+                base,
+                paths,
+            )
+            .await
         {
-            Ok(snapshot) => {
-                self.next_ref += 1;
-                self.last = Some(snapshot.clone());
-                self.latest = mark.map(|m| (m, snapshot.clone()));
+            self.updated += 1;
+            return Ok(self.taken(taken, count, bounds));
+        }
+        match full(&self.repo, &self.sessions, &session, n, settings).await {
+            Ok(taken) => {
+                let snapshot = self.taken(taken, count, bounds);
                 // Watched from the first snapshot that found the project
                 // within `checkpoints.maxFiles`; the next one is the first
                 // the watch vouches for.
@@ -301,6 +416,19 @@ impl Checkpoints {
                 Err(off.to_string())
             }
         }
+    }
+
+    /// Notes a snapshot taken at the watch's `count` as the latest.
+    fn taken(&mut self, taken: Taken, count: Option<u64>, bounds: (u64, usize)) -> Snapshot {
+        self.next_ref += 1;
+        let snapshot = taken.snapshot.clone();
+        self.last = Some(snapshot.clone());
+        self.latest = count.map(|count| Latest {
+            count,
+            taken,
+            bounds,
+        });
+        snapshot
     }
 
     /// The snapshot before a mutating call: the turn's latest, else a new one.

@@ -1,8 +1,10 @@
 //! The watch only makes snapshots cheaper, never different: for random
 //! changes (writes, deletes, renames of files and folders, mode changes,
-//! links, changes made while a snapshot is being taken), a session that
-//! trusts the watch and one that rescans every time take the same trees
-//! and the same modes.
+//! links, ignored files and folders, files over the size bound, nested
+//! repositories and files named `.git`, changes made while a snapshot is
+//! being taken), a session that trusts the watch (and updates only the
+//! paths it names) and one that rescans every time take the same trees
+//! and the same walks.
 
 #![allow(clippy::unwrap_used)]
 
@@ -21,12 +23,21 @@ enum Op {
     Mode(usize, u32),
     RenameFolder(usize, usize),
     Link(usize, usize),
+    /// A file over the size bound.
+    Big(usize),
+    /// A folder becomes a nested repository.
+    Nested(usize),
+    /// A file named `.git` in a folder.
+    GitFile(usize),
     /// Nothing: the watch answers.
     Nothing,
 }
 
-const DIRS: &[&str] = &["", "a", "a/b", "c"];
-const NAMES: &[&str] = &["x", "y.txt", "z.sh"];
+/// `build/` and `*.log` are ignored.
+const DIRS: &[&str] = &["", "a", "a/b", "c", "build"];
+const NAMES: &[&str] = &["x", "y.txt", "z.sh", "w.log"];
+/// The size bound of both sessions.
+const MAX_BYTES: u64 = 64;
 
 fn path(i: usize) -> String {
     let dir = DIRS[i % DIRS.len()];
@@ -46,7 +57,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (slot.clone(), prop_oneof![Just(0o644u32), Just(0o755), Just(0o600)])
             .prop_map(|(p, m)| Op::Mode(p, m)),
         1 => (0..DIRS.len(), 0..DIRS.len()).prop_map(|(a, b)| Op::RenameFolder(a, b)),
-        1 => (slot.clone(), slot).prop_map(|(a, b)| Op::Link(a, b)),
+        1 => (slot.clone(), slot.clone()).prop_map(|(a, b)| Op::Link(a, b)),
+        1 => slot.prop_map(Op::Big),
+        1 => (1..DIRS.len()).prop_map(Op::Nested),
+        1 => (1..DIRS.len()).prop_map(Op::GitFile),
         2 => Just(Op::Nothing),
     ]
 }
@@ -94,6 +108,26 @@ fn apply(root: &Path, op: &Op) {
                 let _ = std::os::unix::fs::symlink(path(*a), link);
             }
         }
+        Op::Big(p) => {
+            let f = full(*p);
+            let _ = std::fs::create_dir_all(f.parent().unwrap());
+            if !f.is_dir() {
+                let _ = std::fs::write(&f, vec![b'b'; MAX_BYTES as usize + 10]);
+            }
+        }
+        Op::Nested(d) => {
+            let git = root.join(DIRS[*d]).join(".git");
+            if std::fs::create_dir_all(&git).is_ok() {
+                let _ = std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n");
+            }
+        }
+        Op::GitFile(d) => {
+            let dir = root.join(DIRS[*d]);
+            let _ = std::fs::create_dir_all(&dir);
+            if !dir.join(".git").exists() {
+                let _ = std::fs::write(dir.join(".git"), "not a repository");
+            }
+        }
         Op::Nothing => {}
     }
 }
@@ -112,6 +146,12 @@ fn same(watched: &Snapshot, rescanned: &Snapshot, step: usize) {
         watched.seen.dirs, rescanned.seen.dirs,
         "folders after step {step}"
     );
+    // The whole walk (what is named as not restored, captured, left out),
+    // its count of files an upper bound.
+    assert!(watched.seen.files >= rescanned.seen.files, "step {step}");
+    let mut walk = (*watched.seen).clone();
+    walk.files = rescanned.seen.files;
+    assert_eq!(&walk, &*rescanned.seen, "walks after step {step}");
 }
 
 fn check(steps: Vec<(Op, Option<Op>)>) {
@@ -119,15 +159,19 @@ fn check(steps: Vec<(Op, Option<Op>)>) {
     let root = dir.path().canonicalize().unwrap();
     let sessions = root.join(".maia/.sessions");
     std::fs::write(root.join("x"), "start").unwrap();
+    std::fs::write(root.join(".gitignore"), "build/\n*.log\n").unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let watched_settings = Settings::default();
+    let watched_settings = Settings {
+        max_file_bytes: MAX_BYTES,
+        ..Settings::default()
+    };
     let rescan_settings = Settings {
         watch: false,
-        ..Settings::default()
+        ..watched_settings.clone()
     };
     let mut watched = Checkpoints::new(&sessions, &root, "watched");
     let mut rescan = Checkpoints::new(&sessions, &root, "rescan");
@@ -147,7 +191,15 @@ fn check(steps: Vec<(Op, Option<Op>)>) {
                 }
                 None => None,
             };
+            let cheap = watched.updated_answers() + watched.unchanged_answers();
             let w = watched.snapshot(&watched_settings).await.unwrap();
+            if during.is_none() && matches!(op, Op::Write(..) | Op::Delete(_) | Op::Mode(..)) {
+                assert_eq!(
+                    watched.updated_answers() + watched.unchanged_answers(),
+                    cheap + 1,
+                    "step {step} ({op:?}) was not a full rescan"
+                );
+            }
             let r = rescan.snapshot(&rescan_settings).await.unwrap();
             same(&w, &r, step);
             if let Some(taken) = taken
@@ -176,7 +228,7 @@ fn check(steps: Vec<(Op, Option<Op>)>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     #[test]
     fn the_watched_snapshot_is_the_rescanned_one(
@@ -184,4 +236,23 @@ proptest! {
     ) {
         check(steps);
     }
+}
+
+#[tokio::test]
+async fn a_file_that_grows_past_the_size_bound_is_left_out_and_checkpoints_stay_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let sessions = root.join(".maia/.sessions");
+    std::fs::write(root.join("f"), "small").unwrap();
+    let settings = Settings {
+        max_file_bytes: MAX_BYTES,
+        watch: false,
+        ..Settings::default()
+    };
+    let mut ck = Checkpoints::new(&sessions, &root, "s");
+    let first = ck.snapshot(&settings).await.unwrap();
+    std::fs::write(root.join("f"), vec![b'b'; MAX_BYTES as usize + 1]).unwrap();
+    let second = ck.snapshot(&settings).await.unwrap();
+    assert_eq!(second.not_captured(), ["f".to_owned()]);
+    assert_eq!(ck.changed(&first, &second).await.unwrap(), ["f".to_owned()]);
 }

@@ -99,6 +99,25 @@ pub struct Walk {
     /// of the snapshot: git would store a bare commit id, or fail on one
     /// without commits.
     pub nested: Vec<String>,
+    /// A folder was watched by its own signature because of
+    /// [`MAX_WATCHED`] (what is watched then depends on the walk's order).
+    pub collapsed: bool,
+    /// An ignored file was not captured because of
+    /// [`MAX_IGNORED_CAPTURED`] (which ones depends on the walk's order).
+    pub capped: bool,
+}
+
+/// What the walk made of one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// A file, link or folder git holds.
+    Held,
+    /// Ignored (captured all the same or not).
+    Ignored,
+    /// A nested repository.
+    Nested,
+    /// Named `.git`, or the sessions folder: never held.
+    Left,
 }
 
 /// Walks `root` as git would see it as a work tree (its `.gitignore`s, no
@@ -113,21 +132,38 @@ pub fn walk(root: &Path, sessions: &Path, max_file_bytes: u64, max_files: usize)
         matchers: Vec::new(),
     };
     walker.folder(root, "");
-    walker.out.oversize.sort();
-    walker.out.ignored.sort();
-    walker.out
+    walker.finish()
 }
 
-struct Walker<'a> {
-    sessions: &'a Path,
-    max_file_bytes: u64,
-    max_files: usize,
-    out: Walk,
+pub(super) struct Walker<'a> {
+    pub(super) sessions: &'a Path,
+    pub(super) max_file_bytes: u64,
+    pub(super) max_files: usize,
+    pub(super) out: Walk,
     /// The `.gitignore`s of the folders being walked, outermost first.
-    matchers: Vec<Gitignore>,
+    pub(super) matchers: Vec<Gitignore>,
+}
+
+/// The matcher of a folder's `.gitignore`, if it has one.
+pub(super) fn gitignore_of(dir: &Path) -> Option<Gitignore> {
+    let gitignore = dir.join(".gitignore");
+    if !gitignore.is_file() {
+        return None;
+    }
+    let mut builder = GitignoreBuilder::new(dir);
+    builder.add(&gitignore);
+    builder.build().ok()
 }
 
 impl Walker<'_> {
+    /// The walk, its lists in order.
+    pub(super) fn finish(mut self) -> Walk {
+        self.out.oversize.sort();
+        self.out.ignored.sort();
+        self.out.nested.sort();
+        self.out
+    }
+
     fn ignored(&self, path: &Path, is_dir: bool) -> bool {
         for matcher in self.matchers.iter().rev() {
             match matcher.matched(path, is_dir) {
@@ -141,62 +177,71 @@ impl Walker<'_> {
 
     /// Walks a folder git holds (`relative` to the root, `""` for it).
     fn folder(&mut self, dir: &Path, relative: &str) {
-        let gitignore = dir.join(".gitignore");
-        let pushed = gitignore.is_file() && {
-            let mut builder = GitignoreBuilder::new(dir);
-            builder.add(&gitignore);
-            match builder.build() {
-                Ok(matcher) => {
-                    self.matchers.push(matcher);
-                    true
-                }
-                Err(_) => false,
+        let pushed = match gitignore_of(dir) {
+            Some(matcher) => {
+                self.matchers.push(matcher);
+                true
             }
+            None => false,
         };
         for (path, name, meta) in entries(dir) {
             if self.out.too_many {
                 break;
             }
-            let rel = join(relative, &name);
-            if name == ".git" {
-                if !relative.is_empty() {
-                    self.watch(&rel, &meta, Escape::GitName, &rel);
-                }
-                continue;
-            }
-            if path == self.sessions {
-                continue;
-            }
-            let is_dir = meta.is_dir();
-            if self.ignored(&path, is_dir) {
-                if is_dir {
-                    self.watch_folder(&path, &rel, Escape::Ignored, &format!("{rel}/"));
-                } else if self.out.ignored.len() < MAX_IGNORED_CAPTURED
-                    && meta.len() <= self.max_file_bytes
-                {
-                    self.file(&rel, &meta);
-                    self.out.ignored.push(rel);
-                } else {
-                    self.watch(&rel, &meta, Escape::Ignored, &rel);
-                }
-                continue;
-            }
-            if is_dir {
-                if nested_repository(&path) {
-                    self.count();
-                    self.out.nested.push(rel.clone());
-                    self.watch_folder(&path, &rel, Escape::NestedRepository, &format!("{rel}/"));
-                } else {
-                    self.out.dirs.insert(rel.clone());
-                    self.folder(&path, &rel);
-                }
-                continue;
-            }
-            self.file(&rel, &meta);
+            self.entry(&path, &name, &meta, relative);
         }
         if pushed {
             self.matchers.pop();
         }
+    }
+
+    /// One entry of a folder git holds (`relative` to the root), and
+    /// everything under it.
+    pub(super) fn entry(
+        &mut self,
+        path: &Path,
+        name: &str,
+        meta: &std::fs::Metadata,
+        relative: &str,
+    ) -> Kind {
+        let rel = join(relative, name);
+        if name == ".git" {
+            if !relative.is_empty() {
+                self.watch(&rel, meta, Escape::GitName, &rel);
+            }
+            return Kind::Left;
+        }
+        if path == self.sessions {
+            return Kind::Left;
+        }
+        let is_dir = meta.is_dir();
+        if self.ignored(path, is_dir) {
+            if is_dir {
+                self.watch_folder(path, &rel, Escape::Ignored, &format!("{rel}/"));
+            } else if self.out.ignored.len() < MAX_IGNORED_CAPTURED
+                && meta.len() <= self.max_file_bytes
+            {
+                self.file(&rel, meta);
+                self.out.ignored.push(rel);
+            } else {
+                self.out.capped |= self.out.ignored.len() >= MAX_IGNORED_CAPTURED;
+                self.watch(&rel, meta, Escape::Ignored, &rel);
+            }
+            return Kind::Ignored;
+        }
+        if is_dir {
+            if nested_repository(path) {
+                self.count();
+                self.out.nested.push(rel.clone());
+                self.watch_folder(path, &rel, Escape::NestedRepository, &format!("{rel}/"));
+                return Kind::Nested;
+            }
+            self.out.dirs.insert(rel.clone());
+            self.folder(path, &rel);
+            return Kind::Held;
+        }
+        self.file(&rel, meta);
+        Kind::Held
     }
 
     fn count(&mut self) {
@@ -241,6 +286,7 @@ impl Walker<'_> {
             for (path, name, meta) in entries(&dir) {
                 if self.out.watched.len() + mine.len() >= MAX_WATCHED {
                     // Too many to watch one by one: the folder alone.
+                    self.out.collapsed = true;
                     if let Ok(meta) = top.symlink_metadata() {
                         self.watch(rel, &meta, why, named_as);
                     }
@@ -276,7 +322,7 @@ impl Walker<'_> {
 }
 
 /// A folder's entries (links not followed), by name.
-fn entries(dir: &Path) -> Vec<(std::path::PathBuf, String, std::fs::Metadata)> {
+pub(super) fn entries(dir: &Path) -> Vec<(std::path::PathBuf, String, std::fs::Metadata)> {
     let mut out: Vec<_> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -292,7 +338,7 @@ fn entries(dir: &Path) -> Vec<(std::path::PathBuf, String, std::fs::Metadata)> {
     out
 }
 
-fn join(relative: &str, name: &str) -> String {
+pub(super) fn join(relative: &str, name: &str) -> String {
     match relative {
         "" => name.to_owned(),
         _ => format!("{relative}/{name}"),

@@ -19,10 +19,24 @@
 //! ([`Watch::take_warning`]). Events in the sessions folder (the store, the
 //! markers) and in the project's own `.git` folder are not changes of the
 //! project: no snapshot holds them.
+//!
+//! Beside the count, the watch keeps the paths the changes named since the
+//! previous mark ([`Watch::mark_paths`]), so that a snapshot can update
+//! only those; the set is unknown (and a snapshot rescans) when an event
+//! named no path, or more than [`MAX_PATHS`] paths changed. The count and
+//! the set are read together and the set emptied in one step: a change
+//! made after that moment belongs to the next mark.
+//!
+//! One watcher per project root serves every session of the process
+//! ([`Hub`]): each session is a consumer with its own count, paths and
+//! markers. A watcher that lost events (an overflow, an error) is not
+//! given to a new session: it gets a watcher of its own.
 
+use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode, EventKind};
@@ -30,14 +44,54 @@ use notify::{Event, RecursiveMode, Watcher};
 
 /// How long a marker may take to come back before the watch is given up.
 const MARKER_WAIT: Duration = Duration::from_secs(5);
-/// Marker files are named `<prefix><n>`.
+/// Marker files are named `<session>.<prefix><n>`.
 const MARKER: &str = "mark-";
+/// Past this many paths changed between two marks, the set is not kept:
+/// the snapshot rescans (a walk is then as cheap as the updates).
+pub const MAX_PATHS: usize = 2_000;
+
+/// The paths changed since the previous mark.
+#[derive(Debug, Default)]
+struct Changed {
+    /// Changes seen so far (every mark; never reset).
+    count: u64,
+    paths: BTreeSet<PathBuf>,
+    /// Some change named no path, or too many: the set is not known.
+    unknown: bool,
+}
+
+impl Changed {
+    fn note(&mut self, paths: Option<Vec<PathBuf>>) {
+        self.count += 1;
+        match paths {
+            Some(paths) if !self.unknown => {
+                self.paths.extend(paths);
+                if self.paths.len() > MAX_PATHS {
+                    self.unknown = true;
+                    self.paths.clear();
+                }
+            }
+            _ => {
+                self.unknown = true;
+                self.paths.clear();
+            }
+        }
+    }
+}
+
+/// What a mark reads: the count of changes up to now, and the paths
+/// changed since the previous mark (`None`: not known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    pub count: u64,
+    pub paths: Option<Vec<PathBuf>>,
+}
 
 /// What the watch's thread reports to the snapshot taker.
 #[derive(Debug, Default)]
 struct Shared {
-    /// Changes seen so far.
-    changes: AtomicU64,
+    /// Changes seen so far, and their paths since the previous mark.
+    changes: Mutex<Changed>,
     /// Given up (an error): every snapshot is a full rescan.
     broken: AtomicBool,
     /// What to say once (the first overflow or failure).
@@ -47,6 +101,27 @@ struct Shared {
 }
 
 impl Shared {
+    fn note(&self, paths: Option<Vec<PathBuf>>) {
+        self.changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .note(paths);
+    }
+
+    /// The count and the paths since the previous read (emptied).
+    fn read(&self) -> Mark {
+        let mut changed = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let paths = std::mem::take(&mut changed.paths);
+        let unknown = std::mem::take(&mut changed.unknown);
+        Mark {
+            count: changed.count,
+            paths: (!unknown).then(|| paths.into_iter().collect()),
+        }
+    }
+
     fn warn(&self, text: String) {
         if !self.warned.swap(true, Ordering::SeqCst)
             && let Ok(mut slot) = self.warning.lock()
@@ -57,10 +132,56 @@ impl Shared {
     }
 }
 
+/// One watcher of a project root and the sessions' handlers it feeds.
+struct Hub {
+    watcher: Mutex<notify::RecommendedWatcher>,
+    consumers: Arc<Consumers>,
+}
+
+/// The handlers a hub's events go to, and whether it lost events.
+#[derive(Default)]
+struct Consumers {
+    handlers: Mutex<Vec<Weak<Handler>>>,
+    /// Events were lost: not to be shared with a new session.
+    damaged: AtomicBool,
+}
+
+impl Consumers {
+    fn dispatch(&self, event: notify::Result<Event>) {
+        let mut handlers = self
+            .handlers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        handlers.retain(|h| h.strong_count() > 0);
+        if event.as_ref().map_or(true, Event::need_rescan) {
+            self.damaged.store(true, Ordering::SeqCst);
+        }
+        for handler in handlers.iter().filter_map(Weak::upgrade) {
+            handler.handle(match &event {
+                Ok(event) => Ok(event.clone()),
+                Err(e) => Err(notify::Error::generic(&e.to_string())),
+            });
+        }
+    }
+
+    fn add(&self, handler: &Arc<Handler>) {
+        self.handlers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Arc::downgrade(handler));
+    }
+}
+
+/// The hubs of the process, by project root.
+fn hubs() -> &'static Mutex<HashMap<PathBuf, Weak<Hub>>> {
+    static HUBS: OnceLock<Mutex<HashMap<PathBuf, Weak<Hub>>>> = OnceLock::new();
+    HUBS.get_or_init(Default::default)
+}
+
 /// The recursive watch of one project for one session's snapshots.
 pub struct Watch {
     /// `None`: the watch could not be set up (full rescans).
-    watcher: Option<notify::RecommendedWatcher>,
+    watcher: Option<Arc<Hub>>,
     handler: Arc<Handler>,
     /// The latest marker whose event came back.
     seen: tokio::sync::watch::Receiver<u64>,
@@ -83,7 +204,9 @@ struct Handler {
     seen: tokio::sync::watch::Sender<u64>,
     root: PathBuf,
     sessions: PathBuf,
+    /// The folder of this session's markers, and their names' prefix.
     markers: PathBuf,
+    prefix: String,
 }
 
 impl Handler {
@@ -99,11 +222,14 @@ impl Handler {
                             .to_owned(),
                     );
                 }
-                match classify(&event, &self.root, &self.sessions, &self.markers) {
+                match classify(
+                    &event,
+                    &self.root,
+                    &self.sessions,
+                    (&self.markers, &self.prefix),
+                ) {
                     Seen::Nothing => {}
-                    Seen::Change => {
-                        self.shared.changes.fetch_add(1, Ordering::SeqCst);
-                    }
+                    Seen::Change(paths) => self.shared.note(paths),
                     Seen::Marker(n) => {
                         self.seen.send_if_modified(|latest| {
                             let newer = n > *latest;
@@ -114,7 +240,7 @@ impl Handler {
                 }
             }
             Err(e) => {
-                self.shared.changes.fetch_add(1, Ordering::SeqCst);
+                self.shared.note(None);
                 self.shared.broken.store(true, Ordering::SeqCst);
                 self.shared.warn(format!(
                     "the file watcher failed ({e}): checkpoints rescan the project every time"
@@ -128,15 +254,17 @@ impl Handler {
 #[derive(Debug, PartialEq, Eq)]
 enum Seen {
     Nothing,
-    Change,
+    /// A change of these paths (`None`: not known).
+    Change(Option<Vec<PathBuf>>),
     Marker(u64),
 }
 
 /// Reads an event: a marker of this watch, a change of the project, or
 /// nothing (a read; the store's or the project's `.git`'s own files).
-fn classify(event: &Event, root: &Path, sessions: &Path, markers: &Path) -> Seen {
+fn classify(event: &Event, root: &Path, sessions: &Path, markers: (&Path, &str)) -> Seen {
+    let (markers, prefix) = markers;
     if event.need_rescan() {
-        return Seen::Change;
+        return Seen::Change(None);
     }
     if let EventKind::Access(kind) = event.kind
         && kind != AccessKind::Close(AccessMode::Write)
@@ -144,25 +272,29 @@ fn classify(event: &Event, root: &Path, sessions: &Path, markers: &Path) -> Seen
         return Seen::Nothing;
     }
     if event.paths.is_empty() {
-        return Seen::Change;
+        return Seen::Change(None);
     }
     let own_git = root.join(".git");
-    let mut change = false;
+    let mut changed = Vec::new();
     for path in &event.paths {
         if path.parent() == Some(markers)
             && let Some(n) = path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix(MARKER))
+                .and_then(|n| n.strip_prefix(prefix))
                 .and_then(|n| n.parse().ok())
         {
             return Seen::Marker(n);
         }
         if !path.starts_with(sessions) && !path.starts_with(&own_git) {
-            change = true;
+            changed.push(path.clone());
         }
     }
-    if change { Seen::Change } else { Seen::Nothing }
+    if changed.is_empty() {
+        Seen::Nothing
+    } else {
+        Seen::Change(Some(changed))
+    }
 }
 
 /// Sets up a watcher that sends its events to a handler.
@@ -174,11 +306,68 @@ type Setup = dyn FnOnce(
 
 impl Watch {
     /// Watches `root` (its sessions folder `sessions` left out); markers
-    /// go in `markers`, a folder inside `sessions` that exists. Never
+    /// go beside `markers`, a folder inside `sessions` that exists, named
+    /// after it. Never
     /// fails: a watch that cannot be set up is a watch that always asks
     /// for a full rescan (said once).
     pub fn start(root: &Path, sessions: &Path, markers: &Path) -> Watch {
-        Self::start_with(root, sessions, markers, Box::new(recursive), false)
+        if !markers.starts_with(root) {
+            return Self::start_with(root, sessions, markers, Box::new(recursive), false);
+        }
+        let mut hubs = hubs()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        hubs.retain(|_, hub| hub.strong_count() > 0);
+        if let Some(hub) = hubs.get(root).and_then(Weak::upgrade)
+            && !hub.consumers.damaged.load(Ordering::SeqCst)
+        {
+            let mut watch = Self::unstarted(root, sessions, markers, false);
+            hub.consumers.add(&watch.handler);
+            watch.watcher = Some(hub);
+            return watch;
+        }
+        let watch = Self::start_with(root, sessions, markers, Box::new(recursive), false);
+        if let Some(hub) = &watch.watcher {
+            hubs.insert(root.to_path_buf(), Arc::downgrade(hub));
+        }
+        watch
+    }
+
+    /// Whether two watches share one watcher.
+    pub fn shares_with(&self, other: &Watch) -> bool {
+        matches!((&self.watcher, &other.watcher), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
+    }
+
+    /// A watch with no watcher yet.
+    fn unstarted(root: &Path, sessions: &Path, markers: &Path, quiet: bool) -> Watch {
+        let (seen_tx, seen) = tokio::sync::watch::channel(0u64);
+        // In the folder above the session's own (`marks/`), named after it:
+        // that folder is watched from the start of the project's watcher,
+        // so a session joining a running watcher is heard at once.
+        let (markers, prefix) = match (markers.parent(), markers.file_name()) {
+            (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => (
+                parent.to_path_buf(),
+                format!("{}.{MARKER}", name.to_string_lossy()),
+            ),
+            _ => (markers.to_path_buf(), MARKER.to_owned()),
+        };
+        let handler = Arc::new(Handler {
+            shared: Shared {
+                warned: AtomicBool::new(quiet),
+                ..Shared::default()
+            },
+            seen: seen_tx,
+            root: root.to_path_buf(),
+            sessions: sessions.to_path_buf(),
+            markers,
+            prefix,
+        });
+        Watch {
+            watcher: None,
+            handler,
+            seen,
+            next_marker: 0,
+        }
     }
 
     /// As [`Watch::start`], the watcher set up by `setup`.
@@ -190,25 +379,18 @@ impl Watch {
         setup: Box<Setup>,
         quiet: bool,
     ) -> Watch {
-        let (seen_tx, seen) = tokio::sync::watch::channel(0u64);
-        let handler = Arc::new(Handler {
-            shared: Shared {
-                warned: AtomicBool::new(quiet),
-                ..Shared::default()
-            },
-            seen: seen_tx,
-            root: root.to_path_buf(),
-            sessions: sessions.to_path_buf(),
-            markers: markers.to_path_buf(),
-        });
-        let mut watch = Watch {
-            watcher: None,
-            handler: handler.clone(),
-            seen,
-            next_marker: 0,
-        };
-        match setup(Box::new(move |event| handler.handle(event)), root, markers) {
-            Ok(w) => watch.watcher = Some(w),
+        let mut watch = Self::unstarted(root, sessions, markers, quiet);
+        let consumers = Arc::new(Consumers::default());
+        consumers.add(&watch.handler);
+        let feed = consumers.clone();
+        let markers = watch.handler.markers.clone();
+        match setup(Box::new(move |event| feed.dispatch(event)), root, &markers) {
+            Ok(w) => {
+                watch.watcher = Some(Arc::new(Hub {
+                    watcher: Mutex::new(w),
+                    consumers,
+                }))
+            }
             Err(e) => watch.give_up(format!(
                 "cannot watch the project's files ({e}): checkpoints rescan the project every time"
             )),
@@ -243,13 +425,18 @@ impl Watch {
     /// The count of changes up to now (every change made before this call
     /// counted); `None` when the watch cannot tell (a full rescan).
     pub async fn mark(&mut self) -> Option<u64> {
+        self.mark_paths().await.map(|m| m.count)
+    }
+
+    /// As [`Watch::mark`], with the paths changed since the previous mark.
+    pub async fn mark_paths(&mut self) -> Option<Mark> {
         let shared = &self.handler.shared;
         if self.watcher.is_none() || shared.broken.load(Ordering::SeqCst) {
             return None;
         }
         self.next_marker += 1;
         let n = self.next_marker;
-        let marker = self.handler.markers.join(format!("{MARKER}{n}"));
+        let marker = (self.handler.markers).join(format!("{}{n}", self.handler.prefix));
         if let Err(e) = std::fs::write(&marker, b"") {
             self.give_up(format!(
                 "cannot write the file watcher's marker {} ({e}): checkpoints rescan the project every time",
@@ -265,10 +452,13 @@ impl Watch {
         // events it read with them: a request to it is answered after
         // that, so every folder made before the marker is watched now.
         let settled = came
-            && self
-                .watcher
-                .as_mut()
-                .is_some_and(|w| w.configure(notify::Config::default()).is_ok());
+            && self.watcher.as_ref().is_some_and(|hub| {
+                hub.watcher
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .configure(notify::Config::default())
+                    .is_ok()
+            });
         if !settled {
             self.give_up(
                 "the file watcher stopped answering: checkpoints rescan the project every time"
@@ -280,7 +470,7 @@ impl Watch {
         if shared.broken.load(Ordering::SeqCst) {
             return None;
         }
-        Some(shared.changes.load(Ordering::SeqCst))
+        Some(shared.read())
     }
 
     /// Whether the watch tells changes (not given up).

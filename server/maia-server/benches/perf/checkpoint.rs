@@ -7,7 +7,8 @@
 //! call that changes nothing); each row measures it with checkpoints off,
 //! on (the file-system watch), and on with every snapshot a full rescan
 //! (`checkpoints.watch: false`, what every snapshot cost before the
-//! watch), in the same run. Also: a batch that changes 10 files, and the
+//! watch), in the same run. Also: a batch that changes 10 files (off, on:
+//! only the changed paths walked and staged again, and full rescans), and the
 //! first snapshot of a session (every file hashed into the store; taken in
 //! the background from the first turn's start).
 
@@ -167,18 +168,32 @@ fn bench_size(rt: &tokio::runtime::Runtime, table: &mut Table, files: usize) {
         }
     };
     // Each taker's rounds together: the other's writes are changes too.
+    let off10: Vec<f64> = (0..ROUNDS)
+        .map(|round| {
+            let started = Instant::now();
+            change("off", round)();
+            ms(started.elapsed())
+        })
+        .collect();
+    let updated = ck.updated_answers();
     let on10: Vec<f64> = (0..ROUNDS)
         .map(|round| checkpointed(rt, &mut ck, &watched, change("watched", round)))
         .collect();
+    // Every batch's snapshot after updated only the changed paths (and the
+    // first one before: the "off" rounds' writes).
+    assert!(ck.updated_answers() - updated >= ROUNDS as u64);
     let old10: Vec<f64> = (0..ROUNDS)
         .map(|round| checkpointed(rt, &mut full, &rescan, change("rescan", round)))
         .collect();
-    let (on10, old10) = (Stats::new(on10), Stats::new(old10));
+    let (off10, on10, old10) = (Stats::new(off10), Stats::new(on10), Stats::new(old10));
     table.add(
         format!("checkpoints, batch changing 10 files, {files} files (p50 of {ROUNDS})"),
         format!(
-            "on {:.1} ms (+ the batch) · every snapshot a rescan (as before) {:.1} ms",
+            "off {:.1} ms · on {:.1} ms (p90 {:.1}) · added {:.1} ms · every snapshot a rescan (as before) {:.1} ms",
+            off10.pct(50.0),
             on10.pct(50.0),
+            on10.pct(90.0),
+            on10.pct(50.0) - off10.pct(50.0),
             old10.pct(50.0)
         ),
     );
