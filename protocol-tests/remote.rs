@@ -1088,3 +1088,122 @@ async fn remote_a_prompt_sent_right_behind_its_load_is_served_live_and_after_a_r
     let answer = c.response(id).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
 }
+
+/// The text of the last user message of the model's request `index`.
+fn asked_in(daemon: &Daemon, index: usize) -> String {
+    let requests = daemon.mock.requests();
+    let messages = requests[index]["messages"].as_array().unwrap();
+    let user = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+    match &user["content"] {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn remote_two_controllers_prompting_at_once_get_two_turns_one_after_the_other() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    let mut b = daemon.ws("phone").await;
+    b.call("initialize", init_params()).await;
+    b.call("session/load", load_params(&daemon, &sid, None))
+        .await;
+    daemon
+        .mock
+        .push(mock::slow_text(20, Duration::from_millis(20)));
+    daemon.mock.push(mock::text_reply("second answer"));
+    let first = a
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "from the editor"}]}),
+        )
+        .await;
+    a.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    // The phone prompts while the editor's turn streams: it is not refused,
+    // it waits for that turn.
+    let second = b
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "from the phone"}]}),
+        )
+        .await;
+    let answered = a.response(first).await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    let answered = b.response(second).await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    // Two model requests, the phone's after the editor's whole turn.
+    assert_eq!(daemon.mock.requests().len(), 2);
+    assert_eq!(asked_in(&daemon, 0), "from the editor");
+    assert_eq!(asked_in(&daemon, 1), "from the phone");
+    let history = daemon.mock.requests()[1]["messages"].to_string();
+    assert!(history.contains("from the editor"), "{history}");
+    // The editor is told the phone's prompt when its turn starts, after
+    // its own turn's answer (read above), then sees that turn end too.
+    a.wait_for(|m| {
+        m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+            && m["params"]["update"]["content"]["text"] == "from the phone"
+    })
+    .await;
+    let (ended, _) = a.wait_for(|m| m["method"] == "_session/turn_ended").await;
+    assert_eq!(ended["params"]["stopReason"], "end_turn", "{ended}");
+    let a_seqs = seqs(&a.seen);
+    assert!(a_seqs.windows(2).all(|w| w[1] == w[0] + 1), "{a_seqs:?}");
+}
+
+#[tokio::test]
+async fn remote_a_cancel_answers_the_prompts_waiting_behind_the_turn() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    let mut b = daemon.ws("phone").await;
+    b.call("initialize", init_params()).await;
+    b.call("session/load", load_params(&daemon, &sid, None))
+        .await;
+    daemon
+        .mock
+        .push(mock::slow_text(400, Duration::from_millis(20)));
+    let first = a
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]}),
+        )
+        .await;
+    a.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    let held = b
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "then this"}]}),
+        )
+        .await;
+    let withdrawn = a
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "and this"}]}),
+        )
+        .await;
+    // A held prompt its client gives up is answered at once, without a turn.
+    a.send(&json!({"jsonrpc": "2.0", "method": "$/cancel_request",
+        "params": {"requestId": withdrawn}}))
+        .await;
+    let answered = a.response(withdrawn).await;
+    assert_eq!(answered["result"]["stopReason"], "cancelled", "{answered}");
+    b.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
+        .await;
+    let answered = b.response(held).await;
+    assert_eq!(answered["result"]["stopReason"], "cancelled", "{answered}");
+    let answered = a.response(first).await;
+    assert_eq!(answered["result"]["stopReason"], "cancelled", "{answered}");
+    // Neither waiting prompt reached the model, then or later.
+    daemon.mock.push(mock::text_reply("after"));
+    let next = b
+        .request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "next"}]}),
+        )
+        .await;
+    let answered = b.response(next).await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    assert_eq!(daemon.mock.requests().len(), 2);
+    assert_eq!(asked_in(&daemon, 1), "next");
+}

@@ -23,6 +23,8 @@
 //!   before the live updates that follow it, nothing twice;
 //! - a client's disconnect changes nothing for the session: its turn goes
 //!   on and a question nobody answered waits for the next controller;
+//! - a session's v1 prompts reach the agent one at a time: one sent while
+//!   another is in flight waits its turn (`hub/lineup.rs`);
 //! - an observer's every request but `initialize`, `session/list`,
 //!   `session/load` and `session/resume` is answered an error.
 
@@ -35,8 +37,11 @@ use tokio::sync::mpsc;
 mod agent;
 mod attach;
 mod echo;
+mod lineup;
+mod refusal;
 
 use attach::{attach, detach, resend_questions};
+use refusal::{Refusal, error};
 
 use super::outbox::Outbox;
 use super::tokens::{Access, Role};
@@ -161,16 +166,14 @@ struct State {
     /// Sessions to cancel (and the wire to ask), as clients that asked for
     /// it left.
     cancels: Vec<(String, usize)>,
+    /// Prompts waiting for their session's prompt in flight.
+    lineup: lineup::Lineup,
 }
 
 pub struct Hub {
     state: Mutex<State>,
     /// The agent connections, by wire.
     agents: Vec<mpsc::UnboundedSender<String>>,
-}
-
-fn error(id: &Value, code: i64, message: &str, data: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": data}})
 }
 
 /// The text form of a JSON-RPC id (a table key).
@@ -316,6 +319,9 @@ impl Hub {
                 if method == maia_rpc::CANCEL_REQUEST {
                     // Ours to rename: the client's id becomes the hub's.
                     let asked = message["params"]["requestId"].clone();
+                    if lineup::cancel_request(&mut state, conn, &asked) {
+                        return;
+                    }
                     let ours = state
                         .routed
                         .iter()
@@ -338,6 +344,9 @@ impl Hub {
                 if method == "session/cancel" {
                     tracing::info!(target: "maia::audit", conn, token = %access.name,
                         session = ?sid, "cancel");
+                    if let Some(sid) = sid.as_deref().filter(|_| wire == 0) {
+                        lineup::cancel(&mut state, sid);
+                    }
                 }
                 self.to_agent(wire, &message);
             }
@@ -505,6 +514,11 @@ impl Hub {
                 if method == "session/prompt" {
                     tracing::info!(target: "maia::audit", conn, token = %access.name,
                         session = ?sid, "prompt");
+                    if let Some(sid) = sid.as_deref().filter(|_| wire == 0)
+                        && lineup::hold(state, conn, &id, &message, sid)
+                    {
+                        return Ok(());
+                    }
                 }
                 if method == "session/delete"
                     && self.agents.len() > 1
@@ -570,31 +584,5 @@ impl Hub {
         state.routed.insert(ours.clone(), routed);
         message["id"] = Value::String(ours);
         self.to_agent(wire, &message);
-    }
-}
-
-/// A request refused by the hub itself.
-struct Refusal {
-    code: i64,
-    message: String,
-    data: Value,
-}
-
-impl Refusal {
-    fn new(code: i64, message: &str) -> Self {
-        Refusal {
-            code,
-            message: message.to_owned(),
-            data: Value::Null,
-        }
-    }
-
-    fn data(mut self, data: Value) -> Self {
-        self.data = data;
-        self
-    }
-
-    fn into_message(self, id: &Value) -> Value {
-        error(id, self.code, &self.message, self.data)
     }
 }

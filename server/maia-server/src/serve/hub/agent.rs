@@ -206,6 +206,7 @@ impl Hub {
                     "error": message.get("error"),
                 }});
                 publish(state, &session, wire, ended);
+                self.release(state, &session);
                 return;
             }
             Kind::New { cancel_on_leave } => {
@@ -287,6 +288,7 @@ impl Hub {
                         publish(state, &session, view, closed.clone());
                     }
                     state.live.remove(&session);
+                    super::lineup::closed(state, &session);
                     for c in state.clients.values_mut() {
                         c.attached.remove(&session);
                     }

@@ -5,14 +5,15 @@
 //! controller and a later attach see what was asked. The client that sent
 //! it shows what it sent: it gets `_session/echoed` with the echo's number
 //! instead, so every client's numbers stay contiguous. A prompt sent while
-//! a prompt of the session is in flight is refused by the agent: no echo.
+//! a prompt of the session is in flight waits (`lineup.rs`) and is echoed
+//! when it is sent.
 //! Only v1 clients are echoed, to v1 clients: v2 tells every prompt as its
 //! own `user_message` (`acp/mirror.rs` gives it to the other wire).
 
 use serde_json::{Value, json};
 
+use super::State;
 use super::agent::publish_as;
-use super::{Kind, State};
 
 /// The text of a prompt: its text blocks, then a line `@URI` per link or
 /// resource (as MAIA replays a message with attachments).
@@ -48,11 +49,7 @@ pub(super) fn echo(state: &mut State, conn: u64, sid: &str, method: &str, messag
         "_session/steering" => true,
         _ => return,
     };
-    let busy = state
-        .routed
-        .values()
-        .any(|r| matches!(&r.kind, Kind::Prompt { session } if session == sid));
-    if (!steer && busy) || !state.live.contains_key(sid) {
+    if (!steer && super::lineup::in_flight(state, sid)) || !state.live.contains_key(sid) {
         return;
     }
     let text = prompt_text(&message["params"]["prompt"]);
