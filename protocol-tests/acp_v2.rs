@@ -1307,3 +1307,88 @@ async fn a_v1_client_sees_a_command_as_before() {
         "{done}"
     );
 }
+
+#[tokio::test]
+async fn v1s_unstable_fork_title_and_archive_are_served_on_v2_in_v2_shapes() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::text_reply("first answer"));
+    client.turn(&sid, "first words", |_| None).await;
+    let cwd = client.maia.cwd();
+    // A v2 client spells an MCP server's lists as v2 does (left out).
+    let id = client
+        .maia
+        .request(
+            "session/fork",
+            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    let (resp, before) = client.maia.response(id).await;
+    before.iter().for_each(check_sent);
+    check("NewSessionResponse", &resp["result"]);
+    let fork = resp["result"]["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(fork, sid);
+    assert_eq!(
+        resp["result"]["configOptions"][1]["configId"], "mode",
+        "{resp}"
+    );
+    // The fork holds the source's history.
+    client.maia.mock.push(mock::text_reply("fork answer"));
+    client.turn(&fork, "on the fork", |_| None).await;
+    let last = client.maia.mock.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        last.contains("first words") && last.contains("on the fork"),
+        "{last}"
+    );
+    let id = client
+        .maia
+        .request(
+            "session/set_title",
+            json!({"sessionId": fork, "title": "A fork"}),
+        )
+        .await;
+    let (info, _) = checked_wait(&mut client, |m| {
+        m["params"]["update"]["sessionUpdate"] == "session_info_update"
+    })
+    .await;
+    assert_eq!(info["params"]["update"]["title"], "A fork", "{info}");
+    let (resp, _) = checked_wait(&mut client, |m| crate::harness::is_response(m, id)).await;
+    assert!(resp.get("error").is_none(), "{resp}");
+    let id = client
+        .maia
+        .request("session/archive", json!({"sessionId": sid}))
+        .await;
+    let (resp, _) = checked_wait(&mut client, |m| crate::harness::is_response(m, id)).await;
+    assert!(resp.get("error").is_none(), "{resp}");
+    let id = client
+        .call("session/list", json!({"cwd": cwd}), "ListSessionsRequest")
+        .await;
+    let (resp, _) = client.response(id, "ListSessionsResponse", |_| None).await;
+    let listed: Vec<&str> = resp["result"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert_eq!(listed, [fork.as_str()], "{resp}");
+}
+
+#[tokio::test]
+async fn a_v2_initialize_advertises_the_unstable_session_methods_it_serves() {
+    let mut maia = Maia::start_with(v2_options()).await;
+    let id = maia.request("initialize", v2_initialize_params()).await;
+    let (resp, _) = maia.response(id).await;
+    check("InitializeResponse", &resp["result"]);
+    let methods = &resp["result"]["_meta"]["unstableSessionMethods"]["methods"];
+    for method in [
+        "session/fork",
+        "session/set_title",
+        "session/archive",
+        "session/unarchive",
+    ] {
+        assert!(
+            methods.as_array().unwrap().contains(&json!(method)),
+            "{resp}"
+        );
+    }
+}

@@ -84,11 +84,33 @@ fn reread<T: serde::de::DeserializeOwned>(
 /// v2 requests answered through the v1 path unchanged.
 const SAME_AS_V1: [&str; 3] = ["session/close", "session/list", "session/delete"];
 
+/// v1's unstable session methods the draft has no place for yet: served on
+/// v2 with v1's params and answers (a fork's MCP servers read as v2 spells
+/// them, its answer as `session/new`'s), advertised in `initialize`'s
+/// `_meta.unstableSessionMethods`.
+const UNSTABLE_AS_V1: [&str; 4] = [
+    "session/fork",
+    "session/set_title",
+    "session/archive",
+    "session/unarchive",
+];
+
 impl Agent {
     /// A request on a v2 connection (or v2's `initialize`).
     pub(super) fn handle_v2(self: &Arc<Self>, id: Id, method: &str, params: Value) {
         if method.starts_with("_session/") {
             // MAIA's own extensions: one shape in both versions.
+            return self.handle_v1(id, method, params);
+        }
+        if UNSTABLE_AS_V1.contains(&method) {
+            let params = if method == "session/fork" {
+                match open_params(&params) {
+                    Ok(params) => params,
+                    Err(e) => return self.conn.respond(id, Err(e)),
+                }
+            } else {
+                params
+            };
             return self.handle_v1(id, method, params);
         }
         let request = match v2::ClientRequest::from_method_and_params(method, &params) {
@@ -218,7 +240,17 @@ fn initialize_response() -> InitializeResponse {
     )
     .capabilities(AgentCapabilities::new().session(session))
     .auth_methods(auth_methods())
-    .meta(super::meta())
+    .meta(meta())
+}
+
+/// MAIA's `_meta` on v2: v1's, and the unstable session methods served.
+fn meta() -> serde_json::Map<String, Value> {
+    let mut meta = super::meta();
+    meta.insert(
+        "unstableSessionMethods".into(),
+        serde_json::json!({ "version": 1, "methods": UNSTABLE_AS_V1 }),
+    );
+    meta
 }
 
 /// v1's methods for a client without terminals, in v2's shape: the
