@@ -4,43 +4,12 @@
 // scripted mock LLM.
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { spawn, spawnSync, ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { createInterface } from 'node:readline';
 import { PanelController } from '../src/panel/controller';
 import { acpCommand } from '../src/logic';
-import { MAIA_BIN, MockLlm, ScriptItem, scratch, TestHost } from './harness';
-
-interface Daemon {
-  child: ChildProcess;
-  url: string;
-  token: string;
-}
-
-/** A token added with `maia serve token add`, then `maia serve` on a free loopback port. */
-async function serve(home: string): Promise<Daemon> {
-  const env = { PATH: process.env.PATH, HOME: home, LITELLM_API_KEY: 'sk-test' };
-  const added = spawnSync(MAIA_BIN, ['serve', 'token', 'add', 'vscode'], { env, encoding: 'utf8' });
-  assert.equal(added.status, 0, added.stderr);
-  const token = added.stdout.trim();
-  assert.match(token, /^maia_[0-9a-f]{64}$/);
-  const child = spawn(MAIA_BIN, ['serve', '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-  const lines = createInterface({ input: child.stderr! });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('maia serve did not listen within 20 s')), 20_000);
-    child.once('exit', (code) => reject(new Error(`maia serve exited (${code})`)));
-    lines.on('line', (line) => {
-      const m = /listening on http:\/\/([^/\s]+)\/acp/.exec(line);
-      if (m) {
-        clearTimeout(timer);
-        resolve(`ws://${m[1]}/acp`);
-      }
-    });
-  });
-  return { child, url, token };
-}
+import { Daemon, MAIA_BIN, MockLlm, ScriptItem, scratch, serveDaemon, TestHost } from './harness';
 
 async function withDaemon(
   script: ScriptItem[],
@@ -52,7 +21,7 @@ async function withDaemon(
   // The editor's side has a HOME of its own: the bridge needs no MAIA settings.
   const editorHome = path.join(root, 'editor-home');
   fs.mkdirSync(editorHome);
-  const daemon = await serve(home);
+  const daemon = await serveDaemon(home);
   const makeHost = (token: string | undefined) =>
     new TestHost(cwd, () => ({
       ...acpCommand({ path: MAIA_BIN }, { PATH: process.env.PATH, HOME: editorHome }, { url: daemon.url, token }),

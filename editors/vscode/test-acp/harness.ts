@@ -1,7 +1,8 @@
 // Test harness: the real `maia` binary (built by cargo) against the scripted
 // mock LLM (`maia-mock-llm`), in a throw-away HOME and project folder, driven
 // through the panel's own host-side code (`PanelController`).
-import { spawn, ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, ChildProcess } from 'node:child_process';
+import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -261,4 +262,33 @@ export async function start(script: ScriptItem[], opts: { command?: string; read
       fs.rmSync(tmp, { recursive: true, force: true });
     },
   };
+}
+
+export interface Daemon {
+  child: ChildProcess;
+  url: string;
+  token: string;
+}
+
+/** A token added with `maia serve token add`, then `maia serve` on a free loopback port. */
+export async function serveDaemon(home: string): Promise<Daemon> {
+  const env = { PATH: process.env.PATH, HOME: home, LITELLM_API_KEY: 'sk-test' };
+  const added = spawnSync(MAIA_BIN, ['serve', 'token', 'add', 'vscode'], { env, encoding: 'utf8' });
+  assert.equal(added.status, 0, added.stderr);
+  const token = added.stdout.trim();
+  assert.match(token, /^maia_[0-9a-f]{64}$/);
+  const child = spawn(MAIA_BIN, ['serve', '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const lines = createInterface({ input: child.stderr! });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('maia serve did not listen within 20 s')), 20_000);
+    child.once('exit', (code) => reject(new Error(`maia serve exited (${code})`)));
+    lines.on('line', (line) => {
+      const m = /listening on http:\/\/([^/\s]+)\/acp/.exec(line);
+      if (m) {
+        clearTimeout(timer);
+        resolve(`ws://${m[1]}/acp`);
+      }
+    });
+  });
+  return { child, url, token };
 }

@@ -11,7 +11,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Browser, Frame } from 'puppeteer-core';
 import { MAIA_BIN, MockLlm, ScriptItem, scratch } from '../test-acp/harness';
-import { baseSettings, CodeServer, launchBrowser, ROOT, until, Workbench } from './workbench';
+import { baseSettings, CodeServer, launchBrowser, newestVsix, ROOT, until, Workbench } from './workbench';
 
 const artifacts = path.join(process.env.MAIA_TEST_ARTIFACTS ?? path.join(ROOT, 'test-artifacts'), 'code-server');
 const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
@@ -51,18 +51,6 @@ after(async () => {
     c();
   }
 });
-
-function newestVsix(): string {
-  const found = fs
-    .readdirSync(ROOT)
-    .filter((f) => f.endsWith('.vsix'))
-    .map((f) => path.join(ROOT, f))
-    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
-  if (!found.length) {
-    throw new Error('no .vsix: run `npm run package` first');
-  }
-  return found[0];
-}
 
 const text = (f: Frame, sel: string) => f.$eval(sel, (e) => (e as HTMLElement).innerText).catch(() => '');
 
@@ -118,8 +106,9 @@ test('the packaged extension in VS Code (code-server): panel, writes, diff, relo
     panel = await wb.panel();
     await panel.focus('.permission button[data-kind=allow_once]');
     await page.keyboard.press('Enter');
-    await until('greet.txt written', () => fs.existsSync(path.join(cwd, 'greet.txt')));
-    assert.equal(fs.readFileSync(path.join(cwd, 'greet.txt'), 'utf8'), 'hello\n');
+    // VS Code's file service creates the file, then writes it: wait for the whole text.
+    const greet = path.join(cwd, 'greet.txt');
+    await until('greet.txt written', () => fs.existsSync(greet) && fs.readFileSync(greet, 'utf8') === 'hello\n');
     await panel.waitForFunction(() => document.querySelector('.log')?.textContent?.includes('Created greet.txt.'), { timeout: 30_000 });
     assert.match(await text(panel, '.answered'), /Allow once/);
     await wb.screenshot('05-write-applied-dark');

@@ -16,7 +16,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Browser, Frame, KeyInput, Page } from 'puppeteer-core';
 import { MAIA_BIN, MockLlm, ScriptItem, scratch } from '../test-acp/harness';
-import { baseSettings, CodeServer, launchBrowser, ROOT, until, Workbench } from './workbench';
+import { baseSettings, CodeServer, launchBrowser, newestVsix, ROOT, until, Workbench } from './workbench';
 
 const artifacts = path.join(process.env.MAIA_TEST_ARTIFACTS ?? path.join(ROOT, 'test-artifacts'), 'code-server');
 
@@ -56,18 +56,6 @@ after(async () => {
     c();
   }
 });
-
-function newestVsix(): string {
-  const found = fs
-    .readdirSync(ROOT)
-    .filter((f) => f.endsWith('.vsix'))
-    .map((f) => path.join(ROOT, f))
-    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
-  if (!found.length) {
-    throw new Error('no .vsix: run `npm run package` first');
-  }
-  return found[0];
-}
 
 /** The CodeLens links of the visible editor, in order. */
 const lenses = (page: Page) =>

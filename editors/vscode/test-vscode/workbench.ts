@@ -233,6 +233,17 @@ export class Workbench {
   /** Runs a command through the palette, by its title as the palette shows it
    * (retried while the extension host is still registering contributions). */
   async command(title: string, timeoutMs = 60_000): Promise<void> {
+    await this.run(title, timeoutMs);
+    await until('palette closed', () => this.page.evaluate(() => !document.querySelector('.quick-input-widget:not([style*="display: none"])')));
+  }
+
+  /** Runs the command `title` that asks for input (an input box): the box is left open. */
+  async commandAsking(title: string, timeoutMs = 60_000): Promise<void> {
+    await this.run(title, timeoutMs);
+  }
+
+  /** Picks `title` in the command palette and presses Enter. */
+  private async run(title: string, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     const matches = () =>
       this.page.evaluate((t) => {
@@ -254,7 +265,6 @@ export class Workbench {
       }
     }
     await this.page.keyboard.press('Enter');
-    await until('palette closed', () => this.page.evaluate(() => !document.querySelector('.quick-input-widget:not([style*="display: none"])')));
   }
 
   async openPalette(text: string): Promise<void> {
@@ -366,4 +376,17 @@ export class Workbench {
     fs.mkdirSync(this.artifacts, { recursive: true });
     await this.page.screenshot({ path: path.join(this.artifacts, `${name}.png`) });
   }
+}
+
+/** The newest packaged extension (`npm run package`). */
+export function newestVsix(): string {
+  const found = fs
+    .readdirSync(ROOT)
+    .filter((f) => f.endsWith('.vsix'))
+    .map((f) => path.join(ROOT, f))
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+  if (!found.length) {
+    throw new Error('no .vsix: run `npm run package` first');
+  }
+  return found[0];
 }
