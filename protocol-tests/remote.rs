@@ -54,6 +54,30 @@ async fn ws_session(daemon: &Daemon, token: &str) -> (crate::remote_client::Ws, 
     (ws, sid)
 }
 
+/// The editor's session, with the phone attached to it as a second
+/// controller.
+async fn editor_and_phone(
+    daemon: &Daemon,
+) -> (crate::remote_client::Ws, crate::remote_client::Ws, String) {
+    let (a, sid) = ws_session(daemon, "editor").await;
+    let mut b = daemon.ws("phone").await;
+    b.call("initialize", init_params()).await;
+    let loaded = b
+        .call("session/load", load_params(daemon, &sid, None))
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    (a, b, sid)
+}
+
+/// Sends `text` as a prompt of `sid`; the request's id.
+async fn prompt(ws: &mut crate::remote_client::Ws, sid: &str, text: &str) -> u64 {
+    ws.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn remote_websocket_serves_a_prompt_with_a_tool_call_and_a_permission() {
     let daemon = Daemon::start(&[EDITOR], &[]).await;
@@ -239,13 +263,7 @@ async fn remote_streamable_http_follows_the_rfd() {
 #[tokio::test]
 async fn remote_two_controllers_race_on_one_permission_and_one_answer_applies() {
     let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
-    let (mut a, sid) = ws_session(&daemon, "editor").await;
-    let mut b = daemon.ws("phone").await;
-    b.call("initialize", init_params()).await;
-    let loaded = b
-        .call("session/load", load_params(&daemon, &sid, None))
-        .await;
-    assert!(loaded.get("result").is_some(), "{loaded}");
+    let (mut a, mut b, sid) = editor_and_phone(&daemon).await;
     daemon.mock.push(write_call());
     daemon.mock.push(mock::text_reply("done"));
     let id = a
@@ -1103,31 +1121,17 @@ fn asked_in(daemon: &Daemon, index: usize) -> String {
 #[tokio::test]
 async fn remote_two_controllers_prompting_at_once_get_two_turns_one_after_the_other() {
     let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
-    let (mut a, sid) = ws_session(&daemon, "editor").await;
-    let mut b = daemon.ws("phone").await;
-    b.call("initialize", init_params()).await;
-    b.call("session/load", load_params(&daemon, &sid, None))
-        .await;
+    let (mut a, mut b, sid) = editor_and_phone(&daemon).await;
     daemon
         .mock
         .push(mock::slow_text(20, Duration::from_millis(20)));
     daemon.mock.push(mock::text_reply("second answer"));
-    let first = a
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "from the editor"}]}),
-        )
-        .await;
+    let first = prompt(&mut a, &sid, "from the editor").await;
     a.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
         .await;
     // The phone prompts while the editor's turn streams: it is not refused,
     // it waits for that turn.
-    let second = b
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "from the phone"}]}),
-        )
-        .await;
+    let second = prompt(&mut b, &sid, "from the phone").await;
     let answered = a.response(first).await;
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
     let answered = b.response(second).await;
@@ -1154,34 +1158,15 @@ async fn remote_two_controllers_prompting_at_once_get_two_turns_one_after_the_ot
 #[tokio::test]
 async fn remote_a_cancel_answers_the_prompts_waiting_behind_the_turn() {
     let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
-    let (mut a, sid) = ws_session(&daemon, "editor").await;
-    let mut b = daemon.ws("phone").await;
-    b.call("initialize", init_params()).await;
-    b.call("session/load", load_params(&daemon, &sid, None))
-        .await;
+    let (mut a, mut b, sid) = editor_and_phone(&daemon).await;
     daemon
         .mock
         .push(mock::slow_text(400, Duration::from_millis(20)));
-    let first = a
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]}),
-        )
-        .await;
+    let first = prompt(&mut a, &sid, "long").await;
     a.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
         .await;
-    let held = b
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "then this"}]}),
-        )
-        .await;
-    let withdrawn = a
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "and this"}]}),
-        )
-        .await;
+    let held = prompt(&mut b, &sid, "then this").await;
+    let withdrawn = prompt(&mut a, &sid, "and this").await;
     // A held prompt its client gives up is answered at once, without a turn.
     a.send(&json!({"jsonrpc": "2.0", "method": "$/cancel_request",
         "params": {"requestId": withdrawn}}))
@@ -1196,12 +1181,7 @@ async fn remote_a_cancel_answers_the_prompts_waiting_behind_the_turn() {
     assert_eq!(answered["result"]["stopReason"], "cancelled", "{answered}");
     // Neither waiting prompt reached the model, then or later.
     daemon.mock.push(mock::text_reply("after"));
-    let next = b
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "next"}]}),
-        )
-        .await;
+    let next = prompt(&mut b, &sid, "next").await;
     let answered = b.response(next).await;
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
     assert_eq!(daemon.mock.requests().len(), 2);

@@ -266,29 +266,47 @@ export async function start(script: ScriptItem[], opts: { command?: string; read
 
 export interface Daemon {
   child: ChildProcess;
+  /** `ws://127.0.0.1:PORT/acp`. */
   url: string;
+  /** `http://127.0.0.1:PORT`. */
+  base: string;
+  /** The first token's value. */
   token: string;
+  /** Every token by name. */
+  tokens: Record<string, string>;
+  /** What the daemon wrote on stderr so far. */
+  stderr: string[];
 }
 
-/** A token added with `maia serve token add`, then `maia serve` on a free loopback port. */
-export async function serveDaemon(home: string): Promise<Daemon> {
-  const env = { PATH: process.env.PATH, HOME: home, LITELLM_API_KEY: 'sk-test' };
-  const added = spawnSync(MAIA_BIN, ['serve', 'token', 'add', 'vscode'], { env, encoding: 'utf8' });
-  assert.equal(added.status, 0, added.stderr);
-  const token = added.stdout.trim();
-  assert.match(token, /^maia_[0-9a-f]{64}$/);
-  const child = spawn(MAIA_BIN, ['serve', '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+/**
+ * Tokens added with `maia serve token add` (`tokens`: names and their extra
+ * arguments; one controller `vscode` by default), then `maia serve` on a
+ * free loopback port, started in `cwd` (where a session opened without a
+ * folder works).
+ */
+export async function serveDaemon(home: string, tokens: [string, string[]][] = [['vscode', []]], cwd?: string): Promise<Daemon> {
+  const env = { PATH: process.env.PATH, HOME: home, LITELLM_API_KEY: 'sk-test', MAIA_LOG: 'info' };
+  const made: Record<string, string> = {};
+  for (const [name, extra] of tokens) {
+    const added = spawnSync(MAIA_BIN, ['serve', 'token', 'add', ...extra, name], { env, encoding: 'utf8' });
+    assert.equal(added.status, 0, added.stderr);
+    made[name] = added.stdout.trim();
+    assert.match(made[name], /^maia_[0-9a-f]{64}$/);
+  }
+  const child = spawn(MAIA_BIN, ['serve', '--listen', '127.0.0.1:0'], { env, cwd, stdio: ['ignore', 'ignore', 'pipe'] });
+  const stderr: string[] = [];
   const lines = createInterface({ input: child.stderr! });
-  const url = await new Promise<string>((resolve, reject) => {
+  lines.on('line', (line) => stderr.push(line));
+  const host = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('maia serve did not listen within 20 s')), 20_000);
     child.once('exit', (code) => reject(new Error(`maia serve exited (${code})`)));
     lines.on('line', (line) => {
       const m = /listening on http:\/\/([^/\s]+)\/acp/.exec(line);
       if (m) {
         clearTimeout(timer);
-        resolve(`ws://${m[1]}/acp`);
+        resolve(m[1]);
       }
     });
   });
-  return { child, url, token };
+  return { child, url: `ws://${host}/acp`, base: `http://${host}`, token: made[tokens[0][0]], tokens: made, stderr };
 }

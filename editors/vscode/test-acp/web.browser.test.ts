@@ -7,16 +7,14 @@
 // desktop-sized page, read-only. Screenshots go to test-artifacts/web-*.png.
 import { test, before, after } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { spawn, spawnSync, ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as net from 'node:net';
-import { createInterface } from 'node:readline';
 import puppeteer, { Browser, ElementHandle, Page } from 'puppeteer-core';
 import { PanelController } from '../src/panel/controller';
 import { acpCommand } from '../src/logic';
-import { MAIA_BIN, MockLlm, ScriptItem, scratch, TestHost } from './harness';
+import { MAIA_BIN, MockLlm, ScriptItem, scratch, serveDaemon, TestHost } from './harness';
 
 const root = path.resolve(__dirname, '..', '..');
 const artifacts = process.env.MAIA_TEST_ARTIFACTS ?? path.join(root, 'test-artifacts');
@@ -42,42 +40,6 @@ before(async () => {
 after(async () => {
   await browser?.close();
 });
-
-interface Daemon {
-  child: ChildProcess;
-  /** `http://127.0.0.1:PORT`. */
-  base: string;
-  tokens: Record<string, string>;
-  stderr: string[];
-}
-
-/** Tokens added with `maia serve token add`, then `maia serve` on a free loopback port. */
-async function serve(home: string, tokens: [string, string[]][], cwd: string): Promise<Daemon> {
-  const env = { PATH: process.env.PATH, HOME: home, LITELLM_API_KEY: 'sk-test', MAIA_LOG: 'info' };
-  const made: Record<string, string> = {};
-  for (const [name, extra] of tokens) {
-    const added = spawnSync(MAIA_BIN, ['serve', 'token', 'add', ...extra, name], { env, encoding: 'utf8' });
-    assert.equal(added.status, 0, added.stderr);
-    made[name] = added.stdout.trim();
-  }
-  // Its folder is where the page's + starts a session.
-  const child = spawn(MAIA_BIN, ['serve', '--listen', '127.0.0.1:0'], { env, cwd, stdio: ['ignore', 'ignore', 'pipe'] });
-  const stderr: string[] = [];
-  const lines = createInterface({ input: child.stderr! });
-  lines.on('line', (line) => stderr.push(line));
-  const base = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('maia serve did not listen within 20 s')), 20_000);
-    child.once('exit', (code) => reject(new Error(`maia serve exited (${code})`)));
-    lines.on('line', (line) => {
-      const m = /listening on http:\/\/([^/\s]+)\/acp/.exec(line);
-      if (m) {
-        clearTimeout(timer);
-        resolve(`http://${m[1]}`);
-      }
-    });
-  });
-  return { child, base, tokens: made, stderr };
-}
 
 /** A page in a browser context of its own (its own cookies: one login each). */
 async function newPage(viewport: typeof PHONE | typeof DESKTOP, errors: string[]): Promise<Page> {
@@ -160,7 +122,7 @@ test('web page: log in, open a live session, prompt, answer permissions, queue, 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'maia-web-'));
   const mock = await MockLlm.start(script, tmp);
   const { home, cwd, root: scratchRoot } = scratch(mock.url);
-  const daemon = await serve(home, [
+  const daemon = await serveDaemon(home, [
     ['phone', []],
     ['desk', ['--observer']],
     ['editor', []],
@@ -172,7 +134,7 @@ test('web page: log in, open a live session, prompt, answer permissions, queue, 
     const editorHome = path.join(scratchRoot, 'editor-home');
     fs.mkdirSync(editorHome);
     const host = new TestHost(cwd, () => ({
-      ...acpCommand({ path: MAIA_BIN }, { PATH: process.env.PATH, HOME: editorHome }, { url: `ws${daemon.base.slice(4)}/acp`, token: daemon.tokens.editor }),
+      ...acpCommand({ path: MAIA_BIN }, { PATH: process.env.PATH, HOME: editorHome }, { url: daemon.url, token: daemon.tokens.editor }),
       cwd,
     }));
     const editor = new PanelController(host);
@@ -360,7 +322,7 @@ test('web page: a dropped connection mid-turn reconnects and attaches since the 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'maia-web-'));
   const mock = await MockLlm.start([{ text: whole, piece: 6, gap_ms: 50 }], tmp);
   const { home, cwd, root: scratchRoot } = scratch(mock.url);
-  const daemon = await serve(home, [['phone', []]], cwd);
+  const daemon = await serveDaemon(home, [['phone', []]], cwd);
   // The browser reaches the daemon through a TCP relay the test can cut.
   const upstream = Number(new URL(daemon.base).port);
   const open = new Set<net.Socket>();
