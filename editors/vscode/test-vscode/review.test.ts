@@ -41,6 +41,9 @@ const SCRIPT: ScriptItem[] = [
   // "Review in editor" on a permission card: one hunk undone, one kept.
   { tool_calls: [{ id: 'call_c', name: 'Write', arguments: { file_path: 'list.md', content: CARD_PROPOSED } }] },
   { text: 'Wrote what you kept.' },
+  // With auto save on, "Review in editor" declines by name; the card is answered in the panel.
+  { tool_calls: [{ id: 'call_s', name: 'Write', arguments: { file_path: 'list.md', content: 'saved too early\n' } }] },
+  { text: 'Left list.md as it was.' },
 ];
 
 let browser: Browser | undefined;
@@ -114,6 +117,8 @@ test('the edit review in VS Code (code-server): decorations, Keep / Undo per cha
     'maia.path': MAIA_BIN,
     'maia.env': { LITELLM_API_KEY: 'sk-test' },
     'maia.lsp.enabled': false,
+    // A proposal in the editor needs auto save off (VS Code for the web turns it on by default).
+    'files.autoSave': 'off',
   };
   server = await CodeServer.start({ root: path.join(root, 'cs'), home, vsix: newestVsix(), settings });
   browser = await launchBrowser(path.join(root, 'chromium'));
@@ -251,6 +256,22 @@ test('the edit review in VS Code (code-server): decorations, Keep / Undo per cha
     assert.match(fifth, /Rejected: #1 \(replace line 1 with 1 line\)/);
     await until('nothing left to review after the card', async () => (await reviewLabel(panel)) === '');
     await wb.screenshot('review-06-card-answered-dark');
+
+    // Auto save on: "Review in editor" says why it cannot show the proposal; nothing is written.
+    await wb.command('File: Toggle Auto Save');
+    // (On the web its default is "afterDelay": the toggle removes the "off".)
+    await until('auto save on', () => !/"files\.autoSave":\s*"off"/.test(fs.readFileSync(server!.settingsFile(), 'utf8')));
+    await wb.clearNotifications();
+    await panel.click('#input');
+    await page.keyboard.type('Overwrite the list');
+    await page.keyboard.press('Enter');
+    await panel.waitForSelector('.permission .review-in-editor', { timeout: 30_000 });
+    await panel.click('.permission .review-in-editor');
+    await until('the auto save refusal', async () => (await wb.toasts()).some((t) => /auto save is on \("files\.autoSave": "afterDelay"\)/.test(t.text)));
+    await wb.screenshot('review-07-auto-save-declined-dark');
+    await panel.click('.permission button[data-kind=reject_once]');
+    await panel.waitForFunction(() => document.querySelector('.log')?.textContent?.includes('Left list.md as it was.'), { timeout: 30_000 });
+    assert.equal(fs.readFileSync(list, 'utf8'), CARD_KEPT, 'nothing written');
   } catch (e) {
     await wb.screenshot('review-failed').catch(() => {});
     fs.mkdirSync(artifacts, { recursive: true });

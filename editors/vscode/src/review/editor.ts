@@ -134,6 +134,15 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
       void vscode.window.showWarningMessage('MAIA: the file has unsaved or unreviewed changes; answer in the panel instead.');
       return undefined;
     }
+    // The proposal is unsaved text in the document: auto save would write it
+    // to disk before the user answered.
+    const autoSave = vscode.workspace.getConfiguration('files', doc.uri).get<string>('autoSave', 'off');
+    if (autoSave !== 'off') {
+      void vscode.window.showWarningMessage(
+        `MAIA: auto save is on ("files.autoSave": "${autoSave}"), so a proposal shown in the editor would be saved before you answer; answer in the panel (Open diff shows it) or turn auto save off.`,
+      );
+      return undefined;
+    }
     const edit = new vscode.WorkspaceEdit();
     edit.replace(doc.uri, new vscode.Range(doc.positionAt(0), doc.positionAt(before.length)), proposed);
     if (!(await vscode.workspace.applyEdit(edit))) {
