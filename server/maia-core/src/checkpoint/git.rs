@@ -54,6 +54,9 @@ const CONFIG: &[&str] = &[
     "core.quotePath=false",
     "core.bigFileThreshold=512m",
     "gc.auto=0",
+    // No SHA-1 over the whole index on each write (git >= 2.40; older
+    // versions ignore it): about 20 ms a write at 50,000 files.
+    "index.skipHash=true",
     "advice.addEmbeddedRepo=false",
     "advice.addIgnoredFile=false",
 ];
