@@ -1187,3 +1187,34 @@ async fn remote_a_cancel_answers_the_prompts_waiting_behind_the_turn() {
     assert_eq!(daemon.mock.requests().len(), 2);
     assert_eq!(asked_in(&daemon, 1), "next");
 }
+
+#[tokio::test]
+async fn remote_a_close_answers_the_prompts_waiting_behind_the_turn() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
+    let (mut a, mut b, sid) = editor_and_phone(&daemon).await;
+    daemon
+        .mock
+        .push(mock::slow_text(400, Duration::from_millis(20)));
+    let first = prompt(&mut a, &sid, "long").await;
+    a.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    let held = prompt(&mut b, &sid, "then this").await;
+    let close = a.request("session/close", json!({"sessionId": sid})).await;
+    let answered = b.response(held).await;
+    assert_eq!(answered["error"]["data"]["reason"], "closed", "{answered}");
+    // The close and the running prompt are both answered, in either order.
+    let is_answer = |m: &Value, id: u64| m["id"] == id && m.get("method").is_none();
+    while !(a.seen.iter().any(|m| is_answer(m, close))
+        && a.seen.iter().any(|m| is_answer(m, first)))
+    {
+        a.next().await;
+    }
+    let closed = a.seen.iter().find(|m| is_answer(m, close)).unwrap();
+    assert!(closed.get("result").is_some(), "{closed}");
+    let ended = a.seen.iter().find(|m| is_answer(m, first)).unwrap();
+    assert!(
+        ended.get("error").is_some() || ended["result"]["stopReason"] == "cancelled",
+        "{ended}"
+    );
+    assert_eq!(daemon.mock.requests().len(), 1);
+}

@@ -488,6 +488,7 @@ impl Hub {
             }
             "session/close" => {
                 let session = sid.clone().unwrap_or_default();
+                lineup::closed(state, &session);
                 // The other wire's connection holds the session too.
                 if self.agents.len() > 1 && state.live.contains_key(&session) {
                     let close = json!({"jsonrpc": "2.0", "method": method,
@@ -519,6 +520,11 @@ impl Hub {
                     {
                         return Ok(());
                     }
+                }
+                if method == "session/delete"
+                    && let Some(session) = &sid
+                {
+                    lineup::closed(state, session);
                 }
                 if method == "session/delete"
                     && self.agents.len() > 1

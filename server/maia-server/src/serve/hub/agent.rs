@@ -288,7 +288,6 @@ impl Hub {
                         publish(state, &session, view, closed.clone());
                     }
                     state.live.remove(&session);
-                    super::lineup::closed(state, &session);
                     for c in state.clients.values_mut() {
                         c.attached.remove(&session);
                     }

@@ -11,7 +11,8 @@
 //! is sent, not when it arrives. It is answered `cancelled` without
 //! running by a `session/cancel` of its session (cancel stops the session,
 //! not one turn of it) or by its client's `$/cancel_request`, and an error
-//! when the session is closed. Its client leaving does not drop it: a
+//! when the session is closed or deleted (as the request to do so arrives:
+//! the turn it ends must not hand the session to a waiting prompt). Its client leaving does not drop it: a
 //! disconnect never cancels anything (docs/remote.md).
 //!
 //! v2 prompts are answered when taken, not at their turn's end, so the hub
@@ -93,13 +94,14 @@ pub(super) fn cancel_request(state: &mut State, conn: u64, id: &Value) -> bool {
     true
 }
 
-/// `sid` was closed: its held prompts are answered an error.
+/// `sid` is being closed or deleted: its held prompts are answered an
+/// error.
 pub(super) fn closed(state: &mut State, sid: &str) {
     for held in state.lineup.remove(sid).unwrap_or_default() {
         let refused = super::error(
             &held.id,
             -32002,
-            &format!("session `{sid}` was closed before this prompt's turn"),
+            &format!("session `{sid}` was closed or deleted before this prompt's turn"),
             json!({"reason": "closed"}),
         );
         answer(state, held.conn, sid, refused);
@@ -110,6 +112,15 @@ impl Hub {
     /// A prompt of `sid` was answered: the oldest held one goes to the
     /// agent, told to the others first.
     pub(super) fn release(&self, state: &mut State, sid: &str) {
+        let closing = state
+            .routed
+            .values()
+            .any(|r| matches!(&r.kind, Kind::Close { session } if session == sid));
+        if closing {
+            // Prompts held after the close was asked (another connection's
+            // close may reach the hub before them).
+            return closed(state, sid);
+        }
         let Some(held) = state.lineup.get_mut(sid).and_then(VecDeque::pop_front) else {
             return;
         };
