@@ -8,7 +8,7 @@
 import * as acp from '@agentclientprotocol/sdk';
 import { createWebSocketStream, type WebSocketConstructor } from '@agentclientprotocol/sdk/experimental/ws-client';
 import type { ToHost, ToWebview } from '../src/panel/protocol';
-import { promptBlocks } from '../src/panel/protocol';
+import { permissionOutcome, promptBlocks } from '../src/panel/protocol';
 import { showDiff } from './diff';
 
 type Json = Record<string, unknown>;
@@ -343,18 +343,7 @@ export class WebHost {
 
   private answerPermission(requestId: number, optionId: string | undefined, reason?: string): void {
     const pending = this.permissions.get(requestId);
-    if (!pending) {
-      return;
-    }
-    if (!optionId) {
-      pending.resolve({ outcome: { outcome: 'cancelled' } });
-      return;
-    }
-    const kind = pending.options.find((o) => o.optionId === optionId)?.kind;
-    const text = reason?.trim();
-    // A rejection's reason: `_meta.reason`, which MAIA gives the model.
-    const rejecting = kind === 'reject_once' || kind === 'reject_always';
-    pending.resolve({ outcome: { outcome: 'selected', optionId }, ...(rejecting && text ? { _meta: { reason: text } } : {}) });
+    pending?.resolve(permissionOutcome(pending.options, optionId, reason));
   }
 
   /** The cards of unanswered questions close (a question still open is asked again on attach). */

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type * as acp from '@agentclientprotocol/sdk';
 import { ClientHandlers, Launch, MaiaConnection, StartError } from '../acp/connection';
-import { Attachment, promptBlocks, RevertKind, ToHost, ToWebview } from './protocol';
+import { Attachment, permissionOutcome, promptBlocks, RevertKind, ToHost, ToWebview } from './protocol';
 import { replayedUserMessage } from './text';
 import * as timeline from './timeline';
 import type { UndoneReport } from '../review/hunks';
@@ -256,20 +256,7 @@ export class PanelController {
   /** Answers a pending permission request; `reason` goes with a rejection as `_meta.reason`. */
   answerPermission(requestId: number, optionId: string | undefined, reason?: string): void {
     const pending = this.permissions.get(requestId);
-    if (!pending) {
-      return;
-    }
-    if (!optionId) {
-      pending.resolve({ outcome: { outcome: 'cancelled' } });
-      return;
-    }
-    const kind = pending.options.find((o) => o.optionId === optionId)?.kind;
-    const rejecting = kind === 'reject_once' || kind === 'reject_always';
-    const text = reason?.trim();
-    pending.resolve({
-      outcome: { outcome: 'selected', optionId },
-      ...(rejecting && text ? { _meta: { reason: text } } : {}),
-    });
+    pending?.resolve(permissionOutcome(pending.options, optionId, reason));
   }
 
   /**

@@ -129,3 +129,22 @@ export function promptBlocks(text: string, attachments: Attachment[]): acp.Conte
   }
   return blocks;
 }
+
+/**
+ * The answer to a permission question: the option chosen (none: cancelled);
+ * a rejection carries the typed reason as `_meta.reason`, which MAIA gives
+ * the model.
+ */
+export function permissionOutcome(
+  options: acp.PermissionOption[],
+  optionId: string | undefined,
+  reason?: string,
+): acp.RequestPermissionResponse {
+  if (!optionId) {
+    return { outcome: { outcome: 'cancelled' } };
+  }
+  const kind = options.find((o) => o.optionId === optionId)?.kind;
+  const rejecting = kind === 'reject_once' || kind === 'reject_always';
+  const text = reason?.trim();
+  return { outcome: { outcome: 'selected', optionId }, ...(rejecting && text ? { _meta: { reason: text } } : {}) };
+}
