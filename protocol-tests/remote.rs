@@ -1218,3 +1218,22 @@ async fn remote_a_close_answers_the_prompts_waiting_behind_the_turn() {
     );
     assert_eq!(daemon.mock.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn remote_two_prompts_pipelined_on_one_connection_run_in_order() {
+    let daemon = Daemon::start(&[EDITOR], &[]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    daemon.mock.push(mock::text_reply("one done"));
+    daemon.mock.push(mock::text_reply("two done"));
+    // Sent back to back, the second before the first is even read.
+    let one = prompt(&mut a, &sid, "one").await;
+    let two = prompt(&mut a, &sid, "two").await;
+    let answered = a.response(one).await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    let answered = a.response(two).await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    assert_eq!(asked_in(&daemon, 0), "one");
+    assert_eq!(asked_in(&daemon, 1), "two");
+    let history = daemon.mock.requests()[1]["messages"].to_string();
+    assert!(history.contains("one done"), "{history}");
+}
