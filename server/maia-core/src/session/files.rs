@@ -136,11 +136,13 @@ impl Session {
                 ),
             });
         }
+        // Journaled first: the telling runs git, and a turn dropped or a
+        // process killed meanwhile must not lose what `/undo` restores.
+        for record in &records {
+            self.record(&Record::Checkpoint(record.clone()));
+        }
         self.tell_command_changes(&records, calls, (&before, &after))
             .await;
-        for record in records {
-            self.record(&Record::Checkpoint(record));
-        }
     }
 
     /// `/undo`: the last turn's file changes not undone yet are previewed
