@@ -72,6 +72,24 @@ impl Shared {
     }
 }
 
+/// Sends what output is pending when woken, at most once per `INTERVAL`,
+/// until the stream closes.
+fn spawn_flusher(shared: Arc<Shared>) {
+    tokio::spawn(async move {
+        loop {
+            shared.wake.notified().await;
+            let closed = match shared.pending.lock() {
+                Ok(mut pending) => shared.flush(&mut pending),
+                Err(_) => true,
+            };
+            if closed {
+                break;
+            }
+            tokio::time::sleep(INTERVAL).await;
+        }
+    });
+}
+
 /// Closes the stream when the observer is dropped (a call that never
 /// reported an exit), so the flusher does not wait forever.
 struct Closer(Arc<Shared>);
@@ -83,7 +101,7 @@ impl Drop for Closer {
 }
 
 /// The observer of tool call `id`'s command, sending to `events`. Needs a
-/// tokio runtime (the flusher is a task).
+/// tokio runtime when it is first called (the flusher is a task).
 pub(crate) fn observer(id: String, events: UnboundedSender<Event>) -> Observer {
     let shared = Arc::new(Shared {
         id,
@@ -91,23 +109,13 @@ pub(crate) fn observer(id: String, events: UnboundedSender<Event>) -> Observer {
         pending: Mutex::new(Pending::default()),
         wake: Notify::new(),
     });
-    let flusher = shared.clone();
-    tokio::spawn(async move {
-        loop {
-            flusher.wake.notified().await;
-            let closed = match flusher.pending.lock() {
-                Ok(mut pending) => flusher.flush(&mut pending),
-                Err(_) => true,
-            };
-            if closed {
-                break;
-            }
-            tokio::time::sleep(INTERVAL).await;
-        }
-    });
+    // The flusher starts with the first command's first report: most
+    // calls that get an observer never run a command.
+    let flusher = std::sync::Once::new();
     let closer = Closer(shared);
     Arc::new(move |progress: Progress<'_>| {
         let shared = &closer.0;
+        flusher.call_once(|| spawn_flusher(shared.clone()));
         match progress {
             Progress::Started { command, cwd } => shared.send(CommandProgress::Started {
                 command: command.to_owned(),
