@@ -77,10 +77,12 @@ fn stamp(path: &Path) -> Option<Stamp> {
 
 /// Sets the watch up (after the store exists: its markers live there).
 async fn start_watch(repo: &git::Repo, sessions: &Path, session: &str) -> watch::Watch {
-    let markers = repo.git_dir.join("marks").join(session);
-    if let Err(e) = std::fs::create_dir_all(&markers) {
-        return watch::Watch::unavailable(&format!("cannot create {}: {e}", markers.display()));
+    // The markers are `marks/<session>.mark-<n>` (see `watch::Watch::start`).
+    let marks = repo.git_dir.join("marks");
+    if let Err(e) = std::fs::create_dir_all(&marks) {
+        return watch::Watch::unavailable(&format!("cannot create {}: {e}", marks.display()));
     }
+    let markers = marks.join(session);
     let (root, sessions) = (repo.work_tree.clone(), sessions.to_path_buf());
     tokio::task::spawn_blocking(move || watch::Watch::start(&root, &sessions, &markers))
         .await
@@ -472,7 +474,16 @@ impl Checkpoints {
     /// Forgets the session's snapshots (its refs and index).
     pub async fn forget(sessions: &Path, cwd: &Path, session: &str) {
         let repo = git::Repo::new(sessions, cwd, session);
-        let _ = std::fs::remove_dir_all(repo.git_dir.join("marks").join(session));
+        let marks = repo.git_dir.join("marks");
+        // A marker an interrupted mark left (and the folder older versions
+        // kept per session).
+        let _ = std::fs::remove_dir_all(marks.join(session));
+        let own = format!("{session}.mark-");
+        for entry in std::fs::read_dir(&marks).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&own) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
         if let Err(e) = repo.forget(session).await {
             tracing::warn!("cannot remove the checkpoints of {session}: {e}");
         }

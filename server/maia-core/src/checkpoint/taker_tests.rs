@@ -256,3 +256,22 @@ async fn a_file_that_grows_past_the_size_bound_is_left_out_and_checkpoints_stay_
     assert_eq!(second.not_captured(), ["f".to_owned()]);
     assert_eq!(ck.changed(&first, &second).await.unwrap(), ["f".to_owned()]);
 }
+
+#[tokio::test]
+async fn forgetting_a_session_removes_a_marker_an_interrupted_mark_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let sessions = root.join(".maia/.sessions");
+    std::fs::write(root.join("f"), "x").unwrap();
+    let mut ck = Checkpoints::new(&sessions, &root, "s1");
+    ck.snapshot(&Settings::default()).await.unwrap();
+    let marks = sessions.join(".checkpoints/marks");
+    // Left by a mark whose future was dropped between its write and its
+    // remove; another session's marker stays.
+    std::fs::write(marks.join("s1.mark-7"), "").unwrap();
+    std::fs::write(marks.join("s2.mark-3"), "").unwrap();
+    Checkpoints::forget(&sessions, &root, "s1").await;
+    assert!(!marks.join("s1.mark-7").exists());
+    assert!(marks.join("s2.mark-3").exists());
+    assert!(!marks.join("s1").exists(), "no folder per session");
+}
