@@ -1,5 +1,6 @@
-//! The attach model: one agent (one engine, one session table) for the
-//! whole daemon, and network clients attached to its live sessions.
+//! The attach model: one agent (one engine; one session table per
+//! protocol version it serves) for the whole daemon, and network clients
+//! attached to its live sessions.
 //!
 //! The agent is the ACP front door itself (`crate::acp::serve_pipe`) on an
 //! in-process pipe; the hub sits between it and every client and routes
