@@ -8,7 +8,7 @@
 //! call that names no path: the command). A child of `session`, like
 //! `files`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{Checkpoint, Snapshot, git};
@@ -115,23 +115,22 @@ fn full_mode(bits: u32) -> u32 {
     0o100000 | (bits & 0o7777)
 }
 
-/// The file states of `paths` (all that differ when `None`) between the
+/// The file states of every path that differs but `except` between the
 /// two snapshots of the shadow repository `repo`, whose work tree is
 /// `cwd`; with the git patch, paths absolute (`a/` and `b/` before the
 /// absolute path without its leading `/`, as `git diff` shows them).
+/// `except` are the paths other calls of the batch named (a few), given to
+/// git as exclusions: the command's own can be every file of a project
+/// (an `npm install`), too many for a command line.
 async fn file_states(
     repo: &git::Repo,
     cwd: &Path,
     (before, after): (&Snapshot, &Snapshot),
-    paths: Option<&[String]>,
+    except: &BTreeSet<&str>,
 ) -> Result<(Vec<FileChange>, Option<String>), git::GitError> {
-    if paths.is_some_and(<[String]>::is_empty) {
-        return Ok((Vec::new(), None));
-    }
-    let spec: Vec<String> = paths
-        .unwrap_or_default()
+    let spec: Vec<String> = except
         .iter()
-        .map(|p| format!(":(literal){p}"))
+        .map(|p| format!(":(exclude,literal){p}"))
         .collect();
     let run = |options: Vec<String>| {
         let mut args: Vec<String> = vec!["diff-tree".into(), "-r".into(), "-M".into()];
@@ -186,7 +185,7 @@ async fn file_states(
     let (old_modes, new_modes) = (before.modes(), after.modes());
     let mut odd: BTreeMap<&String, ()> = BTreeMap::new();
     for path in old_modes.keys().chain(new_modes.keys()) {
-        let wanted = paths.is_none_or(|p| p.contains(path));
+        let wanted = !except.contains(path.as_str());
         if wanted
             && old_modes.get(path) != new_modes.get(path)
             && !raw.iter().any(|r| &r.path == path)
@@ -242,9 +241,19 @@ impl Session {
             if !names_none {
                 continue;
             }
+            if record.paths.as_ref().is_some_and(Vec::is_empty) {
+                continue;
+            }
+            // What the batch's other records hold is theirs.
+            let except: BTreeSet<&str> = records
+                .iter()
+                .filter(|r| r.tool_call_id != record.tool_call_id)
+                .flat_map(|r| r.paths.iter().flatten())
+                .map(String::as_str)
+                .collect();
             let repo = self.checkpoints.repo();
             let cwd = &self.services.cwd;
-            match file_states(repo, cwd, snapshots, record.paths.as_deref()).await {
+            match file_states(repo, cwd, snapshots, &except).await {
                 Ok((changes, _)) if changes.is_empty() => {}
                 Ok((changes, patch)) => self.emit(Event::FilesChanged {
                     tool_call_id: id.clone(),

@@ -222,3 +222,41 @@ async fn a_commands_file_changes_go_to_its_call_and_a_writes_do_not() {
     assert!(patch.contains("similarity index 100%"), "{patch}");
     assert!(!patch.contains("written.txt"), "{patch}");
 }
+
+/// A command that makes more files than a command line can name (an
+/// `npm install`), in a batch with a Write: its file states are still told.
+#[tokio::test]
+async fn a_command_that_changes_more_paths_than_a_command_line_holds_is_told() {
+    let mut h = Harness::start(json!({})).await;
+    // 11,000 names of about 200 bytes: over the 2 MiB of a command line.
+    let script = "mkdir many && cd many && seq 1 11000 | sed 's/$/_'\"$(printf 'x%.0s' $(seq 1 190))\"'/' | xargs touch";
+    h.mock.push(mock::tool_calls_reply(&[
+        (
+            "w1",
+            "Write",
+            json!({"file_path": "written.txt", "content": "mine\n"}),
+        ),
+        ("c1", "Bash", json!({"command": script})),
+    ]));
+    h.mock.push(mock::text_reply("done"));
+    let events = h.prompt_answering("install", ChoiceKind::AllowOnce).await;
+    assert_eq!(std::fs::read_dir(h.path("many")).unwrap().count(), 11_000);
+    let told: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::FilesChanged {
+                tool_call_id,
+                changes,
+                ..
+            } => Some((tool_call_id, changes)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told.len(), 1, "nothing told");
+    assert_eq!(*told[0].0, call_of(&events, "Bash"));
+    assert_eq!(told[0].1.len(), 11_000);
+    assert!(
+        told[0].1.iter().all(|c| c.path.starts_with(h.path("many"))),
+        "the Write's file is the Write's"
+    );
+}
