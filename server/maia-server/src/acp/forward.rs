@@ -91,6 +91,35 @@ pub(super) struct Forwarder {
 }
 
 impl Forwarder {
+    /// The forwarder of session `session_id` (`handle`) on `agent`'s
+    /// connection, with nothing pending yet.
+    pub(super) fn new(
+        agent: &Agent,
+        (session_id, handle, cwd): (&str, &maia_core::SessionHandle, std::path::PathBuf),
+        (caps, choices): (ClientCapabilities, SharedChoices),
+        reviewed: super::reviewed::Reviewed,
+        link: Option<super::mirror::Link>,
+    ) -> Self {
+        Forwarder {
+            conn: agent.conn.clone(),
+            session_id: session_id.to_owned(),
+            pending: Pending::default(),
+            caps,
+            choices,
+            state: handle.state_reader(),
+            turn: Default::default(),
+            asked: Default::default(),
+            usage: Default::default(),
+            user_message: Default::default(),
+            v2: agent
+                .wire
+                .is_v2()
+                .then(|| super::v2::turn::SessionV2::new(cwd)),
+            reviewed,
+            link,
+        }
+    }
+
     pub(super) async fn run(self, mut events: mpsc::UnboundedReceiver<Event>) {
         while let Some(event) = events.recv().await {
             self.forward(self.split(event));

@@ -21,7 +21,7 @@ use maia_rpc::{ErrorCode, Id, RpcError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::forward::{Forwarder, Pending};
+use super::forward::Forwarder;
 use super::{Agent, SessionEntry, SharedChoices, Slot, convert, unknown_session};
 
 /// The hub's request asking a connection to serve a session the other
@@ -348,27 +348,17 @@ impl Agent {
         if self.wire.is_v2() {
             result = super::v2::open_response(result, true);
         }
-        let forwarder = Forwarder {
-            conn: self.conn.clone(),
-            session_id: sid.clone(),
-            pending: Pending::default(),
-            caps,
-            choices: choices.clone(),
-            state: handle.state_reader(),
-            turn: Default::default(),
-            asked: Default::default(),
-            usage: Default::default(),
-            user_message: Default::default(),
-            v2: self
-                .wire
-                .is_v2()
-                .then(|| super::v2::turn::SessionV2::new(cwd)),
-            reviewed: Default::default(),
-            link: Some(Link {
-                tee: None,
-                book: book.clone(),
-            }),
+        let link = Link {
+            tee: None,
+            book: book.clone(),
         };
+        let forwarder = Forwarder::new(
+            self,
+            (&sid, &handle, cwd),
+            (caps, choices.clone()),
+            Default::default(),
+            Some(link),
+        );
         let done = tokio_util::sync::CancellationToken::new();
         let entry = Arc::new(SessionEntry {
             handle,

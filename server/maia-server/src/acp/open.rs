@@ -15,7 +15,7 @@ use maia_rpc::{Connection, ErrorCode, Id, RpcError};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::forward::{Forwarder, Pending};
+use super::forward::Forwarder;
 use super::{
     Agent, CLOSE_WAIT, Choices, MODEL_LIST_WAIT, SessionEntry, SharedChoices, Slot, ask, auth,
     convert, fs, invalid_params, peer, terminal, to_value, unknown_session,
@@ -312,24 +312,13 @@ impl Agent {
             tee,
             book: book.clone(),
         });
-        let forwarder = Forwarder {
-            conn: self.conn.clone(),
-            session_id: session_id.clone(),
-            pending: Pending::default(),
-            caps: caps.clone(),
-            choices: choices.clone(),
-            state: handle.state_reader(),
-            turn: Default::default(),
-            asked: Default::default(),
-            usage: Default::default(),
-            user_message: Default::default(),
-            v2: self
-                .wire
-                .is_v2()
-                .then(|| super::v2::turn::SessionV2::new(cwd.clone())),
-            reviewed: fs.reviewed(),
+        let forwarder = Forwarder::new(
+            &self,
+            (&session_id, &handle, cwd.clone()),
+            (caps.clone(), choices.clone()),
+            fs.reviewed(),
             link,
-        };
+        );
         let fork_cursors: Vec<String> = match how {
             Open::Fork { .. } => replay
                 .iter()
