@@ -32,9 +32,13 @@ const css = await build({
 const inputs = new Set(['package-lock.json', 'scripts/build-web.mjs']);
 for (const meta of [js.metafile, css.metafile]) {
   for (const file of Object.keys(meta.inputs)) {
-    if (!file.startsWith('node_modules/')) {
-      inputs.add(relative(root, resolve(root, file)));
-    }
+    // Dependencies are pinned by the package lock. esbuild names them by
+    // their real path, which is outside this folder when node_modules is a
+    // link: any path through a node_modules folder is a dependency.
+    if (file.split(/[\\/]/).includes('node_modules')) continue;
+    const own = relative(root, resolve(root, file));
+    if (own.startsWith('..')) throw new Error(`a source outside editors/vscode: ${file}`);
+    inputs.add(own);
   }
 }
 const files = [...inputs].sort();
