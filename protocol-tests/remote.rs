@@ -1237,3 +1237,111 @@ async fn remote_two_prompts_pipelined_on_one_connection_run_in_order() {
     let history = daemon.mock.requests()[1]["messages"].to_string();
     assert!(history.contains("one done"), "{history}");
 }
+
+#[tokio::test]
+async fn remote_a_waiting_prompt_runs_after_its_client_left() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
+    let (mut a, mut b, sid) = editor_and_phone(&daemon).await;
+    daemon
+        .mock
+        .push(mock::slow_text(20, Duration::from_millis(20)));
+    daemon.mock.push(mock::text_reply("answered anyway"));
+    let first = prompt(&mut a, &sid, "from the editor").await;
+    a.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    prompt(&mut b, &sid, "from the phone").await;
+    // The phone leaves without reading: its prompt waits, then runs.
+    b.close().await;
+    let answered = a.response(first).await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    a.wait_for(|m| {
+        m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+            && m["params"]["update"]["content"]["text"] == "from the phone"
+    })
+    .await;
+    let (ended, _) = a.wait_for(|m| m["method"] == "_session/turn_ended").await;
+    assert_eq!(ended["params"]["stopReason"], "end_turn", "{ended}");
+    assert_eq!(asked_in(&daemon, 1), "from the phone");
+}
+
+#[tokio::test]
+async fn remote_a_client_leaving_with_cancel_on_disconnect_leaves_no_waiting_prompt_to_run() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
+    let mut a = daemon.ws("editor").await;
+    a.call("initialize", init_params()).await;
+    let mut params = new_params(&daemon);
+    params["_meta"] = json!({"maia": {"cancelOnDisconnect": true}});
+    let created = a.call("session/new", params).await;
+    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut b = daemon.ws("phone").await;
+    b.call("initialize", init_params()).await;
+    b.call("session/resume", load_params(&daemon, &sid, None))
+        .await;
+    daemon
+        .mock
+        .push(mock::slow_text(400, Duration::from_millis(20)));
+    prompt(&mut a, &sid, "go").await;
+    a.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    // Waiting behind the turn: the editor's own next prompt and the phone's.
+    prompt(&mut a, &sid, "and then this").await;
+    let held = prompt(&mut b, &sid, "from the phone").await;
+    a.close().await;
+    // The editor's leaving is its cancel: the turn ends cancelled and the
+    // waiting prompts are answered without running.
+    let answered = b.response(held).await;
+    assert_eq!(answered["result"]["stopReason"], "cancelled", "{answered}");
+    let (ended, _) = b.wait_for(|m| m["method"] == "_session/turn_ended").await;
+    assert_eq!(ended["params"]["stopReason"], "cancelled", "{ended}");
+    daemon.mock.push(mock::text_reply("after"));
+    let next = prompt(&mut b, &sid, "next").await;
+    let answered = b.response(next).await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    assert_eq!(daemon.mock.requests().len(), 2);
+    assert_eq!(asked_in(&daemon, 1), "next");
+}
+
+#[tokio::test]
+async fn remote_a_burst_of_prompts_and_cancels_sent_unread_is_answered_in_full() {
+    let daemon = Daemon::start(&[EDITOR], &[]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    daemon
+        .mock
+        .push(mock::slow_text(400, Duration::from_millis(20)));
+    // All before reading a single byte.
+    let one = prompt(&mut a, &sid, "one").await;
+    let two = prompt(&mut a, &sid, "two").await;
+    let three = prompt(&mut a, &sid, "three").await;
+    a.send(&json!({"jsonrpc": "2.0", "method": "$/cancel_request",
+        "params": {"requestId": two}}))
+        .await;
+    a.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
+        .await;
+    let is_answer = |m: &Value, id: u64| m["id"] == id && m.get("method").is_none();
+    while ![one, two, three]
+        .iter()
+        .all(|id| a.seen.iter().any(|m| is_answer(m, *id)))
+    {
+        a.next().await;
+    }
+    for id in [one, two, three] {
+        let answered = a.seen.iter().find(|m| is_answer(m, id)).unwrap();
+        assert_eq!(
+            answered["result"]["stopReason"], "cancelled",
+            "{id}: {answered}"
+        );
+    }
+    // Each answered once, and the session takes the next prompt.
+    daemon.mock.push(mock::text_reply("after"));
+    let next = prompt(&mut a, &sid, "next").await;
+    let answered = a.response(next).await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    for id in [one, two, three, next] {
+        let answers = a.seen.iter().filter(|m| is_answer(m, id)).count();
+        assert_eq!(answers, 1, "request {id} answered {answers} times");
+    }
+    let asked: Vec<String> = (0..daemon.mock.requests().len())
+        .map(|i| asked_in(&daemon, i))
+        .collect();
+    assert!(asked.iter().all(|t| t == "one" || t == "next"), "{asked:?}");
+}

@@ -242,7 +242,10 @@ test('the panel streams, asks, opens diffs and stops, in a real browser', async 
       els.map((e) => `${e.querySelector('.tool-title')?.textContent}: ${(e as HTMLElement).dataset.status}`),
     );
     assert.deepEqual(statuses, ['Update the task list (2 tasks): completed', 'Write greet.txt: completed']);
-    assert.match(await agentText(page), /Created greet\.txt\./);
+    // Rendered on the frame after the last chunk.
+    await page.waitForFunction(() =>
+      Array.from(document.querySelectorAll('.message.agent .body')).some((e) => e.textContent?.includes('Created greet.txt.')),
+    );
     assert.ok(await page.$eval('#usage', (e) => !e.hasAttribute('hidden')), 'the usage meter is shown');
 
     // 4. Esc stops a turn (session/cancel).
@@ -304,7 +307,8 @@ test('/ completes slash commands and @ completes workspace files', async () => {
     await page.click('#threads li .thread-open');
     await waitUntil(() => f.host.posted.some((m) => m.type === 'replayed'));
     await page.waitForFunction(() => document.querySelector('.message.user')?.textContent?.includes('Read @notes.md'));
-    assert.match(await agentText(page), /Got the file\./);
+    // The replayed answer is rendered a frame (or the fallback timer) after its chunk.
+    await page.waitForFunction(() => document.querySelector('.message.agent .body')?.textContent?.includes('Got the file.'));
     // The replayed message shows its attachment as a chip, not as a raw `@/path` line.
     assert.equal(await page.$eval('.message.user .body', (e) => e.textContent?.trim()), 'Read @notes.md');
     assert.deepEqual(await page.$$eval('.message.user .chip', (els) => els.map((e) => e.textContent)), ['notes.md']);

@@ -258,10 +258,15 @@ impl Hub {
         self.send_cancels(&mut state);
     }
 
-    /// Cancels the turns of the sessions whose leaving client asked for it.
+    /// Cancels the turns of the sessions whose leaving client asked for it,
+    /// as a `session/cancel` of its own would: the prompts waiting behind
+    /// the turn are answered `cancelled` too, none of them runs.
     fn send_cancels(&self, state: &mut State) {
         for (session, wire) in std::mem::take(&mut state.cancels) {
             tracing::info!(target: "maia::audit", session = %session, "cancel on disconnect");
+            if wire == 0 {
+                lineup::cancel(state, &session);
+            }
             self.to_agent(
                 wire,
                 &json!({"jsonrpc": "2.0", "method": "session/cancel",

@@ -12,8 +12,10 @@
 //! running by a `session/cancel` of its session (cancel stops the session,
 //! not one turn of it) or by its client's `$/cancel_request`, and an error
 //! when the session is closed or deleted (as the request to do so arrives:
-//! the turn it ends must not hand the session to a waiting prompt). Its client leaving does not drop it: a
-//! disconnect never cancels anything (docs/remote.md).
+//! the turn it ends must not hand the session to a waiting prompt). Its
+//! client leaving does not drop it: a disconnect cancels nothing, unless
+//! the leaving client asked for "cancel on disconnect", which is its
+//! `session/cancel` (docs/remote.md).
 //!
 //! v2 prompts are answered when taken, not at their turn's end, so the hub
 //! cannot tell their turn runs: a v2 prompt during a turn is refused busy
