@@ -418,3 +418,6 @@ pub(super) fn withdrawn(
         super::v2::turn::running(conn, session_id);
     }
 }
+
+#[cfg(test)]
+mod tests;
