@@ -1404,3 +1404,143 @@ async fn a_v2_initialize_advertises_the_unstable_session_methods_it_serves() {
         );
     }
 }
+
+/// The answer to request `id`: among `seen`, or the next one to come.
+async fn answer_to(client: &mut V2, seen: &[Value], id: u64) -> Value {
+    match seen.iter().find(|m| crate::harness::is_response(m, id)) {
+        Some(m) => m.clone(),
+        None => {
+            checked_wait(client, |m| crate::harness::is_response(m, id))
+                .await
+                .0
+        }
+    }
+}
+
+/// The text of the last user message of the model's request `index`.
+fn asked_last(maia: &Maia, index: usize) -> String {
+    let requests = maia.mock.requests();
+    let messages = requests[index]["messages"].as_array().unwrap();
+    let user = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+    user["content"].to_string()
+}
+
+#[tokio::test]
+async fn a_v2_prompt_sent_while_the_session_works_joins_that_work() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_w",
+        "Write",
+        json!({"file_path": "out.txt", "content": "hello"}),
+    )]));
+    client.maia.mock.push(mock::text_reply("done, and noted"));
+    let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "write it"}]});
+    client.call("session/prompt", params, "PromptRequest").await;
+    let (question, _) = checked_wait(&mut client, crate::harness::is_permission).await;
+    // Not refused busy: it contributes to the running work.
+    let params =
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "also the weather"}]});
+    let joined = client.call("session/prompt", params, "PromptRequest").await;
+    let allow = choose("allow_once")(&question).unwrap();
+    client.maia.respond(&question["id"], allow).await;
+    let seen = client.until_idle(|_| None).await;
+    let answer = answer_to(&mut client, &seen, joined).await;
+    check("PromptResponse", &answer["result"]);
+    // Answered with the id of the user message it became, in its place:
+    // after the tool's end, before the answer the model gave with it.
+    let steered = position(&seen, |m| {
+        m["params"]["update"]["sessionUpdate"] == "user_message"
+            && m["params"]["update"]["_meta"]["steering"] == true
+    });
+    let update = &seen[steered]["params"]["update"];
+    assert_eq!(
+        answer["result"]["messageId"], update["messageId"],
+        "{answer}"
+    );
+    assert_eq!(
+        update["content"],
+        json!([{"type": "text", "text": "also the weather"}])
+    );
+    // One turn, whose second model request holds it.
+    assert_eq!(
+        states(&seen).iter().filter(|s| *s == "idle").count(),
+        1,
+        "{seen:#?}"
+    );
+    assert_eq!(client.maia.mock.requests().len(), 2);
+    assert!(asked_last(&client.maia, 1).contains("also the weather"));
+}
+
+#[tokio::test]
+async fn a_v2_prompt_the_running_turn_cannot_take_starts_the_next_turn() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client
+        .maia
+        .mock
+        .push(mock::slow_text(10, std::time::Duration::from_millis(20)));
+    client.maia.mock.push(mock::text_reply("second answer"));
+    let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]});
+    client.call("session/prompt", params, "PromptRequest").await;
+    checked_wait(&mut client, |m| {
+        m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    })
+    .await;
+    // The turn ends with a final answer, so no tool round takes it.
+    let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "two"}]});
+    let second = client.call("session/prompt", params, "PromptRequest").await;
+    let mut seen = client.until_idle(|_| None).await;
+    seen.extend(client.until_idle(|_| None).await);
+    let answer = answer_to(&mut client, &seen, second).await;
+    check("PromptResponse", &answer["result"]);
+    let message = seen
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .rfind(|u| u["sessionUpdate"] == "user_message")
+        .unwrap();
+    assert_eq!(
+        answer["result"]["messageId"], message["messageId"],
+        "{seen:#?}"
+    );
+    assert_eq!(
+        states(&seen).iter().filter(|s| *s == "idle").count(),
+        2,
+        "{seen:#?}"
+    );
+    assert_eq!(client.maia.mock.requests().len(), 2);
+    assert!(asked_last(&client.maia, 1).contains("two"));
+}
+
+#[tokio::test]
+async fn a_v2_prompt_joined_to_a_turn_that_is_cancelled_never_reaches_the_model() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::tool_calls_reply(&[(
+        "call_b",
+        "Bash",
+        json!({"command": "echo never > never.txt"}),
+    )]));
+    let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]});
+    client.call("session/prompt", params, "PromptRequest").await;
+    checked_wait(&mut client, crate::harness::is_permission).await;
+    let params = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "and this"}]});
+    let joined = client.call("session/prompt", params, "PromptRequest").await;
+    client
+        .maia
+        .notify("session/cancel", json!({"sessionId": sid}))
+        .await;
+    let seen = client.until_idle(|_| None).await;
+    let answer = answer_to(&mut client, &seen, joined).await;
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cancelled")),
+        "{answer}"
+    );
+    // Nothing more runs, and the session takes the next prompt.
+    client.maia.mock.push(mock::text_reply("after"));
+    client.turn(&sid, "next", |_| None).await;
+    assert_eq!(client.maia.mock.requests().len(), 2);
+    assert!(asked_last(&client.maia, 1).contains("next"));
+}

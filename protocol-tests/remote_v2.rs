@@ -689,3 +689,63 @@ async fn remote_streamable_http_serves_a_v2_client_its_turn_in_v2() {
         "hello\n"
     );
 }
+
+#[tokio::test]
+async fn remote_two_v2_controllers_prompting_at_once_both_run() {
+    let daemon = Daemon::start(&[EDITOR, PHONE], &["--protocol-v2"]).await;
+    let mut editor = v2_client(&daemon, "editor").await;
+    let id = v2_request(
+        &mut editor,
+        "session/new",
+        json!({"cwd": daemon.cwd()}),
+        "NewSessionRequest",
+    )
+    .await;
+    let (created, _) = v2_response(&mut editor, id, "NewSessionResponse").await;
+    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut phone = v2_client(&daemon, "phone").await;
+    v2_attach(&mut phone, &daemon, &sid, json!({})).await;
+    daemon
+        .mock
+        .push(mock::slow_text(20, std::time::Duration::from_millis(20)));
+    daemon.mock.push(mock::text_reply("second answer"));
+    let prompt = |text: &str| json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]});
+    v2_request(
+        &mut editor,
+        "session/prompt",
+        prompt("from the editor"),
+        "PromptRequest",
+    )
+    .await;
+    editor
+        .wait_for(|m| update_kind(m) == "agent_message_chunk")
+        .await;
+    // The phone prompts while the editor's turn streams: not refused, it
+    // becomes the next turn.
+    let id = v2_request(
+        &mut phone,
+        "session/prompt",
+        prompt("from the phone"),
+        "PromptRequest",
+    )
+    .await;
+    let (answered, _) = v2_response(&mut phone, id, "PromptResponse").await;
+    let message_id = answered["result"]["messageId"].clone();
+    assert!(message_id.is_string(), "{answered}");
+    let mut seen = v2_until_idle(&mut editor).await;
+    seen.extend(v2_until_idle(&mut editor).await);
+    // The editor sees the phone's message, with the id the phone was
+    // answered, between the two turns.
+    let theirs = position(&seen, |m| {
+        update_kind(m) == "user_message" && m["params"]["update"]["messageId"] == message_id
+    });
+    let first_idle = position(&seen, is_idle);
+    assert!(first_idle < theirs, "{seen:#?}");
+    let requests = daemon.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1]["messages"]
+            .to_string()
+            .contains("from the phone")
+    );
+}

@@ -295,10 +295,10 @@ impl Task {
         let queue = &mut self.queue;
         let next = session
             .leftover_steers(stop)
-            .map(|parts| {
+            .map(|steer| {
                 let (turn, cancel) = ctl.hand_over();
                 NextTurn {
-                    parts,
+                    parts: steer.answer(SteerOutcome::StartedNewTurn { turn }),
                     turn,
                     cancel,
                     queued: None,
@@ -412,7 +412,7 @@ fn idle_steer(session: &mut Session, steer: Steer, ctl: &StateCell) -> Option<Ne
         return None;
     };
     Some(NextTurn {
-        parts: steer.answer(SteerOutcome::StartedNewTurn),
+        parts: steer.answer(SteerOutcome::StartedNewTurn { turn }),
         turn,
         cancel,
         queued: None,

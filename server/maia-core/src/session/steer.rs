@@ -22,10 +22,11 @@ use crate::store::Record;
 /// What became of a steer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SteerOutcome {
-    /// The running turn took it: the model's next request holds it.
-    Injected,
-    /// No turn could take it, so it started one.
-    StartedNewTurn,
+    /// The running turn took it: the model's next request holds it, as
+    /// the user message `message_id` (its [`Event::SteerTaken`]).
+    Injected { message_id: String },
+    /// No turn could take it, so it started `turn`, whose prompt it is.
+    StartedNewTurn { turn: crate::TurnId },
     /// No turn was running and the client asked not to start one: the
     /// message was not used; send it as a prompt.
     PromptRequired,
@@ -80,7 +81,7 @@ impl Session {
                 steer: true,
             });
             self.emit(Event::SteerTaken {
-                message_id,
+                message_id: message_id.clone(),
                 text: display,
             });
             let mut text = message.text;
@@ -92,7 +93,7 @@ impl Session {
                     .push((crate::images::Anchor::User(text), shown));
             }
             tracing::info!(session = %self.id, "steer injected");
-            steer.answer(SteerOutcome::Injected);
+            steer.answer(SteerOutcome::Injected { message_id });
         }
         taken
     }
@@ -114,9 +115,9 @@ impl Session {
 
     /// After a turn ended with `stop`: the steers it did not take. A
     /// cancelled turn fails them; one that wants a prompt is told so; the
-    /// first of the others is returned, to start the next turn (the rest
-    /// wait for that turn's boundary).
-    pub(crate) fn leftover_steers(&mut self, stop: StopReason) -> Option<Vec<PromptPart>> {
+    /// first of the others is returned, to start the next turn (the caller
+    /// answers it with that turn; the rest wait for its boundary).
+    pub(crate) fn leftover_steers(&mut self, stop: StopReason) -> Option<Steer> {
         self.apply_changes();
         let steers = std::mem::take(&mut self.turn.steers);
         let mut next = None;
@@ -128,7 +129,7 @@ impl Session {
             } else if steer.prompt_required {
                 steer.answer(SteerOutcome::PromptRequired);
             } else if next.is_none() {
-                next = Some(steer.answer(SteerOutcome::StartedNewTurn));
+                next = Some(steer);
             } else {
                 self.turn.steers.push(steer);
             }

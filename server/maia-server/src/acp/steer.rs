@@ -36,8 +36,8 @@ pub(super) fn capability() -> Map<String, Value> {
 /// The result of a steer on the wire.
 fn outcome(outcome: SteerOutcome) -> Value {
     match outcome {
-        SteerOutcome::Injected => json!({ "outcome": "injected" }),
-        SteerOutcome::StartedNewTurn => json!({ "outcome": "startedNewTurn" }),
+        SteerOutcome::Injected { .. } => json!({ "outcome": "injected" }),
+        SteerOutcome::StartedNewTurn { .. } => json!({ "outcome": "startedNewTurn" }),
         SteerOutcome::PromptRequired => {
             json!({ "outcome": "promptRequired", "reason": "noRunningTurn" })
         }

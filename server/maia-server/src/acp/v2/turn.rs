@@ -16,11 +16,14 @@ use agent_client_protocol_schema::v2::{
     ContentBlock, IdleStateUpdate, PromptRequest, PromptResponse, RequiresActionStateUpdate,
     RunningStateUpdate, SessionUpdate, StateUpdate, UserMessage,
 };
-use maia_core::{Event, TurnId};
+use maia_core::{Event, SteerOutcome, TurnId};
 use maia_rpc::{Connection, Id, RpcError};
 
 use super::super::forward::{Forwarder, lock};
 use super::super::{Agent, unknown_session};
+
+/// Turns whose user message no request claimed, kept at most.
+const UNCLAIMED: usize = 16;
 
 /// What a v2 session keeps besides v1's.
 pub(in crate::acp) struct SessionV2 {
@@ -28,6 +31,10 @@ pub(in crate::acp) struct SessionV2 {
     pub(in crate::acp) cwd: PathBuf,
     /// The content of each prompt not yet in the history, by its turn.
     prompts: Mutex<BTreeMap<TurnId, Vec<ContentBlock>>>,
+    /// The user message of the last turns no request was waiting for (a
+    /// steered prompt learns the turn it started after the turn may have
+    /// saved it). Taken under the forwarder's `pending` lock.
+    unclaimed: Mutex<BTreeMap<TurnId, String>>,
     /// The tool calls showing a command's terminal.
     terminals: super::terminal::Terminals,
 }
@@ -37,6 +44,7 @@ impl SessionV2 {
         std::sync::Arc::new(SessionV2 {
             cwd,
             prompts: Mutex::new(BTreeMap::new()),
+            unclaimed: Mutex::new(BTreeMap::new()),
             terminals: super::terminal::Terminals::default(),
         })
     }
@@ -89,7 +97,9 @@ pub(in crate::acp) fn not_taken() -> RpcError {
 
 impl Agent {
     /// v2's `session/prompt`: the turn is claimed now, the request answered
-    /// when its prompt is in the history.
+    /// when its prompt is in the history. While the session works, the
+    /// prompt contributes to that work, as the draft has it: it is steered
+    /// in (`steered`).
     pub(in crate::acp) fn prompt_v2(&self, id: &Id, req: PromptRequest) -> Result<(), RpcError> {
         let session_id = req.session_id.0.to_string();
         let entry = self
@@ -102,12 +112,59 @@ impl Agent {
             super::reread(&req.prompt, "this prompt content")?;
         let parts = super::super::prompt::prompt_parts(blocks)?;
         let mut pending = lock(&entry.pending);
-        let turn = entry
-            .handle
-            .prompt(parts)
-            .map_err(|busy| RpcError::new(maia_rpc::ErrorCode::InvalidRequest, busy.to_string()))?;
+        let Ok(turn) = entry.handle.prompt(parts) else {
+            drop(pending);
+            return self.steered(id, req, &entry);
+        };
         lock(&v2.prompts).insert(turn, req.prompt);
         pending.insert(turn, id.clone());
+        Ok(())
+    }
+
+    /// A v2 prompt sent while the session works joins that work as a
+    /// steer: the running turn takes it at its next tool-round boundary
+    /// (answered then, with the id of the user message it became), or it
+    /// starts the next turn (answered when that turn saves it). A turn
+    /// cancelled before taking it fails it: the request is answered an
+    /// error and the model never sees it.
+    fn steered(
+        &self,
+        id: &Id,
+        req: PromptRequest,
+        entry: &super::super::SessionEntry,
+    ) -> Result<(), RpcError> {
+        let Some(v2) = entry.v2.clone() else {
+            return Err(unknown_session(&req.session_id.0));
+        };
+        let blocks: Vec<agent_client_protocol_schema::v1::ContentBlock> =
+            super::reread(&req.prompt, "this prompt content")?;
+        let parts = super::super::prompt::prompt_parts(blocks)?;
+        let steer = entry.handle.steer(parts, false);
+        let (conn, pending, id) = (self.conn.clone(), entry.pending.clone(), id.clone());
+        tracing::info!(session = %req.session_id.0, "a v2 prompt joins the running work");
+        tokio::spawn(async move {
+            let message_id = match steer.await {
+                SteerOutcome::Injected { message_id } => message_id,
+                SteerOutcome::StartedNewTurn { turn } => {
+                    let mut pending = lock(&pending);
+                    match lock(&v2.unclaimed).remove(&turn) {
+                        Some(message_id) => message_id,
+                        None => {
+                            lock(&v2.prompts).insert(turn, req.prompt);
+                            pending.insert(turn, id);
+                            return;
+                        }
+                    }
+                }
+                SteerOutcome::PromptRequired => return conn.respond(id, Err(not_taken())),
+                SteerOutcome::Failed(reason) => {
+                    let error = RpcError::new(maia_rpc::ErrorCode::InternalError, reason);
+                    return conn.respond(id, Err(error));
+                }
+            };
+            let response = PromptResponse::new(message_id);
+            conn.respond(id, super::super::to_value(&response));
+        });
         Ok(())
     }
 }
@@ -188,10 +245,18 @@ impl Forwarder {
     /// (if a client sent it) is answered, then the message and `running`.
     fn inserted(&self, v2: &SessionV2, turn: Option<TurnId>, message_id: &str) {
         let (id, content) = match turn {
-            Some(turn) => (
-                lock(&self.pending).remove(&turn),
-                lock(&v2.prompts).remove(&turn),
-            ),
+            Some(turn) => {
+                let mut pending = lock(&self.pending);
+                let id = pending.remove(&turn);
+                if id.is_none() {
+                    let mut unclaimed = lock(&v2.unclaimed);
+                    unclaimed.insert(turn, message_id.to_owned());
+                    while unclaimed.len() > UNCLAIMED {
+                        unclaimed.pop_first();
+                    }
+                }
+                (id, lock(&v2.prompts).remove(&turn))
+            }
             None => (None, None),
         };
         let content = content.or_else(|| turn.and_then(|turn| self.peer_prompt(turn)));

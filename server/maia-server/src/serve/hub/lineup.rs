@@ -17,9 +17,9 @@
 //! the leaving client asked for "cancel on disconnect", which is its
 //! `session/cancel` (docs/remote.md).
 //!
-//! v2 prompts are answered when taken, not at their turn's end, so the hub
-//! cannot tell their turn runs: a v2 prompt during a turn is refused busy
-//! by the agent, as on stdio.
+//! v2 prompts do not wait here: they are answered when taken, not at
+//! their turn's end, and one sent while the session works joins that work
+//! in the agent (a steer, as the v2 draft has it; docs/acp.md).
 
 use std::collections::{HashMap, VecDeque};
 
