@@ -1544,3 +1544,37 @@ async fn a_v2_prompt_joined_to_a_turn_that_is_cancelled_never_reaches_the_model(
     assert_eq!(client.maia.mock.requests().len(), 2);
     assert!(asked_last(&client.maia, 1).contains("next"));
 }
+
+#[tokio::test]
+async fn two_v2_prompts_sent_back_to_back_are_both_answered_and_both_run() {
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::text_reply("first answer"));
+    client.maia.mock.push(mock::text_reply("second answer"));
+    // The second before a byte of the first's answer is read.
+    let one = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]});
+    let one = client.call("session/prompt", one, "PromptRequest").await;
+    let two = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "two"}]});
+    let two = client.call("session/prompt", two, "PromptRequest").await;
+    let mut seen = client.until_idle(|_| None).await;
+    seen.extend(client.until_idle(|_| None).await);
+    let mut ids = Vec::new();
+    for id in [one, two] {
+        let answer = answer_to(&mut client, &seen, id).await;
+        check("PromptResponse", &answer["result"]);
+        ids.push(answer["result"]["messageId"].clone());
+    }
+    assert_ne!(ids[0], ids[1]);
+    // Each id names a user message the client was told.
+    for id in &ids {
+        assert!(
+            seen.iter()
+                .any(|m| m["params"]["update"]["sessionUpdate"] == "user_message"
+                    && m["params"]["update"]["messageId"] == *id),
+            "{id}: {seen:#?}"
+        );
+    }
+    assert_eq!(client.maia.mock.requests().len(), 2);
+    assert!(asked_last(&client.maia, 0).contains("one"));
+    assert!(asked_last(&client.maia, 1).contains("two"));
+}
