@@ -515,3 +515,58 @@ async fn remote_web_cookie_is_secure_over_tls_and_the_origin_is_checked_on_http2
         assert!(attributes.contains(&wanted), "{wanted} missing: {set}");
     }
 }
+
+#[tokio::test]
+async fn remote_an_echo_reads_as_the_same_prompt_replayed_after_a_restart() {
+    let mut daemon = Daemon::start(&[PHONE, WATCHER], &[]).await;
+    let mut phone = daemon.ws("phone").await;
+    phone.call("initialize", init_params()).await;
+    let created = phone
+        .call(
+            "session/new",
+            json!({"cwd": daemon.cwd(), "mcpServers": []}),
+        )
+        .await;
+    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut watcher = daemon.ws("watcher").await;
+    watcher.call("initialize", init_params()).await;
+    let load = json!({"sessionId": sid, "cwd": daemon.cwd(), "mcpServers": []});
+    watcher.call("session/load", load.clone()).await;
+    std::fs::write(daemon.cwd().join("a.txt"), "a\n").unwrap();
+    let link = format!("file://{}", daemon.cwd().join("a.txt").display());
+    let embedded = format!("file://{}", daemon.cwd().join("b.txt").display());
+    // Text, a link, text, an embedded resource: in that order.
+    let prompt = json!([
+        {"type": "text", "text": "Compare"},
+        {"type": "resource_link", "name": "a.txt", "uri": link},
+        {"type": "text", "text": "with"},
+        {"type": "resource", "resource": {"uri": embedded, "text": "b\n", "mimeType": "text/plain"}},
+    ]);
+    daemon.mock.push(maia_test_support::text_reply("Same."));
+    let answer = phone
+        .call(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": prompt}),
+        )
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    watcher
+        .wait_for(|m| m["method"] == "_session/turn_ended")
+        .await;
+    let echoed = asked(&watcher.seen)[0]["params"]["update"]["content"]["text"].clone();
+    assert_eq!(
+        echoed,
+        format!(
+            "Compare\n@{}\nwith\n@{embedded}",
+            daemon.cwd().join("a.txt").display()
+        )
+    );
+    // What the journal replays, in a process that never saw the echo.
+    daemon.restart().await;
+    let mut late = daemon.ws("watcher").await;
+    late.call("initialize", init_params()).await;
+    late.call("session/load", load).await;
+    let replayed = asked(&late.seen);
+    assert_eq!(replayed.len(), 1, "{:?}", late.seen);
+    assert_eq!(replayed[0]["params"]["update"]["content"]["text"], echoed);
+}

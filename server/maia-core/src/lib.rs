@@ -72,5 +72,6 @@ pub use mode::Mode;
 pub use options::REASONING_EFFORT;
 pub use prompt::PromptPart;
 pub use session::steer::SteerOutcome;
+pub use session::text::display_text;
 pub use session_state::{SessionState, StateReader, TurnId};
 pub use tools::reserved_tool_names;

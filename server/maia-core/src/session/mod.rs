@@ -55,7 +55,7 @@ mod replay;
 pub(crate) mod rewind;
 mod round;
 pub(crate) mod steer;
-mod text;
+pub(crate) mod text;
 mod tooling;
 mod turn;
 

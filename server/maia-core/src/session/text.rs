@@ -30,8 +30,9 @@ impl LoopGuard {
 /// Characters kept in a title derived from the first message.
 const TITLE_CHARS: usize = 60;
 
-/// What the user typed, as shown again when the conversation is replayed.
-pub(crate) fn display_text(parts: &[PromptPart]) -> String {
+/// What the user typed, as shown again when the conversation is replayed
+/// (and as a front door shows one client's prompt to the others).
+pub fn display_text(parts: &[PromptPart]) -> String {
     let mut out: Vec<String> = Vec::new();
     for part in parts {
         match part {

@@ -10,37 +10,38 @@
 //! Only v1 clients are echoed, to v1 clients: v2 tells every prompt as its
 //! own `user_message` (`acp/mirror.rs` gives it to the other wire).
 
+use maia_core::PromptPart;
 use serde_json::{Value, json};
 
 use super::State;
 use super::agent::publish_as;
 
-/// The text of a prompt: its text blocks, then a line `@URI` per link or
-/// resource (as MAIA replays a message with attachments).
+/// The text of a prompt as MAIA replays it (`maia_core::display_text`):
+/// its blocks in order, a link or a resource as a line `@…`, images left
+/// out (shown by their own updates). Built without reading or decoding
+/// anything: only what is shown is taken.
 fn prompt_text(blocks: &Value) -> String {
-    let mut text = Vec::new();
-    let mut links = Vec::new();
+    let str_of = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let file = |uri: &Value| uri.as_str().and_then(maia_core::prompt::uri_path);
+    let mut parts = Vec::new();
     for block in blocks.as_array().into_iter().flatten() {
-        match block["type"].as_str() {
-            Some("text") => text.push(block["text"].as_str().unwrap_or_default().to_owned()),
-            Some("resource_link") => {
-                links.push(block["uri"].as_str().unwrap_or_default().to_owned())
+        let part = match block["type"].as_str() {
+            Some("text") => Some(PromptPart::Text(str_of(&block["text"]))),
+            Some("resource_link") => file(&block["uri"]).map(PromptPart::File),
+            Some("resource") if block["resource"].get("text").is_some() => {
+                Some(PromptPart::Embedded {
+                    uri: str_of(&block["resource"]["uri"]),
+                    text: String::new(),
+                })
             }
-            Some("resource") => links.push(
-                block["resource"]["uri"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            ),
-            _ => {}
-        }
+            Some("image") if block["data"].as_str().is_none_or(str::is_empty) => {
+                file(&block["uri"]).map(PromptPart::File)
+            }
+            _ => None,
+        };
+        parts.extend(part);
     }
-    let mut all = text.join("\n");
-    for link in links {
-        let shown = link.strip_prefix("file://").unwrap_or(&link).to_owned();
-        all.push_str(&format!("\n@{shown}"));
-    }
-    all
+    maia_core::display_text(&parts)
 }
 
 pub(super) fn echo(state: &mut State, conn: u64, sid: &str, method: &str, message: &Value) {
