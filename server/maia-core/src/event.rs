@@ -378,3 +378,178 @@ pub enum SubagentUpdate {
         answer: String,
     },
 }
+
+impl Event {
+    /// A copy of the event (a front door serving one session to two
+    /// connections hands each its own); `None` for a permission question,
+    /// whose reply is one-shot, and for a child's event that holds one.
+    pub fn try_clone(&self) -> Option<Event> {
+        Some(match self {
+            Event::AgentText { message_id, text } => Event::AgentText {
+                message_id: message_id.clone(),
+                text: text.clone(),
+            },
+            Event::Thought { message_id, text } => Event::Thought {
+                message_id: message_id.clone(),
+                text: text.clone(),
+            },
+            Event::UserMessage {
+                message_id,
+                text,
+                steer,
+            } => Event::UserMessage {
+                message_id: message_id.clone(),
+                text: text.clone(),
+                steer: *steer,
+            },
+            Event::SteerTaken { message_id, text } => Event::SteerTaken {
+                message_id: message_id.clone(),
+                text: text.clone(),
+            },
+            Event::UserMessageSaved { message_id } => Event::UserMessageSaved {
+                message_id: message_id.clone(),
+            },
+            Event::UserImage {
+                message_id,
+                mime_type,
+                data,
+                name,
+            } => Event::UserImage {
+                message_id: message_id.clone(),
+                mime_type: mime_type.clone(),
+                data: data.clone(),
+                name: name.clone(),
+            },
+            Event::ToolCall(view) => Event::ToolCall(view.clone()),
+            Event::ToolCallUpdate(patch) => Event::ToolCallUpdate(patch.clone()),
+            Event::Command {
+                tool_call_id,
+                progress,
+            } => Event::Command {
+                tool_call_id: tool_call_id.clone(),
+                progress: progress.clone(),
+            },
+            Event::FilesChanged {
+                tool_call_id,
+                changes,
+                patch,
+            } => Event::FilesChanged {
+                tool_call_id: tool_call_id.clone(),
+                changes: changes.clone(),
+                patch: patch.clone(),
+            },
+            Event::Permission(_) => return None,
+            Event::Title(title) => Event::Title(title.clone()),
+            Event::ModelChanged(model) => Event::ModelChanged(model.clone()),
+            Event::Usage { used, size, cost } => Event::Usage {
+                used: *used,
+                size: *size,
+                cost: *cost,
+            },
+            Event::ModeChanged(mode) => Event::ModeChanged(*mode),
+            Event::PlanProposed { id, markdown } => Event::PlanProposed {
+                id: id.clone(),
+                markdown: markdown.clone(),
+            },
+            Event::Findings { id, findings } => Event::Findings {
+                id: id.clone(),
+                findings: findings.clone(),
+            },
+            Event::Plan(todos) => Event::Plan(todos.clone()),
+            Event::Commands(commands) => Event::Commands(commands.clone()),
+            Event::Compaction { id, state } => Event::Compaction {
+                id: id.clone(),
+                state: state.clone(),
+            },
+            Event::Notice { level, text } => Event::Notice {
+                level: *level,
+                text: text.clone(),
+            },
+            Event::TurnFailed(text) => Event::TurnFailed(text.clone()),
+            Event::QueueChanged => Event::QueueChanged,
+            Event::QueueTurn {
+                turn_id,
+                queued_id,
+                status,
+            } => Event::QueueTurn {
+                turn_id: turn_id.clone(),
+                queued_id: queued_id.clone(),
+                status: *status,
+            },
+            Event::TurnUsage(usage) => Event::TurnUsage(usage.clone()),
+            Event::Subagent(sub) => Event::Subagent(SubagentEvent {
+                child: sub.child.clone(),
+                update: match &sub.update {
+                    SubagentUpdate::Started => SubagentUpdate::Started,
+                    SubagentUpdate::Event(inner) => {
+                        SubagentUpdate::Event(Box::new(inner.try_clone()?))
+                    }
+                    SubagentUpdate::Progress { text, locations } => SubagentUpdate::Progress {
+                        text: text.clone(),
+                        locations: locations.clone(),
+                    },
+                    SubagentUpdate::Ended { state, answer } => SubagentUpdate::Ended {
+                        state: *state,
+                        answer: answer.clone(),
+                    },
+                },
+            }),
+            Event::TurnStarted(turn) => Event::TurnStarted(*turn),
+            Event::TurnEnded(stop) => Event::TurnEnded(*stop),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question() -> Event {
+        let (reply, _) = oneshot::channel();
+        Event::Permission(PermissionRequest {
+            tool_call: ToolCallView {
+                id: "c".into(),
+                name: "Write".into(),
+                title: "Write a".into(),
+                kind: None,
+                locations: Vec::new(),
+                raw_input: Value::Null,
+                status: ToolStatus::Pending,
+                content: Vec::new(),
+            },
+            options: Vec::new(),
+            reply,
+        })
+    }
+
+    fn of_child(event: Event) -> Event {
+        Event::Subagent(SubagentEvent {
+            child: std::sync::Arc::new(SubagentInfo {
+                id: "child".into(),
+                tool_call_id: "task".into(),
+                agent: "explore".into(),
+                description: "look".into(),
+                prompt: "look around".into(),
+            }),
+            update: SubagentUpdate::Event(Box::new(event)),
+        })
+    }
+
+    #[test]
+    fn an_event_is_copied_whole_and_a_question_is_not() {
+        let text = || Event::AgentText {
+            message_id: "m".into(),
+            text: "hello".into(),
+        };
+        for event in [
+            text(),
+            of_child(text()),
+            Event::TurnEnded(StopReason::EndTurn),
+        ] {
+            let copy = event.try_clone().expect("a copy");
+            assert_eq!(format!("{copy:?}"), format!("{event:?}"));
+        }
+        assert!(question().try_clone().is_none());
+        assert!(of_child(question()).try_clone().is_none());
+    }
+}

@@ -117,7 +117,7 @@ impl Tee {
     /// a permission question is split in two, answered once.
     pub(super) fn split(&self, event: Event) -> Event {
         let Event::Permission(request) = event else {
-            if let Some(copy) = copy(&event) {
+            if let Some(copy) = event.try_clone() {
                 let _ = self.0.send(copy);
             }
             return event;
@@ -190,123 +190,6 @@ async fn answer_of(
         Some(receiver) => receiver.await,
         None => std::future::pending().await,
     }
-}
-
-/// A copy of `event` for the other connection (`None` for a permission
-/// question, which `Tee::split` splits).
-pub(super) fn copy(event: &Event) -> Option<Event> {
-    use maia_core::{SubagentEvent, SubagentUpdate};
-    Some(match event {
-        Event::AgentText { message_id, text } => Event::AgentText {
-            message_id: message_id.clone(),
-            text: text.clone(),
-        },
-        Event::Thought { message_id, text } => Event::Thought {
-            message_id: message_id.clone(),
-            text: text.clone(),
-        },
-        Event::UserMessage {
-            message_id,
-            text,
-            steer,
-        } => Event::UserMessage {
-            message_id: message_id.clone(),
-            text: text.clone(),
-            steer: *steer,
-        },
-        Event::SteerTaken { message_id, text } => Event::SteerTaken {
-            message_id: message_id.clone(),
-            text: text.clone(),
-        },
-        Event::UserMessageSaved { message_id } => Event::UserMessageSaved {
-            message_id: message_id.clone(),
-        },
-        Event::UserImage {
-            message_id,
-            mime_type,
-            data,
-            name,
-        } => Event::UserImage {
-            message_id: message_id.clone(),
-            mime_type: mime_type.clone(),
-            data: data.clone(),
-            name: name.clone(),
-        },
-        Event::ToolCall(view) => Event::ToolCall(view.clone()),
-        Event::ToolCallUpdate(patch) => Event::ToolCallUpdate(patch.clone()),
-        Event::Command {
-            tool_call_id,
-            progress,
-        } => Event::Command {
-            tool_call_id: tool_call_id.clone(),
-            progress: progress.clone(),
-        },
-        Event::FilesChanged {
-            tool_call_id,
-            changes,
-            patch,
-        } => Event::FilesChanged {
-            tool_call_id: tool_call_id.clone(),
-            changes: changes.clone(),
-            patch: patch.clone(),
-        },
-        Event::Permission(_) => return None,
-        Event::Title(title) => Event::Title(title.clone()),
-        Event::ModelChanged(model) => Event::ModelChanged(model.clone()),
-        Event::Usage { used, size, cost } => Event::Usage {
-            used: *used,
-            size: *size,
-            cost: *cost,
-        },
-        Event::ModeChanged(mode) => Event::ModeChanged(*mode),
-        Event::PlanProposed { id, markdown } => Event::PlanProposed {
-            id: id.clone(),
-            markdown: markdown.clone(),
-        },
-        Event::Findings { id, findings } => Event::Findings {
-            id: id.clone(),
-            findings: findings.clone(),
-        },
-        Event::Plan(todos) => Event::Plan(todos.clone()),
-        Event::Commands(commands) => Event::Commands(commands.clone()),
-        Event::Compaction { id, state } => Event::Compaction {
-            id: id.clone(),
-            state: state.clone(),
-        },
-        Event::Notice { level, text } => Event::Notice {
-            level: *level,
-            text: text.clone(),
-        },
-        Event::TurnFailed(text) => Event::TurnFailed(text.clone()),
-        Event::QueueChanged => Event::QueueChanged,
-        Event::QueueTurn {
-            turn_id,
-            queued_id,
-            status,
-        } => Event::QueueTurn {
-            turn_id: turn_id.clone(),
-            queued_id: queued_id.clone(),
-            status: *status,
-        },
-        Event::TurnUsage(usage) => Event::TurnUsage(usage.clone()),
-        Event::Subagent(sub) => Event::Subagent(SubagentEvent {
-            child: sub.child.clone(),
-            update: match &sub.update {
-                SubagentUpdate::Started => SubagentUpdate::Started,
-                SubagentUpdate::Event(inner) => SubagentUpdate::Event(Box::new(copy(inner)?)),
-                SubagentUpdate::Progress { text, locations } => SubagentUpdate::Progress {
-                    text: text.clone(),
-                    locations: locations.clone(),
-                },
-                SubagentUpdate::Ended { state, answer } => SubagentUpdate::Ended {
-                    state: *state,
-                    answer: answer.clone(),
-                },
-            },
-        }),
-        Event::TurnStarted(turn) => Event::TurnStarted(*turn),
-        Event::TurnEnded(stop) => Event::TurnEnded(*stop),
-    })
 }
 
 impl Agent {

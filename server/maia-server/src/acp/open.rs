@@ -304,7 +304,10 @@ impl Agent {
             None => (None, None),
         };
         let replayed: Vec<maia_core::Event> = match (&copies, &how) {
-            (Some(_), Open::Load(_)) => replay.iter().filter_map(super::mirror::copy).collect(),
+            (Some(_), Open::Load(_)) => replay
+                .iter()
+                .filter_map(maia_core::Event::try_clone)
+                .collect(),
             _ => Vec::new(),
         };
         let book = super::mirror::Prompts::default();
