@@ -204,16 +204,6 @@ impl Hub {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn to_agent(&self, wire: usize, message: &Value) {
-        let sent = self
-            .agents
-            .get(wire)
-            .is_some_and(|agent| agent.send(message.to_string()).is_ok());
-        if !sent {
-            tracing::warn!(wire, "the agent is gone; a message was dropped");
-        }
-    }
-
     /// A new client: its number and its outbox (`split`: one stream per
     /// session, for Streamable HTTP); `None` when its token already has
     /// as many connections as `limits` allow.
@@ -396,7 +386,7 @@ impl Hub {
         access: &Access,
         method: &str,
         id: Value,
-        mut message: Value,
+        message: Value,
     ) -> Result<(), Refusal> {
         let sid = session_of(&message);
         if method == "initialize" {
@@ -551,8 +541,6 @@ impl Hub {
                 Kind::Plain
             }
         };
-        let ours = format!("c{conn}.{}", state.next);
-        state.next += 1;
         // A v2 prompt is answered when taken, not at its turn's end: its end
         // is v2's `state_update`, not `_session/turn_ended`.
         let kind = match (kind, &sid) {
@@ -567,34 +555,14 @@ impl Hub {
             Kind::Plain | Kind::Prompt { .. } => sid.clone(),
             _ => None,
         };
-        state.routed.insert(
-            ours.clone(),
-            Routed {
-                conn,
-                id,
-                kind,
-                scope,
-                wire,
-            },
-        );
-        message["id"] = Value::String(ours);
-        self.to_agent(wire, &message);
-        Ok(())
-    }
-
-    /// Sends the hub's own request `message` to the agent of `wire`.
-    fn internal(&self, state: &mut State, wire: usize, mut message: Value, kind: Kind) {
-        let ours = format!("hub.{}", state.next);
-        state.next += 1;
         let routed = Routed {
-            conn: 0,
-            id: Value::Null,
+            conn,
+            id,
             kind,
-            scope: None,
+            scope,
             wire,
         };
-        state.routed.insert(ours.clone(), routed);
-        message["id"] = Value::String(ours);
-        self.to_agent(wire, &message);
+        self.send_routed(state, message, routed);
+        Ok(())
     }
 }

@@ -146,12 +146,7 @@ pub fn add(
     if entries.iter().any(|e| e.name == name) {
         return Err(TokenError::Exists(name.to_owned()));
     }
-    // 244 random bits from the OS (two v4 UUIDs).
-    let token = format!(
-        "maia_{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    );
+    let token = format!("maia_{}", secret());
     entries.push(Entry {
         name: name.to_owned(),
         hash: hash(&token),
@@ -172,9 +167,23 @@ pub fn revoke(path: &Path, name: &str) -> Result<(), TokenError> {
     save(path, &entries)
 }
 
+/// 244 random bits from the OS (two v4 UUIDs), as 64 hex digits: a
+/// token's, or a web login's id.
+pub fn secret() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
 /// What the token `presented` allows, if it is one of `entries`.
 pub fn check(entries: &[Entry], presented: &str) -> Option<Access> {
-    let hashed = hash(presented);
+    by_hash(entries, &hash(presented))
+}
+
+/// What the token hashed `hashed` allows, if it is one of `entries`.
+pub fn by_hash(entries: &[Entry], hashed: &str) -> Option<Access> {
     entries.iter().find(|e| e.hash == hashed).map(|e| Access {
         name: e.name.clone(),
         role: e.role,

@@ -69,11 +69,7 @@ impl Logins {
 
     /// A new login for the token hashed `token`: the cookie's value.
     fn add(&self, token: String) -> String {
-        let id = format!(
-            "{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        );
+        let id = tokens::secret();
         let mut table = self.table();
         if table.len() >= MAX_LOGINS
             && let Some(oldest) = table
@@ -171,16 +167,12 @@ pub fn cookie_access(daemon: &Daemon, request: &Request) -> Option<Access> {
 fn access_of(daemon: &Daemon, id: &str) -> Option<Access> {
     let hashed = daemon.web.token_of(id)?;
     let entries = tokens::load(&daemon.tokens).ok()?;
-    let found = entries.iter().find(|e| e.hash == hashed);
+    let found = tokens::by_hash(&entries, &hashed);
     if found.is_none() {
         // Revoked: the login goes too.
         daemon.web.remove(id);
     }
-    found.map(|e| Access {
-        name: e.name.clone(),
-        role: e.role,
-        session: e.session.clone(),
-    })
+    found
 }
 
 /// The headers of every page and asset.

@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 
 use super::Asked;
 use super::{
-    CLOSED, ECHOED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, State, TURN_ENDED, asked_key, attach,
-    detach, error, key, resend_questions, session_of,
+    CLOSED, ECHOED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, Routed, State, TURN_ENDED, asked_key,
+    attach, detach, error, key, resend_questions, session_of,
 };
 
 /// One agent connection on a pipe, initialized: what writes to it, what
@@ -79,6 +79,44 @@ async fn start_agent(
 }
 
 impl Hub {
+    /// Sends `message` to the agent of `wire` (0: v1, 1: v2).
+    pub(super) fn to_agent(&self, wire: usize, message: &Value) {
+        let sent = self
+            .agents
+            .get(wire)
+            .is_some_and(|agent| agent.send(message.to_string()).is_ok());
+        if !sent {
+            tracing::warn!(wire, "the agent is gone; a message was dropped");
+        }
+    }
+
+    /// Sends the hub's own request `message` to the agent of `wire`.
+    pub(super) fn internal(&self, state: &mut State, wire: usize, message: Value, kind: Kind) {
+        let routed = Routed {
+            conn: 0,
+            id: Value::Null,
+            kind,
+            scope: None,
+            wire,
+        };
+        self.send_routed(state, message, routed);
+    }
+
+    /// Sends request `message` to the agent of `routed.wire` under an id of
+    /// the hub's own (`c<conn>.<n>`, or `hub.<n>` for its own requests),
+    /// which its answer is routed back by.
+    pub(super) fn send_routed(&self, state: &mut State, mut message: Value, routed: Routed) {
+        let ours = match routed.conn {
+            0 => format!("hub.{}", state.next),
+            conn => format!("c{conn}.{}", state.next),
+        };
+        state.next += 1;
+        let wire = routed.wire;
+        state.routed.insert(ours.clone(), routed);
+        message["id"] = Value::String(ours);
+        self.to_agent(wire, &message);
+    }
+
     /// Starts the agent (with `protocol_v2`, one connection per protocol
     /// version, both on one engine) and initializes it.
     pub async fn start(

@@ -129,28 +129,18 @@ impl Hub {
         if state.lineup.get(sid).is_some_and(VecDeque::is_empty) {
             state.lineup.remove(sid);
         }
-        let Held {
-            conn,
-            id,
-            mut message,
-        } = held;
+        let Held { conn, id, message } = held;
         tracing::info!(conn, session = %sid, "a held prompt is sent");
         super::echo::echo(state, conn, sid, "session/prompt", &message);
-        let ours = format!("c{conn}.{}", state.next);
-        state.next += 1;
-        state.routed.insert(
-            ours.clone(),
-            Routed {
-                conn,
-                id,
-                kind: Kind::Prompt {
-                    session: sid.to_owned(),
-                },
-                scope: Some(sid.to_owned()),
-                wire: 0,
+        let routed = Routed {
+            conn,
+            id,
+            kind: Kind::Prompt {
+                session: sid.to_owned(),
             },
-        );
-        message["id"] = Value::String(ours);
-        self.to_agent(0, &message);
+            scope: Some(sid.to_owned()),
+            wire: 0,
+        };
+        self.send_routed(state, message, routed);
     }
 }
