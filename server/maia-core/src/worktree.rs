@@ -184,20 +184,21 @@ async fn undo(record: &Record) {
     let registered = listed
         .lines()
         .any(|line| line.strip_prefix("worktree ") == Some(target.as_str()));
-    if registered
-        && let Err(e) = crate::review::git(
-            &record.top,
-            &["worktree", "remove", "--force", "--force", &target],
-        )
-        .await
-    {
-        tracing::warn!("cannot remove the worktree {target}: {e}");
-    }
+    let remove_args = ["worktree", "remove", "--force", "--force", target.as_str()];
+    let remove = || crate::review::git(&record.top, &remove_args);
+    let refused = registered && remove().await.is_err();
     // A folder git had not registered yet (or could not remove).
     if folder.exists()
         && let Err(e) = std::fs::remove_dir_all(&folder)
     {
         tracing::warn!("cannot remove {target}: {e}");
+    }
+    // A `worktree add` killed before it wrote the folder's `.git` file
+    // leaves an entry git will not remove while that folder is there, and
+    // will not prune while it is locked ("initializing"): with the folder
+    // gone, it removes it.
+    if refused && let Err(e) = remove().await {
+        tracing::warn!("cannot remove the worktree {target}: {e}");
     }
     let _ = crate::review::git(&record.top, &["worktree", "prune"]).await;
     let branch = record.branch();
@@ -338,6 +339,30 @@ mod tests {
         )
         .await
         .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_fork_killed_before_its_folder_had_a_git_file_is_undone() {
+        let (_dir, top) = repo().await;
+        let sessions = top.join(".maia/.sessions");
+        let (cut, making) = add(&top, &sessions).await.unwrap();
+        // What a `worktree add` killed early leaves: the entry, locked
+        // while it initializes, and a folder without its `.git` file.
+        let path = cut.path.to_string_lossy().into_owned();
+        crate::review::git(
+            &top,
+            &["worktree", "lock", "--reason", "initializing", &path],
+        )
+        .await
+        .unwrap();
+        std::fs::remove_file(cut.path.join(".git")).unwrap();
+        drop(making);
+        assert_eq!(sweep(&sessions, &top).await, vec![cut.path.clone()]);
+        assert!(!cut.path.exists());
+        let list = crate::review::git(&top, &["worktree", "list", "--porcelain"])
+            .await
+            .unwrap();
+        assert_eq!(list.matches("worktree ").count(), 1, "{list}");
     }
 
     #[tokio::test]
