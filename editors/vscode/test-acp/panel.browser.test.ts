@@ -357,7 +357,9 @@ test('native look and keyboard: bordered tables, VS Code buttons, compact tool c
       }
       const st = getComputedStyle(cells[0]);
       return `${st.borderTopWidth} ${st.borderTopStyle}`;
-    });
+      // Polled on a timer: animation frames stop while the page is not in
+      // front, and the panel renders on its timer then too.
+    }, { polling: 100 });
     // Tables have borders; buttons take VS Code's button colours.
     assert.equal(await cell.jsonValue(), '1px solid');
     assert.equal(await page.$eval('#send', (e) => getComputedStyle(e).backgroundColor), 'rgb(0, 120, 212)');
