@@ -480,6 +480,60 @@ async fn the_proxy_checks_the_host_header_it_forwards() {
     assert!(head.contains("connection: close"), "{head}");
 }
 
+/// What the proxy does not parse strictly is refused, not sent on: a bare
+/// LF that would add a `Host` header behind the checked one, and plain
+/// HTTP in a tunnel after a leading space (once passed on as "another
+/// protocol").
+#[tokio::test]
+async fn the_proxy_refuses_a_request_it_does_not_parse_strictly() {
+    if !mock::require("python3 on PATH", python()) {
+        return;
+    }
+    let (port, seen) = recording_server("from-allowed");
+    let (mut maia, sid) = bypass(json!({"sandbox": {"allowedDomains": ["127.0.0.1"]}})).await;
+    let script = format!(
+        r#"
+import os, socket
+proxy = os.environ["HTTP_PROXY"].rstrip("/").rsplit("/", 1)[-1]
+h, p = proxy.rsplit(":", 1)
+def send(first, then=None):
+    s = socket.create_connection((h, int(p)), timeout=10)
+    s.sendall(first)
+    if then is not None:
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            reply += s.recv(1024)
+        s.sendall(then)
+    reply = b""
+    while True:
+        got = s.recv(4096)
+        if not got:
+            break
+        reply += got
+    print(reply.split(b"\r\n")[0].decode(), "|", reply.split(b"\r\n\r\n")[-1].decode().strip())
+send(b"GET http://127.0.0.1:{port}/ HTTP/1.1\r\nX-A: 1\nHost: evil.test\r\n\r\n")
+send(b"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n", b" GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n")
+"#
+    );
+    std::fs::write(maia.cwd().join("raw.py"), script).unwrap();
+    let out = bash(&mut maia, &sid, "python3 raw.py").await;
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains(" | ")).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    for line in lines {
+        assert!(
+            line.starts_with("HTTP/1.1 400") && line.contains("MAIA sandbox"),
+            "{out}"
+        );
+    }
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|h| !String::from_utf8_lossy(h).contains("evil")),
+        "a request the proxy did not parse strictly was sent on"
+    );
+}
+
 /// A CONNECT tunnel to an allowed host whose TLS names another server (SNI)
 /// is closed with the TLS alert before the ClientHello reaches the server;
 /// one that names the host goes through.

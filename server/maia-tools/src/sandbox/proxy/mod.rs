@@ -5,18 +5,26 @@
 //! MAIA), so commands reach it through `HTTP_PROXY`/`HTTPS_PROXY`/
 //! `ALL_PROXY` and nothing else. A listed domain (or `*.domain` for its
 //! subdomains) is connected from MAIA's side; any other is refused with a
-//! clear message. What is forwarded is checked too, not only where: a
-//! plain request's `Host` must name its target ([`head`]), and a tunnel's
-//! TLS must name its CONNECT host ([`tunnel`]).
+//! clear message. What is forwarded is checked too, not only where:
+//! requests are parsed (with `httparse`, strictly) and what goes on is the
+//! parsed request written out again, its `Host` naming its target
+//! ([`head`]), its body as framed ([`body`]), one request per connection;
+//! a tunnel carries TLS that names its CONNECT host or such HTTP, nothing
+//! else ([`tunnel`]).
 
+#[cfg(test)]
+mod attacks;
+mod body;
 mod head;
 mod tunnel;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+
+use head::{HeadError, Refusal};
 
 /// The most a request head may take.
 pub(super) const MAX_HEAD: usize = 16 * 1024;
@@ -79,77 +87,29 @@ pub(super) fn serve(listener: std::net::TcpListener, allowed: Allowed) -> std::i
     Ok(())
 }
 
-/// The host and port of a request target (`host:port`, `http://host/…`).
-fn target(method: &str, target: &str) -> Option<(String, u16, String)> {
-    if method.eq_ignore_ascii_case("CONNECT") {
-        let (host, port) = target.rsplit_once(':')?;
-        return Some((
-            host.trim_matches(['[', ']']).to_owned(),
-            port.parse().ok()?,
-            String::new(),
-        ));
+/// The host and port of a CONNECT target (`host:port`, `[v6]:port`).
+fn connect_target(target: &str) -> Option<(String, u16)> {
+    match head::authority(target)? {
+        (host, Some(port)) => Some((host, port)),
+        (_, None) => None,
     }
-    let rest = target.strip_prefix("http://")?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) => (h, p.parse().ok()?),
-        None => (authority, 80),
-    };
-    Some((host.to_owned(), port, path.to_owned()))
-}
-
-/// Reads into `head` until it holds a whole request head; its length, or
-/// `None` when the client closed first or sent an over-long head (answered
-/// with a 431).
-pub(super) async fn read_head(
-    conn: &mut TcpStream,
-    head: &mut Vec<u8>,
-) -> std::io::Result<Option<usize>> {
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(i) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-            return Ok(Some(i + 4));
-        }
-        if head.len() > MAX_HEAD {
-            answer(conn, "431 Request Header Fields Too Large", "").await?;
-            return Ok(None);
-        }
-        let n = conn.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-}
-
-/// Sends `first` upstream, then relays both ways until either side closes.
-pub(super) async fn forward(
-    conn: &mut TcpStream,
-    upstream: &mut TcpStream,
-    first: &[u8],
-) -> std::io::Result<()> {
-    upstream.write_all(first).await?;
-    tokio::io::copy_bidirectional(conn, upstream).await?;
-    Ok(())
 }
 
 async fn handle_one(mut conn: TcpStream, allowed: &Allowed) -> std::io::Result<()> {
-    let mut head = Vec::new();
-    let Some(end) = read_head(&mut conn, &mut head).await? else {
-        return Ok(());
+    let mut buf = Vec::new();
+    let (request, end) = match head::read(&mut conn, &mut buf).await {
+        Ok(read) => read,
+        Err(HeadError::Refused(why)) => return refuse(&mut conn, &why).await,
+        Err(HeadError::Closed) => return Ok(()),
+        Err(HeadError::Io(e)) => return Err(e),
     };
-    let text = String::from_utf8_lossy(&head[..end]).into_owned();
-    let line = text.lines().next().unwrap_or_default();
-    let mut words = line.split_whitespace();
-    let (method, raw_target, version) = (
-        words.next().unwrap_or_default(),
-        words.next().unwrap_or_default(),
-        words.next().unwrap_or("HTTP/1.1"),
-    );
-    let Some((host, port, path)) = target(method, raw_target) else {
+    let connect = request.method == "CONNECT";
+    let target = if connect {
+        connect_target(&request.target).map(|(host, port)| (host, port, String::new()))
+    } else {
+        head::absolute(&request.target)
+    };
+    let Some((host, port, _)) = target else {
         return answer(
             &mut conn,
             "400 Bad Request",
@@ -163,6 +123,14 @@ async fn handle_one(mut conn: TcpStream, allowed: &Allowed) -> std::io::Result<(
         );
         return answer(&mut conn, "403 Forbidden", &message).await;
     }
+    // A plain request is checked before anything is connected.
+    let checked = match connect {
+        true => None,
+        false => match head::rewrite(&request, &host, port) {
+            Ok(checked) => Some(checked),
+            Err(why) => return refuse(&mut conn, &why).await,
+        },
+    };
     let mut upstream = match allowed.connect(&host, port).await {
         Ok(upstream) => upstream,
         Err(e) => {
@@ -170,28 +138,22 @@ async fn handle_one(mut conn: TcpStream, allowed: &Allowed) -> std::io::Result<(
             return answer(&mut conn, "502 Bad Gateway", &message).await;
         }
     };
-    if method.eq_ignore_ascii_case("CONNECT") {
-        conn.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-            .await?;
-        let first = head[end..].to_vec();
-        return tunnel::relay(&mut conn, &mut upstream, first, &host, port).await;
-    }
-    // The origin form of the request line; the headers checked.
-    let first = format!("{method} {path} {version}");
-    match head::rewrite(&text, &first, &host, port) {
-        Ok(rewritten) => {
-            let bytes = [rewritten.as_bytes(), &head[end..]].concat();
-            forward(&mut conn, &mut upstream, &bytes).await
+    let rest = buf.split_off(end);
+    match checked {
+        Some((out, framing)) => body::exchange(&mut conn, &mut upstream, &out, framing, rest).await,
+        None => {
+            conn.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                .await?;
+            tunnel::relay(&mut conn, &mut upstream, rest, &host, port).await
         }
-        Err(why) => refuse(&mut conn, &why).await,
     }
 }
 
-/// A 403 for a request whose head breaks a rule, with the reason.
-async fn refuse(conn: &mut TcpStream, why: &str) -> std::io::Result<()> {
-    tracing::warn!(why, "sandbox proxy: a request was refused");
+/// Answers a request that breaks a rule with its status and the reason.
+async fn refuse(conn: &mut TcpStream, why: &Refusal) -> std::io::Result<()> {
+    tracing::warn!(%why, "sandbox proxy: a request was refused");
     let message = format!("[MAIA sandbox] refused: {why}.\n");
-    answer(conn, "403 Forbidden", &message).await
+    answer(conn, why.status(), &message).await
 }
 
 async fn answer(conn: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
@@ -220,19 +182,17 @@ mod tests {
     }
 
     #[test]
-    fn targets() {
-        assert_eq!(
-            target("CONNECT", "a.b:443"),
-            Some(("a.b".into(), 443, String::new()))
-        );
-        assert_eq!(
-            target("GET", "http://a.b:8080/x?y"),
-            Some(("a.b".into(), 8080, "/x?y".into()))
-        );
-        assert_eq!(
-            target("GET", "http://a.b"),
-            Some(("a.b".into(), 80, "/".into()))
-        );
-        assert_eq!(target("GET", "/relative"), None);
+    fn connect_targets() {
+        assert_eq!(connect_target("a.b:443"), Some(("a.b".into(), 443)));
+        assert_eq!(connect_target("[::1]:22"), Some(("::1".into(), 22)));
+        for bad in [
+            "a.b",
+            "a.b:",
+            "evil.test@a.b:443",
+            "a.b:443/x",
+            "http://a.b/",
+        ] {
+            assert_eq!(connect_target(bad), None, "{bad}");
+        }
     }
 }

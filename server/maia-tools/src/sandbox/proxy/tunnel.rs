@@ -1,25 +1,34 @@
-//! What a CONNECT tunnel may carry to an allowed `host:port`: a TLS
-//! connection whose ClientHello names `host` (SNI; a shared front routes by
-//! it), a plain-HTTP request held to the rules of [`super::head`], or any
-//! other protocol as it is (ssh, a server that speaks first). A TLS
-//! connection that names another server, or none, is closed with the TLS
-//! alert `unrecognized_name`, so the command's TLS library says why.
+//! What a CONNECT tunnel to an allowed `host:port` may carry: TLS or plain
+//! HTTP, nothing else. A first byte of 0x16 (a TLS handshake record) must
+//! begin a ClientHello that names `host` (SNI; a shared front routes by
+//! it), and then only TLS records go on, each checked for a record header;
+//! a TLS connection that names another server, or none, is closed with the
+//! TLS alert `unrecognized_name`, so the command's TLS library says why.
+//! Anything else must parse as an HTTP request for `host:port`, held to
+//! the rules of [`super::head`] (leading whitespace, a bare LF, another
+//! protocol: refused with a 400 and closed). A server that speaks first
+//! (ssh, SMTP) closes the tunnel: its client's bytes would pass unchecked.
 //!
 //! What the tunnel cannot see: the HTTP inside TLS. A request whose SNI
 //! names the allowed host and whose encrypted `Host` names another site on
 //! the same front is beyond a proxy that does not break TLS
 //! (docs/permissions.md).
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{MAX_HEAD, head};
+use super::MAX_HEAD;
+use super::body::{Input, exchange};
+use super::head::{self, HeadError};
 
 /// A fatal TLS alert, `unrecognized_name` (112), in a TLS 1.0 record.
 const UNRECOGNIZED_NAME: [u8; 7] = [0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x70];
 
+/// The largest TLS record body (a TLS 1.2 ciphertext: 2^14 + 2048).
+const MAX_RECORD: usize = 16384 + 2048;
+
 /// Checks what the client sends first through the tunnel to `host:port`,
-/// then relays both ways.
+/// then carries it on.
 pub(super) async fn relay(
     conn: &mut TcpStream,
     upstream: &mut TcpStream,
@@ -37,18 +46,17 @@ pub(super) async fn relay(
                 }
                 first.extend_from_slice(&buf[..n]);
             }
-            // The server speaks first (ssh banners, SMTP, a database): not
-            // TLS nor HTTP from the client, so nothing to check.
-            ready = upstream.readable() => ready?,
+            ready = upstream.readable() => {
+                ready?;
+                tracing::warn!(host, "sandbox proxy: a tunnel's server spoke first (not TLS nor HTTP); closed");
+                return conn.shutdown().await;
+            }
         }
     }
     if first.first() == Some(&0x16) {
         return tls(conn, upstream, first, host).await;
     }
-    if head::looks_like_http(&first) {
-        return http(conn, upstream, first, host, port).await;
-    }
-    super::forward(conn, upstream, &first).await
+    http(conn, upstream, first, host, port).await
 }
 
 /// A TLS connection: reads its ClientHello and checks the server name.
@@ -94,11 +102,53 @@ async fn tls(
         conn.write_all(&UNRECOGNIZED_NAME).await?;
         return conn.shutdown().await;
     }
-    super::forward(conn, upstream, &first).await
+    let (client_in, mut client_out) = conn.split();
+    let (mut server_in, mut server_out) = upstream.split();
+    let send = async {
+        let mut input = Input::new(first, client_in);
+        records(&mut input, &mut server_out).await
+    };
+    let back = async {
+        tokio::io::copy(&mut server_in, &mut client_out).await?;
+        client_out.shutdown().await
+    };
+    tokio::pin!(send, back);
+    tokio::select! {
+        done = &mut back => done,
+        sent = &mut send => match sent {
+            Ok(()) => back.await,
+            Err(e) => {
+                tracing::warn!(host, %e, "sandbox proxy: a tunnel's TLS stream was broken; closed");
+                Err(e)
+            }
+        },
+    }
 }
 
-/// Plain HTTP in the tunnel: its first request is held to the Host rule,
-/// and the connection closes after it.
+/// Sends on TLS records from `input` while they are whole records (a type
+/// of 20 to 24, version 3.x, a length within the limit); at the end of the
+/// client's stream, shuts `out` down.
+async fn records<R, W>(input: &mut Input<R>, out: &mut W) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    while input.fill_to(5).await? {
+        let header = &input.buffered()[..5];
+        let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+        if !(20..=24).contains(&header[0]) || header[1] != 3 || header[2] > 4 || len > MAX_RECORD {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "bytes that are not a TLS record",
+            ));
+        }
+        input.copy(5 + len as u64, out).await?;
+    }
+    out.shutdown().await
+}
+
+/// Plain HTTP in the tunnel: one request, parsed and held to the rules of
+/// [`head`], its body as framed; then the connection closes.
 async fn http(
     conn: &mut TcpStream,
     upstream: &mut TcpStream,
@@ -106,15 +156,16 @@ async fn http(
     host: &str,
     port: u16,
 ) -> std::io::Result<()> {
-    let Some(end) = super::read_head(conn, &mut first).await? else {
-        return Ok(());
+    let parsed = match head::read(conn, &mut first).await {
+        Ok((parsed, end)) => head::rewrite(&parsed, host, port).map(|(out, f)| (out, f, end)),
+        Err(HeadError::Refused(why)) => Err(why),
+        Err(HeadError::Closed) => return Ok(()),
+        Err(HeadError::Io(e)) => return Err(e),
     };
-    let text = String::from_utf8_lossy(&first[..end]).into_owned();
-    let line = text.split("\r\n").next().unwrap_or_default();
-    match head::rewrite(&text, line, host, port) {
-        Ok(rewritten) => {
-            let bytes = [rewritten.as_bytes(), &first[end..]].concat();
-            super::forward(conn, upstream, &bytes).await
+    match parsed {
+        Ok((out, framing, end)) => {
+            let rest = first.split_off(end);
+            exchange(conn, upstream, &out, framing, rest).await
         }
         Err(why) => super::refuse(conn, &why).await,
     }
