@@ -50,6 +50,7 @@ mod readme;
 mod registry;
 mod remote;
 mod remote_client;
+mod remote_rights;
 mod remote_v2;
 mod remote_web;
 mod robustness;

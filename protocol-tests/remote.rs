@@ -1345,3 +1345,39 @@ async fn remote_a_burst_of_prompts_and_cancels_sent_unread_is_answered_in_full()
         .collect();
     assert!(asked.iter().all(|t| t == "one" || t == "next"), "{asked:?}");
 }
+
+#[tokio::test]
+async fn remote_sigterm_mid_turn_answers_cancelled_and_keeps_what_streamed() {
+    let mut daemon = Daemon::start(&[EDITOR], &[]).await;
+    let (mut a, sid) = ws_session(&daemon, "editor").await;
+    daemon
+        .mock
+        .push(mock::slow_text(400, Duration::from_millis(20)));
+    let id = prompt(&mut a, &sid, "long").await;
+    a.wait_for(|m| m["params"]["update"]["content"]["text"] == "word ")
+        .await;
+    let pid = nix::unistd::Pid::from_raw(daemon.child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    // As under `maia acp`: the running prompt is answered `cancelled`.
+    let answer = a.response(id).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    tokio::time::timeout(WAIT, daemon.child.wait())
+        .await
+        .expect("maia serve did not exit")
+        .unwrap();
+    // What streamed before the signal is in the journal.
+    daemon.restart().await;
+    let mut b = daemon.ws("editor").await;
+    b.call("initialize", init_params()).await;
+    let id = b
+        .request("session/load", load_params(&daemon, &sid, None))
+        .await;
+    let (loaded, replay) = b.wait_for(|m| m["id"] == id).await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let replayed: String = replay
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert!(replayed.contains("word"), "{replayed}");
+}

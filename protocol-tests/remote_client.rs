@@ -28,12 +28,21 @@ pub struct Daemon {
     pub addr: String,
     pub tokens: HashMap<String, String>,
     args: Vec<String>,
+    /// The open descriptors the daemon may have (0: not limited).
+    files: u64,
+}
+
+/// The `maia` binary the daemon tests run: `$MAIA_TEST_EXE` when set (a
+/// copy of a build kept apart from a target folder other builds share),
+/// else the one cargo built with these tests.
+pub fn maia_exe() -> std::ffi::OsString {
+    std::env::var_os("MAIA_TEST_EXE").unwrap_or_else(|| env!("CARGO_BIN_EXE_maia").into())
 }
 
 /// Runs `maia serve ARGS` with `home` as HOME; its stdout and whether it
 /// succeeded.
 pub fn serve_command(home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_maia"))
+    let out = std::process::Command::new(maia_exe())
         .arg("serve")
         .args(args)
         .env("HOME", home)
@@ -49,6 +58,12 @@ pub fn serve_command(home: &std::path::Path, args: &[&str]) -> (bool, String, St
 impl Daemon {
     /// Starts the daemon with one token per `(name, extra args)`.
     pub async fn start(tokens: &[(&str, &[&str])], args: &[&str]) -> Daemon {
+        Daemon::start_limited(tokens, args, 0).await
+    }
+
+    /// `start`, the daemon allowed `files` open descriptors (0: as the
+    /// tests are).
+    pub async fn start_limited(tokens: &[(&str, &[&str])], args: &[&str], files: u64) -> Daemon {
         let mock = MockLlm::start().await;
         let home = tempfile::tempdir().unwrap();
         let cwd = tempfile::tempdir().unwrap();
@@ -75,7 +90,7 @@ impl Daemon {
             made.insert((*name).to_owned(), token);
         }
         let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        let (child, addr) = launch(home.path(), &args).await;
+        let (child, addr) = launch(home.path(), &args, files).await;
         Daemon {
             child,
             home,
@@ -84,6 +99,7 @@ impl Daemon {
             addr,
             tokens: made,
             args,
+            files,
         }
     }
 
@@ -95,16 +111,26 @@ impl Daemon {
             .await
             .expect("maia serve did not die")
             .unwrap();
-        let (child, addr) = launch(self.home.path(), &self.args).await;
+        let (child, addr) = launch(self.home.path(), &self.args, self.files).await;
         self.child = child;
         self.addr = addr;
     }
 }
 
-/// Starts `maia serve --listen 127.0.0.1:0 ARGS` on `home`; the child and
-/// the address it listens on.
-async fn launch(home: &std::path::Path, args: &[String]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
+/// Starts `maia serve --listen 127.0.0.1:0 ARGS` on `home` (with `files`
+/// open descriptors at most, through the shell's `ulimit`, when not 0);
+/// the child and the address it listens on.
+async fn launch(home: &std::path::Path, args: &[String], files: u64) -> (Child, String) {
+    let mut command = if files == 0 {
+        Command::new(maia_exe())
+    } else {
+        let mut shell = Command::new("/bin/sh");
+        shell
+            .args(["-c", &format!("ulimit -n {files} && exec \"$0\" \"$@\"")])
+            .arg(maia_exe());
+        shell
+    };
+    let mut child = command
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(args)
         .env("HOME", home)

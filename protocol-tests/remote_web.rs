@@ -247,7 +247,8 @@ async fn remote_web_cookie_opens_only_the_page_websocket_from_its_own_origin_unt
         )
         .await;
     assert!(created["result"]["sessionId"].is_string(), "{created}");
-    // The cookie from another site, another port, or without an Origin: not accepted.
+    // The cookie from another site or another port (both refused by the
+    // Origin check), or without an Origin: not accepted.
     assert_eq!(
         ws_with_cookie(&daemon, &cookie, Some("http://evil.example"))
             .await
@@ -257,7 +258,7 @@ async fn remote_web_cookie_opens_only_the_page_websocket_from_its_own_origin_unt
     let other = format!("http://127.0.0.1:{}", free_port());
     assert_eq!(
         ws_with_cookie(&daemon, &cookie, Some(&other)).await.err(),
-        Some(401)
+        Some(403)
     );
     assert_eq!(
         ws_with_cookie(&daemon, &cookie, None).await.err(),

@@ -111,6 +111,14 @@ pub struct ServeArgs {
     /// close frame would otherwise hold its place).
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub ping_interval: u64,
+    /// Close a TCP connection that has made no authorized request this many
+    /// seconds after it opened (headers that never end, or none at all).
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout: u64,
+    /// The TCP connections that have made no authorized request yet, at
+    /// most; one more closes the oldest of them.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_unauthenticated: u64,
     /// Offer ACP v2 (the draft) to clients whose `initialize` asks for it,
     /// as `maia acp --protocol-v2` does; the others get v1.
     #[arg(long)]

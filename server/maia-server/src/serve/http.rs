@@ -108,7 +108,7 @@ fn connection(
                 "this connection was closed",
             )))
         }
-        Some(c) if c.token == access.name => {
+        Some(c) if c.token == access.hash => {
             c.activity.touch();
             Ok(Found {
                 id: id.to_owned(),
@@ -193,7 +193,7 @@ pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Resp
 
 /// `initialize` without a connection: a new one, answered at once.
 fn initialize(daemon: &Daemon, access: Access, message: Value) -> Response {
-    let token = access.name.clone();
+    let token = access.hash.clone();
     let Some((conn, outbox)) = daemon.hub.connect(access, true, daemon.limits) else {
         return refuse(
             StatusCode::TOO_MANY_REQUESTS,

@@ -24,10 +24,15 @@
 //!   before the live updates that follow it, nothing twice;
 //! - a client's disconnect changes nothing for the session: its turn goes
 //!   on and a question nobody answered waits for the next controller;
+//! - the daemon stopping closes the agent's input, as a stdio client's
+//!   leaving does: running prompts are answered `cancelled`, routed to
+//!   their clients before the daemon exits (`Hub::shut_down`);
 //! - a session's v1 prompts reach the agent one at a time: one sent while
 //!   another is in flight waits its turn (`hub/lineup.rs`);
 //! - an observer's every request but `initialize`, `session/list`,
-//!   `session/load` and `session/resume` is answered an error.
+//!   `session/load` and `session/resume` is answered an error, and so is
+//!   one of those with a field that would start a process or change the
+//!   session (`hub/rights.rs`).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -40,6 +45,7 @@ mod attach;
 mod echo;
 mod lineup;
 mod refusal;
+mod rights;
 
 use attach::{attach, detach, resend_questions};
 use refusal::{Refusal, error};
@@ -73,14 +79,6 @@ pub const ECHOED: &str = "_session/echoed";
 /// The notification telling every attached client that a controller
 /// closed the session (`{sessionId}`).
 pub const CLOSED: &str = "_session/closed";
-
-/// What an observer may ask.
-const OBSERVER_METHODS: &[&str] = &[
-    "initialize",
-    "session/list",
-    "session/load",
-    "session/resume",
-];
 
 struct Client {
     outbox: Arc<Outbox>,
@@ -175,6 +173,10 @@ pub struct Hub {
     state: Mutex<State>,
     /// The agent connections, by wire.
     agents: Vec<mpsc::UnboundedSender<String>>,
+    /// Closes the agent connections' input (`Hub::shut_down`).
+    stop: tokio_util::sync::CancellationToken,
+    /// The tasks reading the agent connections' output.
+    readers: tokio_util::task::TaskTracker,
 }
 
 /// The text form of a JSON-RPC id (a table key).
@@ -218,7 +220,7 @@ impl Hub {
         let open = state
             .clients
             .values()
-            .filter(|c| c.access.name == access.name)
+            .filter(|c| c.access.hash == access.hash)
             .count();
         if open >= limits.connections {
             tracing::warn!(token = %access.name, open, "too many connections for one token");
@@ -265,13 +267,13 @@ impl Hub {
         }
     }
 
-    /// The token name of each connected client (to close revoked ones).
-    pub fn clients(&self) -> Vec<(u64, String, Arc<Outbox>)> {
+    /// The token of each connected client (to close revoked ones).
+    pub fn clients(&self) -> Vec<(u64, Access, Arc<Outbox>)> {
         let state = self.lock();
         state
             .clients
             .iter()
-            .map(|(conn, c)| (*conn, c.access.name.clone(), c.outbox.clone()))
+            .map(|(conn, c)| (*conn, c.access.clone(), c.outbox.clone()))
             .collect()
     }
 
@@ -423,12 +425,11 @@ impl Hub {
         if method.starts_with("_hub/") {
             return Err(Refusal::new(-32601, &format!("method not found: {method}")));
         }
-        if access.role == Role::Observer && !OBSERVER_METHODS.contains(&method) {
-            return Err(Refusal::new(
-                -32600,
-                &format!("this connection is an observer (read-only): `{method}` is refused"),
-            )
-            .data(json!({"reason": "observer", "method": method})));
+        if access.role == Role::Observer {
+            rights::observer(wire, method, &message["params"])?;
+        }
+        if let Some(only) = &access.session {
+            rights::limited(method, only)?;
         }
         match (&sid, &access.session) {
             (Some(sid), Some(only)) if sid != only => {
@@ -462,7 +463,7 @@ impl Hub {
             // the start with `replayFrom: {type: "start"}`.
             "session/load" | "session/resume" if wire == 0 || method == "session/resume" => {
                 let session = sid.clone().unwrap_or_default();
-                let since = message["params"]["_meta"]["maia"]["since"].as_u64();
+                let since = attach::since(&message)?;
                 let load =
                     method == "session/load" || message["params"]["replayFrom"]["type"] == "start";
                 if let Some(live) = state.live.get_mut(&session) {

@@ -5,6 +5,7 @@
 //! `maia serve token …` manages the tokens; `bridge` is `maia acp
 //! --connect`. See docs/remote.md.
 
+mod accept;
 pub mod bridge;
 mod http;
 mod hub;
@@ -35,6 +36,9 @@ pub const CONNECTION_HEADER: &str = "acp-connection-id";
 /// The header naming a session (the RFD's).
 pub const SESSION_HEADER: &str = "acp-session-id";
 
+/// How long a stopping daemon waits for its running turns to end.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How often the token file is read again to close revoked connections.
 const REVOKE_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -42,6 +46,7 @@ const REVOKE_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 struct HttpConn {
     conn: u64,
     outbox: Arc<Outbox>,
+    /// The hash of the token that opened it (the only one it answers).
     token: String,
     activity: Arc<http::Activity>,
 }
@@ -203,6 +208,7 @@ async fn run(
         web: Arc::new(web::Logins::new(secure)),
     };
     tokio::spawn(close_revoked(daemon.clone()));
+    let hub = daemon.hub.clone();
     let router = axum::Router::new()
         .route("/", axum::routing::get(web::page))
         .route("/login", axum::routing::post(web::login))
@@ -220,22 +226,25 @@ async fn run(
     let stopped = async move {
         let signal = stop.next().await;
         tracing::info!(signal, "signal received; shutting down");
+        // Running turns end `cancelled`, as under `maia acp`.
+        hub.shut_down(SHUTDOWN_WAIT).await;
     };
     match listen {
         Listen::Tcp(addr) => {
             let listener = tokio::net::TcpListener::bind(addr).await?;
             let bound = listener.local_addr()?;
-            if let Some(tls) = tls {
-                eprintln!("maia serve: listening on https://{bound}/acp (wss://{bound}/acp)");
-                eprintln!("maia serve: the web page is https://{bound}/");
-                tls::serve(listener, tls, router, stopped).await;
-                return Ok(());
-            }
-            eprintln!("maia serve: listening on http://{bound}/acp (ws://{bound}/acp)");
-            eprintln!("maia serve: the web page is http://{bound}/");
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await?;
+            let (scheme, ws) = if tls.is_some() {
+                ("https", "wss")
+            } else {
+                ("http", "ws")
+            };
+            eprintln!("maia serve: listening on {scheme}://{bound}/acp ({ws}://{bound}/acp)");
+            eprintln!("maia serve: the web page is {scheme}://{bound}/");
+            let gate = accept::Gate::new(
+                usize::try_from(args.max_unauthenticated).unwrap_or(usize::MAX),
+                std::time::Duration::from_secs(args.header_timeout),
+            );
+            accept::serve(listener, tls, router, gate, stopped).await;
         }
         Listen::Unix(path) => {
             if tls.is_some() {
@@ -272,9 +281,9 @@ async fn close_revoked(daemon: Daemon) {
         let Ok(entries) = tokens::load(&daemon.tokens) else {
             continue;
         };
-        for (conn, name, outbox) in daemon.hub.clients() {
-            if !entries.iter().any(|e| e.name == name) {
-                tracing::info!(conn, token = %name, "token revoked; connection closed");
+        for (conn, access, outbox) in daemon.hub.clients() {
+            if !access.holds(&entries) {
+                tracing::info!(conn, token = %access.name, "token revoked; connection closed");
                 outbox.close("the token was revoked");
                 daemon.hub.disconnect(conn);
             }
@@ -326,10 +335,13 @@ fn check_host(daemon: &Daemon, request: &Request) -> Result<(), Box<Response>> {
             )));
         }
         if let Some(origin) = text(header::ORIGIN) {
+            // A served host, and the request's own origin: its port too
+            // (another port of this host is another site).
             let allowed = url::Url::parse(origin)
                 .ok()
                 .and_then(|u| u.host_str().map(|h| host_name(&format!("{h}:0"))))
-                .is_some_and(|h| hosts.contains(&h));
+                .is_some_and(|h| hosts.contains(&h))
+                && web::same_origin(headers, request.uri().authority().map(|a| a.as_str()));
             if !allowed {
                 return Err(Box::new(refuse(
                     StatusCode::FORBIDDEN,
@@ -345,12 +357,29 @@ fn check_host(daemon: &Daemon, request: &Request) -> Result<(), Box<Response>> {
 /// WebSocket only, its login cookie: `web`).
 fn authorize(daemon: &Daemon, request: &Request) -> Result<Access, Box<Response>> {
     check_host(daemon, request)?;
+    let access = authorize_token(daemon, request)?;
+    admitted(request);
+    Ok(access)
+}
+
+/// The request's connection showed a token (or a login): the gate
+/// (`accept`) no longer bounds it.
+fn admitted(request: &Request) {
+    if let Some(admitted) = request.extensions().get::<accept::Admitted>() {
+        admitted.authorized();
+    }
+}
+
+/// The bearer token of `request`, or the web page's login cookie.
+fn authorize_token(daemon: &Daemon, request: &Request) -> Result<Access, Box<Response>> {
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        // The scheme is case-insensitive (RFC 9110, 11.1).
+        .and_then(|v| v.trim_start().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
     let Some(presented) = presented else {
         return web::cookie_access(daemon, request).ok_or_else(|| {
             Box::new(refuse(

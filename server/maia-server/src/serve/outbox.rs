@@ -137,6 +137,11 @@ impl Outbox {
         self.notify.notify_waiters();
     }
 
+    /// Whether every message pushed has been taken by the transport.
+    pub fn is_drained(&self) -> bool {
+        self.lock().len == 0
+    }
+
     pub fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
     }

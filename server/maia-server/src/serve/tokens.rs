@@ -29,8 +29,12 @@ impl Role {
 /// What a connection's token allows.
 #[derive(Debug, Clone)]
 pub struct Access {
-    /// The token's name (the audit lines name it).
+    /// The token's name (the audit lines name it). A name is not the
+    /// token: a revoked name may be given to a new token at once.
     pub name: String,
+    /// The token's identity: its hash, as kept in the file. What a
+    /// connection holds is checked against it, never against the name.
+    pub hash: String,
     pub role: Role,
     /// The one session it may use, when limited to one.
     pub session: Option<String>,
@@ -39,6 +43,14 @@ pub struct Access {
 impl Access {
     pub fn may_see(&self, session: &str) -> bool {
         self.session.as_deref().is_none_or(|only| only == session)
+    }
+
+    /// Whether `entries` still hold this very token with the same rights
+    /// (a token revoked, or its name given to another token, does not).
+    pub fn holds(&self, entries: &[Entry]) -> bool {
+        entries
+            .iter()
+            .any(|e| e.hash == self.hash && e.role == self.role && e.session == self.session)
     }
 }
 
@@ -186,6 +198,7 @@ pub fn check(entries: &[Entry], presented: &str) -> Option<Access> {
 pub fn by_hash(entries: &[Entry], hashed: &str) -> Option<Access> {
     entries.iter().find(|e| e.hash == hashed).map(|e| Access {
         name: e.name.clone(),
+        hash: e.hash.clone(),
         role: e.role,
         session: e.session.clone(),
     })
@@ -216,6 +229,9 @@ mod tests {
         ));
         revoke(&file, "phone").unwrap_or_else(|e| panic!("{e}"));
         assert!(check(&load(&file).unwrap_or_default(), &token).is_none());
+        // The name given again is another token: the old one's access is gone.
+        add(&file, "phone", Role::Observer, Some("s1".into())).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!access.holds(&load(&file).unwrap_or_default()));
         assert!(matches!(
             add(&file, "a b", Role::Controller, None),
             Err(TokenError::BadName)

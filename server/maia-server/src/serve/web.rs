@@ -16,8 +16,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::tokens::{self, Access};
-use super::{Daemon, check_host, refuse};
+use super::tokens::{self, Access, Role};
+use super::{Daemon, admitted, check_host, refuse};
 
 /// The cookie naming a login.
 pub const COOKIE: &str = "maia_login";
@@ -123,7 +123,7 @@ fn cookie_value(headers: &HeaderMap) -> Option<&str> {
 
 /// Whether the request's `Origin` is the page's own: its host and port
 /// those of `Host` (or `:authority`). A request without `Origin` is not.
-fn same_origin(request_headers: &HeaderMap, authority: Option<&str>) -> bool {
+pub(super) fn same_origin(request_headers: &HeaderMap, authority: Option<&str>) -> bool {
     let Some(origin) = request_headers
         .get(header::ORIGIN)
         .and_then(|v| v.to_str().ok())
@@ -249,7 +249,12 @@ fn login_page(error: Option<&str>) -> String {
 }
 
 fn app_page(access: &Access) -> String {
+    // A session-limited observer can start nothing there: the daemon's
+    // folder is not its to know.
+    let limited_observer = access.role == Role::Observer && access.session.is_some();
     let cwd = std::env::current_dir()
+        .ok()
+        .filter(|_| !limited_observer)
         .map(|d| d.display().to_string())
         .unwrap_or_default();
     format!(
@@ -269,7 +274,10 @@ pub async fn page(State(daemon): State<Daemon>, request: Request) -> Response {
         return *refused;
     }
     match cookie_value(request.headers()).and_then(|id| access_of(&daemon, id)) {
-        Some(access) => html(StatusCode::OK, app_page(&access)),
+        Some(access) => {
+            admitted(&request);
+            html(StatusCode::OK, app_page(&access))
+        }
         None => html(StatusCode::OK, login_page(None)),
     }
 }

@@ -6,10 +6,12 @@
 //! connection to serve it too).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::Asked;
 use super::{
@@ -25,13 +27,19 @@ type Started = (
     Value,
 );
 
+/// How long a stopping daemon gives its clients to take the agent's last
+/// messages.
+const LAST_WORDS: Duration = Duration::from_secs(1);
+
 /// Starts the agent connection of `wire` (0: v1, 1: v2) on a pipe and
 /// initializes it as a client without `fs` or terminals (the daemon reads
-/// and writes files itself, see docs/remote.md).
+/// and writes files itself, see docs/remote.md); `stop` closes its input,
+/// as a stdio client's leaving closes `maia acp`'s.
 async fn start_agent(
     engine: maia_core::Engine,
     wire: usize,
     shared: Option<Arc<crate::acp::Shared>>,
+    stop: CancellationToken,
 ) -> anyhow::Result<Started> {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
     let (their_read, their_write) = tokio::io::split(theirs);
@@ -67,13 +75,20 @@ async fn start_agent(
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
-        while let Some(line) = rx.recv().await {
+        loop {
+            let line = tokio::select! {
+                line = rx.recv() => line,
+                () = stop.cancelled() => None,
+            };
+            let Some(line) = line else { break };
             if write.write_all(line.as_bytes()).await.is_err()
                 || write.write_all(b"\n").await.is_err()
             {
                 break;
             }
         }
+        // The agent reads the end of its input and stops.
+        let _ = write.shutdown().await;
     });
     Ok((tx, lines, result))
 }
@@ -125,11 +140,13 @@ impl Hub {
     ) -> anyhow::Result<Arc<Hub>> {
         let engine = maia_core::Engine::new(options);
         let shared = protocol_v2.then(crate::acp::Shared::new);
+        let stop = CancellationToken::new();
         let mut agents = Vec::new();
         let mut init = Vec::new();
         let mut outputs = Vec::new();
         for wire in 0..=usize::from(protocol_v2) {
-            let (tx, lines, result) = start_agent(engine.clone(), wire, shared.clone()).await?;
+            let (tx, lines, result) =
+                start_agent(engine.clone(), wire, shared.clone(), stop.clone()).await?;
             agents.push(tx);
             init.push(result);
             outputs.push(lines);
@@ -141,10 +158,12 @@ impl Hub {
                 ..State::default()
             }),
             agents,
+            stop,
+            readers: tokio_util::task::TaskTracker::new(),
         });
         for (wire, mut lines) in outputs.into_iter().enumerate() {
             let reader = hub.clone();
-            tokio::spawn(async move {
+            hub.readers.spawn(async move {
                 while let Ok(Some(line)) = lines.next_line().await {
                     match serde_json::from_str::<Value>(&line) {
                         Ok(message) => reader.on_agent(wire, message),
@@ -154,7 +173,35 @@ impl Hub {
                 tracing::info!(wire, "the agent ended");
             });
         }
+        hub.readers.close();
         Ok(hub)
+    }
+
+    /// Stops the agent as `maia acp` stops when its client leaves: running
+    /// prompts are answered `cancelled` (what streamed is kept in the
+    /// journal) and sessions stop. Waits up to `within` for the agent's
+    /// last messages to reach the clients' outboxes, then a moment for
+    /// the clients to take them.
+    pub async fn shut_down(&self, within: Duration) {
+        self.stop.cancel();
+        if tokio::time::timeout(within, self.readers.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the agent did not stop in time");
+        }
+        let outboxes: Vec<_> = self
+            .lock()
+            .clients
+            .values()
+            .map(|c| c.outbox.clone())
+            .collect();
+        let taken = async {
+            while outboxes.iter().any(|o| !o.is_drained() && !o.is_closed()) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        let _ = tokio::time::timeout(LAST_WORDS, taken).await;
     }
 
     /// A message from the agent connection of `wire`.

@@ -6,7 +6,24 @@
 
 use serde_json::{Value, json};
 
+use super::refusal::Refusal;
 use super::{Role, State};
+
+/// The `_meta.maia.since` of an attach: absent (or `null`), or a sequence
+/// number; anything else is invalid params, not "replay everything".
+pub(super) fn since(message: &Value) -> Result<Option<u64>, Refusal> {
+    match &message["params"]["_meta"]["maia"]["since"] {
+        Value::Null => Ok(None),
+        value => value.as_u64().map(Some).ok_or_else(|| {
+            Refusal::new(
+                -32602,
+                &format!(
+                    "`_meta.maia.since` must be a sequence number (an integer ≥ 0), not {value}"
+                ),
+            )
+        }),
+    }
+}
 
 /// Attaches `conn` to the live, opened session `sid`: the updates after
 /// `since` (all of them for a load without it), then the open's answer,
