@@ -118,9 +118,11 @@ async fn automatic_compaction_before_a_request() {
     // A window leaving 1,000 tokens above the 4,000 + 500 reserve.
     let window = base + 4_500 + 1_000;
     std::fs::create_dir_all(maia.path(".maia")).unwrap();
+    // Not a local model: the same tools as the measured session, though
+    // the window is small.
     std::fs::write(
         maia.path(".maia/settings.json"),
-        json!({"contextWindows": {"mock-model": window}}).to_string(),
+        json!({"contextWindows": {"mock-model": window}, "localModels": false}).to_string(),
     )
     .unwrap();
     let sid = maia.new_session().await;

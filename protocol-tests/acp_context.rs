@@ -460,46 +460,97 @@ async fn small_model_writes_the_summary() {
 }
 
 #[tokio::test]
-async fn a_tool_call_written_as_text_is_retried_once_then_shown() {
+async fn a_tool_call_written_as_text_runs_and_one_mixed_with_prose_is_corrected() {
     let (mut maia, sid) = ready(json!({})).await;
     std::fs::write(maia.path("a.txt"), "alpha").unwrap();
     let written =
         "<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a.txt\"}}</tool_call>";
-    // Retried, and the retry uses the interface: the tool runs.
-    maia.mock.push(mock::text_reply(written));
-    maia.mock.push(mock::tool_calls_reply(&[(
-        "call_1",
-        "Read",
-        json!({"file_path": maia.path("a.txt")}),
-    )]));
+    // A reply that is nothing but a call runs as that call, shown as a
+    // tool call and never as text.
+    maia.mock.push(mock::text_chunks(
+        &[&written[..12], &written[12..]],
+        Duration::ZERO,
+    ));
     maia.mock.push(mock::text_reply("it says alpha"));
     let id = maia.prompt(&sid, "read a.txt").await;
     let (resp, before) = maia.response_with(id, choose("allow_once")).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     assert_eq!(updates_of(&before, "tool_call").len(), 1);
+    assert!(
+        !agent_text(&before).contains("tool_call"),
+        "{}",
+        agent_text(&before)
+    );
     let requests = maia.mock.requests();
-    assert_eq!(requests.len(), 3);
-    let retry = requests[1]["messages"].as_array().unwrap();
-    let n = retry.len();
-    assert_eq!(retry[n - 2]["content"], written);
-    assert!(content_text(&retry[n - 1]).contains("tool-calling interface"));
-    // The correction is not kept in the history.
-    assert!(!requests[2].to_string().contains("tool-calling interface"));
+    assert_eq!(requests.len(), 2);
+    // The next request carries it as a real call and its result.
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(messages[n - 2]["tool_calls"][0]["function"]["name"], "Read");
+    assert_eq!(messages[n - 1]["role"], "tool");
+    assert!(content_text(&messages[n - 1]).contains("alpha"));
 
-    // Twice as text: shown as the model's text, once retried, no more.
-    let again = "default_api:Read(file_path=\"a.txt\")";
-    maia.mock.push(mock::text_reply(again));
-    maia.mock.push(mock::text_reply(again));
+    // A call mixed with prose: corrected once; mixed again, the model is
+    // switched to text edits (no tools offered) and its answer ends the turn.
+    let mixed = "Let me read it: default_api:Read(file_path=\"a.txt\")";
+    maia.mock.push(mock::text_reply(mixed));
+    maia.mock.push(mock::text_reply(mixed));
+    maia.mock.push(mock::text_reply("It says alpha."));
     let (resp, before) = maia.turn(&sid, "again").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
-    assert_eq!(maia.mock.requests().len(), 5);
-    assert!(agent_text(&before).contains(again));
+    let requests = maia.mock.requests();
+    assert_eq!(requests.len(), 5);
+    let retry = requests[3]["messages"].as_array().unwrap();
+    assert!(content_text(retry.last().unwrap()).contains("tool-calling interface"));
+    assert!(
+        requests[3]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    );
+    assert!(
+        requests[4]
+            .get("tools")
+            .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
+        "{}",
+        requests[4]
+    );
+    assert!(content_text(&requests[4]["messages"][0]).contains("# How to change a file"));
+    assert!(agent_text(&before).contains("edits with text blocks"));
     assert_eq!(maia.mock.pending_replies(), 0);
     let (_, before) = maia.turn(&sid, "/context").await;
     assert!(
-        agent_text(&before).contains("tool calls written as text: 2 retried, 1 shown as text"),
+        agent_text(&before).contains(
+            "tool calls written as text: 1 run as calls, 1 corrections sent, 0 shown as text"
+        ),
         "{}",
         agent_text(&before)
+    );
+}
+
+#[tokio::test]
+async fn with_text_edits_off_a_mixed_call_is_corrected_twice_then_said_unfinished() {
+    let mut maia = Maia::start_with(Options {
+        settings: json!({"textEdits": false}),
+        ..Default::default()
+    })
+    .await;
+    maia.initialize_with(json!({"session": {"notices": {}}}))
+        .await;
+    let sid = maia.new_session().await;
+    let mixed = "I will call {\"name\": \"Read\", \"arguments\": {\"file_path\": \"a.txt\"}} now.";
+    for _ in 0..3 {
+        maia.mock.push(mock::text_reply(mixed));
+    }
+    let (resp, before) = maia.turn(&sid, "read a.txt").await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn");
+    assert_eq!(maia.mock.requests().len(), 3);
+    assert!(agent_text(&before).contains(mixed));
+    let notices: Vec<_> = updates_of(&before, "notice");
+    assert!(
+        notices
+            .iter()
+            .any(|n| n["severity"] == "warning" && n.to_string().contains("after 2 corrections")),
+        "{notices:?}"
     );
 }
 

@@ -1072,7 +1072,12 @@ async fn the_message_id_a_v2_prompt_is_answered_with_names_it_for_a_rewind() {
     // The next request starts afresh: neither message is in it.
     client.maia.mock.push(mock::text_reply("third answer"));
     client.turn(&sid, "third", |_| None).await;
-    let last = client.maia.mock.requests().last().unwrap()["messages"].to_string();
+    // The conversation, without the system prompt.
+    let messages = client.maia.mock.requests().last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let last = Value::Array(messages[1..].to_vec()).to_string();
     assert!(
         !last.contains("first") && !last.contains("second"),
         "{last}"

@@ -165,7 +165,8 @@ async fn json_output_is_one_event_per_line() {
     let last = events.last().unwrap();
     assert_eq!(
         *last,
-        json!({"type": "turn_ended", "session_id": id, "stop_reason": "end_turn", "exit_code": 0})
+        json!({"type": "turn_ended", "session_id": id, "stop_reason": "end_turn",
+               "unfinished": null, "exit_code": 0})
     );
     // The thread is saved in the project, as an editor's are.
     let saved = std::fs::read_dir(place.path(".maia/.sessions"))
@@ -188,7 +189,12 @@ async fn a_question_nobody_can_answer_is_refused_and_the_run_goes_on() {
     ]));
     place.mock.push(mock::text_reply("I could not create it."));
     let run = place.exec(&["--json", "create made.txt"], "").await;
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    // Nothing ran after the refusal: the task is undone, and the status says so.
+    assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        of_type(&events(&run), "turn_ended")[0]["unfinished"],
+        "refused"
+    );
     assert!(!place.path("made.txt").exists(), "a refused call ran");
     let events = events(&run);
     let refused = of_type(&events, "permission_refused");
@@ -217,7 +223,12 @@ async fn a_question_nobody_can_answer_is_refused_and_the_run_goes_on() {
     )]));
     place.mock.push(mock::text_reply("No."));
     let run = place.exec(&["create made.txt"], "").await;
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("nothing ran after it"),
+        "{}",
+        run.stderr
+    );
     assert!(
         run.stderr
             .contains("refused (no one to ask in maia exec): ")
@@ -544,4 +555,142 @@ async fn on_a_terminal_a_spinner_names_the_running_tool() {
         terminal.contains("\r\x1b[2K  ✓ Run `sleep 2`"),
         "{terminal:?}"
     );
+}
+
+#[tokio::test]
+async fn a_tool_call_written_as_a_fenced_json_block_runs_as_that_call() {
+    let place = Place::new().await;
+    std::fs::write(place.path("notes.txt"), "hello from the file\n").unwrap();
+    // As Qwen2.5-Coder writes it: the whole reply one fenced call.
+    place.mock.push(mock::text_chunks(
+        &[
+            "```json\n{\n  \"name\": \"Read\",\n",
+            "  \"arguments\": {\"file_path\": \"notes.txt\"}\n}\n```",
+        ],
+        Duration::ZERO,
+    ));
+    place.mock.push(mock::text_reply("It says hello."));
+    let run = place.exec(&["--json", "what is in notes.txt?"], "").await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let events = events(&run);
+    let calls = of_type(&events, "tool_call");
+    assert_eq!(calls.len(), 1, "{}", run.stdout);
+    assert_eq!(calls[0]["name"], "Read");
+    // Shown as a call, never as JSON in the answer.
+    let text: String = of_type(&events, "text")
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "It says hello.");
+    // The next request carries a real call and its result.
+    let requests = place.mock.requests();
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(messages[n - 2]["tool_calls"][0]["function"]["name"], "Read");
+    assert!(messages[n - 2]["content"].is_null(), "{}", messages[n - 2]);
+    assert!(tool_results(&place.mock, 1)[0].contains("hello from the file"));
+}
+
+#[tokio::test]
+async fn a_turn_that_did_not_do_its_job_exits_3_with_the_reason() {
+    // An empty answer.
+    let place = Place::new().await;
+    place.mock.push(mock::text_reply(""));
+    let run = place.exec(&["--json", "fix the bug"], "").await;
+    assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
+    let events = events(&run);
+    assert_eq!(
+        of_type(&events, "turn_unfinished")[0]["reason"],
+        "empty_answer"
+    );
+    let ended = of_type(&events, "turn_ended")[0];
+    assert_eq!(ended["unfinished"], "empty_answer");
+    assert_eq!(ended["exit_code"], 3);
+
+    // A refused call after which nothing ran.
+    let place = Place::new().await;
+    place.mock.push(mock::tool_calls_reply(&[(
+        "c1",
+        "Bash",
+        json!({"command": "touch made"}),
+    )]));
+    place
+        .mock
+        .push(mock::text_reply("I could not run the command."));
+    let run = place.exec(&["create the file"], "").await;
+    assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("nothing ran after it"),
+        "{}",
+        run.stderr
+    );
+    assert!(!place.path("made").exists());
+
+    // A refused call the model worked around: done.
+    let place = Place::new().await;
+    std::fs::write(place.path("a.txt"), "x").unwrap();
+    place.mock.push(mock::tool_calls_reply(&[(
+        "c1",
+        "Bash",
+        json!({"command": "cat a.txt"}),
+    )]));
+    place.mock.push(mock::tool_calls_reply(&[(
+        "c2",
+        "Read",
+        json!({"file_path": "a.txt"}),
+    )]));
+    place.mock.push(mock::text_reply("It holds x."));
+    let run = place.exec(&["what is in a.txt?"], "").await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+}
+
+#[tokio::test]
+async fn in_text_mode_the_named_files_are_shown_and_blocks_are_applied_as_edits() {
+    let place = Place::new().await;
+    std::fs::write(
+        place.home.path().join(".maia/settings.json"),
+        json!({"LiteLLM_URL": place.mock.url(), "model": "mock-model",
+               "llm_retry_base_ms": 10, "llm_max_retries": 0, "textEdits": true})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        place.path("greet.py"),
+        "GREETING = \"Hello\"\nprint(GREETING)\n",
+    )
+    .unwrap();
+    place.mock.push(mock::text_reply(
+        "path/to/greet.py\n```python\nGREETING = \"Hi\"\nprint(GREETING)\n```\n\nI changed the greeting.",
+    ));
+    let run = place
+        .exec(
+            &[
+                "--json",
+                "--mode",
+                "accept-edits",
+                "In greet.py, say Hi instead of Hello.",
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(place.path("greet.py")).unwrap(),
+        "GREETING = \"Hi\"\nprint(GREETING)\n"
+    );
+    let events = events(&run);
+    let calls = of_type(&events, "tool_call");
+    assert_eq!(calls.len(), 1, "{}", run.stdout);
+    assert_eq!(calls[0]["name"], "Write");
+    assert_eq!(calls[0]["kind"], "edit");
+    // One request: no tools offered, the file shown, the format told.
+    let requests = place.mock.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(
+        requests[0]
+            .get("tools")
+            .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty))
+    );
+    assert!(requests[0].to_string().contains("GREETING = \\\"Hello\\\""));
+    assert!(content_text(&requests[0]["messages"][0]).contains("# How to change a file"));
 }

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::time::Duration;
 
 use maia_test_support::MockLlm;
 use serde_json::{Value, json};
@@ -26,6 +27,22 @@ pub async fn maia(
     env: &[(&str, &str)],
     input: &str,
 ) -> Run {
+    run_maia(home, cwd, args, env, input, WAIT * 2).await
+}
+
+/// [`maia`] with no input and a wait of its own (a real model's run).
+pub async fn maia_with_timeout(home: &Path, cwd: &Path, args: &[&str], wait: Duration) -> Run {
+    run_maia(home, cwd, args, &[], "", wait).await
+}
+
+async fn run_maia(
+    home: &Path,
+    cwd: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    input: &str,
+    wait: Duration,
+) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_maia"));
     command
         .args(args)
@@ -44,7 +61,7 @@ pub async fn maia(
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(input.as_bytes()).await.unwrap();
     drop(stdin);
-    let out = tokio::time::timeout(WAIT * 2, child.wait_with_output())
+    let out = tokio::time::timeout(wait, child.wait_with_output())
         .await
         .expect("maia did not finish")
         .unwrap();

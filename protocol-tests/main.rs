@@ -47,6 +47,7 @@ mod lsp_lifecycle;
 mod lsp_undo;
 mod neovim;
 mod readme;
+mod real_model;
 mod registry;
 mod remote;
 mod remote_client;

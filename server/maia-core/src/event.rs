@@ -148,6 +148,34 @@ pub struct CommandEntry {
     pub hint: Option<String>,
 }
 
+/// Why a turn that ended normally did not do its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfinished {
+    /// The model kept writing a tool call as text mixed with prose, and it
+    /// was not run.
+    TextToolCall,
+    /// The model's answer was empty and it ran no tool.
+    EmptyAnswer,
+    /// The model repeated its last reply word for word (text mode).
+    Repeated,
+    /// A call was refused and nothing ran after it (reported by the front
+    /// door that refused it: `maia exec`).
+    Refused,
+}
+
+impl Unfinished {
+    /// Its name on the wire (`text_tool_call`, `empty_answer`, `repeated`,
+    /// `refused`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Unfinished::TextToolCall => "text_tool_call",
+            Unfinished::EmptyAnswer => "empty_answer",
+            Unfinished::Repeated => "repeated",
+            Unfinished::Refused => "refused",
+        }
+    }
+}
+
 /// How important a notice is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoticeLevel {
@@ -244,6 +272,13 @@ pub enum Event {
     /// prompt was not sent, the model looped…): the message, already told
     /// to the user as text. Followed by [`Event::TurnEnded`].
     TurnFailed(String),
+    /// The turn ended without doing its job, though nothing failed: why,
+    /// and a sentence for the user (front doors show it as a notice; `maia
+    /// exec` exits with its own status). Before [`Event::TurnEnded`].
+    TurnUnfinished {
+        reason: Unfinished,
+        text: String,
+    },
     /// The prompt queue changed (`crate::queue`): list it again.
     QueueChanged,
     /// A turn taken from the prompt queue started or ended.
@@ -466,6 +501,10 @@ impl Event {
                 text: text.clone(),
             },
             Event::TurnFailed(text) => Event::TurnFailed(text.clone()),
+            Event::TurnUnfinished { reason, text } => Event::TurnUnfinished {
+                reason: *reason,
+                text: text.clone(),
+            },
             Event::QueueChanged => Event::QueueChanged,
             Event::QueueTurn {
                 turn_id,

@@ -49,6 +49,7 @@ mod slash;
 pub mod store;
 pub mod subagent;
 mod system_prompt;
+mod text_edits;
 mod text_tool_calls;
 pub mod timeline;
 mod tools;
@@ -63,7 +64,7 @@ pub use event::{
     ChoiceKind, CommandEntry, CommandProgress, CompactionState, Event, FileChange, FileOperation,
     NoticeLevel, PermissionChoice, PermissionReply, PermissionRequest, StopReason, SubagentEvent,
     SubagentInfo, SubagentState, SubagentUpdate, ToolCallPatch, ToolCallView, ToolContent,
-    ToolStatus,
+    ToolStatus, Unfinished,
 };
 pub use handle::{Busy, SessionHandle};
 /// The language servers a session would use ([`maia_lsp_client`]).

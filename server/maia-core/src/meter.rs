@@ -12,6 +12,8 @@ pub struct TextToolCalls {
     pub retried: u32,
     /// Retries that came back as text again (shown to the user as text).
     pub shown: u32,
+    /// Calls read from replies that were nothing but calls, and run.
+    pub run: u64,
 }
 
 /// A context size the server reported, and how much of the history it
@@ -224,6 +226,12 @@ impl Meter {
         self.text_tool_calls.retried += 1;
     }
 
+    /// Replies that were nothing but tool calls written as text, run as
+    /// `calls` calls.
+    pub(crate) fn text_tool_calls_run(&mut self, calls: usize) {
+        self.text_tool_calls.run += calls as u64;
+    }
+
     /// A tool call written as text again, shown as text.
     pub(crate) fn text_tool_call_shown(&mut self) {
         self.text_tool_calls.shown += 1;
@@ -413,7 +421,8 @@ mod tests {
             meter.text_tool_calls(),
             TextToolCalls {
                 retried: 2,
-                shown: 1
+                shown: 1,
+                run: 0
             }
         );
         assert_eq!(meter.chars_of(100.0), 400);

@@ -29,6 +29,8 @@ pub(crate) struct Project {
     /// The model server's client, built from [`Project::settings`].
     pub llm: Result<LlmClient, LlmError>,
     pub context_file: Option<ContextFile>,
+    /// A `SYSTEM.md` replacing the built-in doctrine.
+    pub system_md: Option<crate::system_prompt::SystemMd>,
     /// The permission rules (with the session's additional roots set),
     /// shared with the turn's tool calls.
     pub broker: Arc<Mutex<Broker>>,
@@ -182,6 +184,7 @@ impl Project {
         let pending_tools = pending_tools(home, cwd, &custom_tools);
         Project {
             context_file: context_file::load(cwd),
+            system_md: crate::system_prompt::system_md(home, cwd),
             skills: Arc::new(skills::load(home, cwd)),
             markdown_commands: Arc::new(markdown_commands::load(home, cwd)),
             settings,
@@ -205,6 +208,7 @@ impl Project {
             settings: self.settings.clone(),
             llm: Ok(self.llm.as_ref().ok()?.clone()),
             context_file: self.context_file.clone(),
+            system_md: self.system_md.clone(),
             broker: self.broker.clone(),
             sandbox: self.sandbox.clone(),
             sandbox_notes: Vec::new(),

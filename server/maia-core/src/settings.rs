@@ -15,7 +15,14 @@
 //! `{"<name>": {"url", "headers", "disabledTools"}}`; merged server by
 //! server, the folder's entry winning), `prices` (`{"<model>":
 //! {"input_cost_per_token", "output_cost_per_token", …}}`, see
-//! [`crate::cost`]).
+//! [`crate::cost`]), `textToolCalls` (`false`, or `{"<model>": false}`:
+//! whether a reply that is nothing but tool calls written as text is run as
+//! those calls; default on for every model, see `text_tool_calls`),
+//! `localModels` (`true`, `["<model>"]` or `{"<model>": true|false}`: models
+//! served locally, offered the smaller tool set; default: models with a
+//! context window of at most 16k tokens), `textEdits` (`true`, `false`,
+//! or per model: edits as SEARCH/REPLACE text blocks instead of tools;
+//! unset: only after a model's tool calls failed, see `session/text_mode`).
 //! A file that is not valid JSON is reported and ignored. The API key is
 //! never logged.
 //!
@@ -65,6 +72,14 @@ pub struct Settings {
     /// Models known to take a reasoning effort or not (`reasoningModels`),
     /// whatever `/model/info` says.
     pub reasoning_models: HashMap<String, bool>,
+    /// Whether tool calls written as text are run, per model
+    /// (`textToolCalls`; `"*"`: every model).
+    pub text_tool_calls: HashMap<String, bool>,
+    /// Whether a model edits with text blocks instead of tools, per model
+    /// (`textEdits`; unset: only after its tool calls failed).
+    pub text_edits: HashMap<String, bool>,
+    /// Models marked local or not (`localModels`; `"*"`: every model).
+    pub local_models: HashMap<String, bool>,
     /// MCP servers configured in the settings (`mcpServers`).
     pub mcp_servers: Vec<maia_mcp::McpServerConfig>,
     /// `disabledTools` of entries that only name a server (to apply to a
@@ -368,6 +383,9 @@ fn from_map(
     };
     let vision_models = model_flags(map, "visionModels", &mut warnings);
     let reasoning_models = model_flags(map, "reasoningModels", &mut warnings);
+    let text_tool_calls = model_flags(map, "textToolCalls", &mut warnings);
+    let local_models = model_flags(map, "localModels", &mut warnings);
+    let text_edits = model_flags(map, "textEdits", &mut warnings);
     let prices = crate::cost::parse_setting(map.get("prices"), &mut warnings);
     Settings {
         llm,
@@ -380,6 +398,9 @@ fn from_map(
         tool_result_share,
         vision_models,
         reasoning_models,
+        text_tool_calls,
+        text_edits,
+        local_models,
         mcp_servers: Vec::new(),
         mcp_disabled: HashMap::new(),
         mcp_offline: Vec::new(),
@@ -389,8 +410,15 @@ fn from_map(
     }
 }
 
-/// A per-model flag setting (`visionModels`, `reasoningModels`): a list of
-/// model names (each `true`) or an object of `true`/`false`.
+/// A per-model flag of [`Settings`]: the model's own entry, else the one
+/// for every model (`"*"`).
+pub fn model_flag(flags: &HashMap<String, bool>, model: &str) -> Option<bool> {
+    flags.get(model).or_else(|| flags.get("*")).copied()
+}
+
+/// A per-model flag setting (`visionModels`, `reasoningModels`, …): a list
+/// of model names (each `true`), an object of `true`/`false`, or one
+/// `true`/`false` for every model (kept as `"*"`).
 fn model_flags(
     map: &Map<String, Value>,
     key: &str,
@@ -399,6 +427,9 @@ fn model_flags(
     let mut flags = HashMap::new();
     match map.get(key) {
         None => {}
+        Some(Value::Bool(all)) => {
+            flags.insert("*".to_owned(), *all);
+        }
         Some(Value::Array(models)) => {
             for model in models {
                 match model.as_str() {

@@ -136,8 +136,8 @@ pub fn definitions() -> Vec<ToolDefinition> {
             name: "Bash",
             narrow_hint: "Run the command again with its output narrowed (grep, head, tail, sed -n) to see them",
             changes: Changes::Process,
-            description: "Run a shell command with /bin/sh in the working directory. stdout and \
-                stderr are combined; long output is truncated in the middle. Default timeout 2 \
+            description: "Run a shell command with bash (POSIX sh where bash is missing) in the \
+                working directory. stdout and stderr are combined; long output is truncated in the middle. Default timeout 2 \
                 minutes (at most 10 minutes). Start long-running servers and watchers with \
                 run_in_background: true (the call returns at once with a task id; read new output \
                 with TaskOutput, stop it with TaskStop; you are told when it ends). No interactive \

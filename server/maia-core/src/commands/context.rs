@@ -66,7 +66,7 @@ pub(super) fn context_command(session: &Session) {
          - in use: {meter}, {source}\n\
          - calibration: {ratio:.2} real tokens per estimated token\n\
          - model: `{model}`, context window: {window}{window_source}\n\
-         - system prompt: ~{sys} tokens\n\
+         - system prompt: ~{sys} tokens, {doctrine}\n\
          - context file: {context_file}\n\
          - tool definitions: ~{tools} tokens\n\
          - messages: {count} (~{msgs} tokens)\n\
@@ -76,10 +76,11 @@ pub(super) fn context_command(session: &Session) {
          - cached prompt tokens this session: {cached}\n\
          - prompt caching: {caching}\n\
          - summaries written by: `{summary_model}`\n\
-         - tool calls written as text: {retried} retried, {shown} shown as text",
+         - tool calls written as text: {run} run as calls, {retried} corrections sent, {shown} shown as text",
         name = session.conversation().name(),
         ratio = session.meter().calibration(),
         sys = session.meter().calibrated(system.len()),
+        doctrine = session.doctrine_in_force(),
         tools = session.meter().calibrated(tools),
         count = session.conversation().len(),
         msgs = session.meter().calibrated(messages),
@@ -92,6 +93,7 @@ pub(super) fn context_command(session: &Session) {
         cached = session.meter().cached_total(),
         cost = crate::cost::show(session.conversation().ledger().total()),
         turn_cost = crate::cost::show(session.conversation().turn_cost().total()),
+        run = session.meter().text_tool_calls().run,
         retried = session.meter().text_tool_calls().retried,
         shown = session.meter().text_tool_calls().shown,
     );

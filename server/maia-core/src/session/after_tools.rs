@@ -22,6 +22,7 @@ impl Session {
     pub(crate) async fn after_tools(
         &mut self,
         calls: &[ToolCall],
+        as_text: bool,
         state: &mut TurnLoop,
         cancel: &CancellationToken,
     ) -> ControlFlow<StopReason> {
@@ -33,6 +34,11 @@ impl Session {
         let mut results = done.messages;
         self.attach_tool_images(&mut results, done.images, cancel)
             .await;
+        let failed: Vec<bool> = done
+            .views
+            .iter()
+            .map(|v| v.status == crate::event::ToolStatus::Failed)
+            .collect();
         for call in done.views {
             self.record(&Record::tool_call(&call));
         }
@@ -43,7 +49,15 @@ impl Session {
                 looping |= state.guard.step(call, content);
             }
         }
-        self.push_results(calls, results, state);
+        if as_text {
+            // Text mode: the results as one user message; edits that all
+            // applied end the turn.
+            if self.push_text_results(calls, results, &failed, state) && !cancel.is_cancelled() {
+                return ControlFlow::Break(StopReason::EndTurn);
+            }
+        } else {
+            self.push_results(calls, results, state);
+        }
         if cancel.is_cancelled() {
             return ControlFlow::Break(StopReason::Cancelled);
         }

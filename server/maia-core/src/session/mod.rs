@@ -56,6 +56,7 @@ pub(crate) mod rewind;
 mod round;
 pub(crate) mod steer;
 pub(crate) mod text;
+mod text_mode;
 mod tooling;
 mod turn;
 
@@ -114,6 +115,9 @@ pub(crate) struct Session {
     checkpoints: crate::checkpoint::Checkpoints,
     /// A `Task` call's child: its place ([`crate::subagent`]).
     role: Option<crate::subagent::ChildRole>,
+    /// The model could not call tools: turns edit with text blocks
+    /// ([`text_mode`]).
+    text_mode: bool,
 }
 
 /// What a session is given when it opens and keeps until it ends.
@@ -170,6 +174,8 @@ pub(crate) struct TurnState {
     pub(crate) read_only: bool,
     /// The usage the server reported for this turn's requests, summed.
     pub(crate) usage: Option<maia_llm::Usage>,
+    /// The system prompt's environment section, made at the turn's start.
+    pub(crate) environment: String,
 }
 
 /// What a session starts with; the rest starts empty.
@@ -212,6 +218,7 @@ impl Session {
             conversation,
             meter: Meter::default(),
             tools: ToolState::default(),
+            text_mode: false,
             turn: TurnState::default(),
             model,
             mode: Mode::default(),
@@ -351,6 +358,12 @@ impl Session {
         self.say(text);
         self.emit(Event::TurnFailed(message));
         crate::event::StopReason::EndTurn
+    }
+
+    /// Says the turn ends without doing its job ([`Event::TurnUnfinished`]).
+    pub(crate) fn unfinished(&self, reason: crate::event::Unfinished, text: String) {
+        tracing::warn!(reason = reason.name(), "{text}");
+        self.emit(Event::TurnUnfinished { reason, text });
     }
 
     /// Saves a record of what the user saw (see [`Conversation::record`]).

@@ -60,10 +60,33 @@ pub(crate) struct TurnLoop {
     /// Whether the turn compacted (once only for a rejected request).
     pub(crate) compacted: bool,
     pub(super) guard: LoopGuard,
-    /// A reply that wrote a tool call as text, retried once with a correction.
+    /// A reply that mixed a tool call with text, asked again with a correction.
     pub(crate) correction: Option<String>,
-    pub(crate) corrected: bool,
+    /// Corrections sent in this turn (at most [`MAX_CORRECTIONS`]).
+    pub(crate) corrections: u8,
+    /// Whether a reply that is nothing but tool calls written as text is
+    /// run as those calls (`textToolCalls`, on unless turned off).
+    pub(crate) text_calls: bool,
+    /// Edits come as text blocks, no tool is offered (`text_mode`).
+    pub(crate) text_mode: bool,
+    /// Files text mode showed this turn.
+    pub(crate) shown_files: Vec<std::path::PathBuf>,
+    /// The last text-mode reply ran a command (its output is to be read).
+    pub(crate) text_commands: bool,
+    /// The last text-mode reply's text (the same again ends the turn).
+    pub(crate) last_text_reply: String,
+    /// Only the core tools are offered (a local model, or a small window).
+    pub(crate) core_tools: bool,
 }
+
+/// A window up to this many tokens counts as small.
+const SMALL_WINDOW: u64 = 16_384;
+/// The most a local model (or one with a small window) may answer in one
+/// reply, in tokens.
+const LOCAL_MAX_OUTPUT: u64 = 4096;
+
+/// Corrections sent at most in one turn for tool calls mixed with text.
+const MAX_CORRECTIONS: u8 = 2;
 
 /// One request as sent and what came back.
 pub(crate) struct Sent {
@@ -71,6 +94,8 @@ pub(crate) struct Sent {
     /// The text streamed before a failure.
     pub(crate) partial: String,
     pub(crate) size: RequestSize,
+    /// The reply's text held back while it streamed.
+    pub(crate) held: crate::session::turn::Held,
 }
 
 /// What the turn does after an answer.
@@ -81,6 +106,19 @@ pub(crate) enum Answered {
     Stop(StopReason),
     /// Run these tool calls ([`Session::after_tools`]).
     Tools(Vec<ToolCall>),
+    /// Run these calls from text blocks, their results told as text.
+    TextSteps(Vec<ToolCall>),
+    /// Ask again (text mode showed files the reply named).
+    Again,
+}
+
+/// What a reply that wrote a tool call as text leads to.
+enum WrittenAsText {
+    No,
+    /// Ask again with a correction.
+    Correct,
+    /// Corrections failed: edit with text blocks from now on.
+    TextMode,
 }
 
 impl Session {
@@ -121,13 +159,25 @@ impl Session {
     pub(crate) fn turn_loop(&self, model: String) -> TurnLoop {
         TurnLoop {
             cache: self.prompt_caching(&model),
-            model,
             round: self.round(),
             requests: 0,
             compacted: false,
             guard: LoopGuard::default(),
             correction: None,
-            corrected: false,
+            corrections: 0,
+            text_calls: crate::settings::model_flag(&self.project.settings.text_tool_calls, &model)
+                .unwrap_or(true),
+            text_mode: self.text_mode
+                || self.text_edits_setting(&model).unwrap_or_else(|| {
+                    crate::settings::model_flag(&self.project.settings.local_models, &model)
+                        == Some(true)
+                }),
+            shown_files: Vec::new(),
+            text_commands: false,
+            last_text_reply: String::new(),
+            core_tools: crate::settings::model_flag(&self.project.settings.local_models, &model)
+                .unwrap_or_else(|| self.meter.window().is_some_and(|w| w <= SMALL_WINDOW)),
+            model,
         }
     }
 
@@ -176,7 +226,7 @@ impl Session {
     ) -> Sent {
         let mut messages = Vec::with_capacity(self.conversation.len() + 3);
         messages.push(ChatMessage::System {
-            content: self.system_prompt(),
+            content: self.system_prompt_for(state.text_mode),
         });
         messages.extend(self.conversation.history().iter().cloned());
         crate::conversation::repair_history(&mut messages);
@@ -187,8 +237,27 @@ impl Session {
         let request = ChatRequest {
             model: state.model.clone(),
             messages,
-            tools: state.round.specs.clone(),
-            max_tokens: None,
+            tools: if state.text_mode {
+                Vec::new()
+            } else if state.core_tools {
+                state
+                    .round
+                    .specs
+                    .iter()
+                    .filter(|s| crate::tools::CORE_TOOLS.contains(&s.name.as_str()))
+                    .cloned()
+                    .collect()
+            } else {
+                state.round.specs.clone()
+            },
+            // A local model's answer is bounded: a small model caught in a
+            // repetition loop would otherwise write until its window is full.
+            max_tokens: state.core_tools.then(|| {
+                self.meter
+                    .window()
+                    .map_or(LOCAL_MAX_OUTPUT, |w| (w / 8).clamp(1024, LOCAL_MAX_OUTPUT))
+                    as u32
+            }),
             cache: state.cache,
             reasoning_effort: self.reasoning_effort(&state.model),
         };
@@ -205,14 +274,17 @@ impl Session {
             messages: images::with_images(request.messages, &shown),
             ..request
         };
-        let (result, partial, thought) = self.stream(&request, cancel).await;
-        if !thought.is_empty() {
-            self.record(&Record::Thought { text: thought });
+        let streamed = self.stream(&request, state.text_calls, cancel).await;
+        if !streamed.thought.is_empty() {
+            self.record(&Record::Thought {
+                text: streamed.thought,
+            });
         }
         Sent {
-            result,
-            partial,
+            result: streamed.result,
+            partial: streamed.partial,
             size,
+            held: streamed.held,
         }
     }
 
@@ -303,12 +375,14 @@ impl Session {
         }
     }
 
-    /// An answer: its usage billed and metered, a tool call written as
-    /// text retried once, the answer kept; it ends the turn unless it asks
-    /// for tools.
+    /// An answer: its usage billed and metered; a reply that is nothing
+    /// but tool calls written as text run as those calls, one that mixes a
+    /// call with text asked again with a correction; the answer kept; it
+    /// ends the turn unless it asks for tools.
     pub(crate) async fn on_answer(
         &mut self,
         completion: Completion,
+        held: crate::session::turn::Held,
         size: RequestSize,
         state: &mut TurnLoop,
         cancel: &CancellationToken,
@@ -334,17 +408,52 @@ impl Session {
             self.emit_usage(usage.kept(), window);
         }
         let Completion {
-            text,
-            tool_calls,
+            mut text,
+            mut tool_calls,
             finish_reason,
             ..
         } = completion;
-        if tool_calls.is_empty()
-            && finish_reason != Some(FinishReason::Length)
-            && self.written_as_text(&text, usage.as_ref(), size, state)
+        let unanswered = tool_calls.is_empty() && finish_reason != Some(FinishReason::Length);
+        if let Some(calls) = (unanswered && state.text_calls)
+            .then(|| crate::text_tool_calls::parse(&text))
+            .flatten()
         {
-            state.correction = Some(text);
-            return Answered::Retry;
+            // Run as the calls they are; the history carries them as
+            // calls, so the next request is well formed for the server.
+            tracing::info!(
+                model = state.model,
+                calls = calls.len(),
+                "tool calls written as text, run as calls"
+            );
+            self.meter.text_tool_calls_run(calls.len());
+            tool_calls = calls
+                .into_iter()
+                .map(|call| ToolCall {
+                    id: format!("call_{}", uuid::Uuid::new_v4().simple()),
+                    name: call.name,
+                    arguments: call.arguments.to_string(),
+                })
+                .collect();
+            text.clear();
+        } else {
+            self.show_held(held);
+            let written = if unanswered {
+                self.written_as_text(&text, usage.as_ref(), size, state)
+            } else {
+                WrittenAsText::No
+            };
+            match written {
+                WrittenAsText::No => {}
+                WrittenAsText::Correct => {
+                    state.correction = Some(text);
+                    return Answered::Retry;
+                }
+                WrittenAsText::TextMode => {
+                    self.push_message(ChatMessage::assistant(text.clone()));
+                    self.enter_text_mode(state, &text).await;
+                    return Answered::Again;
+                }
+            }
         }
         self.push_message(ChatMessage::Assistant {
             content: (!text.is_empty()).then_some(text),
@@ -356,6 +465,23 @@ impl Session {
         }
         if !tool_calls.is_empty() {
             return Answered::Tools(tool_calls);
+        }
+        if state.text_mode && finish_reason != Some(FinishReason::Length) {
+            let text = self.conversation.history().last().and_then(|m| match m {
+                ChatMessage::Assistant { content, .. } => content.clone(),
+                _ => None,
+            });
+            match self.text_reply(text.as_deref().unwrap_or(""), state).await {
+                super::text_mode::TextReply::Steps(calls) => return Answered::TextSteps(calls),
+                super::text_mode::TextReply::ShowFiles => return Answered::Again,
+                super::text_mode::TextReply::Answer => {}
+            }
+        }
+        if finish_reason != Some(FinishReason::Length) && self.empty_turn() {
+            self.unfinished(
+                crate::event::Unfinished::EmptyAnswer,
+                "The model gave an empty answer and did nothing; the task is not done.".to_owned(),
+            );
         }
         Answered::Stop(match finish_reason {
             Some(FinishReason::Length) => StopReason::MaxTokens,
@@ -369,30 +495,65 @@ impl Session {
             _ => StopReason::EndTurn,
         })
     }
-    /// Whether an answer without tool calls wrote one as text and is to be
-    /// asked again with a correction (once a turn; a second time it is
-    /// shown as text).
+    /// Whether the turn's answers so far hold no text and no tool call.
+    fn empty_turn(&self) -> bool {
+        let start = self.turn.prompt.as_ref().map_or(0, |p| p.index);
+        self.conversation
+            .history()
+            .iter()
+            .skip(start)
+            .all(|m| match m {
+                ChatMessage::Assistant {
+                    content,
+                    tool_calls,
+                } => {
+                    tool_calls.is_empty() && content.as_deref().is_none_or(|t| t.trim().is_empty())
+                }
+                _ => true,
+            })
+    }
+
+    /// Whether an answer without tool calls mixed one with text and is to
+    /// be asked again with a correction (at most [`MAX_CORRECTIONS`] times
+    /// a turn; then it is shown as text and the turn says so).
     fn written_as_text(
         &mut self,
         text: &str,
         usage: Option<&maia_llm::Usage>,
         size: RequestSize,
         state: &mut TurnLoop,
-    ) -> bool {
+    ) -> WrittenAsText {
+        if state.text_mode {
+            return WrittenAsText::No;
+        }
         let Some(what) = crate::text_tool_calls::detect(text, &state.round.names) else {
-            return false;
+            return WrittenAsText::No;
         };
-        if state.corrected {
+        if state.corrections >= 1 && self.text_edits_setting(&state.model) != Some(false) {
+            tracing::warn!(model = state.model, form = %what, "a tool call came mixed with text after a correction; text mode from now on");
+            self.say(
+                "\n\n*The model could not call tools; it edits with text blocks from now on.*\n\n"
+                    .to_owned(),
+            );
+            return WrittenAsText::TextMode;
+        }
+        if state.corrections >= MAX_CORRECTIONS {
             self.meter.text_tool_call_shown();
             tracing::warn!(model = state.model, form = %what, "a tool call came as text again; shown as text");
-            return false;
+            self.unfinished(
+                crate::event::Unfinished::TextToolCall,
+                format!(
+                    "The model wrote a tool call ({what}) as text again after {MAX_CORRECTIONS} corrections; it was not run, so the task may be undone."
+                ),
+            );
+            return WrittenAsText::No;
         }
-        state.corrected = true;
+        state.corrections += 1;
         self.meter.text_tool_call_retried();
         tracing::warn!(model = state.model, form = %what, "a tool call came as text; retrying once with a correction");
         if let Some(usage) = usage {
             self.meter.calibrate(usage.prompt_tokens, size.chars);
         }
-        true
+        WrittenAsText::Correct
     }
 }

@@ -63,6 +63,28 @@ impl Session {
     }
 
     pub(crate) fn system_prompt(&self) -> String {
+        self.system_prompt_for(false)
+    }
+
+    /// Which doctrine starts the system prompt, for `/context`.
+    pub(crate) fn doctrine_in_force(&self) -> String {
+        match &self.project.system_md {
+            Some(own) => format!(
+                "from {} (replaces the built-in doctrine)",
+                own.path.display()
+            ),
+            None if self.text_mode => {
+                "the text-mode doctrine (the model edits with text blocks)".to_owned()
+            }
+            None => format!(
+                "the built-in doctrine ({} bytes) and the environment",
+                system_prompt::DOCTRINE.len()
+            ),
+        }
+    }
+
+    /// The system prompt; `text_mode` for a turn in text mode.
+    pub(crate) fn system_prompt_for(&self, text_mode: bool) -> String {
         if let Some(own) = self.role.as_ref().and_then(|r| r.prompt.as_deref()) {
             // A subagent's own prompt, with where it works.
             let mut prompt = format!(
@@ -76,12 +98,15 @@ impl Session {
             }
             return prompt;
         }
-        let mut prompt = system_prompt::build(
-            &self.services.cwd,
-            self.project.context_file.as_ref(),
-            self.conversation.summary(),
-            crate::skills::prompt_section(&self.project.skills.skills).as_deref(),
-        );
+        let skills = crate::skills::prompt_section(&self.project.skills.skills);
+        let mut prompt = system_prompt::build(&system_prompt::Parts {
+            system_md: self.project.system_md.as_ref(),
+            context_file: self.project.context_file.as_ref(),
+            summary: self.conversation.summary(),
+            skills: skills.as_deref(),
+            environment: &self.turn.environment,
+            text_mode,
+        });
         if let Some(roots) = crate::workspace::prompt_section(&self.services.roots) {
             prompt.push_str("\n\n");
             prompt.push_str(&roots);
@@ -100,6 +125,9 @@ impl Session {
         cancel: &CancellationToken,
     ) -> StopReason {
         self.refresh_agents();
+        self.turn.environment =
+            system_prompt::environment::section(&self.services.cwd, &self.services.lsp.running())
+                .await;
         let message = build_user_message(&parts, self.services.fs.as_ref()).await;
         // What the model was given of a file counts as read for Edit.
         for (path, text) in &message.seen {
@@ -303,6 +331,20 @@ impl Session {
             Ok(state) => state,
             Err(stop) => return stop,
         };
+        if state.text_mode {
+            // Text mode shows the files the prompt names.
+            let prompt = self.turn.prompt.as_ref().map(|p| p.display.clone());
+            let files = self
+                .files_text(prompt.as_deref().unwrap_or(""), &mut state)
+                .await;
+            // The files, then the request again and the format: what a
+            // small model reads last is what it does.
+            self.push_message(ChatMessage::user(format!(
+                "{files}\n\n{}\n\n{}",
+                prompt.as_deref().unwrap_or(""),
+                crate::text_edits::REMINDER
+            )));
+        }
         loop {
             if let ControlFlow::Break(stop) = self.before_request(&mut state, cancel).await {
                 return stop;
@@ -311,6 +353,7 @@ impl Session {
             let completion = match sent.result {
                 Ok(completion) => completion,
                 Err(error) => {
+                    self.show_held(sent.held);
                     match self
                         .on_error(error, sent.partial, sent.size, &mut state, cancel)
                         .await
@@ -320,15 +363,18 @@ impl Session {
                     }
                 }
             };
-            let calls = match self
-                .on_answer(completion, sent.size, &mut state, cancel)
+            let (calls, as_text) = match self
+                .on_answer(completion, sent.held, sent.size, &mut state, cancel)
                 .await
             {
-                Answered::Retry => continue,
+                Answered::Retry | Answered::Again => continue,
                 Answered::Stop(stop) => return stop,
-                Answered::Tools(calls) => calls,
+                Answered::Tools(calls) => (calls, false),
+                Answered::TextSteps(calls) => (calls, true),
             };
-            if let ControlFlow::Break(stop) = self.after_tools(&calls, &mut state, cancel).await {
+            if let ControlFlow::Break(stop) =
+                self.after_tools(&calls, as_text, &mut state, cancel).await
+            {
                 return stop;
             }
         }
@@ -400,29 +446,41 @@ impl Session {
 
     /// One model request, streaming text and reasoning to the front door.
     /// Returns the result and the text streamed so far.
+    /// Streams `request`: the answer's text shown as it comes, except
+    /// what `gate` holds back as possible tool calls written as text
+    /// (returned in [`Streamed::held`], for the caller to show or not).
     pub(super) async fn stream(
         &self,
         request: &ChatRequest,
+        gate: bool,
         cancel: &CancellationToken,
-    ) -> (Result<Completion, LlmError>, String, String) {
+    ) -> Streamed {
+        let message_id = new_message_id();
         let llm = match &self.project.llm {
             Ok(llm) => llm,
             Err(e) => {
-                return (Err(e.clone()), String::new(), String::new());
+                return Streamed {
+                    result: Err(e.clone()),
+                    partial: String::new(),
+                    thought: String::new(),
+                    held: Held::default(),
+                };
             }
         };
-        let message_id = new_message_id();
         let thought_id = new_message_id();
         let events = self.services.events.clone();
         let mut partial = String::new();
         let mut thought = String::new();
+        let mut gate = crate::text_tool_calls::Gate::new(gate);
         let mut on_delta = |delta: Delta| match delta {
             Delta::Text(text) => {
                 partial.push_str(&text);
-                let _ = events.send(Event::AgentText {
-                    message_id: message_id.clone(),
-                    text,
-                });
+                if let Some(text) = gate.push(&text) {
+                    let _ = events.send(Event::AgentText {
+                        message_id: message_id.clone(),
+                        text,
+                    });
+                }
             }
             Delta::Reasoning(text) => {
                 thought.push_str(&text);
@@ -447,8 +505,43 @@ impl Session {
             Delta::ToolCallStarted { .. } => {}
         };
         let result = llm.stream_chat(request, cancel, &mut on_delta).await;
-        (result, partial, thought)
+        Streamed {
+            result,
+            partial,
+            thought,
+            held: Held {
+                text: gate.take_held(),
+                message_id,
+            },
+        }
     }
+
+    /// Shows what a reply's gate held back (it was not calls).
+    pub(crate) fn show_held(&self, held: Held) {
+        if !held.text.is_empty() {
+            self.emit(Event::AgentText {
+                message_id: held.message_id,
+                text: held.text,
+            });
+        }
+    }
+}
+
+/// A streamed request: its result, the text that came before any failure,
+/// the reasoning, and the text held back unshown.
+pub(super) struct Streamed {
+    pub(super) result: Result<Completion, LlmError>,
+    pub(super) partial: String,
+    pub(super) thought: String,
+    pub(super) held: Held,
+}
+
+/// The text of a reply held back while it streamed, under the message id
+/// its shown part (if any) used.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    pub(crate) message_id: String,
+    pub(crate) text: String,
 }
 
 #[cfg(test)]

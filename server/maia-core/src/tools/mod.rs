@@ -28,6 +28,18 @@ use crate::custom_tools::LoadedTools;
 use crate::skills::LoadedSkills;
 pub(crate) use registry::ToolRegistry;
 
+/// The built-in file and shell tools: what a local model (or a small
+/// window) is offered, the rest staying runnable but undescribed.
+pub(crate) const CORE_TOOLS: [&str; 6] = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"];
+
+/// The tools text mode's steps run as (text_edits.rs): a whole
+/// file, a replacement, a command.
+pub(crate) mod text_steps {
+    pub(crate) const WRITE: &str = "Write";
+    pub(crate) const EDIT: &str = "Edit";
+    pub(crate) const BASH: &str = "Bash";
+}
+
 /// What the registry of a turn is built from: the session's state.
 pub(crate) struct Sources {
     pub skills: Arc<LoadedSkills>,

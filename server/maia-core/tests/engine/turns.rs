@@ -249,7 +249,9 @@ async fn an_answer_with_usage_is_measured_by_the_meter() {
         "{context}"
     );
     assert!(
-        context.contains("tool calls written as text: 0 retried, 0 shown as text"),
+        context.contains(
+            "tool calls written as text: 0 run as calls, 0 corrections sent, 0 shown as text"
+        ),
         "{context}"
     );
 }

@@ -27,6 +27,7 @@ mod fs;
 mod manage;
 mod mirror;
 mod open;
+mod options;
 mod peer;
 mod prompt;
 #[cfg(feature = "llm-providers")]

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use maia_core::{
     Answer, Asker, ClientTools, Engine, EngineOptions, Event, PermissionReply, PromptPart,
-    Question, SessionHandle, StopReason,
+    Question, SessionHandle, StopReason, ToolStatus, Unfinished,
 };
 use maia_tools::LocalFs;
 use tokio::sync::mpsc;
@@ -33,6 +33,10 @@ use render::Output;
 const OK: u8 = 0;
 /// Exit status: the turn or its start failed.
 const FAILED: u8 = 1;
+/// Exit status: the turn ended without doing its job ([`Unfinished`]): a
+/// tool call written as text that could not be run, an empty answer, or a
+/// refused call after which nothing ran.
+const UNFINISHED: u8 = 3;
 /// How long the proxy's model list is waited for.
 const MODEL_LIST_WAIT: Duration = Duration::from_secs(5);
 /// How long a finished session may take to release its thread.
@@ -158,9 +162,10 @@ async fn run(args: &ExecArgs, options: EngineOptions, prompt: String, out: &mut 
         Turn::Stopped(signal) => signal_status(signal),
         Turn::Ended(StopReason::Cancelled) => 130,
         Turn::Ended(StopReason::EndTurn) => OK,
+        Turn::Unfinished(_) => UNFINISHED,
         Turn::Ended(_) | Turn::Failed | Turn::Lost => FAILED,
     };
-    out.ended(&id, turn.stop_reason(), code);
+    out.ended(&id, turn.stop_reason(), turn.unfinished(), code);
     code
 }
 
@@ -243,6 +248,8 @@ enum Turn {
     Ended(StopReason),
     /// It ended after saying it failed ([`Event::TurnFailed`]).
     Failed,
+    /// It ended normally without doing its job.
+    Unfinished(Unfinished),
     /// Cancelled by this signal.
     Stopped(&'static str),
     /// The session's events stopped before the turn ended.
@@ -254,8 +261,16 @@ impl Turn {
         match self {
             Turn::Ended(stop) => render::stop_name(stop),
             Turn::Failed => "failed",
+            Turn::Unfinished(_) => "end_turn",
             Turn::Stopped(_) => "cancelled",
             Turn::Lost => "lost",
+        }
+    }
+
+    fn unfinished(self) -> Option<Unfinished> {
+        match self {
+            Turn::Unfinished(why) => Some(why),
+            _ => None,
         }
     }
 }
@@ -272,6 +287,9 @@ async fn pump(
     let mut tick = tokio::time::interval(render::TICK);
     let mut failed = false;
     let mut stopped = None;
+    let mut unfinished = None;
+    // A call refused here with nothing run after it.
+    let mut refused_last = false;
     loop {
         tokio::select! {
             biased;
@@ -290,11 +308,23 @@ async fn pump(
             event = events.recv() => match event {
                 None => return stopped.map_or(Turn::Lost, Turn::Stopped),
                 Some(Event::TurnEnded(reason)) => {
-                    return match (stopped, failed) {
-                        (Some(signal), _) => Turn::Stopped(signal),
-                        (None, true) => Turn::Failed,
-                        (None, false) => Turn::Ended(reason),
+                    if unfinished.is_none() && refused_last && reason == StopReason::EndTurn {
+                        let text = "A call was refused (no one can answer permission questions in `maia exec`) and nothing ran after it: the task is likely not done.";
+                        out.unfinished(Unfinished::Refused, text);
+                        unfinished = Some(Unfinished::Refused);
+                    }
+                    return match (stopped, failed, unfinished) {
+                        (Some(signal), _, _) => Turn::Stopped(signal),
+                        (None, true, _) => Turn::Failed,
+                        (None, false, Some(why)) if reason == StopReason::EndTurn => {
+                            Turn::Unfinished(why)
+                        }
+                        (None, false, _) => Turn::Ended(reason),
                     };
+                }
+                Some(Event::TurnUnfinished { reason, text }) => {
+                    out.unfinished(reason, &text);
+                    unfinished.get_or_insert(reason);
                 }
                 Some(Event::TurnFailed(message)) => {
                     failed = true;
@@ -307,11 +337,19 @@ async fn pump(
                         handle.cwd(),
                     );
                     out.permission_refused(&request.tool_call, rule.map(|r| r.to_string()));
+                    refused_last = true;
                     let _ = request.reply.send(PermissionReply::Rejected {
                         reason: Some(NO_ONE_TO_ASK.to_owned()),
                     });
                 }
-                Some(event) => out.event(event),
+                Some(event) => {
+                    if let Event::ToolCallUpdate(patch) = &event
+                        && patch.status == Some(ToolStatus::Completed)
+                    {
+                        refused_last = false;
+                    }
+                    out.event(event);
+                }
             },
             Some(question) = asked.recv() => out.question_refused(&question),
             _ = tick.tick() => out.tick(),

@@ -314,10 +314,26 @@ impl Output {
         }
     }
 
-    pub fn ended(&mut self, id: &str, stop_reason: &str, code: u8) {
+    /// The turn ended without doing its job: why.
+    pub fn unfinished(&mut self, reason: maia_core::Unfinished, text: &str) {
+        if self.json {
+            self.emit(json!({"type": "turn_unfinished", "reason": reason.name(), "text": text}));
+        } else {
+            self.note(&format!("! {}", text.trim()));
+        }
+    }
+
+    pub fn ended(
+        &mut self,
+        id: &str,
+        stop_reason: &str,
+        unfinished: Option<maia_core::Unfinished>,
+        code: u8,
+    ) {
         if self.json {
             self.emit(json!({
                 "type": "turn_ended", "session_id": id, "stop_reason": stop_reason,
+                "unfinished": unfinished.map(maia_core::Unfinished::name),
                 "exit_code": code,
             }));
             return;
@@ -491,6 +507,7 @@ fn json_event(event: Event) -> Option<Value> {
         | Event::Commands(_)
         | Event::Permission(_)
         | Event::TurnFailed(_)
+        | Event::TurnUnfinished { .. }
         | Event::Command { .. }
         | Event::FilesChanged { .. }
         | Event::TurnStarted(_)

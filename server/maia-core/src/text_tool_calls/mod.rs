@@ -1,14 +1,25 @@
 //! Tool calls written as text instead of through the tool-calling
-//! interface, as weaker or local models behind LiteLLM produce:
-//! `<tool_call>{…}</tool_call>`, `default_api:Read(…)`, or a JSON object
-//! naming a known tool with its arguments. The turn retries such a reply
-//! once with [`CORRECTION`]; a second one is shown as the model's text.
+//! interface, as weaker or local models behind LiteLLM produce.
+//!
+//! A reply that is nothing but calls ([`parse`]) is run as those calls
+//! (the turn holds such a reply back while it streams, [`gate`]). A reply
+//! that mixes prose with something that looks like a call
+//! (`<tool_call>{…}</tool_call>`, `default_api:Read(…)`, or a JSON object
+//! naming a known tool with its arguments: [`detect`]) is asked again with
+//! [`CORRECTION`], at most twice a turn; then the turn says so.
+
+pub mod gate;
+pub mod parse;
 
 use serde_json::Value;
 
-/// Sent (for one request only) after a reply that wrote a tool call as text.
-pub const CORRECTION: &str = "Your last reply wrote a tool call as text, and text is never run. \
-To use a tool, call it through the tool-calling interface (a real tool call with JSON arguments). \
+pub use gate::Gate;
+pub use parse::parse;
+
+/// Sent (for one request only) after a reply that mixed a tool call with text.
+pub const CORRECTION: &str = "Your last reply mixed a tool call with other text, so it was not run. \
+To use a tool, call it through the tool-calling interface, or reply with nothing but the call as \
+one JSON object {\"name\": \"<tool>\", \"arguments\": {...}}, with no text before or after it. \
 If you meant to answer, answer in plain text without tool-call syntax.";
 
 /// Objects tried at most in one reply (bounds the work on long answers).

@@ -1,0 +1,6 @@
+"""Small arithmetic helpers."""
+
+
+def add(a, b):
+    """Returns the sum of a and b."""
+    return a + b
