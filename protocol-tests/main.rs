@@ -51,6 +51,7 @@ mod real_model;
 mod registry;
 mod remote;
 mod remote_client;
+mod remote_restart;
 mod remote_rights;
 mod remote_v2;
 mod remote_web;

@@ -197,27 +197,31 @@ async fn remote_streamable_http_follows_the_rfd() {
         .bearer_auth(&token)
         .header("accept", "text/event-stream")
         .header("acp-connection-id", &connection)
-        .header("acp-session-id", "no-such-session")
+        .header("acp-session-id", "not-opened-yet")
         .send()
         .await
         .unwrap()
         .status();
-    assert_eq!(status, 404);
+    // A session's stream may be opened before its session (the TS SDK
+    // opens it before `session/load`).
+    assert_eq!(status, 200);
     let mut session_stream = http.stream(Some(&sid)).await;
     daemon.mock.push(write_call());
     daemon.mock.push(mock::text_reply("written"));
     let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
         "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}});
-    // A session's request without Acp-Session-Id: 400.
-    assert_eq!(http.post(None, &prompt).send().await.unwrap().status(), 400);
+    // Acp-Session-Id naming another session: 400.
     assert_eq!(
-        http.post(Some(&sid), &prompt)
+        http.post(Some("another"), &prompt)
             .send()
             .await
             .unwrap()
             .status(),
-        202
+        400
     );
+    // Without it (the Python SDK leaves it off most requests): taken, and
+    // its answer comes on the connection's stream.
+    assert_eq!(http.post(None, &prompt).send().await.unwrap().status(), 202);
     let (ask, before) = wait_on(&mut session_stream, is_permission).await;
     assert!(
         before
@@ -234,7 +238,7 @@ async fn remote_streamable_http_follows_the_rfd() {
             .status(),
         202
     );
-    let (response, _) = wait_on(&mut session_stream, |m| m["id"] == 3).await;
+    let (response, _) = wait_on(&mut conn_stream, |m| m["id"] == 3).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert!(daemon.cwd().join("out.txt").exists());
     // Batches: 501. DELETE ends the connection: 202, then 404.

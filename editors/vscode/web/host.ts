@@ -83,6 +83,16 @@ export class WebHost {
         }
       })
       .onNotification('_session/queue/turn', obj, ({ params }) => this.onQueueTurn(params ?? {}))
+      // Our `since` named numbers of an earlier run of the daemon: what
+      // follows is the whole session again, shown from a cleared page.
+      .onNotification('_session/reset', obj, ({ params }) => {
+        if (params?.sessionId === this.sessionId && this.sessionId) {
+          const title = this.sessions.find((s) => s.sessionId === this.sessionId)?.title;
+          this.lastSeq = 0;
+          this.replaying = true;
+          this.post({ type: 'session', sessionId: this.sessionId, title, configOptions: [], replaying: true });
+        }
+      })
       // The number our own prompt's echo took (the others got the prompt).
       .onNotification('_session/echoed', obj, ({ params }) => {
         const seq = seqOf(params);

@@ -169,25 +169,22 @@ pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Resp
         Ok(found) => found.conn,
         Err(refused) => return *refused,
     };
-    if let Some(sid) = message["params"]["sessionId"].as_str() {
-        let reopening = matches!(
-            message["method"].as_str(),
-            Some("session/load" | "session/resume")
-        );
-        match header_text(&headers, SESSION_HEADER) {
-            Some(named) if named != sid => {
-                return refuse(
-                    StatusCode::BAD_REQUEST,
-                    "Acp-Session-Id differs from the message's sessionId",
-                );
-            }
-            None if !reopening => {
-                return refuse(StatusCode::BAD_REQUEST, "Acp-Session-Id is missing");
-            }
-            _ => {}
+    // The RFD has session-scoped POSTs carry `Acp-Session-Id` without
+    // listing them, and the SDK clients differ on which are: the route is
+    // the message's `sessionId` (a header naming another is refused), and
+    // the header says the client reads the answer on the session's stream.
+    let named = header_text(&headers, SESSION_HEADER);
+    let scoped = match (named, message["params"]["sessionId"].as_str()) {
+        (Some(named), Some(sid)) if named != sid => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "Acp-Session-Id differs from the message's sessionId",
+            );
         }
-    }
-    daemon.hub.receive(conn, message);
+        (Some(_), Some(_)) => true,
+        _ => false,
+    };
+    daemon.hub.receive(conn, message, scoped);
     StatusCode::ACCEPTED.into_response()
 }
 
@@ -215,7 +212,7 @@ fn initialize(daemon: &Daemon, access: Access, message: Value) -> Response {
             },
         );
     let wanted = message["id"].clone();
-    daemon.hub.receive(conn, message);
+    daemon.hub.receive(conn, message, false);
     // The hub answers `initialize` itself, before returning.
     let answer = outbox
         .take(None)
@@ -244,17 +241,16 @@ pub(super) async fn stream(daemon: Daemon, access: Access, headers: &HeaderMap) 
         );
     }
     let Found {
-        conn,
-        outbox,
-        activity,
-        ..
+        outbox, activity, ..
     } = match connection(&daemon, &access, headers) {
         Ok(found) => found,
         Err(refused) => return *refused,
     };
     let scope = header_text(headers, SESSION_HEADER).map(str::to_owned);
+    // A session's stream may be opened before the session is (the TS SDK
+    // opens it before `session/load`): its messages wait in its queue.
     if let Some(sid) = &scope
-        && !daemon.hub.knows(conn, sid)
+        && !access.may_see(sid)
     {
         return refuse(
             StatusCode::NOT_FOUND,

@@ -44,6 +44,7 @@ mod agent;
 mod attach;
 mod echo;
 mod lineup;
+mod numbers;
 mod refusal;
 mod rights;
 
@@ -76,6 +77,12 @@ pub struct Limits {
 /// took (`{sessionId}`, `_meta.maia.seq`; `hub/echo.rs`).
 pub const ECHOED: &str = "_session/echoed";
 
+/// The notification telling one client that the updates of a session that
+/// follow are the whole session again, from its start (`{sessionId}`): the
+/// `since` it attached with was numbered by an earlier run of the daemon,
+/// or before the session was closed, and names nothing kept now.
+pub const RESET: &str = "_session/reset";
+
 /// The notification telling every attached client that a controller
 /// closed the session (`{sessionId}`).
 pub const CLOSED: &str = "_session/closed";
@@ -103,14 +110,36 @@ struct Live {
 /// A live session as one agent connection (one protocol version) tells it.
 #[derive(Default)]
 struct View {
-    seq: u64,
+    /// Its update numbers (`hub/numbers.rs`: they survive the daemon).
+    seq: numbers::Sequence,
     /// The kept updates with their size; `log_bytes` their sum.
     log: VecDeque<(usize, Value)>,
     log_bytes: usize,
     /// The open's answer (what a later attach is answered), once given.
     opened: Option<Value>,
     /// Attaches waiting for the open's answer.
-    waiters: Vec<(u64, Value, Option<u64>)>,
+    waiters: Vec<Waiter>,
+}
+
+/// An attach waiting for the open's answer: the client, its request's id,
+/// its `since`, and whether its answer goes on the session's stream.
+struct Waiter {
+    conn: u64,
+    id: Value,
+    since: Option<u64>,
+    scoped: bool,
+}
+
+impl Live {
+    /// A session going live: its numbers go on from where the daemon
+    /// left them.
+    fn resume(numbers: &numbers::Numbers, sid: &str) -> Self {
+        let mut live = Live::default();
+        for (wire, view) in live.views.iter_mut().enumerate() {
+            view.seq = numbers::Sequence::resume(numbers, sid, wire);
+        }
+        live
+    }
 }
 
 enum Kind {
@@ -145,6 +174,16 @@ struct Routed {
     wire: usize,
 }
 
+/// A client's request as the hub takes it (its message aside).
+struct Request<'a> {
+    conn: u64,
+    access: &'a Access,
+    method: &'a str,
+    id: Value,
+    /// Its answer goes on the stream of the session it names.
+    scoped: bool,
+}
+
 /// The agent's request of a session, sent to its controllers of `wire`.
 struct Asked {
     session: String,
@@ -167,6 +206,18 @@ struct State {
     cancels: Vec<(String, usize)>,
     /// Prompts waiting for their session's prompt in flight.
     lineup: lineup::Lineup,
+    /// Where the sessions' update numbers are kept.
+    numbers: numbers::Numbers,
+}
+
+impl State {
+    /// The live session `sid`, made live when it was not.
+    fn live_entry(&mut self, sid: &str) -> &mut Live {
+        let numbers = &self.numbers;
+        self.live
+            .entry(sid.to_owned())
+            .or_insert_with(|| Live::resume(numbers, sid))
+    }
 }
 
 pub struct Hub {
@@ -277,19 +328,12 @@ impl Hub {
             .collect()
     }
 
-    /// Whether `session` may be named by `conn` on a session stream: it is
-    /// attached, live, or being opened by this connection.
-    pub fn knows(&self, conn: u64, session: &str) -> bool {
-        let state = self.lock();
-        let Some(client) = state.clients.get(&conn) else {
-            return false;
-        };
-        client.access.may_see(session)
-            && (client.attached.contains(session) || state.live.contains_key(session))
-    }
-
     /// A message from client `conn` (one JSON-RPC message, not a batch).
-    pub fn receive(&self, conn: u64, message: Value) {
+    /// `scoped`: the answer to a request naming a session goes on that
+    /// session's stream (Streamable HTTP: the request carried
+    /// `Acp-Session-Id`), else on the connection's (a WebSocket has one
+    /// stream: either is the same).
+    pub fn receive(&self, conn: u64, message: Value, scoped: bool) {
         let mut state = self.lock();
         let Some(client) = state.clients.get(&conn) else {
             return;
@@ -303,9 +347,14 @@ impl Hub {
         let sid = session_of(&message);
         match (method, id) {
             (Some(method), Some(id)) => {
-                if let Err(e) =
-                    self.request(&mut state, conn, &access, &method, id.clone(), message)
-                {
+                let request = Request {
+                    conn,
+                    access: &access,
+                    method: &method,
+                    id: id.clone(),
+                    scoped,
+                };
+                if let Err(e) = self.request(&mut state, request, message) {
                     reply(e.into_message(&id), None);
                 }
             }
@@ -384,12 +433,16 @@ impl Hub {
     fn request(
         &self,
         state: &mut State,
-        conn: u64,
-        access: &Access,
-        method: &str,
-        id: Value,
+        request: Request<'_>,
         message: Value,
     ) -> Result<(), Refusal> {
+        let Request {
+            conn,
+            access,
+            method,
+            id,
+            scoped,
+        } = request;
         let sid = session_of(&message);
         if method == "initialize" {
             // v2 for a client asking for it when the daemon offers it.
@@ -469,14 +522,23 @@ impl Hub {
                 if let Some(live) = state.live.get_mut(&session) {
                     let view = &mut live.views[wire];
                     if view.opened.is_some() {
-                        attach(state, conn, &session, &id, since, load);
+                        attach(state, conn, &session, &id, since, load, scoped);
                     } else {
-                        view.waiters
-                            .push((conn, id, if load { since.or(Some(0)) } else { since }));
+                        view.waiters.push(Waiter {
+                            conn,
+                            id,
+                            since: if load { since.or(Some(0)) } else { since },
+                            scoped,
+                        });
                     }
                     return Ok(());
                 }
-                let live = state.live.entry(session.clone()).or_default();
+                if load && since.is_some_and(|n| n > 0) {
+                    // A reconnect whose numbers name nothing kept here (the
+                    // session was not live): the whole session follows.
+                    attach::reset(state, conn, &session);
+                }
+                let live = state.live_entry(&session);
                 live.attached.insert(conn, access.role);
                 if let Some(c) = state.clients.get_mut(&conn) {
                     c.attached.insert(session.clone());
@@ -553,7 +615,7 @@ impl Hub {
             (kind, _) => kind,
         };
         let scope = match kind {
-            Kind::Plain | Kind::Prompt { .. } => sid.clone(),
+            Kind::Plain | Kind::Prompt { .. } | Kind::Open { .. } if scoped => sid.clone(),
             _ => None,
         };
         let routed = Routed {

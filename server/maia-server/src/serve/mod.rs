@@ -479,7 +479,7 @@ async fn websocket(daemon: Daemon, conn: u64, outbox: Arc<Outbox>, socket: WebSo
                 heard = tokio::time::Instant::now();
                 match message {
                 Some(Ok(Message::Text(text))) => match parse(text.as_str()) {
-                    Ok(message) => daemon.hub.receive(conn, message),
+                    Ok(message) => daemon.hub.receive(conn, message, true),
                     Err(answer) => {
                         outbox.push(None, answer.to_string(), false);
                     }

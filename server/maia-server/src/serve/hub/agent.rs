@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::Asked;
 use super::{
-    CLOSED, ECHOED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, Routed, State, TURN_ENDED, asked_key,
-    attach, detach, error, key, resend_questions, session_of,
+    CLOSED, ECHOED, Hub, Kind, LOG_BYTES, LOG_LIMIT, Role, Routed, State, TURN_ENDED, Waiter,
+    asked_key, attach, detach, error, key, resend_questions, session_of,
 };
 
 /// One agent connection on a pipe, initialized: what writes to it, what
@@ -138,6 +138,7 @@ impl Hub {
         options: maia_core::EngineOptions,
         protocol_v2: bool,
     ) -> anyhow::Result<Arc<Hub>> {
+        let numbers = super::numbers::Numbers::under(options.home.as_deref());
         let engine = maia_core::Engine::new(options);
         let shared = protocol_v2.then(crate::acp::Shared::new);
         let stop = CancellationToken::new();
@@ -155,6 +156,7 @@ impl Hub {
             state: std::sync::Mutex::new(State {
                 init,
                 next: 1,
+                numbers,
                 ..State::default()
             }),
             agents,
@@ -306,9 +308,9 @@ impl Hub {
                         // What a v2 attach is answered: a resume's answer.
                         object.remove("sessionId");
                     }
-                    let live = state.live.entry(sid.to_owned()).or_default();
-                    live.views[wire].opened = Some(opened);
                     let role = state.clients.get(&routed.conn).map(|c| c.access.role);
+                    let live = state.live_entry(sid);
+                    live.views[wire].opened = Some(opened);
                     if let Some(role) = role {
                         live.attached.insert(routed.conn, role);
                     }
@@ -320,9 +322,24 @@ impl Hub {
                 }
             }
             Kind::Open { session } => {
+                if wire == 0
+                    && let Some(result) = message["result"].as_object_mut()
+                {
+                    // v1's load and resume answers name no session; clients
+                    // of the network transport open the session's stream on
+                    // a message that does (and a live attach's answer has it).
+                    result.insert("sessionId".into(), Value::String(session.clone()));
+                }
+                if let Some(live) = state.live.get(&session)
+                    && message["result"].is_object()
+                {
+                    // The last number of its replay, as a live attach's.
+                    message["result"]["_meta"]["maia"]["seq"] = json!(live.views[wire].seq.last);
+                }
                 self.opened(state, wire, &session, &message);
                 if let Some(c) = state.clients.get(&routed.conn) {
-                    c.outbox.push(None, message.to_string(), false);
+                    c.outbox
+                        .push(routed.scope.as_deref(), message.to_string(), false);
                 }
                 if ok {
                     resend_questions(state, routed.conn, &session);
@@ -333,8 +350,8 @@ impl Hub {
                     .get_mut(&session)
                     .map(|live| std::mem::take(&mut live.views[wire].waiters))
                     .unwrap_or_default();
-                for (conn, id, since) in waiters {
-                    attach(state, conn, &session, &id, since, since.is_some());
+                for w in waiters {
+                    attach_waiter(state, &session, w);
                 }
                 return;
             }
@@ -347,10 +364,10 @@ impl Hub {
                 if !ok {
                     // The session goes on for the other wire's clients.
                     tracing::error!(session = %session, wire, %message, "the other wire could not serve a session");
-                    for (conn, id, _) in waiters {
+                    for w in waiters {
                         let mut refused = message.clone();
-                        refused["id"] = id;
-                        if let Some(c) = state.clients.get(&conn) {
+                        refused["id"] = w.id;
+                        if let Some(c) = state.clients.get(&w.conn) {
                             c.outbox.push(None, refused.to_string(), false);
                         }
                     }
@@ -359,8 +376,8 @@ impl Hub {
                 if let Some(live) = state.live.get_mut(&session) {
                     live.views[wire].opened = Some(message["result"].clone());
                 }
-                for (conn, id, since) in waiters {
-                    attach(state, conn, &session, &id, since, since.is_some());
+                for w in waiters {
+                    attach_waiter(state, &session, w);
                 }
                 return;
             }
@@ -402,10 +419,10 @@ impl Hub {
         for c in state.clients.values_mut() {
             c.attached.remove(session);
         }
-        for (conn, id, _) in live.views.iter().flat_map(|v| v.waiters.iter()) {
+        for w in live.views.iter().flat_map(|v| v.waiters.iter()) {
             let mut refused = message.clone();
-            refused["id"] = id.clone();
-            if let Some(c) = state.clients.get(conn) {
+            refused["id"] = w.id.clone();
+            if let Some(c) = state.clients.get(&w.conn) {
                 c.outbox.push(None, refused.to_string(), false);
             }
         }
@@ -424,6 +441,19 @@ impl Hub {
         };
         self.internal(state, 1 - wire, attach, kind);
     }
+}
+
+/// An attach that waited for the open's answer, made now.
+fn attach_waiter(state: &mut State, session: &str, w: Waiter) {
+    attach(
+        state,
+        w.conn,
+        session,
+        &w.id,
+        w.since,
+        w.since.is_some(),
+        w.scoped,
+    );
 }
 
 /// Numbers a message of the live session `sid` as `wire` tells it, keeps it
@@ -448,13 +478,13 @@ pub(super) fn publish_as(
         return;
     };
     let view = &mut live.views[wire];
-    view.seq += 1;
+    let seq = view.seq.next(&state.numbers, sid, wire);
     let placeholder = echo_of.map(|_| {
         json!({"jsonrpc": "2.0", "method": ECHOED,
-            "params": {"sessionId": sid, "_meta": {"maia": {"seq": view.seq}}}})
+            "params": {"sessionId": sid, "_meta": {"maia": {"seq": seq}}}})
         .to_string()
     });
-    message["params"]["_meta"]["maia"]["seq"] = json!(view.seq);
+    message["params"]["_meta"]["maia"]["seq"] = json!(seq);
     let text = message.to_string();
     view.log_bytes += text.len();
     view.log.push_back((text.len(), message));

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::refusal::Refusal;
-use super::{Role, State};
+use super::{RESET, Role, State};
 
 /// The `_meta.maia.since` of an attach: absent (or `null`), or a sequence
 /// number; anything else is invalid params, not "replay everything".
@@ -25,9 +25,21 @@ pub(super) fn since(message: &Value) -> Result<Option<u64>, Refusal> {
     }
 }
 
+/// Tells `conn` that what follows of `sid` is the whole session again
+/// (`RESET`): its `since` named numbers kept by an earlier run of the
+/// daemon, or from before the session was closed.
+pub(super) fn reset(state: &State, conn: u64, sid: &str) {
+    if let Some(client) = state.clients.get(&conn) {
+        let reset = json!({"jsonrpc": "2.0", "method": RESET, "params": {"sessionId": sid}});
+        client.outbox.push(Some(sid), reset.to_string(), false);
+    }
+}
+
 /// Attaches `conn` to the live, opened session `sid`: the updates after
-/// `since` (all of them for a load without it), then the open's answer,
-/// then the questions waiting for a controller.
+/// `since` (all of them for a load without it; all of them after `RESET`
+/// for a `since` this run did not number), then the open's answer (on the
+/// session's stream when `scoped`), then the questions waiting for a
+/// controller.
 pub(super) fn attach(
     state: &mut State,
     conn: u64,
@@ -35,6 +47,7 @@ pub(super) fn attach(
     id: &Value,
     since: Option<u64>,
     load: bool,
+    scoped: bool,
 ) {
     let Some(client) = state.clients.get_mut(&conn) else {
         return;
@@ -51,6 +64,15 @@ pub(super) fn attach(
         (None, false) => None,
     };
     let view = &live.views[wire];
+    let after = match after {
+        // Numbers up to the base were sent before this run of the session.
+        Some(n) if n > 0 && n <= view.seq.base => {
+            let reset = json!({"jsonrpc": "2.0", "method": RESET, "params": {"sessionId": sid}});
+            outbox.push(Some(sid), reset.to_string(), false);
+            Some(0)
+        }
+        after => after,
+    };
     if let Some(after) = after {
         for (_, update) in view.log.iter().filter(|(_, u)| {
             u["params"]["_meta"]["maia"]["seq"]
@@ -62,9 +84,9 @@ pub(super) fn attach(
     }
     live.attached.insert(conn, role);
     let mut result = view.opened.clone().unwrap_or(Value::Null);
-    result["_meta"]["maia"]["seq"] = json!(view.seq);
+    result["_meta"]["maia"]["seq"] = json!(view.seq.last);
     outbox.push(
-        None,
+        scoped.then_some(sid),
         json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
         false,
     );
@@ -102,7 +124,7 @@ pub(super) fn detach(state: &mut State, conn: u64) {
         if let Some(live) = state.live.get_mut(sid) {
             live.attached.remove(&conn);
             for view in &mut live.views {
-                view.waiters.retain(|(c, _, _)| *c != conn);
+                view.waiters.retain(|w| w.conn != conn);
             }
         }
     }
