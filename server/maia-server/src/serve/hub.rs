@@ -34,7 +34,7 @@
 //!   one of those with a field that would start a process or change the
 //!   session (`hub/rights.rs`).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -47,9 +47,11 @@ mod lineup;
 mod numbers;
 mod refusal;
 mod rights;
+mod state;
 
 use attach::{attach, detach, resend_questions};
 use refusal::{Refusal, error};
+use state::{Asked, Client, Kind, Request, Routed, State, Waiter};
 
 use super::outbox::Outbox;
 use super::tokens::{Access, Role};
@@ -86,139 +88,6 @@ pub const RESET: &str = "_session/reset";
 /// The notification telling every attached client that a controller
 /// closed the session (`{sessionId}`).
 pub const CLOSED: &str = "_session/closed";
-
-struct Client {
-    outbox: Arc<Outbox>,
-    access: Access,
-    initialized: bool,
-    /// The agent connection this client talks to (its protocol version).
-    wire: usize,
-    attached: HashSet<String>,
-    /// The sessions whose turn is cancelled when this client leaves
-    /// (`_meta.maia.cancelOnDisconnect` on the open or attach).
-    cancel_on_leave: HashSet<String>,
-}
-
-/// A session open in the agent, with who is attached to it.
-#[derive(Default)]
-struct Live {
-    /// What the clients of each wire see of it.
-    views: [View; 2],
-    attached: BTreeMap<u64, Role>,
-}
-
-/// A live session as one agent connection (one protocol version) tells it.
-#[derive(Default)]
-struct View {
-    /// Its update numbers (`hub/numbers.rs`: they survive the daemon).
-    seq: numbers::Sequence,
-    /// The kept updates with their size; `log_bytes` their sum.
-    log: VecDeque<(usize, Value)>,
-    log_bytes: usize,
-    /// The open's answer (what a later attach is answered), once given.
-    opened: Option<Value>,
-    /// Attaches waiting for the open's answer.
-    waiters: Vec<Waiter>,
-}
-
-/// An attach waiting for the open's answer: the client, its request's id,
-/// its `since`, and whether its answer goes on the session's stream.
-struct Waiter {
-    conn: u64,
-    id: Value,
-    since: Option<u64>,
-    scoped: bool,
-}
-
-impl Live {
-    /// A session going live: its numbers go on from where the daemon
-    /// left them.
-    fn resume(numbers: &numbers::Numbers, sid: &str) -> Self {
-        let mut live = Live::default();
-        for (wire, view) in live.views.iter_mut().enumerate() {
-            view.seq = numbers::Sequence::resume(numbers, sid, wire);
-        }
-        live
-    }
-}
-
-enum Kind {
-    Plain,
-    /// `session/prompt`: its end is told to every attached client.
-    Prompt {
-        session: String,
-    },
-    New {
-        cancel_on_leave: bool,
-    },
-    Open {
-        session: String,
-    },
-    Close {
-        session: String,
-    },
-    /// The hub's `_hub/attach`: the other wire serves the session too.
-    Mirror {
-        session: String,
-    },
-    /// The hub's own request whose answer nobody waits for.
-    Internal,
-}
-
-/// A client's request forwarded to the agent (`conn` 0: the hub's own).
-struct Routed {
-    conn: u64,
-    id: Value,
-    kind: Kind,
-    scope: Option<String>,
-    wire: usize,
-}
-
-/// A client's request as the hub takes it (its message aside).
-struct Request<'a> {
-    conn: u64,
-    access: &'a Access,
-    method: &'a str,
-    id: Value,
-    /// Its answer goes on the stream of the session it names.
-    scoped: bool,
-}
-
-/// The agent's request of a session, sent to its controllers of `wire`.
-struct Asked {
-    session: String,
-    message: Value,
-    sent: Vec<u64>,
-    wire: usize,
-}
-
-#[derive(Default)]
-struct State {
-    clients: HashMap<u64, Client>,
-    live: HashMap<String, Live>,
-    routed: HashMap<String, Routed>,
-    asked: HashMap<String, Asked>,
-    next: u64,
-    /// Each wire's `initialize` answer.
-    init: Vec<Value>,
-    /// Sessions to cancel (and the wire to ask), as clients that asked for
-    /// it left.
-    cancels: Vec<(String, usize)>,
-    /// Prompts waiting for their session's prompt in flight.
-    lineup: lineup::Lineup,
-    /// Where the sessions' update numbers are kept.
-    numbers: numbers::Numbers,
-}
-
-impl State {
-    /// The live session `sid`, made live when it was not.
-    fn live_entry(&mut self, sid: &str) -> &mut Live {
-        let numbers = &self.numbers;
-        self.live
-            .entry(sid.to_owned())
-            .or_insert_with(|| Live::resume(numbers, sid))
-    }
-}
 
 pub struct Hub {
     state: Mutex<State>,
