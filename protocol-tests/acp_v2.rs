@@ -67,12 +67,12 @@ fn v2_initialize_params() -> Value {
 }
 
 /// A client of MAIA that speaks v2 and checks every message.
-struct V2 {
-    maia: Maia,
+pub(crate) struct V2 {
+    pub(crate) maia: Maia,
 }
 
 impl V2 {
-    async fn start() -> V2 {
+    pub(crate) async fn start() -> V2 {
         Self::start_with(json!({})).await
     }
 
@@ -98,14 +98,14 @@ impl V2 {
         V2 { maia }
     }
 
-    async fn call(&mut self, method: &str, params: Value, request_def: &str) -> u64 {
+    pub(crate) async fn call(&mut self, method: &str, params: Value, request_def: &str) -> u64 {
         check(request_def, &params);
         self.maia.request(method, params).await
     }
 
     /// The response to `id` (checked as `def`), answering permission
     /// questions with `answer`; the messages before it, each checked.
-    async fn response(
+    pub(crate) async fn response(
         &mut self,
         id: u64,
         def: &str,
@@ -126,7 +126,7 @@ impl V2 {
         (resp, before)
     }
 
-    async fn new_session(&mut self) -> String {
+    pub(crate) async fn new_session(&mut self) -> String {
         let cwd = self.maia.cwd();
         let id = self
             .call("session/new", json!({"cwd": cwd}), "NewSessionRequest")
@@ -143,7 +143,10 @@ impl V2 {
 
     /// Waits for `state_update: idle` (answering permission questions with
     /// `answer`); the messages up to it, each checked.
-    async fn until_idle(&mut self, answer: impl FnMut(&Value) -> Option<Value>) -> Vec<Value> {
+    pub(crate) async fn until_idle(
+        &mut self,
+        answer: impl FnMut(&Value) -> Option<Value>,
+    ) -> Vec<Value> {
         self.until(
             |m| {
                 m["params"]["update"]["sessionUpdate"] == "state_update"
@@ -156,7 +159,7 @@ impl V2 {
 
     /// Waits for the message matching `pred` (answering permission
     /// questions with `answer`); the messages up to it, each checked.
-    async fn until(
+    pub(crate) async fn until(
         &mut self,
         pred: impl Fn(&Value) -> bool,
         mut answer: impl FnMut(&Value) -> Option<Value>,
@@ -186,7 +189,7 @@ impl V2 {
 
     /// Prompts `sid` with `text` and follows the turn to `idle`: the
     /// messages from the prompt on (its response among them).
-    async fn turn(
+    pub(crate) async fn turn(
         &mut self,
         sid: &str,
         text: &str,
@@ -205,7 +208,7 @@ impl V2 {
 }
 
 /// The tool call ids, in the order of their first update.
-fn call_ids(messages: &[Value]) -> Vec<String> {
+pub(crate) fn call_ids(messages: &[Value]) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     for u in messages.iter().map(|m| &m["params"]["update"]) {
         if u["sessionUpdate"] == "tool_call_update" {
@@ -233,7 +236,7 @@ fn position(messages: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
         .unwrap_or_else(|| panic!("not found among {messages:#?}"))
 }
 
-fn tool_updates<'a>(messages: &'a [Value], call: &str) -> Vec<&'a Value> {
+pub(crate) fn tool_updates<'a>(messages: &'a [Value], call: &str) -> Vec<&'a Value> {
     messages
         .iter()
         .map(|m| &m["params"]["update"])
@@ -1086,7 +1089,7 @@ async fn the_message_id_a_v2_prompt_is_answered_with_names_it_for_a_rewind() {
 }
 
 /// The updates named `kind` among `messages`.
-fn updates_of<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
+pub(crate) fn updates_of<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
     messages
         .iter()
         .map(|m| &m["params"]["update"])

@@ -202,6 +202,22 @@ impl Maia {
         value
     }
 
+    /// The next stdout line, which must be a JSON-RPC batch's answer (an
+    /// array of messages).
+    pub async fn next_batch(&mut self) -> Value {
+        let got = tokio::time::timeout(WAIT, self.rx.recv())
+            .await
+            .expect("timed out waiting for a batch from maia")
+            .expect("maia closed stdout");
+        match got {
+            Ok(message) => panic!("a message, not a batch: {message}"),
+            Err(line) => serde_json::from_str::<Value>(&line)
+                .ok()
+                .filter(Value::is_array)
+                .unwrap_or_else(|| panic!("stdout carried a line that is no batch: {line:?}")),
+        }
+    }
+
     /// The next message if one arrives within `within`.
     pub async fn next_within(&mut self, within: Duration) -> Option<Value> {
         let got = tokio::time::timeout(within, self.rx.recv()).await.ok()?;

@@ -37,6 +37,7 @@ mod acp_timeline;
 mod acp_tools;
 mod acp_undone;
 mod acp_v2;
+mod acp_v2_cancel;
 mod acp_workspace;
 mod cli_exec;
 mod cli_login;

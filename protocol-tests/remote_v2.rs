@@ -341,6 +341,18 @@ async fn remote_a_v2_client_reconnecting_with_since_gets_exactly_what_it_missed(
         missed.iter().any(|m| update_kind(m) == "user_message"),
         "{missed:#?}"
     );
+    // After the replay and before the answer, the state snapshot a v2
+    // resume sends (unnumbered: it repeats the state, counts nothing).
+    let snapshot = missed.last().unwrap();
+    assert!(
+        is_idle(snapshot) && seqs(std::slice::from_ref(snapshot)).is_empty(),
+        "{snapshot}"
+    );
+    assert!(
+        snapshot["params"]["update"].get("usage").is_none(),
+        "{snapshot}"
+    );
+    let missed = &missed[..missed.len() - 1];
     // Exactly the tail of the whole v2 log, as a client replaying it all sees.
     let mut fresh = v2_client(&daemon, "phone").await;
     let (_, all) = v2_attach(
@@ -354,6 +366,10 @@ async fn remote_a_v2_client_reconnecting_with_since_gets_exactly_what_it_missed(
         .iter()
         .filter(|m| m["params"]["_meta"]["maia"]["seq"].as_u64() > Some(last))
         .collect();
+    assert!(
+        is_idle(all.last().unwrap()),
+        "the snapshot ends a full replay too"
+    );
     assert_eq!(tail, missed.iter().collect::<Vec<_>>());
     assert_eq!(text_of(&all), "firstsecond");
     // And the live updates follow, once.

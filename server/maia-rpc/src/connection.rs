@@ -25,8 +25,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::batch::{Batches, Route};
 use crate::framing::{Frame, read_frame};
-use crate::message::{Classified, ErrorCode, Id, RpcError, classify, sniff_id};
+use crate::message::{Classified, ErrorCode, Id, RpcError, classify, classify_value, sniff_id};
 
 /// A request or notification from the peer.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +79,8 @@ struct Inner {
     /// Our requests given up on (`$/cancel_request` sent): their late
     /// answers are expected, not unknown.
     abandoned: Mutex<HashSet<String>>,
+    /// The peer's batches not answered whole yet (`batch`).
+    batches: Batches,
 }
 
 /// The key of an id in the tables: its JSON text, so `1` and `"1"` differ.
@@ -178,7 +181,16 @@ impl Connection {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
         };
-        self.send_value(&msg);
+        match self.inner.batches.route(&id_key(&id), msg) {
+            Route::Alone(msg) | Route::Batch(msg) => self.send_value(&msg),
+            Route::Held => {}
+        }
+    }
+
+    /// From now on the peer may send JSON-RPC batches (ACP v2 allows them;
+    /// v1 answers an array `-32600`): see `batch`.
+    pub fn allow_batches(&self) {
+        self.inner.batches.allow();
     }
 
     /// The token a `$/cancel_request` naming the peer's request `id`
@@ -412,6 +424,7 @@ where
             next_id: AtomicU64::new(1),
             incoming: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(HashSet::new()),
+            batches: Batches::default(),
         }),
     };
     let writer_task = spawn_writer(out_rx);
@@ -501,6 +514,12 @@ async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
             }
             Frame::Line(line) => line,
         };
+        if conn.inner.batches.allowed()
+            && let Ok(Value::Array(entries)) = serde_json::from_slice::<Value>(&line)
+        {
+            take_batch(conn, entries, &incoming);
+            continue;
+        }
         match classify(&line) {
             Ok(Classified::Request { id, method, params }) => {
                 conn.register_incoming(&id);
@@ -521,6 +540,54 @@ async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
                 );
                 conn.respond(id, Err(error));
             }
+        }
+    }
+}
+
+/// A batch from the peer (batches allowed): its requests registered as
+/// one batch before any runs, then each entry taken as a line would be.
+fn take_batch(conn: &Connection, entries: Vec<Value>, incoming: &mpsc::UnboundedSender<Incoming>) {
+    let invalid = |id: Id, error: RpcError| json!({"jsonrpc": "2.0", "id": id, "error": error});
+    if entries.is_empty() {
+        let error = RpcError::new(ErrorCode::InvalidRequest, "an empty batch");
+        conn.send_value(&invalid(Value::Null, error));
+        return;
+    }
+    let mut requests = Vec::new();
+    let mut keys = HashSet::new();
+    let mut answered = Vec::new();
+    let mut taken = Vec::new();
+    for entry in entries {
+        match classify_value(entry) {
+            Ok(Classified::Request { id, .. }) if !keys.insert(id_key(&id)) => {
+                let error =
+                    RpcError::new(ErrorCode::InvalidRequest, "an id used twice in one batch");
+                answered.push(invalid(Value::Null, error));
+            }
+            Ok(Classified::Request { id, method, params }) => {
+                requests.push(id_key(&id));
+                taken.push(Classified::Request { id, method, params });
+            }
+            Ok(other) => taken.push(other),
+            Err((_, error)) => answered.push(invalid(Value::Null, error)),
+        }
+    }
+    if let Some(now) = conn.inner.batches.open(&requests, answered) {
+        conn.send_value(&now);
+    }
+    for message in taken {
+        match message {
+            Classified::Request { id, method, params } => {
+                conn.register_incoming(&id);
+                let _ = incoming.send(Incoming::Request { id, method, params });
+            }
+            Classified::Notification { method, params } if method == CANCEL_REQUEST => {
+                conn.cancel_incoming(&params);
+            }
+            Classified::Notification { method, params } => {
+                let _ = incoming.send(Incoming::Notification { method, params });
+            }
+            Classified::Response { id, result } => conn.complete(&id, result),
         }
     }
 }
@@ -584,6 +651,69 @@ mod tests {
         )
         .await;
         assert_eq!(late, Ok(Err(RequestError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn batches_are_refused_until_allowed_then_answered_as_one_array() {
+        let (mut client_write, server_read) = duplex(64 * 1024);
+        let (server_write, client_read) = duplex(64 * 1024);
+        let (conn, mut incoming, _w) = serve(server_read, server_write, 4096);
+        let mut lines = tokio::io::BufReader::new(client_read).lines();
+        let batch = json!([
+            {"jsonrpc": "2.0", "id": 1, "method": "a"},
+            {"jsonrpc": "2.0", "method": "note"},
+            {"jsonrpc": "2.0", "id": "two", "method": "b"},
+            {"jsonrpc": "1.0", "id": 3, "method": "c"},
+        ]);
+        client_write
+            .write_all(format!("{batch}\n").as_bytes())
+            .await
+            .unwrap();
+        let refused: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        conn.allow_batches();
+        client_write
+            .write_all(format!("[]\n{batch}\n").as_bytes())
+            .await
+            .unwrap();
+        let empty: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert!(empty.is_object() && empty["id"].is_null() && empty["error"]["code"] == -32600);
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            match incoming.recv().await.unwrap() {
+                Incoming::Request { id, .. } => ids.push(id),
+                Incoming::Notification { method, .. } => assert_eq!(method, "note"),
+            }
+        }
+        assert_eq!(ids, [json!(1), json!("two")]);
+        // Answered out of order: nothing is written until the last.
+        conn.respond(json!("two"), Ok(json!({"b": true})));
+        conn.respond(json!(1), Err(RpcError::new(ErrorCode::InternalError, "no")));
+        let answer: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        let answers = answer.as_array().expect("one array");
+        assert_eq!(answers.len(), 3, "{answer}");
+        assert_eq!(
+            answers[0]["error"]["code"], -32600,
+            "the invalid entry: {answer}"
+        );
+        assert_eq!(answers[1]["id"], "two");
+        assert_eq!(answers[2]["id"], 1);
+        // A batch of notifications only: no answer at all; the next line is
+        // the next answer.
+        client_write
+            .write_all(b"[{\"jsonrpc\":\"2.0\",\"method\":\"n\"}]\n")
+            .await
+            .unwrap();
+        assert!(matches!(
+            incoming.recv().await,
+            Some(Incoming::Notification { .. })
+        ));
+        conn.respond(json!(9), Ok(Value::Null));
+        let next: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(next["id"], 9);
     }
 
     #[tokio::test]

@@ -4,8 +4,10 @@
 //! lines ([`framing`]), classifies messages ([`message`]), correlates the
 //! responses to requests it sends ([`connection`]) and writes every outgoing
 //! message through one writer task so that their order is the order in which
-//! they were queued.
+//! they were queued. JSON-RPC batches are taken once a connection allows
+//! them ([`Connection::allow_batches`]).
 
+mod batch;
 pub mod connection;
 pub mod framing;
 pub mod message;

@@ -94,6 +94,12 @@ pub fn classify(line: &[u8]) -> Result<Classified, (Id, RpcError)> {
             RpcError::new(ErrorCode::ParseError, format!("Parse error: {e}")),
         )
     })?;
+    classify_value(value)
+}
+
+/// Classifies one parsed message (a batch's entry, or a whole line).
+#[allow(clippy::result_large_err)] // as `classify`
+pub fn classify_value(value: Value) -> Result<Classified, (Id, RpcError)> {
     let obj = match value {
         Value::Object(obj) => obj,
         Value::Array(_) => {

@@ -50,6 +50,8 @@ pub struct SessionHandle {
     queue: mpsc::UnboundedSender<QueueRequest>,
     /// The session's background tasks (`_session/async_task/stop`).
     tasks: crate::background::Tasks,
+    /// The calls running now (`cancel_call`).
+    running: crate::tools::running::RunningCalls,
     /// The session's state: its model, its mode and its running turn
     /// (`session_state.rs`, the one owner of "a turn is running").
     state: StateCell,
@@ -210,6 +212,13 @@ impl SessionHandle {
     /// call then completes. `Ok(false)`: it had ended already.
     pub fn stop_task(&self, task_id: &str) -> Result<bool, String> {
         self.tasks.stop(task_id)
+    }
+
+    /// Cancels tool call `id` alone, while it runs: its process is killed
+    /// (a command's whole tree), it ends "cancelled by the user" and the
+    /// turn goes on. `false` when no such call runs.
+    pub fn cancel_call(&self, id: &str) -> bool {
+        self.running.cancel(id)
     }
 
     /// Cancels the running turn of child session `id` (a `Task` call's,

@@ -81,6 +81,7 @@ pub(super) fn launch(session: Session, launch: Launch) -> SessionHandle {
         inbox: inbox_tx,
         queue: queue_tx,
         tasks: session.tools().tasks.clone(),
+        running: session.tools().running.clone(),
         state: state.clone(),
         initial_model,
         saved_options,

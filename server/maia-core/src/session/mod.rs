@@ -159,6 +159,8 @@ pub(crate) struct ToolState {
     pub(crate) tasks: crate::background::Tasks,
     /// What the batch's `Task` calls leave for the journal.
     pub(crate) records: crate::subagent::Sink,
+    /// The calls running now, each cancellable alone.
+    pub(crate) running: crate::tools::running::RunningCalls,
 }
 
 /// The running turn's state (empty between turns).

@@ -13,6 +13,7 @@ mod mcp;
 mod plan;
 pub(crate) mod registry;
 pub(crate) mod router;
+pub(crate) mod running;
 mod session;
 mod skill;
 mod stream;

@@ -71,6 +71,8 @@ pub(crate) struct Batch {
     pub lsp: Arc<maia_lsp_client::LspManager>,
     /// What the calls leave for the session's journal (`Task`).
     pub records: crate::subagent::Sink,
+    /// Where each call's token is while it runs (cancelled alone).
+    pub running: crate::tools::running::RunningCalls,
 }
 
 /// What a tool's `run` gets besides its plan.

@@ -197,6 +197,16 @@ pub(crate) async fn run_batch(
             (plan, view)
         })
         .collect();
+    // Each call cancellable alone from the moment the editor learns of it.
+    let turn = batch.ctx.cancel.clone();
+    let registered: Vec<_> = planned
+        .iter()
+        .map(|(_, view)| {
+            let token = turn.child_token();
+            let place = batch.running.register(&view.id, token.clone());
+            (token, place)
+        })
+        .collect();
     for (_, view) in &planned {
         let _ = batch.events.send(Event::ToolCall(view.clone()));
     }
@@ -208,9 +218,9 @@ pub(crate) async fn run_batch(
     let slots = Arc::new(Semaphore::new(MAX_PARALLEL));
     let (done_tx, done_rx): (Vec<_>, Vec<_>) =
         planned.iter().map(|_| watch::channel(false)).unzip();
-    let turn = batch.ctx.cancel.clone();
     let mut tasks = Tasks(Vec::with_capacity(planned.len()));
-    for (index, ((plan, view), done)) in planned.into_iter().zip(done_tx).enumerate() {
+    let each = planned.into_iter().zip(registered).zip(done_tx).enumerate();
+    for (index, (((plan, view), (cancel, place)), done)) in each {
         let waits: Vec<watch::Receiver<bool>> = (0..index)
             .filter(|&j| keys[j].iter().any(|k| keys[index].contains(k)))
             .map(|j| done_rx[j].clone())
@@ -220,11 +230,12 @@ pub(crate) async fn run_batch(
             id: view.id,
             batch: batch.clone(),
             views: views.clone(),
-            cancel: turn.child_token(),
+            cancel,
             turn: turn.clone(),
         };
         let slots = slots.clone();
         tasks.0.push(tokio::spawn(async move {
+            let _place = place;
             for mut w in waits {
                 let _ = w.wait_for(|d| *d).await;
             }
@@ -658,6 +669,7 @@ mod tests {
                 maia_lsp_client::LspPool::new(),
             )),
             records: Arc::default(),
+            running: Default::default(),
         };
         (batch, rx)
     }

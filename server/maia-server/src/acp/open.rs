@@ -349,6 +349,9 @@ impl Agent {
             while let Ok(event) = events.try_recv() {
                 forwarder.forward(forwarder.split(event));
             }
+            if self.wire.is_v2() {
+                super::v2::turn::snapshot(&self.conn, &session_id, handle.is_busy());
+            }
         }
         let mut result = how.response(&session_id, modes, options);
         if self.wire.is_v2() {

@@ -179,6 +179,21 @@ impl Agent {
                     });
                 return self.conn.respond(id, result);
             }
+            v2::ClientRequest::CancelToolCallRequest(req) => {
+                let call = req.tool_call_id.0.to_string();
+                let result = self.cancel_call(&req.session_id.0, &call, "tool call");
+                return self.conn.respond(id, result);
+            }
+            v2::ClientRequest::CancelTerminalRequest(req) => {
+                let result = match terminal::call_of(&req.terminal_id.0) {
+                    Some(call) => self.cancel_call(&req.session_id.0, call, "terminal"),
+                    None => Err(invalid_params(format!(
+                        "unknown terminal `{}`",
+                        req.terminal_id.0
+                    ))),
+                };
+                return self.conn.respond(id, result);
+            }
             _ if SAME_AS_V1.contains(&method) => return self.handle_v1(id, method, params),
             _ => {
                 let error = RpcError::new(
@@ -192,6 +207,25 @@ impl Agent {
             Ok(Some(open)) => self.spawn_open(id, open),
             Ok(None) => {}
             Err(e) => self.conn.respond(id, Err(e)),
+        }
+    }
+
+    /// `tool_call/cancel` and `terminal/cancel` (a terminal is its call's
+    /// command): the call is cancelled alone, its process tree killed; it
+    /// then ends `failed` "Cancelled" and the turn goes on. `-32602` for an
+    /// unknown session, or a call that is not running (never started,
+    /// finished, or cancelled already), as the draft says.
+    fn cancel_call(&self, session: &str, call: &str, what: &str) -> Result<Value, RpcError> {
+        let entry = self
+            .entry(session)
+            .ok_or_else(|| super::unknown_session(session))?;
+        if entry.handle.cancel_call(call) {
+            tracing::info!(session, call, "a {what} was cancelled alone");
+            Ok(serde_json::json!({}))
+        } else {
+            Err(invalid_params(format!(
+                "this {what} is not running (unknown, finished or cancelled already)"
+            )))
         }
     }
 
@@ -211,6 +245,8 @@ impl Agent {
             *client = Some(caps);
         }
         self.wire.chosen.store(true, Ordering::Release);
+        // v2's transports take JSON-RPC batches; v1 defines none.
+        self.conn.allow_batches();
         tracing::info!(client = %req.info.name, asked = %req.protocol_version, "initialized (ACP v2)");
         to_value(&initialize_response())
     }

@@ -14,9 +14,11 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
+use agent_client_protocol_schema::MaybeUndefined;
 use agent_client_protocol_schema::v2::{
-    Diff, DiffChange, DiffFileType, SessionUpdate, TerminalExitStatus, TerminalOutputChunk,
-    TerminalUpdate, ToolCallContent, ToolCallContentChunk,
+    Diff, DiffChange, DiffFileType, SessionUpdate, TerminalCancelCapabilities,
+    TerminalCapabilities, TerminalExitStatus, TerminalOutputChunk, TerminalUpdate, ToolCallContent,
+    ToolCallContentChunk,
 };
 use base64::Engine as _;
 use maia_core::{CommandProgress, FileChange, FileOperation, ToolCallPatch, ToolContent};
@@ -34,6 +36,13 @@ fn terminal_id(call: &str) -> String {
     format!("term-{call}")
 }
 
+/// The tool call whose command terminal `terminal` is.
+pub(in crate::acp) fn call_of(terminal: &str) -> Option<&str> {
+    terminal
+        .strip_prefix("term-")
+        .filter(|call| !call.is_empty())
+}
+
 impl Terminals {
     /// What tool call `call`'s command `progress` is on v2.
     pub(in crate::acp) fn command(
@@ -45,7 +54,12 @@ impl Terminals {
         match progress {
             CommandProgress::Started { command, cwd } => {
                 lock(&self.calls).insert(call.to_owned());
-                let terminal = TerminalUpdate::new(id.clone()).command(command).cwd(cwd);
+                let terminal = TerminalUpdate::new(id.clone())
+                    .command(command)
+                    .cwd(cwd)
+                    .capabilities(
+                        TerminalCapabilities::new().cancel(TerminalCancelCapabilities::new()),
+                    );
                 let shown = agent_client_protocol_schema::v2::ToolCallUpdate::new(call.to_owned())
                     .content(vec![ToolCallContent::Terminal(
                         agent_client_protocol_schema::v2::Terminal::new(id),
@@ -66,7 +80,9 @@ impl Terminals {
                     .exit_code(code.map(i64::from))
                     .signal(signal);
                 vec![SessionUpdate::TerminalUpdate(
-                    TerminalUpdate::new(id).exit_status(exit),
+                    TerminalUpdate::new(id)
+                        .exit_status(exit)
+                        .capabilities(MaybeUndefined::Null),
                 )]
             }
         }

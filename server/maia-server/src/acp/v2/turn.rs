@@ -81,6 +81,17 @@ pub(in crate::acp) fn running(conn: &Connection, session_id: &str) {
     );
 }
 
+/// The state snapshot a resume sends after its replay and before its
+/// answer (the draft's MUST): `running` while a turn runs, else `idle`
+/// (without a stop reason: it ends nothing).
+pub(in crate::acp) fn snapshot(conn: &Connection, session_id: &str, busy: bool) {
+    let update = match busy {
+        true => StateUpdate::Running(RunningStateUpdate::new()),
+        false => StateUpdate::Idle(IdleStateUpdate::new()),
+    };
+    state(conn, session_id, update);
+}
+
 /// `state_update: requires_action` (a permission question is open).
 pub(in crate::acp) fn requires_action(conn: &Connection, session_id: &str) {
     let update = StateUpdate::RequiresAction(RequiresActionStateUpdate::new());

@@ -13,12 +13,14 @@
 //! `plan_update` of items; the v1 mode update has no v2 counterpart (the
 //! mode is a config option there). A v1 update v2 cannot read is dropped.
 
+use agent_client_protocol_schema::MaybeUndefined;
 use agent_client_protocol_schema::v1;
 use agent_client_protocol_schema::v2::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, Command, ContentChunk, Diff,
     DiffChange, DiffFileType, PlanUpdate, PlanUpdateContent, RequestPermissionSubject,
-    SessionUpdate, TextCommandInput, ToolCallContent, ToolCallId, ToolCallStatus, ToolCallUpdate,
-    ToolKind, UpdateSessionNotification,
+    SessionUpdate, TextCommandInput, ToolCallCancelCapabilities, ToolCallCapabilities,
+    ToolCallContent, ToolCallId, ToolCallStatus, ToolCallUpdate, ToolKind,
+    UpdateSessionNotification,
 };
 use maia_core::PermissionRequest;
 use serde_json::Value;
@@ -132,6 +134,7 @@ pub(crate) fn tool_call(call: &v1::ToolCall) -> ToolCallUpdate {
         v2 = v2.kind(kind);
     }
     if let Some(status) = same::<ToolCallStatus>(&call.status) {
+        v2 = v2.capabilities(cancellable(&status));
         v2 = v2.status(status);
     }
     if let Some(name) = &call.name {
@@ -146,6 +149,17 @@ pub(crate) fn tool_call(call: &v1::ToolCall) -> ToolCallUpdate {
     v2
 }
 
+/// What a call in `status` offers the client: `tool_call/cancel` while it
+/// is pending or running, nothing once it ended (`null` clears it).
+fn cancellable(status: &ToolCallStatus) -> MaybeUndefined<ToolCallCapabilities> {
+    match status {
+        ToolCallStatus::Pending | ToolCallStatus::InProgress => MaybeUndefined::Value(
+            ToolCallCapabilities::new().cancel(ToolCallCancelCapabilities::new()),
+        ),
+        _ => MaybeUndefined::Null,
+    }
+}
+
 /// A v1 `tool_call_update`: only the fields it sets.
 fn tool_call_update(update: &v1::ToolCallUpdate) -> ToolCallUpdate {
     let fields = &update.fields;
@@ -157,6 +171,7 @@ fn tool_call_update(update: &v1::ToolCallUpdate) -> ToolCallUpdate {
         v2 = v2.kind(kind);
     }
     if let Some(status) = fields.status.as_ref().and_then(same::<ToolCallStatus>) {
+        v2 = v2.capabilities(cancellable(&status));
         v2 = v2.status(status);
     }
     if let Some(items) = &fields.content {

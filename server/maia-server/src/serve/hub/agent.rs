@@ -478,6 +478,9 @@ pub(super) fn publish_as(
         return;
     };
     let view = &mut live.views[wire];
+    if message["params"]["update"]["sessionUpdate"] == "state_update" {
+        view.state = Some(message["params"]["update"].clone());
+    }
     let seq = view.seq.next(&state.numbers, sid, wire);
     let placeholder = echo_of.map(|_| {
         json!({"jsonrpc": "2.0", "method": ECHOED,

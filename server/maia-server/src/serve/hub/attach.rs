@@ -82,6 +82,21 @@ pub(super) fn attach(
             outbox.push(Some(sid), update.to_string(), false);
         }
     }
+    if wire == 1 {
+        // v2: a resume is sent the session's state after its replay and
+        // before its answer (idle when no turn was ever told).
+        let mut update = view
+            .state
+            .clone()
+            .unwrap_or_else(|| json!({"sessionUpdate": "state_update", "state": "idle"}));
+        // A repeated state counts nothing: the turn's usage stays with it.
+        if let Some(update) = update.as_object_mut() {
+            update.remove("usage");
+        }
+        let snapshot = json!({"jsonrpc": "2.0", "method": "session/update",
+            "params": {"sessionId": sid, "update": update}});
+        outbox.push(Some(sid), snapshot.to_string(), false);
+    }
     live.attached.insert(conn, role);
     let mut result = view.opened.clone().unwrap_or(Value::Null);
     result["_meta"]["maia"]["seq"] = json!(view.seq.last);

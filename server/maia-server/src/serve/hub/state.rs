@@ -40,6 +40,8 @@ pub(super) struct View {
     /// The kept updates with their size; `log_bytes` their sum.
     pub(super) log: VecDeque<(usize, Value)>,
     pub(super) log_bytes: usize,
+    /// The last `state_update` told (v2): the snapshot an attach is sent.
+    pub(super) state: Option<Value>,
     /// The open's answer (what a later attach is answered), once given.
     pub(super) opened: Option<Value>,
     /// Attaches waiting for the open's answer.
