@@ -226,3 +226,19 @@ async fn v2_takes_json_rpc_batches_and_v1_refuses_them() {
     let (next, _) = maia.response(id).await;
     assert!(next.get("result").is_some(), "{next}");
 }
+
+#[tokio::test]
+async fn a_v2_client_is_sent_notices_without_asking() {
+    // v2 notices need no client capability (v1's do): an empty answer is
+    // a turn that did nothing, told as a warning notice.
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::text_reply(""));
+    let seen = client.turn(&sid, "do it", |_| None).await;
+    let empty: Vec<&Value> = updates_of(&seen, "notice")
+        .into_iter()
+        .filter(|n| n["title"].as_str().is_some_and(|t| t.contains("empty answer")))
+        .collect();
+    assert_eq!(empty.len(), 1, "{seen:#?}");
+    assert_eq!(empty[0]["severity"], "warning", "{:?}", empty[0]);
+}

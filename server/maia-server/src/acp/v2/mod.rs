@@ -236,6 +236,9 @@ impl Agent {
     /// reason" as on v1.
     fn initialize_v2(&self, req: &v2::InitializeRequest) -> Result<Value, RpcError> {
         let mut caps = v1::ClientCapabilities::default();
+        // v2 notices need no client capability: every v2 client is sent them.
+        caps.session =
+            Some(v1::ClientSessionCapabilities::new().notices(v1::NoticeCapabilities::new()));
         caps.elicitation = req
             .capabilities
             .elicitation
