@@ -44,10 +44,9 @@ pub struct Busy;
 pub struct SessionHandle {
     id: String,
     cwd: PathBuf,
-    /// The session task's inbox: prompts, changes, rewinds and reverts,
-    /// in the order the caller wrote them.
+    /// The session task's inbox: prompts, changes, rewinds, reverts and
+    /// queue edits, in the order the caller wrote them.
     inbox: mpsc::UnboundedSender<Input>,
-    queue: mpsc::UnboundedSender<QueueRequest>,
     /// The session's background tasks (`_session/async_task/stop`).
     tasks: crate::background::Tasks,
     /// The calls running now (`cancel_call`).
@@ -144,14 +143,18 @@ impl SessionHandle {
         }
     }
 
-    /// Works on the session's prompt queue ([`crate::queue`]); answered at
-    /// once, also while a turn runs.
+    /// Works on the session's prompt queue ([`crate::queue`]) through the
+    /// inbox, in order with what was written before it; answered when the
+    /// session task reaches it, also while a turn runs.
     pub fn queue(
         &self,
         op: QueueOp,
     ) -> impl std::future::Future<Output = Result<QueueAnswer, QueueError>> + Send + use<> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = self.queue.send(QueueRequest { op, reply }).is_ok();
+        let sent = self
+            .inbox
+            .send(Input::Queue(QueueRequest { op, reply }))
+            .is_ok();
         async move {
             if !sent {
                 return Err(QueueError::Ended);

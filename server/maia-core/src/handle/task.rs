@@ -2,10 +2,11 @@
 //! the session's state cell (`session_state.rs`, the one owner) for the
 //! turns it starts itself and idle when a turn ends. It reads the
 //! handle's inbox in the order the requests were written: between turns
-//! it starts a prompt's turn, applies a change, and does a rewind or a
-//! file revert (each as one operation, before whatever was written after
-//! it); while a turn runs it passes changes on to the turn (taken at its
-//! checkpoints) and refuses rewinds and reverts, nothing changed. It also
+//! it starts a prompt's turn, applies a change, edits the prompt queue,
+//! and does a rewind or a file revert (each as one operation, before
+//! whatever was written after it); while a turn runs it passes changes on
+//! to the turn (taken at its checkpoints), edits the queue, and refuses
+//! rewinds and reverts, nothing changed. It also
 //! starts the turns the session starts itself (a leftover steer, the
 //! queue's head).
 
@@ -43,6 +44,9 @@ pub(super) enum Input {
     Revert(RevertCall),
     /// Answered once the task reached it: what was sent before is done.
     Reached(oneshot::Sender<()>),
+    /// A `_session/queue` edit: answered when reached, also while a turn
+    /// runs (after what was written before it).
+    Queue(QueueRequest),
 }
 /// What [`launch`] needs besides the session.
 pub(super) struct Launch {
@@ -73,13 +77,11 @@ pub(super) fn launch(session: Session, launch: Launch) -> SessionHandle {
         top,
     } = launch;
     let (inbox_tx, inbox) = mpsc::unbounded_channel();
-    let (queue_tx, queue_rx) = mpsc::unbounded_channel();
     let ended = CancellationToken::new();
     let handle = SessionHandle {
         id: session.id().to_owned(),
         cwd: session.services().cwd.clone(),
         inbox: inbox_tx,
-        queue: queue_tx,
         tasks: session.tools().tasks.clone(),
         running: session.tools().running.clone(),
         state: state.clone(),
@@ -93,7 +95,6 @@ pub(super) fn launch(session: Session, launch: Launch) -> SessionHandle {
         held: VecDeque::new(),
         changes,
         queue,
-        queue_rx,
         events: session.services().events.clone(),
         ctl: state,
         top,
@@ -115,7 +116,6 @@ struct Task {
     /// The session's own queue of changes, which the running turn takes.
     changes: mpsc::UnboundedSender<Change>,
     queue: Queue,
-    queue_rx: mpsc::UnboundedReceiver<QueueRequest>,
     /// The session's events (for the queue's, while a turn has the session).
     events: mpsc::UnboundedSender<Event>,
     /// The session's state cell: the turns the task starts are claimed
@@ -159,12 +159,6 @@ impl Task {
                 None => tokio::select! {
                     biased;
                     input = self.inbox.recv() => input?,
-                    Some(request) = self.queue_rx.recv() => {
-                        match idle_queue(session, &mut self.queue, request, &self.ctl) {
-                            Some(turn) => return Some(turn),
-                            None => continue,
-                        }
-                    }
                     () = tasks.ended() => {
                         // Journaled now; the model hears of it next turn.
                         session.record_task_ends();
@@ -199,6 +193,11 @@ impl Task {
                 Input::Reached(reply) => {
                     let _ = reply.send(());
                 }
+                Input::Queue(request) => {
+                    if let Some(turn) = idle_queue(session, &mut self.queue, request, &self.ctl) {
+                        return Some(turn);
+                    }
+                }
             }
         }
     }
@@ -220,6 +219,15 @@ impl Task {
             Input::Revert(call) => call.refuse(),
             Input::Reached(reply) => {
                 let _ = reply.send(());
+            }
+            Input::Queue(QueueRequest { op, reply }) => {
+                let answer = self.queue.edit(op).map(|(answer, changed)| {
+                    if changed {
+                        let _ = self.events.send(Event::QueueChanged);
+                    }
+                    answer
+                });
+                let _ = reply.send(answer);
             }
             prompt @ Input::Prompt { .. } => self.held.push_back(prompt),
         }
@@ -251,16 +259,6 @@ impl Task {
             loop {
                 tokio::select! {
                     stop = &mut run => break stop,
-                    Some(request) = self.queue_rx.recv() => {
-                        let QueueRequest { op, reply } = request;
-                        let answer = self.queue.edit(op).map(|(answer, changed)| {
-                            if changed {
-                                let _ = self.events.send(Event::QueueChanged);
-                            }
-                            answer
-                        });
-                        let _ = reply.send(answer);
-                    }
                     Some(input) = self.inbox.recv() => self.during_turn(input),
                 }
             }
