@@ -237,7 +237,11 @@ async fn a_v2_client_is_sent_notices_without_asking() {
     let seen = client.turn(&sid, "do it", |_| None).await;
     let empty: Vec<&Value> = updates_of(&seen, "notice")
         .into_iter()
-        .filter(|n| n["title"].as_str().is_some_and(|t| t.contains("empty answer")))
+        .filter(|n| {
+            n["title"]
+                .as_str()
+                .is_some_and(|t| t.contains("empty answer"))
+        })
         .collect();
     assert_eq!(empty.len(), 1, "{seen:#?}");
     assert_eq!(empty[0]["severity"], "warning", "{:?}", empty[0]);

@@ -381,3 +381,40 @@ async fn remote_a_connection_that_sends_no_request_is_closed_after_the_header_ti
     let listed = editor.call("session/list", json!({})).await;
     assert!(listed.get("result").is_some(), "{listed}");
 }
+
+#[tokio::test]
+async fn remote_a_refusal_over_h2c_reaches_the_client_as_its_status() {
+    // Refused before its body was read: the body is read first, so the
+    // stream ends with the status. Before, the response came while the
+    // body was still being sent and curl reported "Stream error in the
+    // HTTP/2 framing layer" instead of the status.
+    if !mock::require("curl", mock::on_path("curl")) {
+        return;
+    }
+    let daemon = Daemon::start(&[("editor", &[])], &[]).await;
+    let body = tempfile::NamedTempFile::new().unwrap();
+    let text = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{{\"pad\":\"{}\"}}}}",
+        "x".repeat(256 * 1024)
+    );
+    std::fs::write(body.path(), text).unwrap();
+    let token = daemon.tokens["editor"].clone();
+    for (auth, content_type, status) in [
+        (None, "application/json", "401"),
+        (Some(token), "text/plain", "415"),
+    ] {
+        let mut curl = std::process::Command::new("curl");
+        curl.args(["-s", "-o", "/dev/null", "-w", "%{http_code} %{errormsg}"])
+            .args(["--http2-prior-knowledge", "-X", "POST"])
+            .arg("-H")
+            .arg(format!("content-type: {content_type}"))
+            .arg("--data-binary")
+            .arg(format!("@{}", body.path().display()));
+        if let Some(token) = &auth {
+            curl.arg("-H").arg(format!("authorization: Bearer {token}"));
+        }
+        let out = curl.arg(daemon.url()).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert_eq!(said, status, "curl said: {said}");
+    }
+}

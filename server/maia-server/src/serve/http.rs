@@ -124,20 +124,44 @@ fn connection(
     }
 }
 
+/// The body a refusal reads first, at most, and how long it waits for it.
+const DRAIN_BYTES: usize = 1 << 20;
+const DRAIN_TIME: Duration = Duration::from_secs(2);
+
+/// `refused`, sent once the request's body is read (up to [`DRAIN_BYTES`],
+/// for up to [`DRAIN_TIME`]): over HTTP/2, a response while the body is
+/// still coming ends the stream with `RST_STREAM`, and clients such as
+/// curl then report a stream error instead of the status.
+async fn after_body(body: Body, refused: Response) -> Response {
+    let drain = async {
+        let mut data = body.into_data_stream();
+        let mut read = 0usize;
+        while let Some(Ok(chunk)) = data.next().await {
+            read += chunk.len();
+            if read > DRAIN_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+    refused
+}
+
 /// `POST /acp`.
 pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Response {
     let access = match authorize(&daemon, &request) {
         Ok(access) => access,
-        Err(refused) => return *refused,
+        Err(refused) => return after_body(request.into_body(), *refused).await,
     };
     let json = header_text(request.headers(), header::CONTENT_TYPE.as_str())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
     if !json {
-        return refuse(
+        let refused = refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Content-Type must be application/json",
         );
+        return after_body(request.into_body(), refused).await;
     }
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, daemon.max_message).await {
