@@ -7,7 +7,9 @@
 //! - No non-test source file under `server/` has more than 600 lines
 //!   before its `#[cfg(test)]` tail (comments and blank lines count).
 //! - Every source file starts with a `//!` header.
-//! - `docs/architecture.md` names every module file of every crate.
+//! - `docs/architecture.md` names every module file of every crate, and
+//!   every file, item path, type and function it names in backticks
+//!   exists (a claim the code contradicts is a bug).
 //! - No string literal equal to a tool's name outside the tools
 //!   (`maia-core/src/tools/` and `maia-tools`): what a tool is or may do is
 //!   asked of the tool, never decided by its name (exceptions listed, with
@@ -348,4 +350,122 @@ fn named_literals_skips_comments_and_longer_strings() {
     let names = vec!["Read".to_owned()];
     let text = "/// \"Read\" in a doc\nlet a = \"Read\";\nlet b = \"say \\\"Read\\\" now\";\n";
     assert_eq!(named_literals(text, &names), [(2, "Read".to_owned())]);
+}
+
+/// The identifiers of a text (words of letters, digits and `_`).
+fn identifiers(text: &str) -> BTreeSet<&str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| {
+            w.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        })
+        .collect()
+}
+
+/// What a backticked span of docs/architecture.md claims exists: a source
+/// file (`hub/lineup.rs`), an item path (`Event::FilesChanged`,
+/// `SessionHandle::cancel_call()`), a type (`StateCell`) or a function
+/// (`run_batch`, `display_text()`); anything else (JSON, methods of the
+/// wire, commands) claims nothing here.
+enum Claim<'a> {
+    File(&'a str),
+    Path(Vec<&'a str>),
+    Word(&'a str),
+}
+
+fn claim(span: &str) -> Option<Claim<'_>> {
+    let ident = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    if span.ends_with(".rs")
+        && span
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c))
+    {
+        return Some(Claim::File(span));
+    }
+    let bare = span.strip_suffix("()").unwrap_or(span);
+    if bare.contains("::") {
+        let segments: Vec<&str> = bare.split("::").collect();
+        return segments
+            .iter()
+            .all(|s| ident(s))
+            .then_some(Claim::Path(segments));
+    }
+    let camel = bare.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && bare.chars().skip(1).any(|c| c.is_ascii_uppercase())
+        && bare.chars().any(|c| c.is_ascii_lowercase());
+    let function = bare.contains('_')
+        && bare
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit());
+    ((camel || function || span.ends_with("()")) && ident(bare)).then_some(Claim::Word(bare))
+}
+
+#[test]
+fn every_item_docs_architecture_names_exists() {
+    let root = repo_root();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mut files = Vec::new();
+    rust_files(&root.join("server"), &mut files);
+    rust_files(&root.join("protocol-tests"), &mut files);
+    let texts: Vec<(String, String)> = files
+        .iter()
+        .map(|f| {
+            let relative = f
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (relative, std::fs::read_to_string(f).unwrap_or_default())
+        })
+        .collect();
+    let words: Vec<BTreeSet<&str>> = texts.iter().map(|(_, t)| identifiers(t)).collect();
+    let mut false_claims = Vec::new();
+    for span in doc.split('`').skip(1).step_by(2) {
+        let holds = match claim(span) {
+            None => continue,
+            Some(Claim::File(path)) => texts.iter().any(|(relative, _)| {
+                relative == path
+                    || relative.ends_with(&format!("/{path}"))
+                    || relative.strip_prefix("server/") == Some(path)
+            }),
+            // Every part named in one file (a type and its method or
+            // variant are written together where they are defined or used).
+            Some(Claim::Path(segments)) => {
+                words.iter().any(|w| segments.iter().all(|s| w.contains(s)))
+            }
+            Some(Claim::Word(word)) => words.iter().any(|w| w.contains(word)),
+        };
+        if !holds {
+            false_claims.push(span.to_owned());
+        }
+    }
+    false_claims.sort();
+    false_claims.dedup();
+    assert!(
+        false_claims.is_empty(),
+        "docs/architecture.md names what the code does not have: {false_claims:#?}"
+    );
+}
+
+#[test]
+fn the_claim_reader_tells_items_from_the_rest() {
+    assert!(matches!(claim("hub/lineup.rs"), Some(Claim::File(_))));
+    assert!(matches!(claim("Event::FilesChanged"), Some(Claim::Path(p)) if p.len() == 2));
+    assert!(matches!(
+        claim("SessionHandle::cancel_call()"),
+        Some(Claim::Path(_))
+    ));
+    assert!(matches!(claim("StateCell"), Some(Claim::Word("StateCell"))));
+    assert!(matches!(claim("run_batch"), Some(Claim::Word("run_batch"))));
+    assert!(claim("session/prompt").is_none());
+    assert!(claim("_meta.maia.seq").is_none());
+    assert!(claim("{sessionId}").is_none());
+    assert!(claim("Cargo").is_none());
 }
