@@ -178,6 +178,7 @@ async fn undo(record: &Record) {
         return;
     };
     let target = folder.to_string_lossy().into_owned();
+    drop_torn_entry(record, &folder).await;
     let listed = crate::review::git(&record.top, &["worktree", "list", "--porcelain"])
         .await
         .unwrap_or_default();
@@ -216,6 +217,34 @@ async fn undo(record: &Record) {
         && let Err(e) = crate::review::git(&record.top, &["branch", "-D", &branch]).await
     {
         tracing::warn!("cannot remove the branch {branch}: {e}");
+    }
+}
+
+/// Removes git's entry for the fork's folder (`worktrees/<folder name>` in
+/// the repository's git folder) when `worktree add` was killed while it
+/// wrote it: an empty `commondir` makes every `git worktree list` and
+/// `git branch -D` of the repository fail ("failed to read …/commondir"),
+/// so git itself cannot remove it; a missing or empty `gitdir` names no
+/// folder. An entry that reads whole is left to git.
+async fn drop_torn_entry(record: &Record, folder: &Path) {
+    let Some(name) = folder.file_name() else {
+        return;
+    };
+    let Ok(common) = crate::review::git(&record.top, &["rev-parse", "--git-common-dir"]).await
+    else {
+        return;
+    };
+    let common = record.top.join(common.trim());
+    let entry = common.join("worktrees").join(name);
+    let empty = |file: &str| {
+        std::fs::read_to_string(entry.join(file)).map_or(true, |text| text.trim().is_empty())
+    };
+    let commondir_torn = entry.join("commondir").exists() && empty("commondir");
+    if entry.is_dir() && (commondir_torn || empty("gitdir")) {
+        tracing::warn!(entry = %entry.display(), "removing a worktree entry a killed fork left half written");
+        if let Err(e) = std::fs::remove_dir_all(&entry) {
+            tracing::warn!("cannot remove {}: {e}", entry.display());
+        }
     }
 }
 
@@ -339,6 +368,39 @@ mod tests {
         )
         .await
         .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_fork_killed_while_git_wrote_its_entry_leaves_the_repository_usable() {
+        let (_dir, top) = repo().await;
+        let sessions = top.join(".maia/.sessions");
+        let (cut, making) = add(&top, &sessions).await.unwrap();
+        // What a `worktree add` killed while writing its entry leaves: the
+        // entry locked while it initializes (so `worktree prune` skips
+        // it), its `commondir` created, still empty. Every `worktree list`
+        // and `branch -D` of the repository then fails.
+        let name = cut.path.file_name().unwrap().to_owned();
+        let entry = top.join(".git/worktrees").join(&name);
+        std::fs::write(entry.join("locked"), "initializing").unwrap();
+        std::fs::write(entry.join("commondir"), "").unwrap();
+        assert!(
+            crate::review::git(&top, &["worktree", "list"])
+                .await
+                .is_err(),
+            "git reads this entry as torn"
+        );
+        drop(making);
+        assert_eq!(sweep(&sessions, &top).await, vec![cut.path.clone()]);
+        assert!(!cut.path.exists());
+        assert!(!entry.exists());
+        let list = crate::review::git(&top, &["worktree", "list", "--porcelain"])
+            .await
+            .unwrap();
+        assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+        let branches = crate::review::git(&top, &["branch", "--list", "maia/*"])
+            .await
+            .unwrap();
+        assert!(branches.trim().is_empty(), "{branches}");
     }
 
     #[tokio::test]
