@@ -3,7 +3,8 @@
 //! following docs/remote.md with its last `since` misses nothing), a
 //! session's stream opened before its `session/load` (the TS client), a
 //! request without `Acp-Session-Id` (the Python client), a load's answer
-//! naming its session and coming after its replay.
+//! naming its session and coming after its replay (on the stream the
+//! answer takes: the connection's for a load sent without the header).
 
 use maia_test_support as mock;
 use serde_json::{Value, json};
@@ -176,20 +177,25 @@ async fn remote_http_requests_without_the_session_header_are_served_as_the_pytho
     let mut daemon = Daemon::start(&[EDITOR], &[]).await;
     let (sid, _) = one_turn(&daemon, "first").await;
     daemon.restart().await;
-    // The Python SDK: load without the header; its answer (on the
-    // connection's stream) names the session, whose stream it then opens.
+    // The Python SDK: load without the header, before it has the
+    // session's stream; the replay, then the answer naming the session, on
+    // the connection's stream (ACP answers a load after its replay); then
+    // it opens the session's stream.
     let (http, mut conn_stream) = http_connection(&daemon).await;
     let load = json!({"jsonrpc": "2.0", "id": 2, "method": "session/load",
         "params": load_params(&daemon, &sid, None)});
     assert_eq!(http.post(None, &load).send().await.unwrap().status(), 202);
-    let (loaded, _) = wait_on(&mut conn_stream, |m| m["id"] == 2).await;
+    let (loaded, replay) = wait_on(&mut conn_stream, |m| m["id"] == 2).await;
     assert_eq!(loaded["result"]["sessionId"], sid, "{loaded}");
+    let replayed: String = replay
+        .iter()
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert!(
+        replayed.contains("first"),
+        "the replay comes before the answer on the connection's stream: {replay:?}"
+    );
     let mut session_stream = http.stream(Some(&sid)).await;
-    // The replay waited in the session's queue.
-    let (_, _) = wait_on(&mut session_stream, |m| {
-        m["params"]["update"]["content"]["text"] == "first"
-    })
-    .await;
     // `session/set_title` without the header (the Python SDK sends it so).
     let title = json!({"jsonrpc": "2.0", "id": 3, "method": "session/set_title",
         "params": {"sessionId": sid, "title": "renamed"}});
@@ -210,4 +216,43 @@ async fn remote_http_requests_without_the_session_header_are_served_as_the_pytho
     );
     let (answer, _) = wait_on(&mut session_stream, |m| m["id"] == 4).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+}
+
+#[tokio::test]
+async fn remote_http_a_live_load_without_the_session_header_gets_its_replay_before_its_answer() {
+    let daemon = Daemon::start(&[EDITOR], &[]).await;
+    let (sid, _) = one_turn(&daemon, "said live").await;
+    // A second client (the Python SDK) attaches to the live session
+    // without the header: replay, then answer, on the connection's stream.
+    let (http, mut conn_stream) = http_connection(&daemon).await;
+    let load = json!({"jsonrpc": "2.0", "id": 2, "method": "session/load",
+        "params": load_params(&daemon, &sid, None)});
+    assert_eq!(http.post(None, &load).send().await.unwrap().status(), 202);
+    let (loaded, replay) = wait_on(&mut conn_stream, |m| m["id"] == 2).await;
+    assert_eq!(loaded["result"]["sessionId"], sid, "{loaded}");
+    let replayed: String = replay
+        .iter()
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert!(replayed.contains("said live"), "{replay:?}");
+    // Live updates then take the session's stream.
+    let mut session_stream = http.stream(Some(&sid)).await;
+    daemon.mock.push(mock::text_reply("said later"));
+    let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "more"}]}});
+    assert_eq!(
+        http.post(Some(&sid), &prompt)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    let (answer, live) = wait_on(&mut session_stream, |m| m["id"] == 3).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let streamed: String = live
+        .iter()
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert_eq!(streamed, "said later", "{live:?}");
 }

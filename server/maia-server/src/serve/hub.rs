@@ -158,6 +158,7 @@ impl Hub {
                 wire: 0,
                 attached: HashSet::new(),
                 cancel_on_leave: HashSet::new(),
+                replaying_here: HashSet::new(),
             },
         );
         Some((conn, outbox))
@@ -405,12 +406,15 @@ impl Hub {
                 if load && since.is_some_and(|n| n > 0) {
                     // A reconnect whose numbers name nothing kept here (the
                     // session was not live): the whole session follows.
-                    attach::reset(state, conn, &session);
+                    attach::reset(state, conn, &session, scoped);
                 }
                 let live = state.live_entry(&session);
                 live.attached.insert(conn, access.role);
                 if let Some(c) = state.clients.get_mut(&conn) {
                     c.attached.insert(session.clone());
+                    if !scoped {
+                        c.replaying_here.insert(session.clone());
+                    }
                 }
                 Kind::Open { session }
             }

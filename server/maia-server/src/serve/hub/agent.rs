@@ -337,7 +337,10 @@ impl Hub {
                     message["result"]["_meta"]["maia"]["seq"] = json!(live.views[wire].seq.last);
                 }
                 self.opened(state, wire, &session, &message);
-                if let Some(c) = state.clients.get(&routed.conn) {
+                if let Some(c) = state.clients.get_mut(&routed.conn) {
+                    // The replay was sent; what follows takes the
+                    // session's stream.
+                    c.replaying_here.remove(&session);
                     c.outbox
                         .push(routed.scope.as_deref(), message.to_string(), false);
                 }
@@ -507,7 +510,7 @@ pub(super) fn publish_as(
             .clients
             .get(&conn)
             .filter(|c| c.wire == wire)
-            .is_some_and(|c| !c.outbox.push(Some(sid), sent.clone(), true));
+            .is_some_and(|c| !c.outbox.push(attach::stream_of(c, sid), sent.clone(), true));
         if dropped {
             tracing::warn!(conn, session = %sid, "a client fell behind; dropped");
             detach(state, conn);

@@ -7,7 +7,17 @@
 use serde_json::{Value, json};
 
 use super::refusal::Refusal;
-use super::{RESET, Role, State};
+use super::{Client, RESET, Role, State};
+
+/// The stream `client` is sent `sid`'s messages on: the session's, or
+/// the connection's while it opens the session by a request sent without
+/// `Acp-Session-Id`. ACP answers `session/load` once the replay is sent;
+/// such a client (the Python SDK's) may not have the session's stream yet
+/// (it opens it on the answer naming the session), and two streams flush
+/// independently: on the stream its answer takes, the replay comes first.
+pub(super) fn stream_of<'a>(client: &Client, sid: &'a str) -> Option<&'a str> {
+    (!client.replaying_here.contains(sid)).then_some(sid)
+}
 
 /// The `_meta.maia.since` of an attach: absent (or `null`), or a sequence
 /// number; anything else is invalid params, not "replay everything".
@@ -27,19 +37,22 @@ pub(super) fn since(message: &Value) -> Result<Option<u64>, Refusal> {
 
 /// Tells `conn` that what follows of `sid` is the whole session again
 /// (`RESET`): its `since` named numbers kept by an earlier run of the
-/// daemon, or from before the session was closed.
-pub(super) fn reset(state: &State, conn: u64, sid: &str) {
+/// daemon, or from before the session was closed. On the session's stream
+/// when the open was `scoped`, else on the connection's.
+pub(super) fn reset(state: &State, conn: u64, sid: &str, scoped: bool) {
     if let Some(client) = state.clients.get(&conn) {
         let reset = json!({"jsonrpc": "2.0", "method": RESET, "params": {"sessionId": sid}});
-        client.outbox.push(Some(sid), reset.to_string(), false);
+        client
+            .outbox
+            .push(scoped.then_some(sid), reset.to_string(), false);
     }
 }
 
 /// Attaches `conn` to the live, opened session `sid`: the updates after
 /// `since` (all of them for a load without it; all of them after `RESET`
-/// for a `since` this run did not number), then the open's answer (on the
-/// session's stream when `scoped`), then the questions waiting for a
-/// controller.
+/// for a `since` this run did not number), then the open's answer (these
+/// on the session's stream when `scoped`, else on the connection's: see
+/// `stream_of`), then the questions waiting for a controller.
 pub(super) fn attach(
     state: &mut State,
     conn: u64,
@@ -64,11 +77,12 @@ pub(super) fn attach(
         (None, false) => None,
     };
     let view = &live.views[wire];
+    let stream = scoped.then_some(sid);
     let after = match after {
         // Numbers up to the base were sent before this run of the session.
         Some(n) if n > 0 && n <= view.seq.base => {
             let reset = json!({"jsonrpc": "2.0", "method": RESET, "params": {"sessionId": sid}});
-            outbox.push(Some(sid), reset.to_string(), false);
+            outbox.push(stream, reset.to_string(), false);
             Some(0)
         }
         after => after,
@@ -79,7 +93,7 @@ pub(super) fn attach(
                 .as_u64()
                 .is_some_and(|s| s > after)
         }) {
-            outbox.push(Some(sid), update.to_string(), false);
+            outbox.push(stream, update.to_string(), false);
         }
     }
     if wire == 1 {
@@ -95,13 +109,13 @@ pub(super) fn attach(
         }
         let snapshot = json!({"jsonrpc": "2.0", "method": "session/update",
             "params": {"sessionId": sid, "update": update}});
-        outbox.push(Some(sid), snapshot.to_string(), false);
+        outbox.push(stream, snapshot.to_string(), false);
     }
     live.attached.insert(conn, role);
     let mut result = view.opened.clone().unwrap_or(Value::Null);
     result["_meta"]["maia"]["seq"] = json!(view.seq.last);
     outbox.push(
-        scoped.then_some(sid),
+        stream,
         json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
         false,
     );

@@ -22,6 +22,10 @@ pub(super) struct Client {
     /// The sessions whose turn is cancelled when this client leaves
     /// (`_meta.maia.cancelOnDisconnect` on the open or attach).
     pub(super) cancel_on_leave: HashSet<String>,
+    /// The sessions this client is opening by a request sent without
+    /// `Acp-Session-Id`: their replay goes on its connection's stream,
+    /// before the answer (`attach::stream_of`).
+    pub(super) replaying_here: HashSet<String>,
 }
 
 /// A session open in the agent, with who is attached to it.
