@@ -54,6 +54,7 @@ mod remote;
 mod remote_client;
 mod remote_restart;
 mod remote_rights;
+mod remote_sdk;
 mod remote_v2;
 mod remote_web;
 mod robustness;

@@ -1,7 +1,8 @@
 //! Attaching and detaching clients: a client attached to a live session
 //! gets the updates after its `since`, the open's answer, then the
-//! questions waiting for a controller; a client that leaves is detached
-//! from everything, and the sessions it asked to cancel on leaving are
+//! questions waiting for a controller (on the stream the open's request
+//! asked for: `stream_of`); a client that leaves is detached from
+//! everything, and the sessions it asked to cancel on leaving are
 //! noted for the hub to cancel.
 
 use serde_json::{Value, json};
