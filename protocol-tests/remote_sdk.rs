@@ -37,7 +37,14 @@ const V1_SAVED: &[&str] = &[
     "session/load of a saved session (after a restart)",
     "prompt after loading a saved session",
 ];
-const V2: &[&str] = &["initialize", "session/new", "prompt: streamed updates"];
+const V2: &[&str] = &[
+    "initialize",
+    "session/new",
+    "prompt: streamed updates",
+    "prompt: a tool call and a permission",
+    "cancel",
+    "session/resume with the replay (a second client)",
+];
 const MIRROR: &[&str] = &[
     "initialize",
     "session/new",

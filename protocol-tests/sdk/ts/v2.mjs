@@ -6,7 +6,11 @@
 //
 // Environment as v1.mjs. Checks: initialize, session/new, a prompt (v2
 // answers it with its messageId at once; the turn streams its updates up to
-// `state_update: idle`). One JSON line per check on stdout.
+// `state_update: idle`), a prompt with a tool call and a permission, cancel,
+// and a second client's `session/resume` replaying from the start. One JSON
+// line per check on stdout.
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { Log, arg, daemonUrl, describe, env, reporter, sdk, wsModule } from "./lib.mjs";
 
 const transport = arg("transport", "ws");
@@ -27,24 +31,58 @@ async function stream() {
   return createHttpStream(daemonUrl("http"), { headers });
 }
 
-const log = new Log();
-const app = v2
-  .client({ name: "maia-sdk-check" })
-  .onNotification("session/update", ({ params }) => {
-    log.push({ method: "session/update", params });
-  })
-  .onNotification("*", ({ method, params }) => {
-    log.push({ method, params });
-  });
+const permissions = [];
 
-function updates(sid) {
-  return log.entries
+/** A v2 client app logging into `log`, allowing every permission. */
+function app(log) {
+  return v2
+    .client({ name: "maia-sdk-check" })
+    .onNotification("session/update", ({ params }) => {
+      log.push({ method: "session/update", params });
+    })
+    .onNotification("*", ({ method, params }) => {
+      log.push({ method, params });
+    })
+    .onRequest("session/request_permission", ({ params }) => {
+      permissions.push(params);
+      const allow =
+        params.options.find((o) => o.kind === "allow_once") ??
+        params.options.find((o) => String(o.kind).startsWith("allow"));
+      return { outcome: { outcome: "selected", optionId: allow.optionId } };
+    });
+}
+
+const log = new Log();
+
+function updates(sid, from = log) {
+  return from.entries
     .filter((e) => e.method === "session/update" && e.params.sessionId === sid)
     .map((e) => e.params.update);
 }
 
+function text(turn) {
+  return turn
+    .filter((u) => u.sessionUpdate === "agent_message_chunk" && u.content?.type === "text")
+    .map((u) => u.content.text)
+    .join("");
+}
+
+/** Waits for the `state_update: idle` after the `from`-th update of `sid`. */
+async function idle(sid, from) {
+  await log.waitFor(
+    (e) =>
+      e.method === "session/update" &&
+      e.params.sessionId === sid &&
+      e.params.update.sessionUpdate === "state_update" &&
+      e.params.update.state === "idle" &&
+      updates(sid).indexOf(e.params.update) >= from,
+    "state_update idle",
+  );
+  return updates(sid).slice(from);
+}
+
 try {
-  await app.connectWith(await stream(), async (ctx) => {
+  await app(log).connectWith(await stream(), async (ctx) => {
     const initialized = await check("initialize", async () => {
       const init = await ctx.request("initialize", {
         protocolVersion: 2,
@@ -70,18 +108,55 @@ try {
         prompt: [{ type: "text", text: "hello from v2" }],
       });
       if (typeof answer.messageId !== "string") throw new Error(`answered ${JSON.stringify(answer)}`);
-      await log.waitFor(
-        (e) => e.method === "session/update" && e.params.sessionId === sid && e.params.update.sessionUpdate === "state_update" && e.params.update.state === "idle",
-        "state_update idle",
-      );
-      const turn = updates(sid).slice(from);
+      const turn = await idle(sid, from);
       const kinds = [...new Set(turn.map((u) => u.sessionUpdate))];
-      const words = turn
-        .filter((u) => u.sessionUpdate === "agent_message_chunk" && u.content?.type === "text")
-        .map((u) => u.content.text)
-        .join("");
+      const words = text(turn);
       if (words !== "sdk echo: hello from v2") throw new Error(`updates ${kinds.join(", ")}; text ${JSON.stringify(words)}`);
       return `messageId ${answer.messageId}; ${turn.length} updates: ${kinds.join(", ")}`;
+    });
+
+    const file = `${client}-${transport}.txt`;
+    await check("prompt: a tool call and a permission", async () => {
+      const from = updates(sid).length;
+      await ctx.request("session/prompt", { sessionId: sid, prompt: [{ type: "text", text: `sdk:tool ${file}` }] });
+      const turn = await idle(sid, from);
+      if (permissions.length !== 1) throw new Error(`${permissions.length} permission requests`);
+      // v2 tells a tool call by `tool_call_update` alone.
+      const calls = turn.filter((u) => u.sessionUpdate === "tool_call_update");
+      if (!calls.some((u) => u.status === "completed")) {
+        throw new Error(`no completed tool call: ${JSON.stringify(calls).slice(0, 600)}`);
+      }
+      if (!text(turn).includes(`wrote ${file}`)) throw new Error(`text ${JSON.stringify(text(turn))}`);
+      if (!existsSync(join(cwd, file))) throw new Error(`${file} was not written`);
+      return `permission "${permissions[0].title}" answered, ${file} written`;
+    });
+
+    await check("cancel", async () => {
+      const from = updates(sid).length;
+      await ctx.request("session/prompt", { sessionId: sid, prompt: [{ type: "text", text: "sdk:slow" }] });
+      await log.waitFor(
+        (e) => e.method === "session/update" && e.params.update.sessionUpdate === "agent_message_chunk" && updates(sid).indexOf(e.params.update) >= from,
+        "the slow answer's first words",
+      );
+      await ctx.notify("session/cancel", { sessionId: sid });
+      const turn = await idle(sid, from);
+      const end = turn[turn.length - 1];
+      const reason = typeof end.stopReason === "string" ? end.stopReason : end.stopReason?.type;
+      if (reason !== "cancelled") throw new Error(`idle with ${JSON.stringify(end)}`);
+      return "idle, stopReason cancelled";
+    });
+
+    await check("session/resume with the replay (a second client)", async () => {
+      const other = new Log();
+      return app(other).connectWith(await stream(), async (second) => {
+        await second.request("initialize", { protocolVersion: 2, info: { name: "maia-sdk-check", version: "1" }, capabilities: {} });
+        await second.request("session/resume", { sessionId: sid, cwd, replayFrom: { type: "start" } });
+        const replayed = text(updates(sid, other));
+        if (!replayed.includes("sdk echo: hello from v2") || !replayed.includes(`wrote ${file}`)) {
+          throw new Error(`replay ${JSON.stringify(replayed.slice(0, 300))}`);
+        }
+        return `replayed ${other.entries.length} messages before the answer`;
+      });
     });
   });
 } catch (error) {
