@@ -201,6 +201,7 @@ impl Session {
             ask: tokio::sync::Mutex::new(()),
             lsp: self.services.lsp.clone(),
             records: self.tools.records.clone(),
+            hooks: self.hook_env(),
         };
         // A checkpoint before calls that may change files (as their tools
         // declare), another after.

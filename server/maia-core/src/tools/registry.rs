@@ -71,6 +71,8 @@ pub(crate) struct Batch {
     pub lsp: Arc<maia_lsp_client::LspManager>,
     /// What the calls leave for the session's journal (`Task`).
     pub records: crate::subagent::Sink,
+    /// The session's hooks (`PreToolUse`, `PostToolUse`).
+    pub hooks: Option<crate::hooks::Env>,
 }
 
 /// What a tool's `run` gets besides its plan.

@@ -33,7 +33,7 @@ pub const MAX_PARALLEL: usize = 8;
 const DISPLAY_CHARS: usize = 20_000;
 
 /// What a call ended with.
-enum Outcome {
+pub(super) enum Outcome {
     /// The text for the model, the images the tool returned and what it
     /// did to the session.
     Done(String, Vec<ImageData>, Vec<TurnEffect>),
@@ -60,13 +60,15 @@ type Planned = Result<(Arc<dyn Tool>, CallPlan), String>;
 type Views = Arc<Vec<Mutex<ToolCallView>>>;
 
 /// One call's handle on the batch.
-struct Call {
+pub(super) struct Call {
     index: usize,
     id: String,
+    /// The call as the model made it.
+    pub(super) request: ToolCall,
     batch: Arc<Batch>,
     views: Views,
     /// This call's token (a child of the batch's).
-    cancel: CancellationToken,
+    pub(super) cancel: CancellationToken,
     /// The batch's token: a cancelled permission question ends the turn.
     turn: CancellationToken,
 }
@@ -101,7 +103,7 @@ impl Call {
         });
     }
 
-    fn fail(&self, message: &str) {
+    pub(super) fn fail(&self, message: &str) {
         self.update(
             ToolStatus::Failed,
             Some(vec![ToolContent::Text {
@@ -125,7 +127,7 @@ impl Call {
         });
     }
 
-    fn authorise(&self, plan: &CallPlan) -> Requirement {
+    pub(super) fn authorise(&self, plan: &CallPlan) -> Requirement {
         match self.batch.broker.lock() {
             Ok(broker) => {
                 permission::authorise(&plan.gate, self.batch.mode, &broker, &self.batch.ctx.cwd)
@@ -218,6 +220,7 @@ pub(crate) async fn run_batch(
         let call = Call {
             index,
             id: view.id,
+            request: calls[index].clone(),
             batch: batch.clone(),
             views: views.clone(),
             cancel: turn.child_token(),
@@ -334,7 +337,23 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
             .sandbox_key
             .as_ref()
             .is_some_and(|key| call.batch.sandbox_failures.contains(key));
-    let grant = match gate(&tool, &plan, diff.as_ref(), call).await {
+    let mut diff = diff;
+    let hooked = match super::hooked::before(
+        call.batch.hooks.as_ref(),
+        &tool,
+        &mut plan,
+        call,
+        &ctx,
+    )
+    .await
+    {
+        Ok(hooked) => hooked,
+        Err(outcome) => return outcome,
+    };
+    if let Some(prepared) = hooked.prepared {
+        diff = prepared;
+    }
+    let grant = match gate(&tool, &plan, diff.as_ref(), call, hooked.allows).await {
         Ok(grant) => grant,
         Err(outcome) => return outcome,
     };
@@ -373,10 +392,23 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         ctx: &ctx,
         batch: &call.batch,
     };
+    let input = hooked.input.clone();
     let Ran {
-        output,
+        mut output,
         mut effects,
     } = tool.run(plan, &env).await;
+    effects.extend(hooked.effects);
+    if let Some(hooks) = call.batch.hooks.as_ref()
+        && !(call.cancel.is_cancelled() && output.is_error)
+    {
+        let after = super::hooked::after(hooks, &call.request, &input, &output, &call.cancel);
+        effects.extend(after.await.apply(&mut output));
+    }
+    if !hooked.context.is_empty() {
+        output
+            .content
+            .push_str(&super::hooked::context_note(&hooked.context));
+    }
     let terminal = terminal.lock().ok().and_then(|t| t.clone());
     if let Some(key) = sandbox_key
         && call.batch.ctx.sandbox.is_some()
@@ -451,8 +483,13 @@ async fn gate(
     plan: &CallPlan,
     diff: Option<&ToolContent>,
     call: &Call,
+    hook_allows: bool,
 ) -> Result<Grant, Outcome> {
     let settled = |requirement: Requirement| match requirement {
+        // A hook's "allow" answers a plain question only (docs/hooks.md).
+        Requirement::Ask(q) if hook_allows && super::hooked::plain(&q, plan) => {
+            Some(Ok(Grant::Normal))
+        }
         Requirement::Allow { note } => {
             if let Some(note) = note {
                 call.show_note(&note);
@@ -490,6 +527,12 @@ async fn gate(
         .and_then(|v| v.lock().ok().map(|v| v.clone()))
         .ok_or(Outcome::Cancelled(Vec::new()))?;
     view.content = diff.cloned().into_iter().collect();
+    if let Some(env) = &call.batch.hooks {
+        super::hooked::notify(
+            env,
+            &format!("MAIA needs your permission to use {}", call.request.name),
+        );
+    }
     let (reply_tx, reply_rx) = oneshot::channel();
     let _ = call.batch.events.send(Event::Permission(PermissionRequest {
         tool_call: view,
@@ -658,6 +701,7 @@ mod tests {
                 maia_lsp_client::LspPool::new(),
             )),
             records: Arc::default(),
+            hooks: None,
         };
         (batch, rx)
     }
