@@ -41,7 +41,8 @@ async fn session(hooks: Value, extra: Value, scripts: &[(&str, &str)]) -> (Maia,
     for (name, text) in scripts {
         std::fs::write(maia.path(&format!(".hooks/{name}")), text).unwrap();
     }
-    maia.initialize().await;
+    maia.initialize_with(json!({"session": {"notices": {}}}))
+        .await;
     let sid = maia.new_session().await;
     (maia, sid)
 }
@@ -387,5 +388,133 @@ async fn a_projects_hooks_wait_for_the_users_trust() {
     assert!(
         maia.path(".hooks/ran").exists(),
         "the trusted project hook did not run"
+    );
+}
+
+#[tokio::test]
+async fn continue_false_ends_the_turn_after_the_batch() {
+    let script = r#"echo '{"continue": false, "stopReason": "budget reached"}'"#;
+    let hooks = json!({"PostToolUse": [entry("Bash", "stop.sh", None)]});
+    let rules = json!({"permissions": {"allow": ["Bash(*)"]}});
+    let (mut maia, sid) = session(hooks, rules, &[("stop.sh", script)]).await;
+    let calls = [("c1", "Bash", json!({"command": "echo hi"}))];
+    maia.mock.push(mock::tool_calls_reply(&calls));
+    let id = maia.prompt(&sid, "go").await;
+    let (resp, messages) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn");
+    assert_eq!(maia.mock.requests().len(), 1, "the model was asked again");
+    let told = updates_of(&messages, "notice")
+        .iter()
+        .any(|n| n.to_string().contains("budget reached"));
+    assert!(told, "the user was not told why");
+}
+
+#[tokio::test]
+async fn notification_and_pre_compact_hooks_get_their_fields() {
+    let hooks = json!({
+        "Notification": [{"hooks": [{"type": "command", "command": "cat > .hooks/notification.json"}]}],
+        "PreCompact": [{"matcher": "manual", "hooks": [{"type": "command", "command": "cat > .hooks/compact.json"}]}],
+    });
+    let (mut maia, sid) = session(hooks, json!({}), &[]).await;
+    // A question (Bash in the default mode) notifies.
+    bash(&mut maia, &sid, "touch asked").await;
+    assert!(maia.path("asked").exists());
+    let path = maia.path(".hooks/notification.json");
+    assert!(eventually(Duration::from_secs(10), || path.is_file()).await);
+    let read = |p: &std::path::Path| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            std::fs::read_to_string(&path).is_ok_and(|t| t.ends_with('\n'))
+        })
+        .await
+    );
+    let notification = read(&path);
+    assert_eq!(notification["hook_event_name"], "Notification");
+    assert!(notification["message"].as_str().unwrap().contains("Bash"));
+    // `/compact` is a manual compaction.
+    maia.mock.push(mock::text_reply("the summary"));
+    maia.turn(&sid, "/compact").await;
+    let compact = read(&maia.path(".hooks/compact.json"));
+    assert_eq!(compact["hook_event_name"], "PreCompact");
+    assert_eq!(compact["trigger"], "manual");
+}
+
+#[tokio::test]
+async fn subagent_stop_runs_when_a_child_is_done() {
+    let hooks = json!({
+        "SubagentStop": [{"hooks": [{"type": "command", "command": "cat > .hooks/subagent.json"}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "cat > .hooks/stop.json"}]}],
+    });
+    let (mut maia, sid) = session(hooks, json!({}), &[]).await;
+    let task = json!({"description": "look", "prompt": "look around"});
+    maia.mock
+        .push(mock::tool_calls_reply(&[("t1", "Task", task)]));
+    maia.mock.push(mock::text_reply("child done"));
+    maia.mock.push(mock::text_reply("parent done"));
+    let (resp, _) = maia.turn(&sid, "delegate").await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn");
+    let read = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(maia.path(name)).unwrap()).unwrap()
+    };
+    assert_eq!(
+        read(".hooks/subagent.json")["hook_event_name"],
+        "SubagentStop"
+    );
+    let stop = read(".hooks/stop.json");
+    assert_eq!(stop["hook_event_name"], "Stop");
+    assert_eq!(stop["stop_hook_active"], false);
+}
+
+#[tokio::test]
+async fn exec_json_shows_each_hook_run_and_session_end_runs() {
+    let mock = mock::MockLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".maia")).unwrap();
+    let hooks = json!({
+        "PreToolUse": [{"matcher": "Read", "hooks": [{"type": "command", "command": "echo checked"}]}],
+        "SessionEnd": [{"hooks": [{"type": "command", "command": "cat > session-end.json"}]}],
+    });
+    std::fs::write(
+        home.path().join(".maia/settings.json"),
+        json!({"LiteLLM_URL": mock.url(), "model": "mock-model", "llm_max_retries": 0,
+               "hooks": hooks})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(project.path().join("notes.txt"), "hello\n").unwrap();
+    mock.push(mock::tool_calls_reply(&[(
+        "c1",
+        "Read",
+        json!({"file_path": "notes.txt"}),
+    )]));
+    mock.push(mock::text_reply("Done."));
+    let run = crate::cli_login::maia(
+        home.path(),
+        project.path(),
+        &["exec", "--json", "read notes.txt"],
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let hook: Value = run
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "hook")
+        .unwrap_or_else(|| panic!("no hook line in {}", run.stdout));
+    assert_eq!(hook["event"], "PreToolUse");
+    assert_eq!(hook["matched"], "Read");
+    assert_eq!(hook["exit_code"], 0);
+    assert_eq!(hook["outcome"], "ok");
+    assert_eq!(hook["output"], "checked");
+    assert!(hook["duration_ms"].is_u64());
+    let end = project.path().join("session-end.json");
+    assert!(
+        eventually(Duration::from_secs(10), || end.is_file()).await,
+        "SessionEnd did not run when exec ended"
     );
 }
