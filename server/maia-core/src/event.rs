@@ -314,7 +314,7 @@ pub enum Event {
     TurnUsage(maia_llm::Usage),
     /// A child session a `Task` call started (see the `subagent` module).
     Subagent(SubagentEvent),
-    /// A hook ran (`crate::hooks`).
+    /// A hook ran (see the `hooks` module and docs/hooks.md).
     Hook(HookReport),
     /// A turn starts: the events up to the next [`Event::TurnEnded`] are
     /// this turn's (the id [`crate::SessionHandle::prompt`] returned, for a

@@ -147,7 +147,8 @@ mod tests {
 
     #[tokio::test]
     async fn stdin_stdout_stderr_and_the_exit_code() {
-        let dir = std::env::temp_dir();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let r = run(
             "read -r line; echo \"got $line\"; echo oops >&2; exit 2",
             "{\"a\":1}\n",
@@ -163,7 +164,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_hung_hook_and_its_children_are_killed_at_the_timeout() {
-        let dir = tempdir();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let pidfile = dir.join("pid");
         let command = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
         let start = Instant::now();
@@ -190,7 +192,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_hook_that_ignores_stdin_does_not_stall() {
-        let dir = std::env::temp_dir();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let big = "x".repeat(1 << 20);
         let r = run(
             "echo done",
@@ -202,11 +205,5 @@ mod tests {
         .await;
         assert_eq!(r.ended, Ended::Exited(0));
         assert_eq!(r.stdout.trim(), "done");
-    }
-
-    fn tempdir() -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("maia-hook-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 }

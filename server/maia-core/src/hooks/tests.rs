@@ -24,10 +24,8 @@ fn files(home: &Path, cwd: &Path, user: Option<Value>, project: Option<Value>) -
     })
 }
 
-fn temp() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("maia-hooks-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
 }
 
 #[test]
@@ -56,30 +54,26 @@ fn matchers_follow_claude_code() {
 #[test]
 fn both_files_hooks_load_and_the_project_waits_for_trust() {
     let (home, cwd) = (temp(), temp());
+    let (home, cwd) = (home.path(), cwd.path());
     let entry = |cmd: &str| {
         json!({"hooks": {"PreToolUse": [{"matcher": "Bash",
         "hooks": [{"type": "command", "command": cmd, "timeout": 5}]}]}})
     };
-    let f = files(
-        &home,
-        &cwd,
-        Some(entry("user.sh")),
-        Some(entry("project.sh")),
-    );
-    let loaded = load(&f, Some(&home), &cwd);
+    let f = files(home, cwd, Some(entry("user.sh")), Some(entry("project.sh")));
+    let loaded = load(&f, Some(home), cwd);
     assert_eq!(loaded.commands.len(), 1);
     assert_eq!(loaded.commands[0].command, "user.sh");
     assert_eq!(loaded.commands[0].timeout, Duration::from_secs(5));
     assert_eq!(loaded.untrusted, 1);
     assert!(loaded.notices().iter().any(|n| n.contains("/hooks trust")));
     let print = loaded.project_fingerprint.clone().unwrap();
-    trust(&home, &cwd, &print).unwrap();
-    let loaded = load(&f, Some(&home), &cwd);
+    trust(home, cwd, &print).unwrap();
+    let loaded = load(&f, Some(home), cwd);
     let names: Vec<&str> = loaded.commands.iter().map(|c| c.command.as_str()).collect();
     assert_eq!(names, vec!["user.sh", "project.sh"]);
     // A changed project hook needs a new trust.
-    let f = files(&home, &cwd, None, Some(entry("other.sh")));
-    let loaded = load(&f, Some(&home), &cwd);
+    let f = files(home, cwd, None, Some(entry("other.sh")));
+    let loaded = load(&f, Some(home), cwd);
     assert!(loaded.commands.is_empty());
     assert_eq!(loaded.untrusted, 1);
 }
@@ -87,12 +81,13 @@ fn both_files_hooks_load_and_the_project_waits_for_trust() {
 #[test]
 fn bad_entries_are_reported_and_skipped() {
     let (home, cwd) = (temp(), temp());
+    let (home, cwd) = (home.path(), cwd.path());
     let user = json!({"hooks": {
         "Nope": [],
         "Stop": [{"hooks": [{"type": "prompt", "prompt": "x"}, {"command": "ok.sh", "timeout": -1}]}],
         "PostToolUse": "x"
     }});
-    let loaded = load(&files(&home, &cwd, Some(user), None), Some(&home), &cwd);
+    let loaded = load(&files(home, cwd, Some(user), None), Some(home), cwd);
     assert_eq!(loaded.commands.len(), 1);
     assert_eq!(loaded.commands[0].timeout, DEFAULT_TIMEOUT);
     assert_eq!(loaded.warnings.len(), 4, "{:?}", loaded.warnings);

@@ -29,8 +29,6 @@ pub(super) struct Hooked {
     pub prepared: Option<Option<ToolContent>>,
     /// Context for the model, added to the call's result.
     pub context: Vec<String>,
-    /// Effects on the turn (a hook's `continue: false`).
-    pub effects: Vec<TurnEffect>,
     /// The call's input as it runs (rewritten or not).
     pub input: Value,
 }
@@ -53,7 +51,6 @@ fn fields(request: &ToolCall, input: &Value) -> Map<String, Value> {
 
 /// The `PreToolUse` step; `Err` is the call's outcome when it does not run.
 pub(super) async fn before(
-    hooks: Option<&Env>,
     tool: &Arc<dyn Tool>,
     plan: &mut CallPlan,
     call: &Call,
@@ -65,9 +62,9 @@ pub(super) async fn before(
         allows: false,
         prepared: None,
         context: Vec::new(),
-        effects: Vec::new(),
         input,
     };
+    let hooks = call.batch.hooks.as_ref();
     let Some(env) = hooks.filter(|e| e.hooks.has(HookEvent::PreToolUse)) else {
         return Ok(out);
     };
@@ -142,8 +139,27 @@ pub(super) async fn before(
     Ok(out)
 }
 
+impl Hooked {
+    /// After the call ran: its `PostToolUse` hooks (not after a
+    /// cancellation), then the `PreToolUse` hooks' context, added to
+    /// `output`; the effects on the turn.
+    pub(super) async fn finish(self, call: &Call, output: &mut ToolOutput) -> Vec<TurnEffect> {
+        let mut effects = Vec::new();
+        if let Some(hooks) = call.batch.hooks.as_ref()
+            && !(call.cancel.is_cancelled() && output.is_error)
+        {
+            let ran = after(hooks, &call.request, &self.input, output, &call.cancel).await;
+            effects = ran.apply(output);
+        }
+        if !self.context.is_empty() {
+            output.content.push_str(&context_note(&self.context));
+        }
+        effects
+    }
+}
+
 /// The `PostToolUse` hooks of a call that ran (none after a failure).
-pub(super) async fn after(
+async fn after(
     env: &Env,
     request: &ToolCall,
     input: &Value,
@@ -169,11 +185,11 @@ pub(super) async fn after(
 }
 
 /// What the `PostToolUse` hooks said.
-pub(super) struct After(Option<Verdict>);
+struct After(Option<Verdict>);
 
 impl After {
     /// Adds what the hooks said to `output`; the effects on the turn.
-    pub(super) fn apply(self, output: &mut ToolOutput) -> Vec<TurnEffect> {
+    fn apply(self, output: &mut ToolOutput) -> Vec<TurnEffect> {
         let Some(verdict) = self.0 else {
             return Vec::new();
         };
@@ -194,17 +210,21 @@ impl After {
 }
 
 /// Context from hooks, as added to a tool's result.
-pub(super) fn context_note(context: &[String]) -> String {
+fn context_note(context: &[String]) -> String {
     format!("\n\n[hook context]\n{}", context.join("\n"))
 }
 
-/// `Notification` hooks, while MAIA waits for the user's answer (not
+/// `Notification` hooks, as `call` waits for the user's answer (not
 /// waited for).
-pub(super) fn notify(env: &Env, message: &str) {
+pub(super) fn notify(call: &Call) {
+    let Some(env) = call.batch.hooks.as_ref() else {
+        return;
+    };
     if !env.hooks.has(HookEvent::Notification) {
         return;
     }
     let env = env.clone();
+    let message = format!("MAIA needs your permission to use {}", call.request.name);
     let mut fields = Map::new();
     fields.insert("message".into(), message.into());
     fields.insert("notification_type".into(), "permission_prompt".into());

@@ -65,7 +65,7 @@ pub(super) struct Call {
     id: String,
     /// The call as the model made it.
     pub(super) request: ToolCall,
-    batch: Arc<Batch>,
+    pub(super) batch: Arc<Batch>,
     views: Views,
     /// This call's token (a child of the batch's).
     pub(super) cancel: CancellationToken,
@@ -337,22 +337,11 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
             .sandbox_key
             .as_ref()
             .is_some_and(|key| call.batch.sandbox_failures.contains(key));
-    let mut diff = diff;
-    let hooked = match super::hooked::before(
-        call.batch.hooks.as_ref(),
-        &tool,
-        &mut plan,
-        call,
-        &ctx,
-    )
-    .await
-    {
+    let mut hooked = match super::hooked::before(&tool, &mut plan, call, &ctx).await {
         Ok(hooked) => hooked,
         Err(outcome) => return outcome,
     };
-    if let Some(prepared) = hooked.prepared {
-        diff = prepared;
-    }
+    let diff = hooked.prepared.take().unwrap_or(diff);
     let grant = match gate(&tool, &plan, diff.as_ref(), call, hooked.allows).await {
         Ok(grant) => grant,
         Err(outcome) => return outcome,
@@ -392,23 +381,11 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         ctx: &ctx,
         batch: &call.batch,
     };
-    let input = hooked.input.clone();
     let Ran {
         mut output,
         mut effects,
     } = tool.run(plan, &env).await;
-    effects.extend(hooked.effects);
-    if let Some(hooks) = call.batch.hooks.as_ref()
-        && !(call.cancel.is_cancelled() && output.is_error)
-    {
-        let after = super::hooked::after(hooks, &call.request, &input, &output, &call.cancel);
-        effects.extend(after.await.apply(&mut output));
-    }
-    if !hooked.context.is_empty() {
-        output
-            .content
-            .push_str(&super::hooked::context_note(&hooked.context));
-    }
+    effects.extend(hooked.finish(call, &mut output).await);
     let terminal = terminal.lock().ok().and_then(|t| t.clone());
     if let Some(key) = sandbox_key
         && call.batch.ctx.sandbox.is_some()
@@ -527,12 +504,7 @@ async fn gate(
         .and_then(|v| v.lock().ok().map(|v| v.clone()))
         .ok_or(Outcome::Cancelled(Vec::new()))?;
     view.content = diff.cloned().into_iter().collect();
-    if let Some(env) = &call.batch.hooks {
-        super::hooked::notify(
-            env,
-            &format!("MAIA needs your permission to use {}", call.request.name),
-        );
-    }
+    super::hooked::notify(call);
     let (reply_tx, reply_rx) = oneshot::channel();
     let _ = call.batch.events.send(Event::Permission(PermissionRequest {
         tool_call: view,
