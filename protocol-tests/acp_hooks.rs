@@ -333,6 +333,25 @@ async fn session_start_context_reaches_the_first_prompt() {
         serde_json::from_str(&std::fs::read_to_string(maia.path(".hooks/start.json")).unwrap())
             .unwrap();
     assert_eq!(input["source"], "startup");
+    // `/clear` starts again, with the hook's context for the next prompt.
+    maia.turn(&sid, "/clear").await;
+    let input: Value =
+        serde_json::from_str(&std::fs::read_to_string(maia.path(".hooks/start.json")).unwrap())
+            .unwrap();
+    assert_eq!(input["source"], "clear");
+    maia.answered_turn(&sid, "again", "hi").await;
+    let last = maia.mock.requests().last().unwrap().clone();
+    let text: String = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(content_text)
+        .collect();
+    assert!(
+        text.contains("on branch feature/x") && !text.contains("hello"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

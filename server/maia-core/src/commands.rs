@@ -239,6 +239,7 @@ pub(crate) async fn run_command(
                 "Context cleared ({dropped} messages dropped); settings, context file and rules reloaded."
             ));
             session.report_estimate();
+            session.session_start_hooks("clear").await;
         }
         "rename" => {
             if !store::valid_name(args) {
