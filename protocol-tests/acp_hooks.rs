@@ -115,6 +115,22 @@ async fn allow_skips_a_question_but_never_a_deny_rule() {
 }
 
 #[tokio::test]
+async fn ask_asks_where_the_rules_allow() {
+    let script = r#"echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask"}}'"#;
+    let hooks = json!({"PreToolUse": [entry("Bash", "ask.sh", None)]});
+    let rules = json!({"permissions": {"allow": ["Bash(*)"]}});
+    let (mut maia, sid) = session(hooks, rules, &[("ask.sh", script)]).await;
+    let calls = [("c1", "Bash", json!({"command": "touch refused"}))];
+    let (_, messages) = maia.tool_turn(&sid, &calls, choose("reject_once")).await;
+    assert_eq!(
+        permission_requests(&messages).len(),
+        1,
+        "the hook's ask was not asked"
+    );
+    assert!(!maia.path("refused").exists());
+}
+
+#[tokio::test]
 async fn updated_input_rewrites_the_call_within_the_rules() {
     let script = r#"if grep -q forbid; then c='touch forbidden'; else c='touch rewritten'; fi
 printf '{"hookSpecificOutput":{"hookEventName":"PreToolUse","updatedInput":{"command":"%s"}}}' "$c""#;

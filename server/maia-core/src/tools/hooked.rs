@@ -21,10 +21,19 @@ use crate::event::ToolContent;
 use crate::hooks::{Env, HookEvent, Verdict};
 use crate::permission::{Question, Requirement};
 
+/// What the `PreToolUse` hooks said of the permission question.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Said {
+    /// `allow`: a plain question is not asked ([`plain`]).
+    pub allow: bool,
+    /// `ask`: the call is asked even where the rules allow it.
+    pub ask: bool,
+}
+
 /// What the `PreToolUse` hooks left for the rest of the call.
 pub(super) struct Hooked {
-    /// A hook allowed the call: a plain question is not asked.
-    pub allows: bool,
+    /// What they said of the permission question.
+    pub said: Said,
     /// The input was rewritten: the call's new diff (if it has one).
     pub prepared: Option<Option<ToolContent>>,
     /// Context for the model, added to the call's result.
@@ -38,6 +47,30 @@ pub(super) struct Hooked {
 /// outside the sandbox; those stay the user's to answer.
 pub(super) fn plain(question: &Question, plan: &CallPlan) -> bool {
     question.confirm.is_none() && question.note.is_none() && !plan.gate.sandbox_retry
+}
+
+/// The rules' `requirement` for a call, with what its hooks `said`: a
+/// plain question answered by an `allow`, a call the rules allow asked
+/// after an `ask`; a refusal stays a refusal.
+pub(super) fn decide(
+    requirement: Requirement,
+    said: Said,
+    plan: &CallPlan,
+    call: &Call,
+) -> Requirement {
+    match requirement {
+        Requirement::Ask(q) if said.allow && plain(&q, plan) => Requirement::Allow { note: None },
+        Requirement::Allow { note } if said.ask => match call.batch.broker.lock() {
+            Ok(broker) => {
+                let mut question =
+                    crate::permission::question_for(&plan.gate, &broker, &call.batch.ctx.cwd);
+                question.note = question.note.or(note);
+                Requirement::Ask(question)
+            }
+            Err(_) => Requirement::Allow { note },
+        },
+        other => other,
+    }
 }
 
 /// The input fields of a tool event.
@@ -59,7 +92,7 @@ pub(super) async fn before(
     let input = serde_json::from_str::<Value>(&call.request.arguments)
         .unwrap_or_else(|_| Value::String(call.request.arguments.clone()));
     let mut out = Hooked {
-        allows: false,
+        said: Said::default(),
         prepared: None,
         context: Vec::new(),
         input,
@@ -100,6 +133,10 @@ pub(super) async fn before(
             stop,
         ));
     }
+    out.said = Said {
+        allow: verdict.allows(),
+        ask: verdict.ask,
+    };
     if let Some(new) = verdict.updated_input {
         let request = ToolCall {
             arguments: new.to_string(),
@@ -134,7 +171,6 @@ pub(super) async fn before(
         out.prepared = Some(diff);
         out.input = new;
     }
-    out.allows = verdict.allow && verdict.block.is_none() && !verdict.ask;
     out.context = verdict.context;
     Ok(out)
 }

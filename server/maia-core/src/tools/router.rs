@@ -342,7 +342,7 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         Err(outcome) => return outcome,
     };
     let diff = hooked.prepared.take().unwrap_or(diff);
-    let grant = match gate(&tool, &plan, diff.as_ref(), call, hooked.allows).await {
+    let grant = match gate(&tool, &plan, diff.as_ref(), call, hooked.said).await {
         Ok(grant) => grant,
         Err(outcome) => return outcome,
     };
@@ -460,13 +460,9 @@ async fn gate(
     plan: &CallPlan,
     diff: Option<&ToolContent>,
     call: &Call,
-    hook_allows: bool,
+    hook: super::hooked::Said,
 ) -> Result<Grant, Outcome> {
     let settled = |requirement: Requirement| match requirement {
-        // A hook's "allow" answers a plain question only (docs/hooks.md).
-        Requirement::Ask(q) if hook_allows && super::hooked::plain(&q, plan) => {
-            Some(Ok(Grant::Normal))
-        }
         Requirement::Allow { note } => {
             if let Some(note) = note {
                 call.show_note(&note);
@@ -481,7 +477,9 @@ async fn gate(
         }
         Requirement::Ask(_) => None,
     };
-    if let Some(done) = settled(call.authorise(plan)) {
+    // The rules' decision, with what the `PreToolUse` hooks said.
+    let decide = || super::hooked::decide(call.authorise(plan), hook, plan, call);
+    if let Some(done) = settled(decide()) {
         return done;
     }
     let _turn = tokio::select! {
@@ -491,7 +489,7 @@ async fn gate(
         }
         guard = call.batch.ask.lock() => guard,
     };
-    let question = match call.authorise(plan) {
+    let question = match decide() {
         Requirement::Ask(question) => question,
         other => return settled(other).unwrap_or(Ok(Grant::Normal)),
     };
