@@ -553,3 +553,22 @@ async fn exec_json_shows_each_hook_run_and_session_end_runs() {
         "SessionEnd did not run when exec ended"
     );
 }
+
+#[tokio::test]
+async fn a_hook_cannot_reach_the_network_under_the_sandbox() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        "if (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; then echo reached; else echo refused; fi > .hooks/net\n"
+    );
+    let hooks = json!({"PreToolUse": [{"matcher": "Bash",
+        "hooks": [{"type": "command", "command": "bash .hooks/net.sh"}]}]});
+    let rules = json!({"permissions": {"allow": ["Bash(*)"]}});
+    let (mut maia, sid) = session(hooks, rules, &[("net.sh", &script)]).await;
+    bash(&mut maia, &sid, "touch ran").await;
+    let said = std::fs::read_to_string(maia.path(".hooks/net")).unwrap();
+    assert_eq!(said.trim(), "refused", "a hook reached the network");
+    let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+    assert!(accepted.is_err(), "a connection from the hook arrived");
+    assert!(maia.path("ran").exists());
+}
