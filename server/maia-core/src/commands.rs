@@ -195,6 +195,10 @@ pub(crate) async fn run_command(
             };
             session.say(report);
         }
+        "hooks" => {
+            let report = crate::session::hooks_command(session, args);
+            session.say(report);
+        }
         "help" => {
             let mut text = String::from("Commands:\n\n");
             // Built-in commands, then skills and Markdown commands.
@@ -235,6 +239,7 @@ pub(crate) async fn run_command(
                 "Context cleared ({dropped} messages dropped); settings, context file and rules reloaded."
             ));
             session.report_estimate();
+            session.session_start_hooks("clear").await;
         }
         "rename" => {
             if !store::valid_name(args) {
@@ -255,10 +260,7 @@ pub(crate) async fn run_command(
         "load" => thread::load_command(session, args),
         "rewind" => thread::rewind_command(session, args).await,
         "fork" => thread::fork_command(session, args).await,
-        "compact" => match session
-            .compact(crate::compaction::Trigger::Between, cancel)
-            .await
-        {
+        "compact" => match session.compact_with_hooks("manual", cancel).await {
             Ok(()) => session.say(format!(
                 "Conversation compacted; it continues as `{}`.",
                 session.conversation().name()

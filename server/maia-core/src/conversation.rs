@@ -176,6 +176,11 @@ impl Conversation {
         &self.name
     }
 
+    /// The journal file (`None`: not saved).
+    pub fn journal_path(&self) -> Option<&Path> {
+        self.journal.as_ref().map(|j| j.path())
+    }
+
     pub fn history(&self) -> &[ChatMessage] {
         &self.history
     }

@@ -65,4 +65,7 @@ pub enum TurnEffect {
     SandboxDenied { key: String },
     /// A command ran without a sandbox denial: that offer is withdrawn.
     SandboxPassed { key: String },
+    /// A hook answered `continue: false`: the turn ends after the batch,
+    /// the reason (`stopReason`) told to the user.
+    HookStopped(String),
 }

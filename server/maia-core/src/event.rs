@@ -183,6 +183,28 @@ pub enum NoticeLevel {
     Warning,
 }
 
+/// One run of a hook (docs/hooks.md): which, how it ended, how long it
+/// took. Front doors show it as a collapsed card or a line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookReport {
+    /// Unique in the session.
+    pub id: String,
+    /// The event (`PreToolUse`…).
+    pub event: &'static str,
+    /// The command as configured.
+    pub command: String,
+    /// What the matcher was tried on (the tool's name…), if anything.
+    pub subject: Option<String>,
+    /// The exit code; `None` when it was killed or could not start.
+    pub exit_code: Option<i32>,
+    /// `ok`, `blocked`, `error`, `timeout` or `cancelled`.
+    pub outcome: &'static str,
+    pub duration_ms: u64,
+    /// What it printed (stdout unless it asked `suppressOutput`, then
+    /// stderr), capped.
+    pub output: String,
+}
+
 /// Everything a session reports, in order.
 #[derive(Debug)]
 pub enum Event {
@@ -292,6 +314,8 @@ pub enum Event {
     TurnUsage(maia_llm::Usage),
     /// A child session a `Task` call started (see the `subagent` module).
     Subagent(SubagentEvent),
+    /// A hook ran (see the `hooks` module and docs/hooks.md).
+    Hook(HookReport),
     /// A turn starts: the events up to the next [`Event::TurnEnded`] are
     /// this turn's (the id [`crate::SessionHandle::prompt`] returned, for a
     /// prompt's turn).
@@ -444,6 +468,7 @@ impl Event {
             Event::UserMessageSaved { message_id } => Event::UserMessageSaved {
                 message_id: message_id.clone(),
             },
+            Event::Hook(report) => Event::Hook(report.clone()),
             Event::UserImage {
                 message_id,
                 mime_type,

@@ -23,6 +23,7 @@ pub mod effect;
 mod engine;
 mod event;
 mod handle;
+pub mod hooks;
 pub mod images;
 mod langs;
 pub mod markdown_commands;
@@ -62,9 +63,9 @@ pub use client::{Answer, Asker, ClientTools, Question};
 pub use engine::{Engine, EngineOptions, LoadError, McpServerConfig, McpTransport, SessionSummary};
 pub use event::{
     ChoiceKind, CommandEntry, CommandProgress, CompactionState, Event, FileChange, FileOperation,
-    NoticeLevel, PermissionChoice, PermissionReply, PermissionRequest, StopReason, SubagentEvent,
-    SubagentInfo, SubagentState, SubagentUpdate, ToolCallPatch, ToolCallView, ToolContent,
-    ToolStatus, Unfinished,
+    HookReport, NoticeLevel, PermissionChoice, PermissionReply, PermissionRequest, StopReason,
+    SubagentEvent, SubagentInfo, SubagentState, SubagentUpdate, ToolCallPatch, ToolCallView,
+    ToolContent, ToolStatus, Unfinished,
 };
 pub use handle::{Busy, SessionHandle};
 /// The language servers a session would use ([`maia_lsp_client`]).

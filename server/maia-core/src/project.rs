@@ -51,6 +51,8 @@ pub(crate) struct Project {
     pub checkpoints: crate::checkpoint::Settings,
     /// The agents a `Task` call can start ([`crate::subagent::agents`]).
     pub agents: Arc<crate::subagent::LoadedAgents>,
+    /// The hooks in force (`hooks`; a project's only once trusted).
+    pub hooks: Arc<crate::hooks::LoadedHooks>,
 }
 
 /// Where a session's project is: its options, folder, additional roots and
@@ -80,6 +82,9 @@ impl Project {
         }
         for note in &self.sandbox_notes {
             say(NoticeLevel::Warning, note.clone());
+        }
+        for note in self.hooks.notices() {
+            say(NoticeLevel::Warning, note);
         }
         if let Ok(pending) = self.pending_tools.lock()
             && !pending.is_empty()
@@ -182,7 +187,9 @@ impl Project {
         let (sandbox, sandbox_notes) = build_sandbox(&files, cwd, roots, id);
         let custom_tools = custom_tools::load(cwd, &crate::tools::reserved_tool_names());
         let pending_tools = pending_tools(home, cwd, &custom_tools);
+        let hooks = crate::hooks::load(&files, home, cwd);
         Project {
+            hooks: Arc::new(hooks),
             context_file: context_file::load(cwd),
             system_md: crate::system_prompt::system_md(home, cwd),
             skills: Arc::new(skills::load(home, cwd)),
@@ -218,6 +225,7 @@ impl Project {
             pending_tools: self.pending_tools.clone(),
             lsp: self.lsp.clone(),
             agents: self.agents.clone(),
+            hooks: self.hooks.clone(),
             // The parent's checkpoints around the `Task` call hold the
             // child's changes.
             checkpoints: crate::checkpoint::Settings {

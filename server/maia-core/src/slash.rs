@@ -83,6 +83,11 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: Some("trust NAME (optional)"),
     },
     CommandInfo {
+        name: "hooks",
+        description: "List the hooks in force; `trust` lets this project's hooks run as they are now",
+        hint: Some("trust (optional)"),
+    },
+    CommandInfo {
         name: "help",
         description: "List the commands",
         hint: None,

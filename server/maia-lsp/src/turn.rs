@@ -311,6 +311,17 @@ pub async fn run(inner: Arc<Inner>, session: Arc<Session>, turn: Turn) {
             Event::Notice { text, .. } => {
                 client.log_message(MessageType::INFO, text).await;
             }
+            // A hook's run: a line in the client's log, like a notice.
+            Event::Hook(r) => {
+                let ended = r
+                    .exit_code
+                    .map_or(r.outcome.to_owned(), |c| format!("exit {c}"));
+                let line = format!(
+                    "hook {}: {} ({ended}, {} ms)",
+                    r.event, r.command, r.duration_ms
+                );
+                client.log_message(MessageType::INFO, line).await;
+            }
             Event::Compaction { .. } => {
                 progress
                     .report("compacting the conversation…".to_owned(), true)

@@ -126,6 +126,13 @@ struct Task {
 
 impl Task {
     async fn run(mut self, mut session: Session) {
+        if self.top {
+            let source = match session.conversation().is_empty() {
+                true => "startup",
+                false => "resume",
+            };
+            session.session_start_hooks(source).await;
+        }
         // A turn to start at once: a steer's or the queue's.
         let mut next: Option<NextTurn> = None;
         loop {
@@ -139,6 +146,7 @@ impl Task {
             next = self.turn(&mut session, turn).await;
         }
         if self.top {
+            session.session_end_hooks("other").await;
             session.services().mcp.shutdown();
             session.services().lsp.shutdown();
         }

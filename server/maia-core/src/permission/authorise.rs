@@ -152,6 +152,12 @@ pub fn authorise(facts: &GateFacts, mode: Mode, broker: &Broker, cwd: &Path) -> 
     Requirement::Ask(question(facts, broker, cwd, verdict.note))
 }
 
+/// The question for a call, asked though [`authorise`] would allow it (a
+/// hook's `ask`, docs/hooks.md).
+pub fn question_for(facts: &GateFacts, broker: &Broker, cwd: &Path) -> Question {
+    question(facts, broker, cwd, None)
+}
+
 /// The question for a call [`authorise`] does not settle.
 fn question(facts: &GateFacts, broker: &Broker, cwd: &Path, note: Option<String>) -> Question {
     // A project rule not confirmed yet would allow this call: ask to

@@ -72,7 +72,7 @@ use crate::event::{ChoiceKind, PermissionChoice};
 pub(crate) use authorise::builtin_facts;
 pub use authorise::{
     Answer, Confirm, Effect, GateFacts, Question, Recorded, Requirement, UNSANDBOXED, authorise,
-    record,
+    question_for, record,
 };
 pub use load::{LoadedRules, load_rules, rules_from};
 pub use persist::{PersistError, persist_rule};

@@ -61,6 +61,10 @@ impl Session {
         if cancel.is_cancelled() {
             return ControlFlow::Break(StopReason::Cancelled);
         }
+        if let Some(reason) = applied.hook_stopped.take() {
+            self.hook_stopped(reason);
+            return ControlFlow::Break(StopReason::EndTurn);
+        }
         if applied.asked_as_text {
             // The user answers in their next prompt.
             return ControlFlow::Break(StopReason::EndTurn);

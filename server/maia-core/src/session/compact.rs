@@ -93,6 +93,9 @@ impl Session {
         trigger: Trigger,
         cancel: &CancellationToken,
     ) -> Result<(), CompactError> {
+        if !matches!(trigger, Trigger::Between) {
+            self.pre_compact_hooks("auto", cancel).await;
+        }
         let keep = match trigger {
             Trigger::Between => None,
             Trigger::InTurn | Trigger::Rejected(_) => self

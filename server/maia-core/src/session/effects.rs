@@ -18,6 +18,8 @@ pub(crate) struct Applied {
     /// An `AskUser` question was shown as text: the turn ends after this
     /// batch, so the user answers in their next prompt.
     pub(crate) asked_as_text: bool,
+    /// A hook asked the turn to stop (`continue: false`): why.
+    pub(crate) hook_stopped: Option<String>,
     /// The task list, when it changed: recorded once for the batch
     /// ([`Applied::record_todos`]), after the calls.
     todos: Option<Vec<Todo>>,
@@ -33,6 +35,7 @@ impl Session {
         for effect in effects {
             match effect {
                 TurnEffect::AskedAsText => applied.asked_as_text = true,
+                TurnEffect::HookStopped(reason) => applied.hook_stopped = Some(reason),
                 TurnEffect::SwitchMode(chosen) => mode = Some(chosen),
                 TurnEffect::TodosChanged(list) => todos = Some(list),
                 TurnEffect::SandboxDenied { key } => {

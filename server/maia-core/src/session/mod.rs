@@ -51,6 +51,7 @@ mod changes;
 mod compact;
 mod effects;
 pub(crate) mod files;
+mod hooks;
 mod replay;
 pub(crate) mod rewind;
 mod round;
@@ -60,6 +61,7 @@ mod text_mode;
 mod tooling;
 mod turn;
 
+pub(crate) use hooks::hooks_command;
 pub(crate) use {replay::replay, tooling::ChildSetup, tooling::Spawner};
 
 /// A change to what the session uses, sent by its handle. The session
@@ -112,6 +114,8 @@ pub(crate) struct Session {
     client: crate::client::ClientTools,
     /// Output of `!commands` waiting to join the next request.
     bang_output: Vec<String>,
+    /// What `SessionStart` hooks printed, for the next prompt.
+    hook_context: Vec<String>,
     checkpoints: crate::checkpoint::Checkpoints,
     /// A `Task` call's child: its place ([`crate::subagent`]).
     role: Option<crate::subagent::ChildRole>,
@@ -178,6 +182,23 @@ pub(crate) struct TurnState {
     pub(crate) usage: Option<maia_llm::Usage>,
     /// The system prompt's environment section, made at the turn's start.
     pub(crate) environment: String,
+    /// The turn failed, ended unfinished or was stopped by a hook: its
+    /// `Stop` hooks do not run.
+    pub(crate) halted: std::sync::atomic::AtomicBool,
+}
+
+impl TurnState {
+    /// Marks the turn as ended without finishing its job.
+    pub(crate) fn halt(&self) {
+        self.halted
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether [`TurnState::halt`] was called (and clears it).
+    pub(crate) fn take_halted(&self) -> bool {
+        self.halted
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// What a session starts with; the rest starts empty.
@@ -226,6 +247,7 @@ impl Session {
             mode: Mode::default(),
             client: crate::client::ClientTools::default(),
             bang_output: Vec::new(),
+            hook_context: Vec::new(),
             role,
         }
     }
@@ -357,6 +379,7 @@ impl Session {
     /// failed ([`Event::TurnFailed`]) for front doors that report it.
     pub(crate) fn fail(&self, text: String) -> crate::event::StopReason {
         let message = text.trim().replace("**", "");
+        self.turn.halt();
         self.say(text);
         self.emit(Event::TurnFailed(message));
         crate::event::StopReason::EndTurn
@@ -365,6 +388,7 @@ impl Session {
     /// Says the turn ends without doing its job ([`Event::TurnUnfinished`]).
     pub(crate) fn unfinished(&self, reason: crate::event::Unfinished, text: String) {
         tracing::warn!(reason = reason.name(), "{text}");
+        self.turn.halt();
         self.emit(Event::TurnUnfinished { reason, text });
     }
 

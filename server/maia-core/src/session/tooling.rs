@@ -202,6 +202,7 @@ impl Session {
             lsp: self.services.lsp.clone(),
             records: self.tools.records.clone(),
             running: self.tools.running.clone(),
+            hooks: self.hook_env(),
         };
         // A checkpoint before calls that may change files (as their tools
         // declare), another after.

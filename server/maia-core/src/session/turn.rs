@@ -11,7 +11,7 @@ use std::ops::ControlFlow;
 use maia_llm::{ChatMessage, ChatRequest, Completion, Delta, LlmError};
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::{CompactError, Trigger};
+use crate::compaction::CompactError;
 use crate::event::{Event, StopReason};
 use crate::images;
 use crate::prompt::{PromptPart, build_user_message};
@@ -125,6 +125,18 @@ impl Session {
         cancel: &CancellationToken,
     ) -> StopReason {
         self.refresh_agents();
+        self.turn.take_halted();
+        // A child's prompt is the model's task: no `UserPromptSubmit`.
+        let hook_context = match self.role {
+            Some(_) => Vec::new(),
+            None => {
+                let prompt = display.clone().unwrap_or_else(|| display_text(&parts));
+                match self.prompt_hooks(&prompt, cancel).await {
+                    super::hooks::PromptVerdict::Go(context) => context,
+                    super::hooks::PromptVerdict::Refused => return StopReason::EndTurn,
+                }
+            }
+        };
         self.turn.environment =
             system_prompt::environment::section(&self.services.cwd, &self.services.lsp.running())
                 .await;
@@ -140,6 +152,11 @@ impl Session {
         }
         if let Some(notes) = self.task_notes() {
             user_text = format!("{notes}\n\n{user_text}");
+        }
+        let mut context = self.take_hook_context();
+        context.extend(hook_context);
+        if !context.is_empty() {
+            user_text = format!("{user_text}\n\n[hook context]\n{}", context.join("\n"));
         }
         let titled = display.clone().unwrap_or_else(|| title_text(&parts));
         let display = display.unwrap_or_else(|| display_text(&parts));
@@ -183,12 +200,23 @@ impl Session {
             self.emit(Event::Title(title));
         }
         let mut stop = self.model_loop(cancel).await;
+        // `Stop` hooks may send the model back to work, a bounded number
+        // of times (docs/hooks.md).
+        let mut continued = 0;
+        while stop == StopReason::EndTurn && !self.turn.take_halted() {
+            let Some(reason) = self.stop_hooks(continued, cancel).await else {
+                break;
+            };
+            continued += 1;
+            self.push_message(ChatMessage::user(format!("[Stop hook feedback]\n{reason}")));
+            stop = self.model_loop(cancel).await;
+        }
         self.turn.prompt = None;
         // Images are ephemeral: later turns see their stand-ins only.
         self.turn.images.clear();
         if stop == StopReason::EndTurn && self.needs_compaction() {
             // Checked after each turn too; reported before the turn's end.
-            if let Err(CompactError::Cancelled) = self.compact(Trigger::Between, cancel).await {
+            if let Err(CompactError::Cancelled) = self.compact_with_hooks("auto", cancel).await {
                 stop = StopReason::Cancelled;
             }
         }

@@ -8,6 +8,7 @@
 
 pub(crate) mod builtin;
 mod custom;
+mod hooked;
 mod lsp;
 mod mcp;
 mod plan;

@@ -73,6 +73,8 @@ pub(crate) struct Batch {
     pub records: crate::subagent::Sink,
     /// Where each call's token is while it runs (cancelled alone).
     pub running: crate::tools::running::RunningCalls,
+    /// The session's hooks (`PreToolUse`, `PostToolUse`).
+    pub hooks: Option<crate::hooks::Env>,
 }
 
 /// What a tool's `run` gets besides its plan.

@@ -33,7 +33,7 @@ pub const MAX_PARALLEL: usize = 8;
 const DISPLAY_CHARS: usize = 20_000;
 
 /// What a call ended with.
-enum Outcome {
+pub(super) enum Outcome {
     /// The text for the model, the images the tool returned and what it
     /// did to the session.
     Done(String, Vec<ImageData>, Vec<TurnEffect>),
@@ -60,13 +60,15 @@ type Planned = Result<(Arc<dyn Tool>, CallPlan), String>;
 type Views = Arc<Vec<Mutex<ToolCallView>>>;
 
 /// One call's handle on the batch.
-struct Call {
+pub(super) struct Call {
     index: usize,
     id: String,
-    batch: Arc<Batch>,
+    /// The call as the model made it.
+    pub(super) request: ToolCall,
+    pub(super) batch: Arc<Batch>,
     views: Views,
     /// This call's token (a child of the batch's).
-    cancel: CancellationToken,
+    pub(super) cancel: CancellationToken,
     /// The batch's token: a cancelled permission question ends the turn.
     turn: CancellationToken,
 }
@@ -101,7 +103,7 @@ impl Call {
         });
     }
 
-    fn fail(&self, message: &str) {
+    pub(super) fn fail(&self, message: &str) {
         self.update(
             ToolStatus::Failed,
             Some(vec![ToolContent::Text {
@@ -125,7 +127,7 @@ impl Call {
         });
     }
 
-    fn authorise(&self, plan: &CallPlan) -> Requirement {
+    pub(super) fn authorise(&self, plan: &CallPlan) -> Requirement {
         match self.batch.broker.lock() {
             Ok(broker) => {
                 permission::authorise(&plan.gate, self.batch.mode, &broker, &self.batch.ctx.cwd)
@@ -228,6 +230,7 @@ pub(crate) async fn run_batch(
         let call = Call {
             index,
             id: view.id,
+            request: calls[index].clone(),
             batch: batch.clone(),
             views: views.clone(),
             cancel,
@@ -345,7 +348,12 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
             .sandbox_key
             .as_ref()
             .is_some_and(|key| call.batch.sandbox_failures.contains(key));
-    let grant = match gate(&tool, &plan, diff.as_ref(), call).await {
+    let mut hooked = match super::hooked::before(&tool, &mut plan, call, &ctx).await {
+        Ok(hooked) => hooked,
+        Err(outcome) => return outcome,
+    };
+    let diff = hooked.prepared.take().unwrap_or(diff);
+    let grant = match gate(&tool, &plan, diff.as_ref(), call, hooked.said).await {
         Ok(grant) => grant,
         Err(outcome) => return outcome,
     };
@@ -385,9 +393,10 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         batch: &call.batch,
     };
     let Ran {
-        output,
+        mut output,
         mut effects,
     } = tool.run(plan, &env).await;
+    effects.extend(hooked.finish(call, &mut output).await);
     let terminal = terminal.lock().ok().and_then(|t| t.clone());
     if let Some(key) = sandbox_key
         && call.batch.ctx.sandbox.is_some()
@@ -462,6 +471,7 @@ async fn gate(
     plan: &CallPlan,
     diff: Option<&ToolContent>,
     call: &Call,
+    hook: super::hooked::Said,
 ) -> Result<Grant, Outcome> {
     let settled = |requirement: Requirement| match requirement {
         Requirement::Allow { note } => {
@@ -478,7 +488,9 @@ async fn gate(
         }
         Requirement::Ask(_) => None,
     };
-    if let Some(done) = settled(call.authorise(plan)) {
+    // The rules' decision, with what the `PreToolUse` hooks said.
+    let decide = || super::hooked::decide(call.authorise(plan), hook, plan, call);
+    if let Some(done) = settled(decide()) {
         return done;
     }
     let _turn = tokio::select! {
@@ -488,7 +500,7 @@ async fn gate(
         }
         guard = call.batch.ask.lock() => guard,
     };
-    let question = match call.authorise(plan) {
+    let question = match decide() {
         Requirement::Ask(question) => question,
         other => return settled(other).unwrap_or(Ok(Grant::Normal)),
     };
@@ -501,6 +513,7 @@ async fn gate(
         .and_then(|v| v.lock().ok().map(|v| v.clone()))
         .ok_or(Outcome::Cancelled(Vec::new()))?;
     view.content = diff.cloned().into_iter().collect();
+    super::hooked::notify(call);
     let (reply_tx, reply_rx) = oneshot::channel();
     let _ = call.batch.events.send(Event::Permission(PermissionRequest {
         tool_call: view,
@@ -670,6 +683,7 @@ mod tests {
             )),
             records: Arc::default(),
             running: Default::default(),
+            hooks: None,
         };
         (batch, rx)
     }

@@ -84,6 +84,52 @@ fn tool_call(view: &ToolCallView) -> ToolCall {
         .raw_input(view.raw_input.clone())
 }
 
+/// A hook's run as a finished tool call (a collapsed card): which hook,
+/// its exit code and time in the title, what it printed as its content,
+/// the facts in `rawInput` and `_meta.maia.hook`.
+fn hook_card(report: &maia_core::HookReport) -> ToolCall {
+    let ended = match report.exit_code {
+        Some(code) => format!("exit {code}"),
+        None => report.outcome.to_owned(),
+    };
+    let on = report
+        .subject
+        .as_deref()
+        .map(|s| format!(" ({s})"))
+        .unwrap_or_default();
+    let title = format!(
+        "Hook {}{on}: {} — {ended}, {} ms",
+        report.event, report.command, report.duration_ms
+    );
+    let status = match report.outcome {
+        "ok" | "blocked" => ToolCallStatus::Completed,
+        _ => ToolCallStatus::Failed,
+    };
+    let facts = serde_json::json!({
+        "event": report.event,
+        "command": report.command,
+        "matched": report.subject,
+        "exitCode": report.exit_code,
+        "outcome": report.outcome,
+        "durationMs": report.duration_ms,
+    });
+    let mut meta = serde_json::Map::new();
+    meta.insert("maia".into(), serde_json::json!({ "hook": facts.clone() }));
+    let content = match report.output.is_empty() {
+        true => Vec::new(),
+        false => vec![ToolCallContent::from(ContentBlock::from(
+            report.output.clone(),
+        ))],
+    };
+    ToolCall::new(report.id.clone(), title)
+        .name("hook".to_owned())
+        .kind(ToolKind::Other)
+        .status(status)
+        .content(content)
+        .raw_input(facts)
+        .meta(meta)
+}
+
 fn tool_call_update(patch: &ToolCallPatch) -> ToolCallUpdate {
     let mut fields = ToolCallUpdateFields::new();
     if let Some(s) = patch.status {
@@ -311,6 +357,7 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
             ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::new(message_id)),
         ),
         Event::ToolCall(view) => SessionUpdate::ToolCall(tool_call(&view)),
+        Event::Hook(report) => SessionUpdate::ToolCall(hook_card(&report)),
         Event::ToolCallUpdate(patch) => SessionUpdate::ToolCallUpdate(tool_call_update(&patch)),
         // A command's output and file states: v2's (v1 has its result text).
         Event::Command { .. } | Event::FilesChanged { .. } => return None,

@@ -201,6 +201,15 @@ impl Output {
                 text,
             } => self.note(&format!("! {}", text.trim())),
             Event::ModeChanged(mode) => self.note(&format!("• mode: {}", mode.id())),
+            Event::Hook(r) => {
+                let ended = r
+                    .exit_code
+                    .map_or(r.outcome.to_owned(), |c| format!("exit {c}"));
+                self.note(&format!(
+                    "• hook {}: {} ({ended}, {} ms)",
+                    r.event, r.command, r.duration_ms
+                ));
+            }
             Event::PlanProposed { markdown, .. } => self.answer(&format!("\n{markdown}\n")),
             // A subagent's own tool calls, indented under its `Task` call.
             Event::Subagent(maia_core::SubagentEvent {
@@ -491,6 +500,11 @@ fn json_event(event: Event) -> Option<Value> {
             }
             value
         }
+        Event::Hook(r) => json!({
+            "type": "hook", "id": r.id, "event": r.event, "command": r.command,
+            "matched": r.subject, "exit_code": r.exit_code, "outcome": r.outcome,
+            "duration_ms": r.duration_ms, "output": r.output,
+        }),
         Event::Notice { level, text } => {
             let level = match level {
                 NoticeLevel::Info => "info",
