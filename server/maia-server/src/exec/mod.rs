@@ -12,6 +12,7 @@
 
 mod render;
 
+use std::collections::HashSet;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -288,8 +289,9 @@ async fn pump(
     let mut failed = false;
     let mut stopped = None;
     let mut unfinished = None;
-    // A call refused here with nothing run after it.
-    let mut refused_last = false;
+    // Whether the last batch of calls had a call refused here and none
+    // completed (decided per batch: its calls run in parallel, in any order).
+    let mut batch = LastBatch::default();
     loop {
         tokio::select! {
             biased;
@@ -308,7 +310,7 @@ async fn pump(
             event = events.recv() => match event {
                 None => return stopped.map_or(Turn::Lost, Turn::Stopped),
                 Some(Event::TurnEnded(reason)) => {
-                    if unfinished.is_none() && refused_last && reason == StopReason::EndTurn {
+                    if unfinished.is_none() && batch.refused_only() && reason == StopReason::EndTurn {
                         let text = "A call was refused (no one can answer permission questions in `maia exec`) and nothing ran after it: the task is likely not done.";
                         out.unfinished(Unfinished::Refused, text);
                         unfinished = Some(Unfinished::Refused);
@@ -337,23 +339,63 @@ async fn pump(
                         handle.cwd(),
                     );
                     out.permission_refused(&request.tool_call, rule.map(|r| r.to_string()));
-                    refused_last = true;
+                    batch.refused.insert(request.tool_call.id.clone());
                     let _ = request.reply.send(PermissionReply::Rejected {
                         reason: Some(NO_ONE_TO_ASK.to_owned()),
                     });
                 }
                 Some(event) => {
-                    if let Event::ToolCallUpdate(patch) = &event
-                        && patch.status == Some(ToolStatus::Completed)
-                    {
-                        refused_last = false;
-                    }
+                    batch.see(&event);
                     out.event(event);
                 }
             },
-            Some(question) = asked.recv() => out.question_refused(&question),
+            Some(question) = asked.recv() => {
+                batch.refused.insert(question.tool_call_id.clone());
+                out.question_refused(&question);
+            }
             _ = tick.tick() => out.tick(),
         }
+    }
+}
+
+/// The last batch of tool calls as `maia exec` saw it: a batch starts with
+/// the first call announced while none is running. Its calls run in
+/// parallel and their events come in any order, so what it did is decided
+/// at the turn's end from sets, not from the order seen.
+#[derive(Default)]
+struct LastBatch {
+    running: HashSet<String>,
+    /// Calls refused here: a permission or a question nobody could answer.
+    refused: HashSet<String>,
+    completed: HashSet<String>,
+}
+
+impl LastBatch {
+    fn see(&mut self, event: &Event) {
+        match event {
+            Event::ToolCall(call) => {
+                if self.running.is_empty() {
+                    *self = LastBatch::default();
+                }
+                self.running.insert(call.id.clone());
+            }
+            Event::ToolCallUpdate(patch) => match patch.status {
+                Some(ToolStatus::Completed) => {
+                    self.completed.insert(patch.id.clone());
+                    self.running.remove(&patch.id);
+                }
+                Some(ToolStatus::Failed) => {
+                    self.running.remove(&patch.id);
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    /// A call was refused and no other call of the batch did its work.
+    fn refused_only(&self) -> bool {
+        !self.refused.is_empty() && self.completed.is_subset(&self.refused)
     }
 }
 
