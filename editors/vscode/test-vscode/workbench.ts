@@ -268,8 +268,21 @@ export class Workbench {
   }
 
   async openPalette(text: string): Promise<void> {
-    await this.page.keyboard.press('F1');
-    await this.page.waitForSelector('.quick-input-widget input', { visible: true });
+    // F1 goes to whatever has focus: right after a reload (or with a
+    // webview focused) the first press can be lost, so it is pressed again,
+    // after giving the workbench's status bar the focus, until the palette shows.
+    for (let attempt = 0; ; attempt++) {
+      await this.page.keyboard.press('F1');
+      try {
+        await this.page.waitForSelector('.quick-input-widget input', { visible: true, timeout: 10_000 });
+        break;
+      } catch (e) {
+        if (attempt >= 5) {
+          throw e;
+        }
+        await this.page.click('.statusbar').catch(() => undefined);
+      }
+    }
     await this.page.keyboard.type(text);
   }
 
