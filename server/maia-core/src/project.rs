@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use maia_llm::{LlmClient, LlmError};
 use maia_tools::sandbox::Sandbox;
 
-use crate::context_file::{self, ContextFile};
+use crate::context_file::{self, ContextFiles};
 use crate::custom_tools::{self, LoadedTools};
 use crate::event::{CommandEntry, NoticeLevel};
 use crate::markdown_commands::{self, LoadedCommands};
@@ -28,7 +28,8 @@ pub(crate) struct Project {
     pub settings: Settings,
     /// The model server's client, built from [`Project::settings`].
     pub llm: Result<LlmClient, LlmError>,
-    pub context_file: Option<ContextFile>,
+    /// The instruction files read at the start ([`context_file::load`]).
+    pub context_files: ContextFiles,
     /// A `SYSTEM.md` replacing the built-in doctrine.
     pub system_md: Option<crate::system_prompt::SystemMd>,
     /// The permission rules (with the session's additional roots set),
@@ -75,7 +76,12 @@ impl Project {
     ) -> Vec<(NoticeLevel, String)> {
         let mut out = Vec::new();
         let mut say = |level, text| out.push((level, text));
-        for warning in &self.settings.warnings {
+        for warning in self
+            .settings
+            .warnings
+            .iter()
+            .chain(&self.context_files.warnings)
+        {
             say(NoticeLevel::Warning, warning.clone());
         }
         for note in &self.sandbox_notes {
@@ -183,7 +189,7 @@ impl Project {
         let custom_tools = custom_tools::load(cwd, &crate::tools::reserved_tool_names());
         let pending_tools = pending_tools(home, cwd, &custom_tools);
         Project {
-            context_file: context_file::load(cwd),
+            context_files: context_file::load(home, cwd),
             system_md: crate::system_prompt::system_md(home, cwd),
             skills: Arc::new(skills::load(home, cwd)),
             markdown_commands: Arc::new(markdown_commands::load(home, cwd)),
@@ -207,7 +213,7 @@ impl Project {
         Some(Project {
             settings: self.settings.clone(),
             llm: Ok(self.llm.as_ref().ok()?.clone()),
-            context_file: self.context_file.clone(),
+            context_files: self.context_files.clone(),
             system_md: self.system_md.clone(),
             broker: self.broker.clone(),
             sandbox: self.sandbox.clone(),

@@ -44,9 +44,12 @@ impl Session {
         }
         applied.record_todos(self);
         let mut looping = false;
-        for (call, message) in calls.iter().zip(&results) {
+        for (call, message) in calls.iter().zip(&mut results) {
             if let ChatMessage::Tool { content, .. } = message {
                 looping |= state.guard.step(call, content);
+                if let Some(more) = self.sub_folder_addendum(call) {
+                    content.push_str(&more);
+                }
             }
         }
         if as_text {

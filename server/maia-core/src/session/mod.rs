@@ -51,6 +51,7 @@ mod changes;
 mod compact;
 mod effects;
 pub(crate) mod files;
+pub(crate) mod instructions;
 mod replay;
 pub(crate) mod rewind;
 mod round;
