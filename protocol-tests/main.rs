@@ -13,6 +13,7 @@ mod acp_compaction;
 mod acp_config;
 mod acp_context;
 mod acp_cost;
+mod acp_edits;
 mod acp_errors;
 mod acp_images;
 mod acp_impolite;
