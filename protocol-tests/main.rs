@@ -19,6 +19,7 @@ mod acp_images;
 mod acp_impolite;
 mod acp_initialize;
 mod acp_instructions;
+mod acp_kept_outputs;
 mod acp_llm_faults;
 mod acp_lsp_client;
 mod acp_mcp;

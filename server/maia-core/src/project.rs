@@ -185,6 +185,15 @@ impl Project {
         let mut broker = Broker::from_files(&files, cwd);
         broker.set_roots(roots.to_vec());
         broker.add_rules(process_rules(&options.allow));
+        // The thread's kept outputs ([`maia_tools::kept`]): the stubs name
+        // them, so Read and Grep of them are not asked.
+        if let Some(dir) = home.and_then(|h| maia_tools::kept::thread_dir(h, id)) {
+            let dir = dir.display();
+            broker.add_rules(process_rules(&[
+                format!("Read({dir}/**)"),
+                format!("Grep({dir}/**)"),
+            ]));
+        }
         let (sandbox, sandbox_notes) = build_sandbox(&files, cwd, roots, id);
         let custom_tools = custom_tools::load(cwd, &crate::tools::reserved_tool_names());
         let pending_tools = pending_tools(home, cwd, &custom_tools);

@@ -233,6 +233,13 @@ impl Session {
         &self.id
     }
 
+    /// The thread's outputs folder ([`maia_tools::kept::thread_dir`]);
+    /// `None` without a home folder.
+    pub(crate) fn outputs_dir(&self) -> Option<std::path::PathBuf> {
+        let home = self.services.options.home.as_deref()?;
+        maia_tools::kept::thread_dir(home, &self.id)
+    }
+
     pub(crate) fn services(&self) -> &Services {
         &self.services
     }
