@@ -160,6 +160,10 @@ fn prune(dir: &Path, keep: &Path) {
     }
 }
 
+/// How every stub starts: a result that is a stub already is cut, not kept
+/// again (its head names the file).
+pub const STUB_START: &str = "[MAIA kept this ";
+
 /// The stub the model gets in place of an output kept in `path`.
 pub fn stub(
     tool: &str,
@@ -185,7 +189,7 @@ pub fn stub(
         String::new()
     };
     format!(
-        "[MAIA kept this {tool} output whole in a file: {size} bytes, {lines} lines, at {}{cut}. Its first and last {PREVIEW_CHARS} characters follow. Read that file with offset and limit, or Grep it, for the rest.]\n{head}\n[... the middle is in {} ...]\n{tail}",
+        "{STUB_START}{tool} output whole in a file: {size} bytes, {lines} lines, at {}{cut}. Its first and last {PREVIEW_CHARS} characters follow. Read that file with offset and limit, or Grep it, for the rest.]\n{head}\n[... the middle is in {} ...]\n{tail}",
         path.display(),
         path.display()
     )

@@ -95,7 +95,8 @@ impl Session {
                     .round
                     .registry
                     .get(&call.name)
-                    .is_some_and(|tool| tool.result_on_disk());
+                    .is_some_and(|tool| tool.result_on_disk())
+                    || content.starts_with(maia_tools::kept::STUB_START);
                 if !on_disk && let Some(stub) = self.keep_whole(&call.name, content) {
                     *content = stub;
                     if content.chars().count() > limit {
