@@ -373,7 +373,7 @@ async fn attached_files_count_as_read_for_edit() {
 }
 
 #[tokio::test]
-async fn an_attachment_that_differs_from_the_file_fails_the_edit() {
+async fn an_attachment_that_differs_from_the_file_edits_on_top_with_a_note() {
     let (mut maia, sid, path, uri) = ready_with_file("alpha\nbeta\nchanged on disk\n").await;
     let result = edit_after(
         &mut maia,
@@ -381,8 +381,13 @@ async fn an_attachment_that_differs_from_the_file_fails_the_edit() {
         json!([{"type": "resource", "resource": {"uri": uri, "text": "alpha\nbeta\n"}}]),
     )
     .await;
-    assert!(result.contains("changed since"), "{result}");
-    assert_eq!(read(&path), "alpha\nbeta\nchanged on disk\n");
+    // The match is still unique: applied, and the model told what changed.
+    assert!(result.starts_with("Edited"), "{result}");
+    assert!(
+        result.contains("changed outside") && result.contains("line 3 new or changed"),
+        "{result}"
+    );
+    assert_eq!(read(&path), "alpha\nBETA\nchanged on disk\n");
 }
 
 #[tokio::test]

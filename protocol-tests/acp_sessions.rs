@@ -880,7 +880,9 @@ async fn context_file_is_loaded_and_reported_as_a_notice_when_supported() {
     )
     .await;
     assert!(system.contains("Rule from MAIA dot md."), "{system}");
-    assert!(!system.contains("Rule from CLAUDE dot md."), "{system}");
+    // Side by side, both are read, MAIA.md first.
+    let claude = system.find("Rule from CLAUDE dot md.").expect(&system);
+    assert!(system.find("Rule from MAIA dot md.").unwrap() < claude);
     let notices = notices(&maia);
     assert!(
         notices.iter().any(|n| n.to_string().contains("MAIA.md")),

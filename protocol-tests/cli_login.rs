@@ -372,7 +372,7 @@ async fn doctor_reports_every_check_and_exits_zero_when_ready() {
         "✓ local (default): 32,768 tokens, from model list",
         "✓ mystery: 65,536 tokens, from the model's own answer (windows cache)",
         "- silent: window unknown; the model could not tell it (2026-11-30T10:00:01Z;",
-        "✓ context file ",
+        "✓ instruction file ",
         "✓ 1 skill: release",
         "- no custom tools",
         "✓ MCP server docs: ",

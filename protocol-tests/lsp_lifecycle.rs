@@ -17,7 +17,7 @@ fn pid_file(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// The session's start reads the folder's context file; as a FIFO it
+/// The session's start reads the folder's `.maia/SYSTEM.md`; as a FIFO it
 /// holds the start until the test writes it. Meanwhile other requests are
 /// answered, and the two asks waiting share the one session.
 #[tokio::test]
@@ -25,7 +25,8 @@ async fn a_session_starting_blocks_no_request_and_is_shared() {
     let mut lsp = Lsp::start(json!({})).await;
     lsp.initialize(vscode_caps()).await;
     lsp.open("a.txt", "x\n").await;
-    let fifo = lsp.path("MAIA.md");
+    std::fs::create_dir_all(lsp.path(".maia")).unwrap();
+    let fifo = lsp.path(".maia/SYSTEM.md");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     // Long enough that the second ask finds the first one running.
     lsp.mock

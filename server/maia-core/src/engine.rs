@@ -306,10 +306,14 @@ impl Engine {
         self.windows.catalogue().clear();
     }
 
-    /// Deletes every saved file of thread `id` in `cwd`, and the stored
-    /// images no other thread names.
+    /// Deletes every saved file of thread `id` in `cwd`, its kept tool
+    /// outputs, and the stored images no other thread names.
     pub fn delete_session(&self, cwd: &Path, id: &str) -> Result<usize, store::StoreError> {
         let removed = store::delete(cwd, id)?;
+        // Its kept tool outputs go with it.
+        if let Some(home) = self.home() {
+            maia_tools::kept::remove_thread(home, id);
+        }
         // Its checkpoints go with it: refs, index, then unreachable objects.
         if store::sessions_dir(cwd).join(".checkpoints").is_dir()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()

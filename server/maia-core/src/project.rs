@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use maia_llm::{LlmClient, LlmError};
 use maia_tools::sandbox::Sandbox;
 
-use crate::context_file::{self, ContextFile};
+use crate::context_file::{self, ContextFiles};
 use crate::custom_tools::{self, LoadedTools};
 use crate::event::{CommandEntry, NoticeLevel};
 use crate::markdown_commands::{self, LoadedCommands};
@@ -28,7 +28,8 @@ pub(crate) struct Project {
     pub settings: Settings,
     /// The model server's client, built from [`Project::settings`].
     pub llm: Result<LlmClient, LlmError>,
-    pub context_file: Option<ContextFile>,
+    /// The instruction files read at the start ([`context_file::load`]).
+    pub context_files: ContextFiles,
     /// A `SYSTEM.md` replacing the built-in doctrine.
     pub system_md: Option<crate::system_prompt::SystemMd>,
     /// The permission rules (with the session's additional roots set),
@@ -77,7 +78,12 @@ impl Project {
     ) -> Vec<(NoticeLevel, String)> {
         let mut out = Vec::new();
         let mut say = |level, text| out.push((level, text));
-        for warning in &self.settings.warnings {
+        for warning in self
+            .settings
+            .warnings
+            .iter()
+            .chain(&self.context_files.warnings)
+        {
             say(NoticeLevel::Warning, warning.clone());
         }
         for note in &self.sandbox_notes {
@@ -184,13 +190,22 @@ impl Project {
         let mut broker = Broker::from_files(&files, cwd);
         broker.set_roots(roots.to_vec());
         broker.add_rules(process_rules(&options.allow));
+        // The thread's kept outputs ([`maia_tools::kept`]): the stubs name
+        // them, so Read and Grep of them are not asked.
+        if let Some(dir) = home.and_then(|h| maia_tools::kept::thread_dir(h, id)) {
+            let dir = dir.display();
+            broker.add_rules(process_rules(&[
+                format!("Read({dir}/**)"),
+                format!("Grep({dir}/**)"),
+            ]));
+        }
         let (sandbox, sandbox_notes) = build_sandbox(&files, cwd, roots, id);
         let custom_tools = custom_tools::load(cwd, &crate::tools::reserved_tool_names());
         let pending_tools = pending_tools(home, cwd, &custom_tools);
         let hooks = crate::hooks::load(&files, home, cwd);
         Project {
             hooks: Arc::new(hooks),
-            context_file: context_file::load(cwd),
+            context_files: context_file::load(home, cwd),
             system_md: crate::system_prompt::system_md(home, cwd),
             skills: Arc::new(skills::load(home, cwd)),
             markdown_commands: Arc::new(markdown_commands::load(home, cwd)),
@@ -214,7 +229,7 @@ impl Project {
         Some(Project {
             settings: self.settings.clone(),
             llm: Ok(self.llm.as_ref().ok()?.clone()),
-            context_file: self.context_file.clone(),
+            context_files: self.context_files.clone(),
             system_md: self.system_md.clone(),
             broker: self.broker.clone(),
             sandbox: self.sandbox.clone(),

@@ -311,23 +311,28 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
     }
 
     // The project's files.
-    match maia_core::context_file::load(cwd) {
-        Some(file) => checks.push(Check::ok(
-            "context_file",
-            format!(
-                "context file {} ({} characters)",
-                file.path.display(),
-                file.text.chars().count()
-            ),
-        )),
-        None => checks.push(Check::absent(
-            "context_file",
-            format!(
-                "no context file ({} in {})",
-                maia_core::context_file::NAMES.join(", "),
-                cwd.display()
-            ),
-        )),
+    let instructions = maia_core::context_file::load(home, cwd);
+    for (file, why) in instructions.files.iter().map(|f| (f, f.scope.why())) {
+        let cut = if file.cut { ", cut" } else { "" };
+        let text = format!(
+            "instruction file {} ({why}, {} characters{cut})",
+            file.path.display(),
+            file.chars
+        );
+        checks.push(Check::ok("context_file", text));
+    }
+    for warning in &instructions.warnings {
+        let fix = "make it a readable regular file inside the project, or remove it";
+        checks.push(Check::failed("context_file", warning.clone(), fix));
+    }
+    if instructions.files.is_empty() {
+        let names = maia_core::context_file::NAMES.join(", ");
+        let (root, user) = (instructions.root.display(), "MAIA.md, AGENTS.md in ~/.maia");
+        let text = format!(
+            "no instruction file ({names} from {root} down to {}, {user})",
+            cwd.display()
+        );
+        checks.push(Check::absent("context_file", text));
     }
     let skills = maia_core::skills::load(home, cwd);
     if skills.skills.is_empty() {

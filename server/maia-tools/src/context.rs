@@ -28,6 +28,9 @@ pub struct ToolContext {
     pub on_terminal: Option<crate::terminal::TerminalHook>,
     /// Told a Bash command's start, output and exit while it runs here.
     pub on_output: Option<crate::runner::Observer>,
+    /// The thread's outputs folder ([`crate::kept::thread_dir`]): an output
+    /// over its cap is kept whole there. `None`: cut in the middle.
+    pub outputs: Option<PathBuf>,
 }
 
 /// Whether a file may be read; see [`ToolContext::read_guard`].
@@ -55,6 +58,7 @@ impl ToolContext {
             terminals: None,
             on_terminal: None,
             on_output: None,
+            outputs: None,
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod fs;
 pub mod guard;
 pub mod image;
 mod input;
+pub mod kept;
 pub mod path;
 pub mod process;
 pub mod reads;

@@ -134,13 +134,18 @@ pub async fn run(
     timeout: Duration,
     cancel: &CancellationToken,
     observer: Option<&Observer>,
+    keep: Option<std::path::PathBuf>,
 ) -> Finished {
     let group = GroupGuard::new(child.id());
+    let mut keep = keep;
     let mut streams: Vec<Stream> = pipes
         .into_iter()
         .map(|reader| Stream {
             reader: Some(reader),
-            output: CappedOutput::default(),
+            // The first pipe's output is kept whole when `keep` names a file.
+            output: keep
+                .take()
+                .map_or_else(CappedOutput::default, CappedOutput::keeping),
             buf: vec![0; 16 * 1024],
             observer: observer.cloned(),
         })

@@ -131,10 +131,34 @@ pub struct CappedOutput {
     head: Vec<u8>,
     tail: std::collections::VecDeque<u8>,
     dropped: usize,
+    /// Where the whole output goes once it passes the head
+    /// ([`CappedOutput::keeping`]).
+    spill: Option<crate::kept::Spill>,
+    total: u64,
+    lines: u64,
 }
 
 impl CappedOutput {
+    /// An output that is also kept whole in `path` when it is over its cap
+    /// (streamed there once it passes the head kept in memory).
+    pub fn keeping(path: std::path::PathBuf) -> Self {
+        CappedOutput {
+            spill: Some(crate::kept::Spill::new(path)),
+            ..CappedOutput::default()
+        }
+    }
+
     pub fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        self.lines += bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+        if let Some(spill) = &mut self.spill {
+            if spill.started() {
+                spill.write(bytes);
+            } else if self.head.len() + bytes.len() > KEEP_BYTES {
+                spill.write(&self.head);
+                spill.write(bytes);
+            }
+        }
         if self.head.len() < KEEP_BYTES {
             let room = (KEEP_BYTES - self.head.len()).min(bytes.len());
             self.head.extend_from_slice(&bytes[..room]);
@@ -145,6 +169,41 @@ impl CappedOutput {
             let excess = self.tail.len() - KEEP_BYTES;
             self.tail.drain(..excess);
             self.dropped += excess;
+        }
+    }
+
+    /// The text, at most about `max_chars` characters: when too long, a
+    /// stub naming the file the whole output was kept in
+    /// ([`CappedOutput::keeping`]), else the middle replaced by a note.
+    pub fn finish_as(mut self, max_chars: usize, tool: &str) -> String {
+        let Some(mut spill) = self.spill.take() else {
+            return self.finish(max_chars);
+        };
+        let fits = self.dropped == 0
+            && !spill.started()
+            && String::from_utf8_lossy(&self.head).chars().count()
+                + String::from_utf8_lossy(self.tail.make_contiguous())
+                    .chars()
+                    .count()
+                <= max_chars;
+        if fits {
+            return self.finish(max_chars);
+        }
+        if !spill.started() {
+            spill.write(&self.head);
+            spill.write(self.tail.make_contiguous());
+        }
+        match spill.finish() {
+            Ok((path, _, dropped)) => {
+                let head = String::from_utf8_lossy(&self.head).into_owned();
+                let tail = String::from_utf8_lossy(self.tail.make_contiguous()).into_owned();
+                let tail = if tail.is_empty() { head.clone() } else { tail };
+                crate::kept::stub(tool, &head, &tail, self.total, self.lines, &path, dropped)
+            }
+            Err(e) => {
+                tracing::warn!(%e, "a big output could not be kept in a file");
+                self.finish(max_chars)
+            }
         }
     }
 

@@ -66,6 +66,7 @@ pub(super) async fn run_bang(
         terminals: None,
         on_terminal: None,
         on_output: None,
+        outputs: None,
     };
     let output = match maia_tools::prepare(input, &ctx).await {
         Ok(prepared) => maia_tools::execute(prepared, &ctx).await,

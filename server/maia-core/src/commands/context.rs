@@ -8,14 +8,7 @@ pub(super) fn context_command(session: &Session) {
     let system = session.system_prompt();
     let tools = session.tool_chars();
     let messages: usize = crate::meter::message_chars(session.conversation().history());
-    let context_file = match &session.project().context_file {
-        Some(f) => format!(
-            "`{}` (~{} tokens)",
-            f.path.display(),
-            session.meter().calibrated(f.text.len())
-        ),
-        None => "none (no MAIA.md, CLAUDE.md or AGENTS.md here)".to_owned(),
-    };
+    let context_file = instruction_lines(session);
     let model = session.model().map(str::to_owned);
     // The meter's numbers: what the last usage_update said, or would say.
     let used = session.context_tokens();
@@ -67,7 +60,7 @@ pub(super) fn context_command(session: &Session) {
          - calibration: {ratio:.2} real tokens per estimated token\n\
          - model: `{model}`, context window: {window}{window_source}\n\
          - system prompt: ~{sys} tokens, {doctrine}\n\
-         - context file: {context_file}\n\
+         - instruction files: {context_file}\n\
          - tool definitions: ~{tools} tokens\n\
          - messages: {count} (~{msgs} tokens)\n\
          - pending items: {pending}\n\
@@ -106,6 +99,43 @@ pub(super) fn context_command(session: &Session) {
         }
     }
     session.say(text);
+}
+
+/// The `/context` lines about the instruction files: each with why it was
+/// read and its size, then those added when a tool worked in a sub-folder.
+fn instruction_lines(session: &Session) -> String {
+    let loaded = &session.project().context_files;
+    let mut lines: Vec<String> = loaded
+        .files
+        .iter()
+        .map(|f| {
+            format!(
+                "`{}` ({}, ~{} tokens{})",
+                f.path.display(),
+                f.scope.why(),
+                session.meter().calibrated(f.text.len()),
+                if f.cut { ", cut" } else { "" }
+            )
+        })
+        .collect();
+    lines.extend(session.sub_folder_instructions().into_iter().map(|p| {
+        format!(
+            "`{}` (sub-folder a tool worked in, in the messages)",
+            p.display()
+        )
+    }));
+    lines.extend(loaded.warnings.iter().cloned());
+    if lines.is_empty() {
+        return format!(
+            "none (no MAIA.md, AGENTS.md or CLAUDE.md from {} down to here, nor in ~/.maia)",
+            loaded.root.display()
+        );
+    }
+    let mut out = String::new();
+    for line in lines {
+        out.push_str(&format!("\n  - {line}"));
+    }
+    out
 }
 
 /// The `/context` lines about the workspace folders.

@@ -376,7 +376,7 @@ pub(crate) fn spawn(
     if let Err(e) = std::fs::create_dir_all(store::sessions_dir(&cwd)) {
         tracing::warn!("cannot create {}: {e}", store::sessions_dir(&cwd).display());
     }
-    tracing::info!(session = %id, cwd = %cwd.display(), settings = ?project.settings.loaded, context_file = ?project.context_file.as_ref().map(|c| &c.path), "session started");
+    tracing::info!(session = %id, cwd = %cwd.display(), settings = ?project.settings.loaded, context_files = ?project.context_files.files.iter().map(|c| &c.path).collect::<Vec<_>>(), "session started");
     let previous_roots = store::saved_roots(&cwd, &id);
     if previous_roots != roots
         && let Err(e) = store::save_roots(&cwd, &id, &roots)

@@ -103,6 +103,7 @@ pub async fn run(
         timeout,
         cancel,
         None,
+        None,
     )
     .await;
     let mut outputs = finished.outputs.into_iter();

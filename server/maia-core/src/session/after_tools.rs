@@ -44,9 +44,12 @@ impl Session {
         }
         applied.record_todos(self);
         let mut looping = false;
-        for (call, message) in calls.iter().zip(&results) {
+        for (call, message) in calls.iter().zip(&mut results) {
             if let ChatMessage::Tool { content, .. } = message {
                 looping |= state.guard.step(call, content);
+                if let Some(more) = self.sub_folder_addendum(call) {
+                    content.push_str(&more);
+                }
             }
         }
         if as_text {
@@ -90,6 +93,25 @@ impl Session {
                 && content.chars().count() > limit
             {
                 tracing::info!(tool = %call.name, chars = content.chars().count(), limit, "tool result cut to fit the window");
+                // Kept whole in the thread's outputs folder, but a Read's
+                // file is already on disk.
+                let on_disk = state
+                    .round
+                    .registry
+                    .get(&call.name)
+                    .is_some_and(|tool| tool.result_on_disk())
+                    || content.starts_with(maia_tools::kept::STUB_START);
+                if !on_disk && let Some(stub) = self.keep_whole(&call.name, content) {
+                    *content = stub;
+                    if content.chars().count() > limit {
+                        // A window too small even for the previews.
+                        let how = "Read or Grep the kept file named above";
+                        *content =
+                            crate::oversize::cap_tool_result(content, limit, &call.name, how);
+                    }
+                    self.push_message(message);
+                    continue;
+                }
                 let how = state
                     .round
                     .registry
@@ -98,6 +120,29 @@ impl Session {
                 *content = crate::oversize::cap_tool_result(content, limit, &call.name, how);
             }
             self.push_message(message);
+        }
+    }
+
+    /// Writes `content` whole to the thread's outputs folder; the stub the
+    /// model gets instead (`None`: no folder, or the write failed).
+    fn keep_whole(&self, tool: &str, content: &str) -> Option<String> {
+        let dir = self.outputs_dir()?;
+        let kept =
+            crate::blocking::off_runtime(|| maia_tools::kept::keep_text(&dir, tool, content));
+        match kept {
+            Ok(path) => Some(maia_tools::kept::stub(
+                tool,
+                content,
+                content,
+                content.len() as u64,
+                content.matches('\n').count() as u64,
+                &path,
+                0,
+            )),
+            Err(e) => {
+                tracing::warn!(%e, "a big tool result could not be kept in a file");
+                None
+            }
         }
     }
 

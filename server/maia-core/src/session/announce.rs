@@ -100,14 +100,26 @@ impl Session {
             ));
         }
         self.emit(Event::Commands(self.project.command_entries()));
-        let (level, text) = match &self.project.context_file {
-            Some(file) => (
+        let files = &self.project.context_files.files;
+        let (level, text) = match files.as_slice() {
+            [] => (
+                NoticeLevel::Info,
+                "No instruction file (MAIA.md, AGENTS.md or CLAUDE.md) here, in the folders up to the repository root, or in ~/.maia".to_owned(),
+            ),
+            [file] => (
                 NoticeLevel::Info,
                 format!("Context file loaded: {}", file.path.display()),
             ),
-            None => (
+            _ => (
                 NoticeLevel::Info,
-                "No context file (MAIA.md, CLAUDE.md or AGENTS.md) in this folder".to_owned(),
+                format!(
+                    "Instruction files loaded: {}",
+                    files
+                        .iter()
+                        .map(|f| f.path.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             ),
         };
         tracing::info!("{text}");

@@ -215,12 +215,14 @@ impl Session {
                 id: prompt.id.clone(),
             });
         }
-        let context_file = self.project.context_file.take();
+        let context_files = std::mem::take(&mut self.project.context_files);
         // Tools, skills and permissions are reloaded (the MAIA behaviour),
         // without repeating the start-up notices.
         self.reload_quietly();
         self.emit(Event::Commands(self.project.command_entries()));
-        self.project.context_file = context_file.or(self.project.context_file.take());
+        if !context_files.files.is_empty() {
+            self.project.context_files = context_files;
+        }
         self.tools.reads = std::sync::Arc::new(maia_tools::ReadTracker::default());
         self.meter.forget();
         let after = self.context_tokens();

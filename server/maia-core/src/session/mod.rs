@@ -52,6 +52,7 @@ mod compact;
 mod effects;
 pub(crate) mod files;
 mod hooks;
+pub(crate) mod instructions;
 mod replay;
 pub(crate) mod rewind;
 mod round;
@@ -254,6 +255,13 @@ impl Session {
 
     pub(crate) fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The thread's outputs folder ([`maia_tools::kept::thread_dir`]);
+    /// `None` without a home folder.
+    pub(crate) fn outputs_dir(&self) -> Option<std::path::PathBuf> {
+        let home = self.services.options.home.as_deref()?;
+        maia_tools::kept::thread_dir(home, &self.id)
     }
 
     pub(crate) fn services(&self) -> &Services {

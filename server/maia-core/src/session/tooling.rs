@@ -193,6 +193,7 @@ impl Session {
                 terminals: self.client.terminals.clone(),
                 on_terminal: None,
                 on_output: None,
+                outputs: self.outputs_dir(),
             },
             broker: self.project.broker.clone(),
             mode: self.mode,

@@ -101,7 +101,7 @@ impl Session {
         let skills = crate::skills::prompt_section(&self.project.skills.skills);
         let mut prompt = system_prompt::build(&system_prompt::Parts {
             system_md: self.project.system_md.as_ref(),
-            context_file: self.project.context_file.as_ref(),
+            context_files: &self.project.context_files.files,
             summary: self.conversation.summary(),
             skills: skills.as_deref(),
             environment: &self.turn.environment,

@@ -47,8 +47,9 @@ pub fn system_md(home: Option<&Path>, cwd: &Path) -> Option<SystemMd> {
 pub struct Parts<'a> {
     /// A `SYSTEM.md` in place of [`DOCTRINE`].
     pub system_md: Option<&'a SystemMd>,
-    pub context_file: Option<&'a ContextFile>,
-    /// A compaction summary: it replaces the context file.
+    /// The instruction files, broad to narrow.
+    pub context_files: &'a [ContextFile],
+    /// A compaction summary: it replaces the instruction files.
     pub summary: Option<&'a str>,
     pub skills: Option<&'a str>,
     /// The environment section ([`environment::section`]).
@@ -76,12 +77,24 @@ pub fn build(parts: &Parts) -> String {
         prompt.push_str(&format!(
             "\n\n# Summary of the conversation so far (it was compacted)\n\n{summary}"
         ));
-    } else if let Some(file) = parts.context_file {
+    } else if let [only] = parts.context_files {
         prompt.push_str(&format!(
             "\n\n# Project instructions (from {})\n\nFollow these instructions from the project; where they conflict with the guidance above, they win.\n\n{}",
-            file.path.display(),
-            file.text.trim_end()
+            only.path.display(),
+            only.text.trim_end()
         ));
+    } else if !parts.context_files.is_empty() {
+        prompt.push_str(
+            "\n\n# Project instructions\n\nFollow these instructions from the user and the project; where they conflict with the guidance above, they win. They run from the broadest (the user's) to the narrowest (the working folder's): where two conflict, the later one wins.",
+        );
+        for file in parts.context_files {
+            prompt.push_str(&format!(
+                "\n\n## From {} ({})\n\n{}",
+                file.path.display(),
+                file.scope.why(),
+                file.text.trim_end()
+            ));
+        }
     }
     if !parts.environment.is_empty() {
         prompt.push_str("\n\n");
@@ -118,9 +131,13 @@ mod tests {
         let file = ContextFile {
             path: PathBuf::from("/p/AGENTS.md"),
             text: "Use tabs.".into(),
+            scope: crate::context_file::Scope::Root,
+            chars: 9,
+            cut: false,
         };
+        let files = [file.clone()];
         let prompt = build(&Parts {
-            context_file: Some(&file),
+            context_files: &files,
             skills: Some("# Skills"),
             environment: "# Environment",
             ..Parts::default()
@@ -129,8 +146,27 @@ mod tests {
         assert!(prompt.starts_with("You are MAIA"));
         assert!(at("# Skills") < at("Follow these instructions"));
         assert!(at("Use tabs.") < at("# Environment"));
+        let two = [
+            ContextFile {
+                path: PathBuf::from("/home/.maia/MAIA.md"),
+                text: "Be brief.".into(),
+                scope: crate::context_file::Scope::User,
+                chars: 9,
+                cut: false,
+            },
+            file.clone(),
+        ];
+        let both = build(&Parts {
+            context_files: &two,
+            ..Parts::default()
+        });
+        assert!(both.find("Be brief.").unwrap() < both.find("Use tabs.").unwrap());
+        assert!(
+            both.contains("## From /p/AGENTS.md (repository root)"),
+            "{both}"
+        );
         let summary = build(&Parts {
-            context_file: Some(&file),
+            context_files: &files,
             summary: Some("we did x"),
             ..Parts::default()
         });

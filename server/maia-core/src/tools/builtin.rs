@@ -52,6 +52,10 @@ impl Tool for Builtin {
         self.definition.narrow_hint
     }
 
+    fn result_on_disk(&self) -> bool {
+        self.definition.name == "Read"
+    }
+
     /// As `maia-tools` declares it for the tool.
     fn effect(&self) -> ToolEffect {
         match self.definition.changes {

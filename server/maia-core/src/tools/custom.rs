@@ -135,7 +135,7 @@ async fn run(
     if let Some(err) = child.stderr.take() {
         pipes.push(Box::new(err));
     }
-    let finished = runner::run(child, pipes, timeout, cancel, None).await;
+    let finished = runner::run(child, pipes, timeout, cancel, None, None).await;
     let mut outputs = finished.outputs.into_iter();
     let stdout = outputs.next().unwrap_or_default();
     let stderr = outputs.next().unwrap_or_default();

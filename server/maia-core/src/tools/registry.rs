@@ -153,6 +153,12 @@ pub(crate) trait Tool: Send + Sync {
     fn narrow_hint(&self) -> &'static str {
         maia_tools::GENERIC_NARROW_HINT
     }
+
+    /// True when a big result of this tool is on disk already (a file
+    /// read): it is cut, not kept again ([`maia_tools::kept`]).
+    fn result_on_disk(&self) -> bool {
+        false
+    }
 }
 
 /// The tools of one turn, in the order offered to the model.

@@ -127,6 +127,9 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
         Duration::from_millis(timeout_ms),
         &ctx.cancel,
         ctx.on_output.as_ref(),
+        ctx.outputs
+            .as_deref()
+            .map(|dir| crate::kept::file_for(dir, "Bash")),
     )
     .await;
     let outcome = finished.outcome;
@@ -135,7 +138,7 @@ async fn run(input: &BashInput, ctx: &ToolContext) -> std::io::Result<ToolOutput
     }
     let output = finished.outputs.into_iter().next().unwrap_or_default();
 
-    let mut text = output.finish(MAX_OUTPUT_CHARS);
+    let mut text = output.finish_as(MAX_OUTPUT_CHARS, "Bash");
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }

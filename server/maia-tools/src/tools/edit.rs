@@ -87,12 +87,15 @@ pub(crate) async fn prepare(input: &EditInput, ctx: &ToolContext) -> Result<File
     }
     let path = resolve(&ctx.cwd, &input.file_path);
     let content = ctx.fs.read_to_string(&path).await?;
-    ctx.reads
-        .check(&path, &content)
-        .map_err(|stale| match stale {
-            StaleRead::NotRead => ToolError::NotRead(path.clone()),
-            StaleRead::Changed => ToolError::ChangedSinceRead(path.clone()),
-        })?;
+    match ctx.reads.check(&path, &content) {
+        Ok(()) => {}
+        Err(StaleRead::NotRead) => return Err(ToolError::NotRead(path)),
+        // Changed outside (a formatter, the user typing elsewhere): the edit
+        // still applies where `old_string` matches exactly once; the model
+        // is told what changed ([`outside_note`]).
+        Err(StaleRead::Changed) if !input.replace_all => {}
+        Err(StaleRead::Changed) => return Err(ToolError::ChangedSinceRead(path)),
+    }
     let applied = apply(
         &path,
         &content,
@@ -117,8 +120,10 @@ pub(crate) async fn execute(
         None => prepare(input, ctx).await?,
     };
     verify_unchanged(&diff, ctx).await?;
+    let note = outside_note(&diff, ctx, "your edit was made on top of that change");
     let outcome = ctx.fs.write_reviewed(&diff.path, &diff.new_text).await?;
-    if let Some(output) = reviewed(&diff, outcome, ctx) {
+    if let Some(mut output) = reviewed(&diff, outcome, ctx) {
+        output.content.push_str(&note);
         return Ok(output);
     }
     let summary = diff.old_text.as_deref().and_then(|old| {
@@ -145,7 +150,21 @@ pub(crate) async fn execute(
         ),
         None => format!("Edited {}.", diff.path.display()),
     };
-    Ok(ToolOutput::ok(text))
+    Ok(ToolOutput::ok(text + &note))
+}
+
+/// The note told after a write to a file that changed outside since the
+/// model last read it (empty when it did not): which lines, not the text.
+pub(crate) fn outside_note(diff: &FileDiff, ctx: &ToolContext, done: &str) -> String {
+    let Some(old) = diff.old_text.as_deref() else {
+        return String::new();
+    };
+    match ctx.reads.outside_change(&diff.path, old) {
+        Some(what) => format!(
+            "\nNote: the file had changed outside since you last read it ({what}, in the file as it was before this write); {done}. Read those lines again if they matter."
+        ),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -262,15 +281,55 @@ mod tests {
             out.content
         );
 
-        ctx.reads.record(&path, "hello");
-        std::fs::write(&path, "hello world").unwrap();
+        ctx.reads.record(&path, "hello\nx\n");
+        std::fs::write(&path, "hello\nhello\n").unwrap();
+        let out = run(&ctx, "Edit", args.clone()).await;
+        assert!(
+            out.is_error && out.content.contains("2 times"),
+            "ambiguous after the change: {}",
+            out.content
+        );
+        std::fs::write(&path, "bye\n").unwrap();
         let out = run(&ctx, "Edit", args).await;
+        assert!(
+            out.is_error && out.content.contains("not found"),
+            "gone after the change: {}",
+            out.content
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "bye\n");
+    }
+
+    /// A writer changes another line between the read and the edit: the
+    /// edit applies on top of it and says which lines changed.
+    #[tokio::test]
+    async fn applies_over_an_outside_change_when_the_match_is_unique() {
+        let (_d, ctx, path) = setup("fn a() {}\nfn b() {}\n");
+        std::fs::write(&path, "// formatted\nfn a() {}\nfn b() {}\n").unwrap();
+        let out = run(
+            &ctx,
+            "Edit",
+            json!({"file_path": "f.txt", "old_string": "fn b() {}", "new_string": "fn c() {}"}),
+        )
+        .await;
+        assert!(!out.is_error, "{}", out.content);
+        assert!(
+            out.content.contains("changed outside")
+                && out.content.contains("line 1 new or changed"),
+            "{}",
+            out.content
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "// formatted\nfn a() {}\nfn c() {}\n"
+        );
+        // replace_all over an outside change is still refused.
+        std::fs::write(&path, "x\nfn a() {}\nfn c() {}\n").unwrap();
+        let out = run(&ctx, "Edit", json!({"file_path": "f.txt", "old_string": "fn", "new_string": "pub fn", "replace_all": true})).await;
         assert!(
             out.is_error && out.content.contains("changed since"),
             "{}",
             out.content
         );
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello world");
     }
 
     #[tokio::test]

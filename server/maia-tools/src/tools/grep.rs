@@ -39,6 +39,9 @@ pub(crate) struct Query {
     regex: Regex,
     include: Option<Matcher>,
     mode: GrepMode,
+    /// The thread's kept outputs ([`crate::kept`]): files there of any
+    /// size are searched, line by line.
+    kept: Option<std::path::PathBuf>,
 }
 
 impl Query {
@@ -57,6 +60,7 @@ impl Query {
             regex,
             include,
             mode: input.output_mode,
+            kept: None,
         })
     }
 }
@@ -75,7 +79,8 @@ struct Collected {
 pub(crate) async fn execute(input: &GrepInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let root = resolve(&ctx.cwd, input.path.as_deref().unwrap_or("."));
     existing_root(&root).await?;
-    let query = Query::new(input)?;
+    let mut query = Query::new(input)?;
+    query.kept = ctx.outputs.clone();
     let cancel = ctx.cancel.clone();
     let screen = Screen::new(&root, ctx.read_guard.clone());
     let (collected, screen) = tokio::task::spawn_blocking(move || {
@@ -159,6 +164,9 @@ fn search(
 /// otherwise the matching lines (empty in files_with_matches mode).
 fn search_file(path: &Path, query: &Query) -> Option<Vec<(usize, String)>> {
     let meta = std::fs::metadata(path).ok()?;
+    if meta.len() > MAX_FILE_BYTES && query.kept.as_ref().is_some_and(|d| path.starts_with(d)) {
+        return search_lines(path, query);
+    }
     if meta.len() > MAX_FILE_BYTES {
         tracing::debug!(path = %path.display(), "grep: skipping large file");
         return None;
@@ -180,6 +188,30 @@ fn search_file(path: &Path, query: &Query) -> Option<Vec<(usize, String)>> {
             (!lines.is_empty()).then_some(lines)
         }
     }
+}
+
+/// [`search_file`] of a big file, read line by line (a kept output).
+fn search_lines(path: &Path, query: &Query) -> Option<Vec<(usize, String)>> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).ok()?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let (mut line, mut index, mut out) = (Vec::new(), 0usize, Vec::new());
+    while reader.read_until(b'\n', &mut line).ok()? > 0 {
+        index += 1;
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if query.regex.is_match(text) {
+            if query.mode == GrepMode::FilesWithMatches {
+                return Some(Vec::new());
+            }
+            out.push((index, truncate_end(text, MAX_LINE_CHARS, "…")));
+            if out.len() >= MAX_COLLECTED_LINES {
+                break;
+            }
+        }
+        line.clear();
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 fn format_files(mut collected: Collected) -> ToolOutput {

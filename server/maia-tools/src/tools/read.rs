@@ -21,6 +21,20 @@ pub const MAX_LINE_CHARS: usize = 2_000;
 
 pub(crate) async fn execute(input: &ReadInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let path = resolve(&ctx.cwd, &input.file_path);
+    // A kept output (crate::kept) may pass the size limit of other files:
+    // its lines are read from disk, never the whole file.
+    if let Some(dir) = &ctx.outputs
+        && path.starts_with(dir)
+        && !path
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+    {
+        let (offset, limit) = (input.offset, input.limit);
+        let out = tokio::task::spawn_blocking(move || read_kept(&path, offset, limit))
+            .await
+            .map_err(|e| ToolError::Other(e.to_string()))?;
+        return out.map_err(|e| ToolError::Other(format!("cannot read the kept output: {e}")));
+    }
     if is_image_path(&path) {
         return Ok(read_image(&path).await);
     }
@@ -69,6 +83,56 @@ async fn read_image(path: &Path) -> ToolOutput {
 }
 
 /// Formats `content` from line `offset` (1-based) for at most `limit` lines.
+/// The lines `offset..offset + limit` of a kept output, numbered as
+/// [`render`] numbers them, read line by line.
+fn read_kept(
+    path: &Path,
+    offset: Option<usize>,
+    limit: Option<usize>,
+) -> std::io::Result<ToolOutput> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path)?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let start = offset.unwrap_or(1).max(1);
+    let max_lines = limit.unwrap_or(MAX_LINES).clamp(1, MAX_LINES);
+    let (mut out, mut index, mut line) = (String::new(), 0usize, Vec::new());
+    let mut more = false;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        index += 1;
+        if index < start {
+            continue;
+        }
+        if index >= start + max_lines || out.len() > MAX_OUTPUT_BYTES {
+            more = true;
+            break;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = truncate_end(
+            text.trim_end_matches(['\n', '\r']),
+            MAX_LINE_CHARS,
+            "… [line truncated]",
+        );
+        out.push_str(&format!("{index:>6}\t{text}\n"));
+    }
+    if index < start {
+        return Ok(ToolOutput::error(format!(
+            "offset {start} is past the end of {} ({index} lines).",
+            path.display()
+        )));
+    }
+    if more {
+        let end = index - 1;
+        out.push_str(&format!(
+            "\n[Showing lines {start}-{end}. Use offset={index} to read more.]\n"
+        ));
+    }
+    Ok(ToolOutput::ok(out))
+}
+
 pub(crate) fn render(
     path: &Path,
     content: &str,

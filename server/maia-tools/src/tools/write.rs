@@ -26,8 +26,14 @@ pub(crate) async fn execute(
         None => prepare(input, ctx).await?,
     };
     verify_unchanged(&diff, ctx).await?;
+    let note = crate::tools::edit::outside_note(
+        &diff,
+        ctx,
+        "your Write replaced the whole file, that change included",
+    );
     let outcome = ctx.fs.write_reviewed(&diff.path, &diff.new_text).await?;
-    if let Some(output) = reviewed(&diff, outcome, ctx) {
+    if let Some(mut output) = reviewed(&diff, outcome, ctx) {
+        output.content.push_str(&note);
         return Ok(output);
     }
     let verb = if diff.old_text.is_some() {
@@ -38,7 +44,7 @@ pub(crate) async fn execute(
     let lines = diff.new_text.lines().count();
     let unit = if lines == 1 { "line" } else { "lines" };
     Ok(ToolOutput::ok(format!(
-        "{verb} {} ({lines} {unit}).",
+        "{verb} {} ({lines} {unit}).{note}",
         diff.path.display()
     )))
 }
