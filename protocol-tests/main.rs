@@ -14,6 +14,7 @@ mod acp_config;
 mod acp_context;
 mod acp_cost;
 mod acp_errors;
+mod acp_export;
 mod acp_images;
 mod acp_impolite;
 mod acp_initialize;

@@ -203,7 +203,11 @@ fn export_command(session: &mut Session, args: &str) {
             },
             w.entries,
             w.bytes,
-            if w.truncated { "; long texts shortened" } else { "" }
+            if w.truncated {
+                "; long texts shortened"
+            } else {
+                ""
+            }
         ),
         Err(e) => format!("Not exported: {e}."),
     });

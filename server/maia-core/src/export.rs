@@ -110,10 +110,8 @@ pub fn parse_args(args: &str) -> Result<Request, String> {
         }
     }
     let path = (!words.is_empty()).then(|| PathBuf::from(words.join(" ")));
-    let format = format.unwrap_or_else(|| {
-        path.as_deref()
-            .map_or(Format::Markdown, Format::for_path)
-    });
+    let format =
+        format.unwrap_or_else(|| path.as_deref().map_or(Format::Markdown, Format::for_path));
     Ok(Request {
         format,
         path,
@@ -246,7 +244,9 @@ fn resolve(
     if place == Place::Anywhere {
         return Ok(target);
     }
-    let allowed: Vec<&Path> = std::iter::once(cwd).chain(roots.iter().map(PathBuf::as_path)).collect();
+    let allowed: Vec<&Path> = std::iter::once(cwd)
+        .chain(roots.iter().map(PathBuf::as_path))
+        .collect();
     let inside = |p: &Path| allowed.iter().any(|root| p.starts_with(root));
     if !inside(&target) {
         return Err(ExportError::Outside(typed.to_path_buf()));
@@ -255,7 +255,9 @@ fn resolve(
     // ancestor, resolved, is still inside a resolved allowed folder.
     let existing = target.ancestors().skip(1).find(|p| p.exists());
     if let Some(existing) = existing {
-        let real = existing.canonicalize().map_err(|e| ExportError::Io(existing.into(), e))?;
+        let real = existing
+            .canonicalize()
+            .map_err(|e| ExportError::Io(existing.into(), e))?;
         let inside_real = allowed
             .iter()
             .filter_map(|root| root.canonicalize().ok())

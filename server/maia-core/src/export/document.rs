@@ -324,6 +324,9 @@ mod tests {
         assert!(kept.contains("[… 39900 characters left out …]"));
         assert_eq!(bounded("short", 100), "short");
         // Characters, not bytes: a multi-byte text is not cut inside one.
-        assert_eq!(bounded(&"é".repeat(10), 4), "éé\n[… 6 characters left out …]\néé");
+        assert_eq!(
+            bounded(&"é".repeat(10), 4),
+            "éé\n[… 6 characters left out …]\néé"
+        );
     }
 }

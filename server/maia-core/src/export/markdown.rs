@@ -36,7 +36,11 @@ pub fn render(doc: &Document) -> String {
 fn entry_md(out: &mut String, entry: &Entry, cwd: &std::path::Path) {
     match entry {
         Entry::User { text, steer } => {
-            let who = if *steer { "User (while the turn ran)" } else { "User" };
+            let who = if *steer {
+                "User (while the turn ran)"
+            } else {
+                "User"
+            };
             let _ = writeln!(out, "## {who}\n\n{}\n", text.trim_end());
         }
         Entry::Image { name, mime_type } => {
@@ -120,7 +124,11 @@ fn tool_call_md(out: &mut String, call: &ToolCallEntry, cwd: &std::path::Path) {
                 );
             }
             Content::Terminal { terminal_id } => {
-                let _ = writeln!(out, "_Ran in the editor's terminal `{}`._\n", inline(terminal_id));
+                let _ = writeln!(
+                    out,
+                    "_Ran in the editor's terminal `{}`._\n",
+                    inline(terminal_id)
+                );
             }
         }
     }
@@ -164,10 +172,7 @@ mod tests {
     #[test]
     fn a_fence_inside_the_text_cannot_close_its_block() {
         assert_eq!(fenced("a", "text"), "```text\na\n```");
-        assert_eq!(
-            fenced("x\n```\ny", "text"),
-            "````text\nx\n```\ny\n````"
-        );
+        assert_eq!(fenced("x\n```\ny", "text"), "````text\nx\n```\ny\n````");
     }
 
     #[test]
