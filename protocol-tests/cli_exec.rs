@@ -694,3 +694,63 @@ async fn in_text_mode_the_named_files_are_shown_and_blocks_are_applied_as_edits(
     assert!(requests[0].to_string().contains("GREETING = \\\"Hello\\\""));
     assert!(content_text(&requests[0]["messages"][0]).contains("# How to change a file"));
 }
+
+/// `--export PATH` writes the finished thread there (Markdown, or JSON for
+/// `.json`), says where, and keeps an existing file unless
+/// `--export-force` (exit 1, the file untouched).
+#[tokio::test]
+async fn export_writes_the_thread_after_the_run() {
+    let place = Place::new().await;
+    place.mock.push(mock::tool_calls_reply(&[(
+        "c1",
+        "Read",
+        json!({"file_path": "notes.txt"}),
+    )]));
+    place.mock.push(mock::text_reply("It says hello."));
+    std::fs::write(place.path("notes.txt"), "hello\n").unwrap();
+    let run = place
+        .exec(&["--export", "run.md", "what does notes.txt say?"], "")
+        .await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout, "It says hello.\n", "stdout stays the answer");
+    let md_path = place.path("run.md");
+    assert!(
+        run.stderr.contains("exported the thread to"),
+        "{}",
+        run.stderr
+    );
+    let md = std::fs::read_to_string(&md_path).unwrap();
+    assert!(md.contains("## User\n\nwhat does notes.txt say?"), "{md}");
+    assert!(md.contains("<details><summary>Read: "), "{md}");
+    assert!(md.contains("### Answer\n\nIt says hello."), "{md}");
+
+    place.mock.push(mock::text_reply("again"));
+    let run = place.exec(&["--export", "run.md", "again"], "").await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("already exists"), "{}", run.stderr);
+    assert_eq!(std::fs::read_to_string(&md_path).unwrap(), md, "kept");
+
+    place.mock.push(mock::text_reply("forced"));
+    let run = place
+        .exec(
+            &[
+                "--json",
+                "--export",
+                "run.json",
+                "--export-force",
+                "json please",
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let exported = of_type(&events(&run), "exported")
+        .first()
+        .map(|e| e["path"].clone())
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert_eq!(exported, json!(place.path("run.json")));
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(place.path("run.json")).unwrap()).unwrap();
+    assert_eq!(doc["maia_export"], 1);
+    assert_eq!(doc["entries"][0]["text"], "json please");
+}

@@ -15,6 +15,7 @@ mod acp_context;
 mod acp_cost;
 mod acp_edits;
 mod acp_errors;
+mod acp_export;
 mod acp_hooks;
 mod acp_images;
 mod acp_impolite;

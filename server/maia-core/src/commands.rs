@@ -171,6 +171,48 @@ async fn run_as_typed(
     }
 }
 
+/// `/export [md|json] [PATH] [--force]` ([`crate::export`]): the thread
+/// as replayed, written to a file inside the session folder.
+fn export_command(session: &mut Session, args: &str) {
+    let request = match crate::export::parse_args(args) {
+        Ok(request) => request,
+        Err(e) => {
+            return session.say(format!(
+                "Not exported: {e}. Usage: `/export [md|json] [PATH] [--force]`."
+            ));
+        }
+    };
+    let services = session.services();
+    let name = session.conversation().name().to_owned();
+    let written = crate::blocking::off_runtime(|| {
+        crate::export::export_thread(
+            &services.cwd,
+            &services.roots,
+            &name,
+            &request,
+            crate::export::Place::InsideFolders,
+        )
+    });
+    session.say(match written {
+        Ok(w) => format!(
+            "Exported the thread to `{}` ({}, {} entries, {} bytes{}).",
+            w.path.display(),
+            match request.format {
+                crate::export::Format::Markdown => "Markdown",
+                crate::export::Format::Json => "JSON",
+            },
+            w.entries,
+            w.bytes,
+            if w.truncated {
+                "; long texts shortened"
+            } else {
+                ""
+            }
+        ),
+        Err(e) => format!("Not exported: {e}."),
+    });
+}
+
 /// Runs a command; the turn then ends.
 pub(crate) async fn run_command(
     session: &mut Session,
@@ -260,6 +302,7 @@ pub(crate) async fn run_command(
         "load" => thread::load_command(session, args),
         "rewind" => thread::rewind_command(session, args).await,
         "fork" => thread::fork_command(session, args).await,
+        "export" => export_command(session, args),
         "compact" => match session.compact_with_hooks("manual", cancel).await {
             Ok(()) => session.say(format!(
                 "Conversation compacted; it continues as `{}`.",

@@ -22,6 +22,7 @@ pub mod custom_tools;
 pub mod effect;
 mod engine;
 mod event;
+pub mod export;
 mod handle;
 pub mod hooks;
 pub mod images;

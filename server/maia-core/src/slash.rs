@@ -43,6 +43,11 @@ pub const COMMANDS: &[CommandInfo] = &[
         hint: Some("--worktree (optional)"),
     },
     CommandInfo {
+        name: "export",
+        description: "Write this thread (messages, tool calls, diffs) to a Markdown or JSON file; --force replaces an existing one",
+        hint: Some("md|json PATH --force (optional)"),
+    },
+    CommandInfo {
         name: "compact",
         description: "Summarise the conversation to free the context (it continues as NAME__n)",
         hint: None,

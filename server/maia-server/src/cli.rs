@@ -178,6 +178,14 @@ pub struct ExecArgs {
     /// Go on with the folder's most recent thread.
     #[arg(long = "continue", short = 'c')]
     pub continue_latest: bool,
+    /// After the run, write the thread (messages, tool calls, diffs) to
+    /// PATH: JSON when it ends in `.json`, else Markdown (docs/exec.md).
+    /// An existing file is kept (exit 1) unless `--export-force`.
+    #[arg(long, value_name = "PATH")]
+    pub export: Option<PathBuf>,
+    /// Let `--export` replace an existing file.
+    #[arg(long, requires = "export")]
+    pub export_force: bool,
 }
 
 fn parse_mode(text: &str) -> Result<Mode, String> {

@@ -153,21 +153,57 @@ async fn run(args: &ExecArgs, options: EngineOptions, prompt: String, out: &mut 
         return FAILED;
     }
     let id = handle.id().to_owned();
+    let cwd = handle.cwd().to_path_buf();
     let turn = pump(&handle, events, asked, &mut stop, out).await;
     // The thread is released (journal unlocked, MCP servers stopped)
     // before the process says it is done.
     let ended = handle.ended();
     drop(handle);
     let _ = tokio::time::timeout(END_WAIT, ended.cancelled()).await;
-    let code = match turn {
+    let mut code = match turn {
         Turn::Stopped(signal) => signal_status(signal),
         Turn::Ended(StopReason::Cancelled) => 130,
         Turn::Ended(StopReason::EndTurn) => OK,
         Turn::Unfinished(_) => UNFINISHED,
         Turn::Ended(_) | Turn::Failed | Turn::Lost => FAILED,
     };
+    if let Some(path) = &args.export
+        && let Err(e) = export(args, path, &cwd, &id, out).await
+    {
+        out.error(&e);
+        if code == OK {
+            code = FAILED;
+        }
+    }
     out.ended(&id, turn.stop_reason(), turn.unfinished(), code);
     code
+}
+
+/// `--export PATH`: the finished thread written to PATH (relative to the
+/// current folder, as a shell user means it); where it went is said on
+/// stderr.
+async fn export(
+    args: &ExecArgs,
+    path: &std::path::Path,
+    cwd: &std::path::Path,
+    id: &str,
+    out: &mut Output,
+) -> Result<(), String> {
+    let here = std::env::current_dir().map_err(|e| format!("no current folder: {e}"))?;
+    let request = maia_core::export::Request {
+        format: maia_core::export::Format::for_path(path),
+        path: Some(here.join(path)),
+        force: args.export_force,
+    };
+    let (cwd, id) = (cwd.to_path_buf(), id.to_owned());
+    let written = tokio::task::spawn_blocking(move || {
+        maia_core::export::export_saved(&cwd, &id, &request, maia_core::export::Place::Anywhere)
+    })
+    .await
+    .map_err(|e| format!("cannot export: {e}"))?
+    .map_err(|e| format!("not exported: {e}"))?;
+    out.exported(&written.path);
+    Ok(())
 }
 
 /// A session opened for the run: its handle, its events, the proxy's

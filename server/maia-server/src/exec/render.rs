@@ -146,6 +146,18 @@ impl Output {
         }
     }
 
+    /// `--export` wrote the thread to `path`.
+    pub fn exported(&mut self, path: &Path) {
+        if self.json {
+            self.emit(json!({"type": "exported", "path": path}));
+        } else {
+            if self.answered && !self.stdout_at_line_start {
+                self.end_answer_line();
+            }
+            self.note(&format!("• exported the thread to {}", path.display()));
+        }
+    }
+
     pub fn started(&mut self, id: &str, cwd: &Path, model: Option<&str>, resumed: bool) {
         if self.json {
             self.emit(json!({
