@@ -45,7 +45,7 @@ async fn open_in(maia: &mut Maia, cwd: &Path, notices: bool) -> (String, Vec<Val
                 u["sessionUpdate"] == "notice"
                     && u["title"]
                         .as_str()
-                        .is_some_and(|t| t.contains("ontext file"))
+                        .is_some_and(|t| t.contains("No instruction file"))
             } else {
                 u["sessionUpdate"] == "available_commands_update"
             }
