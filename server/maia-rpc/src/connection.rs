@@ -1,5 +1,6 @@
-//! The connection: a reader task, a writer task and the table of requests
-//! this side sent and still waits on.
+//! The connection: the handle that sends to the peer and the tables of
+//! requests each side still waits on; its reader and writer tasks are in
+//! [`crate::tasks`].
 //!
 //! Invariants:
 //! - every outgoing message goes through one unbounded queue drained by one
@@ -20,14 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::batch::{Batches, Route};
-use crate::framing::{Frame, read_frame};
-use crate::message::{Classified, ErrorCode, Id, RpcError, classify, classify_value, sniff_id};
+use crate::message::{ErrorCode, Id, RpcError};
 
 /// A request or notification from the peer.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,7 +57,7 @@ type Waiter = oneshot::Sender<Result<Value, RpcError>>;
 type Pending = Mutex<Option<HashMap<String, Waiter>>>;
 
 /// What the writer is asked to do.
-enum Out {
+pub(crate) enum Out {
     Line(String),
     /// Flush what was queued before, then tell.
     Flush(oneshot::Sender<()>),
@@ -84,7 +82,7 @@ struct Inner {
 }
 
 /// The key of an id in the tables: its JSON text, so `1` and `"1"` differ.
-fn id_key(id: &Id) -> String {
+pub(crate) fn id_key(id: &Id) -> String {
     id.to_string()
 }
 
@@ -153,7 +151,26 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    fn send_value(&self, value: &Value) {
+    /// A connection whose messages go to the writer through `out`.
+    pub(crate) fn new(out: mpsc::UnboundedSender<Out>) -> Self {
+        Connection {
+            inner: Arc::new(Inner {
+                out,
+                pending: Mutex::new(Some(HashMap::new())),
+                next_id: AtomicU64::new(1),
+                incoming: Mutex::new(HashMap::new()),
+                abandoned: Mutex::new(HashSet::new()),
+                batches: Batches::default(),
+            }),
+        }
+    }
+
+    /// The peer's batches not answered whole yet.
+    pub(crate) fn batches(&self) -> &Batches {
+        &self.inner.batches
+    }
+
+    pub(crate) fn send_value(&self, value: &Value) {
         // Serialising a Value cannot fail; an empty line would be a bug.
         let line = serde_json::to_string(value).unwrap_or_default();
         if self.inner.out.send(Out::Line(line)).is_err() {
@@ -285,7 +302,7 @@ impl Connection {
         }
     }
 
-    fn complete(&self, id: &Id, result: Result<Value, RpcError>) {
+    pub(crate) fn complete(&self, id: &Id, result: Result<Value, RpcError>) {
         let key = match id {
             Value::String(s) => s.clone(),
             other => other.to_string(),
@@ -317,7 +334,7 @@ impl Connection {
     }
 
     /// The peer's request `id` arrived: it can be cancelled until answered.
-    fn register_incoming(&self, id: &Id) {
+    pub(crate) fn register_incoming(&self, id: &Id) {
         self.inner
             .incoming
             .lock()
@@ -327,7 +344,7 @@ impl Connection {
 
     /// A `$/cancel_request` from the peer: the request it names, if still
     /// unanswered, is told.
-    fn cancel_incoming(&self, params: &Value) {
+    pub(crate) fn cancel_incoming(&self, params: &Value) {
         let Some(id) = params.get("requestId") else {
             tracing::debug!("a $/cancel_request without a requestId; ignored");
             return;
@@ -349,7 +366,7 @@ impl Connection {
     }
 
     /// Fails every waiting request and every later one.
-    fn close_pending(&self) {
+    pub(crate) fn close_pending(&self) {
         if let Ok(mut pending) = self.inner.pending.lock() {
             *pending = None;
         }
@@ -361,240 +378,10 @@ pub fn cancelled() -> RpcError {
     RpcError::new(ErrorCode::RequestCancelled, "request cancelled")
 }
 
-/// Starts the reader and writer tasks. Returns the handle for sending, the
-/// queue of incoming requests and notifications (closed at end of input),
-/// and the writer task, which ends once every [`Connection`] is dropped and
-/// the queue is flushed.
-pub fn serve<R, W>(
-    reader: R,
-    writer: W,
-    max_line: usize,
-) -> (
-    Connection,
-    mpsc::UnboundedReceiver<Incoming>,
-    JoinHandle<()>,
-)
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    serve_with(reader, max_line, |out_rx| {
-        tokio::spawn(write_loop(writer, out_rx))
-    })
-}
-
-/// Like [`serve`], with a blocking writer (such as the process's stdout)
-/// driven by one dedicated thread: each line is written without a hop
-/// through the blocking pool, which keeps streaming latency low.
-pub fn serve_blocking_writer<R, W>(
-    reader: R,
-    writer: W,
-    max_line: usize,
-) -> (
-    Connection,
-    mpsc::UnboundedReceiver<Incoming>,
-    JoinHandle<()>,
-)
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: std::io::Write + Send + 'static,
-{
-    serve_with(reader, max_line, |out_rx| {
-        tokio::task::spawn_blocking(move || blocking_write_loop(writer, out_rx))
-    })
-}
-
-fn serve_with<R>(
-    reader: R,
-    max_line: usize,
-    spawn_writer: impl FnOnce(mpsc::UnboundedReceiver<Out>) -> JoinHandle<()>,
-) -> (
-    Connection,
-    mpsc::UnboundedReceiver<Incoming>,
-    JoinHandle<()>,
-)
-where
-    R: AsyncRead + Unpin + Send + 'static,
-{
-    let (out_tx, out_rx) = mpsc::unbounded_channel::<Out>();
-    let conn = Connection {
-        inner: Arc::new(Inner {
-            out: out_tx,
-            pending: Mutex::new(Some(HashMap::new())),
-            next_id: AtomicU64::new(1),
-            incoming: Mutex::new(HashMap::new()),
-            abandoned: Mutex::new(HashSet::new()),
-            batches: Batches::default(),
-        }),
-    };
-    let writer_task = spawn_writer(out_rx);
-    let (in_tx, in_rx) = mpsc::unbounded_channel();
-    let reader_conn = conn.clone();
-    tokio::spawn(async move {
-        read_loop(BufReader::new(reader), max_line, &reader_conn, in_tx).await;
-        reader_conn.close_pending();
-    });
-    (conn, in_rx, writer_task)
-}
-
-fn blocking_write_loop<W: std::io::Write>(writer: W, mut rx: mpsc::UnboundedReceiver<Out>) {
-    let mut writer = std::io::BufWriter::new(writer);
-    while let Some(out) = rx.blocking_recv() {
-        let mut line = match out {
-            Out::Line(line) => line,
-            Out::Flush(done) => {
-                let _ = std::io::Write::flush(&mut writer);
-                let _ = done.send(());
-                continue;
-            }
-        };
-        line.push('\n');
-        if let Err(e) = std::io::Write::write_all(&mut writer, line.as_bytes()) {
-            tracing::debug!("cannot write to the peer: {e}");
-            return;
-        }
-        // Flush once the queue is drained, not after every line.
-        if rx.is_empty() && std::io::Write::flush(&mut writer).is_err() {
-            return;
-        }
-    }
-    let _ = std::io::Write::flush(&mut writer);
-}
-
-async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut rx: mpsc::UnboundedReceiver<Out>) {
-    while let Some(out) = rx.recv().await {
-        let mut line = match out {
-            Out::Line(line) => line,
-            Out::Flush(done) => {
-                let _ = writer.flush().await;
-                let _ = done.send(());
-                continue;
-            }
-        };
-        line.push('\n');
-        if let Err(e) = writer.write_all(line.as_bytes()).await {
-            tracing::debug!("cannot write to the peer: {e}");
-            return;
-        }
-        // Flush once the queue is drained, not after every line.
-        if rx.is_empty() && writer.flush().await.is_err() {
-            return;
-        }
-    }
-    let _ = writer.flush().await;
-}
-
-async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
-    mut reader: R,
-    max_line: usize,
-    conn: &Connection,
-    incoming: mpsc::UnboundedSender<Incoming>,
-) {
-    loop {
-        let frame = match read_frame(&mut reader, max_line).await {
-            Ok(frame) => frame,
-            Err(e) => {
-                tracing::debug!("input closed: {e}");
-                return;
-            }
-        };
-        let line = match frame {
-            Frame::Eof => return,
-            Frame::TooLong { prefix } => {
-                let id = sniff_id(&prefix);
-                tracing::warn!(limit = max_line, "dropped an oversized message");
-                conn.respond(
-                    id,
-                    Err(RpcError::new(
-                        ErrorCode::InvalidRequest,
-                        format!("message larger than the {max_line}-byte limit"),
-                    )),
-                );
-                continue;
-            }
-            Frame::Line(line) => line,
-        };
-        if conn.inner.batches.allowed()
-            && let Ok(Value::Array(entries)) = serde_json::from_slice::<Value>(&line)
-        {
-            take_batch(conn, entries, &incoming);
-            continue;
-        }
-        match classify(&line) {
-            Ok(Classified::Request { id, method, params }) => {
-                conn.register_incoming(&id);
-                let _ = incoming.send(Incoming::Request { id, method, params });
-            }
-            Ok(Classified::Notification { method, params }) if method == CANCEL_REQUEST => {
-                conn.cancel_incoming(&params);
-            }
-            Ok(Classified::Notification { method, params }) => {
-                let _ = incoming.send(Incoming::Notification { method, params });
-            }
-            Ok(Classified::Response { id, result }) => conn.complete(&id, result),
-            Err((id, error)) => {
-                tracing::warn!(
-                    code = error.code,
-                    "rejected an incoming message: {}",
-                    error.message
-                );
-                conn.respond(id, Err(error));
-            }
-        }
-    }
-}
-
-/// A batch from the peer (batches allowed): its requests registered as
-/// one batch before any runs, then each entry taken as a line would be.
-fn take_batch(conn: &Connection, entries: Vec<Value>, incoming: &mpsc::UnboundedSender<Incoming>) {
-    let invalid = |id: Id, error: RpcError| json!({"jsonrpc": "2.0", "id": id, "error": error});
-    if entries.is_empty() {
-        let error = RpcError::new(ErrorCode::InvalidRequest, "an empty batch");
-        conn.send_value(&invalid(Value::Null, error));
-        return;
-    }
-    let mut requests = Vec::new();
-    let mut keys = HashSet::new();
-    let mut answered = Vec::new();
-    let mut taken = Vec::new();
-    for entry in entries {
-        match classify_value(entry) {
-            Ok(Classified::Request { id, .. }) if !keys.insert(id_key(&id)) => {
-                let error =
-                    RpcError::new(ErrorCode::InvalidRequest, "an id used twice in one batch");
-                answered.push(invalid(Value::Null, error));
-            }
-            Ok(Classified::Request { id, method, params }) => {
-                requests.push(id_key(&id));
-                taken.push(Classified::Request { id, method, params });
-            }
-            Ok(other) => taken.push(other),
-            Err((_, error)) => answered.push(invalid(Value::Null, error)),
-        }
-    }
-    if let Some(now) = conn.inner.batches.open(&requests, answered) {
-        conn.send_value(&now);
-    }
-    for message in taken {
-        match message {
-            Classified::Request { id, method, params } => {
-                conn.register_incoming(&id);
-                let _ = incoming.send(Incoming::Request { id, method, params });
-            }
-            Classified::Notification { method, params } if method == CANCEL_REQUEST => {
-                conn.cancel_incoming(&params);
-            }
-            Classified::Notification { method, params } => {
-                let _ = incoming.send(Incoming::Notification { method, params });
-            }
-            Classified::Response { id, result } => conn.complete(&id, result),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tasks::{serve, serve_blocking_writer};
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, duplex};
 
     #[tokio::test]

@@ -11,9 +11,10 @@ mod batch;
 pub mod connection;
 pub mod framing;
 pub mod message;
+pub mod tasks;
 
 pub use connection::{
-    CANCEL_REQUEST, Connection, Incoming, PendingRequest, RequestError, cancelled, serve,
-    serve_blocking_writer,
+    CANCEL_REQUEST, Connection, Incoming, PendingRequest, RequestError, cancelled,
 };
 pub use message::{ErrorCode, Id, RpcError};
+pub use tasks::{serve, serve_blocking_writer};
