@@ -16,7 +16,7 @@ use maia_test_support as mock;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::remote_client::Daemon;
+use crate::remote_client::{Daemon, serve_command};
 
 const EDITOR: (&str, &[&str]) = ("editor", &[]);
 
@@ -150,9 +150,22 @@ async fn run_script(
     daemon: &Daemon,
     cache: &Path,
 ) -> Vec<Check> {
+    run_script_with(label, program, args, daemon, cache, &[]).await
+}
+
+/// `run_script`, with `extra` set in the script's environment.
+async fn run_script_with(
+    label: (&str, &str),
+    program: &Path,
+    args: &[&str],
+    daemon: &Daemon,
+    cache: &Path,
+    extra: &[(&str, &str)],
+) -> Vec<Check> {
     let token = &daemon.tokens["editor"];
     let run = Command::new(program)
         .args(args)
+        .envs(extra.iter().copied())
         .env("MAIA_URL", daemon.url())
         .env("MAIA_TOKEN", token)
         .env("MAIA_CWD", daemon.cwd())
@@ -346,4 +359,89 @@ async fn remote_sdk_acpremote_mirror_is_a_stdio_agent_in_front_of_the_daemon() {
     )
     .await;
     assert_passed(&checks, &[(("acpremote", "ws"), MIRROR)]);
+}
+
+/// What the roles script must report, for each transport.
+const ROLES: &[&str] = &[
+    "observer: initialize",
+    "observer: session/list",
+    "observer: session/load",
+    "observer: session/load with mcpServers refused",
+    "observer: session/prompt refused",
+    "observer: session/set_title refused",
+    "observer: _session/queue add refused",
+    "observer: session/new refused",
+    "observer: session/fork refused",
+    "limited: initialize",
+    "limited: session/load of its session",
+    "limited: session/load of another session refused",
+    "limited: session/new refused",
+    "limited: session/fork refused",
+    "limited: set_title of another session refused",
+];
+
+#[tokio::test]
+async fn remote_sdk_observer_and_session_limited_tokens_are_held_to_their_role() {
+    let Some(cache) = clients() else { return };
+    let mut daemon = Daemon::start(&[EDITOR, ("watcher", &["--observer"])], &[]).await;
+    let mut editor = daemon.ws("editor").await;
+    editor
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await;
+    let mut open = async || {
+        let made = editor
+            .call(
+                "session/new",
+                json!({"cwd": daemon.cwd(), "mcpServers": []}),
+            )
+            .await;
+        made["result"]["sessionId"].as_str().unwrap().to_owned()
+    };
+    let (sid, other) = (open().await, open().await);
+    let (ok, limited, err) = serve_command(
+        daemon.home.path(),
+        &["token", "add", "--session", &sid, "limited"],
+    );
+    assert!(ok, "{err}");
+    let marker = daemon.cwd().join("mcp-started");
+    let python = cache.join("venv/bin/python");
+    let script = scripts().join("py/roles.py");
+    let extra = [
+        ("MAIA_OBSERVER_TOKEN", daemon.tokens["watcher"].as_str()),
+        ("MAIA_LIMITED_TOKEN", limited.trim()),
+    ];
+    let mut checks = Vec::new();
+    for transport in ["ws", "http"] {
+        let args = [
+            script.to_str().unwrap(),
+            "--transport",
+            transport,
+            "--session",
+            &sid,
+            "--other",
+            &other,
+            "--marker",
+            marker.to_str().unwrap(),
+        ];
+        checks.extend(
+            run_script_with(
+                ("py-roles", transport),
+                &python,
+                &args,
+                &daemon,
+                &cache,
+                &extra,
+            )
+            .await,
+        );
+    }
+    assert!(!marker.exists(), "an observer's load started an MCP server");
+    assert_passed(
+        &checks,
+        &[(("py-roles", "ws"), ROLES), (("py-roles", "http"), ROLES)],
+    );
+    daemon.tokens.clear();
 }

@@ -416,6 +416,16 @@ async fn remote_a_v2_observer_is_refused_every_write() {
             json!({"sessionId": sid}),
             "CloseSessionRequest",
         ),
+        (
+            "tool_call/cancel",
+            json!({"sessionId": sid, "toolCallId": "call_x"}),
+            "CancelToolCallRequest",
+        ),
+        (
+            "terminal/cancel",
+            json!({"sessionId": sid, "terminalId": "term-call_x"}),
+            "CancelTerminalRequest",
+        ),
     ];
     for (method, params, def) in writes {
         let id = v2_request(&mut watcher, method, params, def).await;
