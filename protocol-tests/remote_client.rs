@@ -356,6 +356,43 @@ impl Http {
             .unwrap()
     }
 
+    /// A Streamable HTTP connection of `token`'s, initialized (answered
+    /// `200` with its `Acp-Connection-Id`), and its connection stream.
+    pub async fn open(daemon: &Daemon, token: &str) -> (Http, mpsc::UnboundedReceiver<Value>) {
+        let client = Http::client();
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {},
+                       "clientInfo": {"name": "remote-tests", "version": "1"}}});
+        let answered = client
+            .post(daemon.url())
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(init.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answered.status(), 200);
+        let connection = answered.headers()["acp-connection-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let http = Http {
+            client,
+            url: daemon.url(),
+            token: token.to_owned(),
+            connection,
+        };
+        let stream = http.stream(None).await;
+        (http, stream)
+    }
+
+    /// POSTs `body` (with `Acp-Session-Id` when `session`) and expects it
+    /// taken: `202`.
+    pub async fn send(&self, session: Option<&str>, body: &Value) {
+        let status = self.post(session, body).send().await.unwrap().status();
+        assert_eq!(status, 202, "{body}");
+    }
+
     pub fn post(&self, session: Option<&str>, body: &Value) -> reqwest::RequestBuilder {
         let mut request = self
             .client

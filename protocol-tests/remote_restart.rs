@@ -117,34 +117,6 @@ async fn remote_update_numbers_go_on_after_a_restart_and_an_old_since_gets_the_w
     );
 }
 
-/// A Streamable HTTP connection, initialized, with its connection stream.
-async fn http_connection(daemon: &Daemon) -> (Http, tokio::sync::mpsc::UnboundedReceiver<Value>) {
-    let client = Http::client();
-    let token = daemon.tokens["editor"].clone();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params()});
-    let answered = client
-        .post(daemon.url())
-        .bearer_auth(&token)
-        .header("content-type", "application/json")
-        .body(init.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answered.status(), 200);
-    let connection = answered.headers()["acp-connection-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let http = Http {
-        client,
-        url: daemon.url(),
-        token,
-        connection,
-    };
-    let stream = http.stream(None).await;
-    (http, stream)
-}
-
 #[tokio::test]
 async fn remote_http_a_saved_sessions_stream_opened_before_its_load_gets_the_replay_then_the_answer()
  {
@@ -152,14 +124,11 @@ async fn remote_http_a_saved_sessions_stream_opened_before_its_load_gets_the_rep
     let (sid, _) = one_turn(&daemon, "kept in the journal").await;
     daemon.restart().await;
     // The TS SDK: the session's stream first, then the load with the header.
-    let (http, _conn_stream) = http_connection(&daemon).await;
+    let (http, _conn_stream) = Http::open(&daemon, &daemon.tokens["editor"]).await;
     let mut session_stream = http.stream(Some(&sid)).await;
     let load = json!({"jsonrpc": "2.0", "id": 2, "method": "session/load",
         "params": load_params(&daemon, &sid, None)});
-    assert_eq!(
-        http.post(Some(&sid), &load).send().await.unwrap().status(),
-        202
-    );
+    http.send(Some(&sid), &load).await;
     let (loaded, replay) = wait_on(&mut session_stream, |m| m["id"] == 2).await;
     assert_eq!(loaded["result"]["sessionId"], sid, "{loaded}");
     let replayed: String = replay
@@ -181,10 +150,10 @@ async fn remote_http_requests_without_the_session_header_are_served_as_the_pytho
     // session's stream; the replay, then the answer naming the session, on
     // the connection's stream (ACP answers a load after its replay); then
     // it opens the session's stream.
-    let (http, mut conn_stream) = http_connection(&daemon).await;
+    let (http, mut conn_stream) = Http::open(&daemon, &daemon.tokens["editor"]).await;
     let load = json!({"jsonrpc": "2.0", "id": 2, "method": "session/load",
         "params": load_params(&daemon, &sid, None)});
-    assert_eq!(http.post(None, &load).send().await.unwrap().status(), 202);
+    http.send(None, &load).await;
     let (loaded, replay) = wait_on(&mut conn_stream, |m| m["id"] == 2).await;
     assert_eq!(loaded["result"]["sessionId"], sid, "{loaded}");
     let replayed: String = replay
@@ -199,21 +168,14 @@ async fn remote_http_requests_without_the_session_header_are_served_as_the_pytho
     // `session/set_title` without the header (the Python SDK sends it so).
     let title = json!({"jsonrpc": "2.0", "id": 3, "method": "session/set_title",
         "params": {"sessionId": sid, "title": "renamed"}});
-    assert_eq!(http.post(None, &title).send().await.unwrap().status(), 202);
+    http.send(None, &title).await;
     let (titled, _) = wait_on(&mut conn_stream, |m| m["id"] == 3).await;
     assert!(titled.get("error").is_none(), "{titled}");
     // A prompt with the header: its answer on the session's stream.
     daemon.mock.push(mock::text_reply("second"));
     let prompt = json!({"jsonrpc": "2.0", "id": 4, "method": "session/prompt",
         "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}});
-    assert_eq!(
-        http.post(Some(&sid), &prompt)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        202
-    );
+    http.send(Some(&sid), &prompt).await;
     let (answer, _) = wait_on(&mut session_stream, |m| m["id"] == 4).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
 }
@@ -224,10 +186,10 @@ async fn remote_http_a_live_load_without_the_session_header_gets_its_replay_befo
     let (sid, _) = one_turn(&daemon, "said live").await;
     // A second client (the Python SDK) attaches to the live session
     // without the header: replay, then answer, on the connection's stream.
-    let (http, mut conn_stream) = http_connection(&daemon).await;
+    let (http, mut conn_stream) = Http::open(&daemon, &daemon.tokens["editor"]).await;
     let load = json!({"jsonrpc": "2.0", "id": 2, "method": "session/load",
         "params": load_params(&daemon, &sid, None)});
-    assert_eq!(http.post(None, &load).send().await.unwrap().status(), 202);
+    http.send(None, &load).await;
     let (loaded, replay) = wait_on(&mut conn_stream, |m| m["id"] == 2).await;
     assert_eq!(loaded["result"]["sessionId"], sid, "{loaded}");
     let replayed: String = replay
@@ -240,14 +202,7 @@ async fn remote_http_a_live_load_without_the_session_header_gets_its_replay_befo
     daemon.mock.push(mock::text_reply("said later"));
     let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
         "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "more"}]}});
-    assert_eq!(
-        http.post(Some(&sid), &prompt)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        202
-    );
+    http.send(Some(&sid), &prompt).await;
     let (answer, live) = wait_on(&mut session_stream, |m| m["id"] == 3).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let streamed: String = live
