@@ -164,17 +164,7 @@ async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
             continue;
         }
         match classify(&line) {
-            Ok(Classified::Request { id, method, params }) => {
-                conn.register_incoming(&id);
-                let _ = incoming.send(Incoming::Request { id, method, params });
-            }
-            Ok(Classified::Notification { method, params }) if method == CANCEL_REQUEST => {
-                conn.cancel_incoming(&params);
-            }
-            Ok(Classified::Notification { method, params }) => {
-                let _ = incoming.send(Incoming::Notification { method, params });
-            }
-            Ok(Classified::Response { id, result }) => conn.complete(&id, result),
+            Ok(message) => take(conn, message, &incoming),
             Err((id, error)) => {
                 tracing::warn!(
                     code = error.code,
@@ -184,6 +174,25 @@ async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
                 conn.respond(id, Err(error));
             }
         }
+    }
+}
+
+/// One well-formed message from the peer (a line, or a batch's entry): a
+/// request registered (cancellable) and queued, `$/cancel_request` acted on
+/// here, a notification queued, a response given to its waiter.
+fn take(conn: &Connection, message: Classified, incoming: &mpsc::UnboundedSender<Incoming>) {
+    match message {
+        Classified::Request { id, method, params } => {
+            conn.register_incoming(&id);
+            let _ = incoming.send(Incoming::Request { id, method, params });
+        }
+        Classified::Notification { method, params } if method == CANCEL_REQUEST => {
+            conn.cancel_incoming(&params);
+        }
+        Classified::Notification { method, params } => {
+            let _ = incoming.send(Incoming::Notification { method, params });
+        }
+        Classified::Response { id, result } => conn.complete(&id, result),
     }
 }
 
@@ -219,18 +228,6 @@ fn take_batch(conn: &Connection, entries: Vec<Value>, incoming: &mpsc::Unbounded
         conn.send_value(&now);
     }
     for message in taken {
-        match message {
-            Classified::Request { id, method, params } => {
-                conn.register_incoming(&id);
-                let _ = incoming.send(Incoming::Request { id, method, params });
-            }
-            Classified::Notification { method, params } if method == CANCEL_REQUEST => {
-                conn.cancel_incoming(&params);
-            }
-            Classified::Notification { method, params } => {
-                let _ = incoming.send(Incoming::Notification { method, params });
-            }
-            Classified::Response { id, result } => conn.complete(&id, result),
-        }
+        take(conn, message, incoming);
     }
 }

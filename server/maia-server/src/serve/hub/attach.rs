@@ -42,11 +42,14 @@ pub(super) fn since(message: &Value) -> Result<Option<u64>, Refusal> {
 /// when the open was `scoped`, else on the connection's.
 pub(super) fn reset(state: &State, conn: u64, sid: &str, scoped: bool) {
     if let Some(client) = state.clients.get(&conn) {
-        let reset = json!({"jsonrpc": "2.0", "method": RESET, "params": {"sessionId": sid}});
         client
             .outbox
-            .push(scoped.then_some(sid), reset.to_string(), false);
+            .push(scoped.then_some(sid), reset_message(sid), false);
     }
+}
+
+fn reset_message(sid: &str) -> String {
+    json!({"jsonrpc": "2.0", "method": RESET, "params": {"sessionId": sid}}).to_string()
 }
 
 /// Attaches `conn` to the live, opened session `sid`: the updates after
@@ -82,8 +85,7 @@ pub(super) fn attach(
     let after = match after {
         // Numbers up to the base were sent before this run of the session.
         Some(n) if n > 0 && n <= view.seq.base => {
-            let reset = json!({"jsonrpc": "2.0", "method": RESET, "params": {"sessionId": sid}});
-            outbox.push(stream, reset.to_string(), false);
+            outbox.push(stream, reset_message(sid), false);
             Some(0)
         }
         after => after,
