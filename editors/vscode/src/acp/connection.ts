@@ -6,6 +6,7 @@ import { spawn, ChildProcess } from 'node:child_process';
 import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import { daemonFailureHint } from '../logic';
+import { EXT_NOTIFICATIONS } from '../client/session';
 
 /** What the editor does for the agent: permission answers, files, updates. */
 export interface ClientHandlers {
@@ -14,6 +15,8 @@ export interface ClientHandlers {
     request: acp.RequestPermissionRequest,
     signal: AbortSignal,
   ): Promise<acp.RequestPermissionResponse>;
+  /** MAIA's own notifications (`_session/turn_ended`, …): a daemon sends them through `maia acp --connect`. */
+  extNotification?(method: string, params: Record<string, unknown>): void;
   /** Present only when the editor serves `fs/read_text_file`. */
   readTextFile?(request: acp.ReadTextFileRequest): Promise<acp.ReadTextFileResponse>;
   /** Present only when the editor serves `fs/write_text_file`. */
@@ -50,6 +53,9 @@ export class StartError extends Error {
 }
 
 const STDERR_KEEP = 8192;
+
+const object = (v: unknown): Record<string, unknown> | undefined =>
+  v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 
 export class MaiaConnection {
   private disposed = false;
@@ -107,6 +113,12 @@ export class MaiaConnection {
       .onRequest(acp.methods.client.session.requestPermission, ({ params, signal }) =>
         handlers.requestPermission(params, signal),
       );
+    const ext = handlers.extNotification?.bind(handlers);
+    if (ext) {
+      for (const method of EXT_NOTIFICATIONS) {
+        app.onNotification(method, object, ({ params }) => ext(method, params ?? {}));
+      }
+    }
     const read = handlers.readTextFile?.bind(handlers);
     if (read) {
       app.onRequest(acp.methods.client.fs.readTextFile, ({ params }) => read(params));
@@ -152,6 +164,11 @@ export class MaiaConnection {
 
   get agent(): acp.ClientContext {
     return this.connection.agent;
+  }
+
+  /** Aborted once the connection is gone. */
+  get signal(): AbortSignal {
+    return this.connection.signal;
   }
 
   get pid(): number | undefined {

@@ -7,7 +7,8 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type * as acp from '@agentclientprotocol/sdk';
 import { ClientHandlers, Launch, MaiaConnection, StartError } from '../acp/connection';
-import { Attachment, permissionOutcome, promptBlocks, RevertKind, ToHost, ToWebview } from './protocol';
+import { SessionClient } from '../client/session';
+import { Attachment, RevertKind, ToHost, ToWebview } from './protocol';
 import { replayedUserMessage } from './text';
 import * as timeline from './timeline';
 import type { UndoneReport } from '../review/hunks';
@@ -69,14 +70,6 @@ export function proposedDiff(toolCall: acp.ToolCallUpdate): { path: string; oldT
   return d && d.type === 'diff' && typeof d.oldText === 'string' ? { path: d.path, oldText: d.oldText, newText: d.newText } : undefined;
 }
 
-interface PendingPermission {
-  resolve(response: acp.RequestPermissionResponse): void;
-  options: acp.PermissionOption[];
-  toolCall: acp.ToolCallUpdate;
-  /** The file shown as a proposal in the editor, while it is. */
-  reviewing?: string;
-}
-
 /** How many crashes within `CRASH_WINDOW_MS` are restarted before giving up. */
 const MAX_RESTARTS = 3;
 const CRASH_WINDOW_MS = 60_000;
@@ -84,27 +77,49 @@ const CRASH_WINDOW_MS = 60_000;
 export class PanelController {
   private connection: MaiaConnection | undefined;
   private starting: Promise<MaiaConnection | undefined> | undefined;
-  private sessionId: string | undefined;
-  private busy = false;
-  private nextPermission = 1;
-  private readonly permissions = new Map<number, PendingPermission>();
+  /** The open thread, its turn, questions and replay: the client the web page shares. */
+  private readonly session: SessionClient;
+  /** Questions whose proposal is shown in the editor, by request id: the file. */
+  private readonly reviewing = new Map<number, string>();
   private crashes: number[] = [];
   private disposed = false;
-  /** When the current session was last opened (new or load). */
-  /** Updates of a thread being replayed are forwarded too, but never mark a turn busy. */
-  private configOptions: acp.SessionConfigOption[] = [];
-  /** The last command list and usage: re-sent after a replay, which need not repeat them. */
-  private commands: acp.SessionUpdate | undefined;
-  private usage: acp.SessionUpdate | undefined;
 
-  constructor(private readonly host: EditorHost) {}
+  constructor(private readonly host: EditorHost) {
+    this.session = new SessionClient(
+      {
+        post: (m) => host.post(m),
+        // A replayed message: its attachment mentions become chips again.
+        userMessage: (text) => replayedUserMessage(text, host.cwd),
+        seen: (sessionId, update) => {
+          if (update.sessionUpdate === 'usage_update') {
+            host.saveUsage?.(sessionId, update);
+          }
+        },
+        permissionExtras: (request) => {
+          const c = this.connection;
+          const reviewInEditor =
+            !!host.review && !!c && timeline.readsReviewedText(c.init) && !!proposedDiff(request.toolCall) &&
+            request.options.some((o) => o.kind === 'allow_once');
+          return { reviewInEditor };
+        },
+        // Answered on the card while its proposal was in the editor: the
+        // document goes back to the disk's text first (MAIA checks it).
+        beforeAnswer: (requestId) => {
+          const file = this.reviewing.get(requestId);
+          this.reviewing.delete(requestId);
+          return file && host.review ? host.review.dropProposal(file) : undefined;
+        },
+      },
+      () => this.connection,
+    );
+  }
 
   get currentSession(): string | undefined {
-    return this.sessionId;
+    return this.session.sessionId;
   }
 
   get isBusy(): boolean {
-    return this.busy;
+    return this.session.busy;
   }
 
   /** For tests: the live connection. */
@@ -126,26 +141,9 @@ export class PanelController {
   private handlers(): ClientHandlers {
     const host = this.host;
     return {
-      sessionUpdate: (n) => {
-        if (n.sessionId === this.sessionId) {
-          if (n.update.sessionUpdate === 'config_option_update') {
-            this.configOptions = n.update.configOptions;
-          } else if (n.update.sessionUpdate === 'available_commands_update') {
-            this.commands = n.update;
-          } else if (n.update.sessionUpdate === 'usage_update') {
-            this.usage = n.update;
-            host.saveUsage?.(n.sessionId, n.update);
-          } else if (n.update.sessionUpdate === 'user_message_chunk' && n.update.content.type === 'text') {
-            // A replayed message: its attachment mentions become chips again.
-            const { text, attachments } = replayedUserMessage(n.update.content.text, host.cwd);
-            const messageId = (n.update as { messageId?: string | null }).messageId ?? undefined;
-            host.post({ type: 'userMessage', text, attachments, ...(messageId ? { messageId } : {}) });
-            return;
-          }
-          host.post({ type: 'update', update: n.update });
-        }
-      },
+      sessionUpdate: (n) => this.session.onUpdate(n),
       requestPermission: (request, signal) => this.askPermission(request, signal),
+      extNotification: (method, params) => this.session.onNotification(method, params),
       readTextFile: host.readTextFile ? (r) => host.readTextFile!(r) : undefined,
       writeTextFile: host.writeTextFile ? (r) => host.writeTextFile!(r) : undefined,
     };
@@ -167,7 +165,7 @@ export class PanelController {
     void connection.exited.then((exit) => this.onExit(connection, exit.code, exit.signal));
     this.host.post({ type: 'status', state: 'ready' });
     this.postTimeline();
-    const wanted = this.sessionId ?? this.host.savedSession?.();
+    const wanted = this.session.sessionId ?? this.host.savedSession?.();
     try {
       if (wanted) {
         await this.openThread(wanted, true);
@@ -186,18 +184,14 @@ export class PanelController {
       return;
     }
     this.connection = undefined;
-    this.cancelPermissions();
+    this.session.cancelPermissions();
     if (this.disposed || connection.isDisposed) {
       return;
     }
     const now = Date.now();
     this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
     const how = signal ? `was killed (${signal})` : `exited (code ${code})`;
-    if (this.busy) {
-      this.busy = false;
-      this.host.post({ type: 'busy', busy: false });
-      this.host.post({ type: 'turnEnd', error: `maia ${how} during the turn` });
-    }
+    this.session.endTurn({ error: `maia ${how} during the turn` });
     if (this.crashes.length > MAX_RESTARTS) {
       const message = `maia ${how} ${this.crashes.length} times in a minute; not restarted (MAIA: Restart agent).`;
       this.host.post({ type: 'status', state: 'error', message });
@@ -215,48 +209,21 @@ export class PanelController {
   }
 
   private askPermission(request: acp.RequestPermissionRequest, signal: AbortSignal): Promise<acp.RequestPermissionResponse> {
-    const requestId = this.nextPermission++;
-    return new Promise<acp.RequestPermissionResponse>((resolve) => {
-      const done = (response: acp.RequestPermissionResponse) => {
-        const reviewing = this.permissions.get(requestId)?.reviewing;
-        if (!this.permissions.delete(requestId)) {
-          return;
+    const { requestId, response } = this.session.askPermission(request, signal);
+    if (this.host.notifyPermission && !this.host.panelVisible()) {
+      const title = request.toolCall.title ?? 'a tool';
+      void this.host.notifyPermission(`MAIA asks to run ${title}`, request.options).then((optionId) => {
+        if (optionId) {
+          this.session.question(requestId)?.resolve({ outcome: { outcome: 'selected', optionId } });
         }
-        const finish = () => {
-          const optionId = response.outcome.outcome === 'selected' ? response.outcome.optionId : undefined;
-          this.host.post({ type: 'permissionDone', requestId, optionId });
-          resolve(response);
-        };
-        // Answered on the card while its proposal was in the editor: the
-        // document goes back to the disk's text first (MAIA checks it).
-        if (reviewing && this.host.review) {
-          void this.host.review.dropProposal(reviewing).finally(finish);
-        } else {
-          finish();
-        }
-      };
-      this.permissions.set(requestId, { resolve: done, options: request.options, toolCall: request.toolCall });
-      signal.addEventListener('abort', () => done({ outcome: { outcome: 'cancelled' } }));
-      const c = this.connection;
-      const reviewInEditor =
-        !!this.host.review && !!c && timeline.readsReviewedText(c.init) && !!proposedDiff(request.toolCall) &&
-        request.options.some((o) => o.kind === 'allow_once');
-      this.host.post({ type: 'permission', requestId, toolCall: request.toolCall, options: request.options, reviewInEditor });
-      if (this.host.notifyPermission && !this.host.panelVisible()) {
-        const title = request.toolCall.title ?? 'a tool';
-        void this.host.notifyPermission(`MAIA asks to run ${title}`, request.options).then((optionId) => {
-          if (optionId) {
-            done({ outcome: { outcome: 'selected', optionId } });
-          }
-        });
-      }
-    });
+      });
+    }
+    return response;
   }
 
   /** Answers a pending permission request; `reason` goes with a rejection as `_meta.reason`. */
   answerPermission(requestId: number, optionId: string | undefined, reason?: string): void {
-    const pending = this.permissions.get(requestId);
-    pending?.resolve(permissionOutcome(pending.options, optionId, reason));
+    this.session.answerPermission(requestId, optionId, reason);
   }
 
   /**
@@ -265,17 +232,17 @@ export class PanelController {
    * kept (`_meta.maia.reviewedText`), or rejected when nothing was kept.
    */
   async reviewPermission(requestId: number): Promise<void> {
-    const pending = this.permissions.get(requestId);
+    const pending = this.session.question(requestId);
     const diff = pending && proposedDiff(pending.toolCall);
-    if (!pending || !diff || !this.host.review || pending.reviewing) {
+    if (!pending || !diff || !this.host.review || this.reviewing.has(requestId)) {
       return;
     }
-    pending.reviewing = diff.path;
+    this.reviewing.set(requestId, diff.path);
     const text = await this.host.review.propose(diff.path, diff.oldText, diff.newText);
-    if (this.permissions.get(requestId) !== pending) {
+    if (this.session.question(requestId) !== pending) {
       return;
     }
-    pending.reviewing = undefined;
+    this.reviewing.delete(requestId);
     if (text === undefined) {
       return;
     }
@@ -288,59 +255,25 @@ export class PanelController {
     }
   }
 
-  private cancelPermissions(): void {
-    for (const pending of [...this.permissions.values()]) {
-      pending.resolve({ outcome: { outcome: 'cancelled' } });
-    }
-  }
-
   async newThread(): Promise<void> {
-    const c = await this.ensureStartedOrThrow();
-    const r = await c.newSession(this.host.cwd);
-    this.sessionId = r.sessionId;
+    await this.ensureStartedOrThrow();
+    const r = await this.session.create(this.host.cwd);
     this.host.review?.clear();
-    this.configOptions = r.configOptions ?? [];
-    this.usage = undefined;
     this.host.saveSession?.(r.sessionId);
-    this.host.post({
-      type: 'session',
-      sessionId: r.sessionId,
-      configOptions: this.configOptions,
-      replaying: false,
-    });
   }
 
   /** `session/load`: the webview is cleared and the thread replayed into it. */
   async openThread(sessionId: string, quiet = false): Promise<void> {
-    const c = await this.ensureStartedOrThrow();
-    if (this.busy) {
+    await this.ensureStartedOrThrow();
+    if (this.session.busy) {
       await this.cancel();
     }
-    const previous = this.sessionId;
-    const same = previous === sessionId;
-    this.sessionId = sessionId;
-    if (!same) {
-      this.usage = undefined;
+    if (this.session.sessionId !== sessionId) {
       this.host.review?.clear();
     }
     const title = quiet ? undefined : (await this.safeList()).find((s) => s.sessionId === sessionId)?.title;
-    this.host.post({ type: 'session', sessionId, title, configOptions: this.configOptions, replaying: true });
-    try {
-      const r = await c.loadSession(sessionId, this.host.cwd);
-      this.configOptions = r.configOptions ?? this.configOptions;
-      this.host.saveSession?.(sessionId);
-      this.host.post({ type: 'config', configOptions: this.configOptions });
-      this.usage ??= this.host.savedUsage?.(sessionId);
-      for (const update of [this.commands, this.usage]) {
-        if (update) {
-          this.host.post({ type: 'update', update });
-        }
-      }
-      this.host.post({ type: 'replayed' });
-    } catch (e) {
-      this.sessionId = previous;
-      throw e;
-    }
+    await this.session.open(sessionId, this.host.cwd, { title, usage: this.host.savedUsage?.(sessionId) });
+    this.host.saveSession?.(sessionId);
   }
 
   private async safeList(): Promise<acp.SessionInfo[]> {
@@ -362,29 +295,34 @@ export class PanelController {
   /** One prompt turn; resolves with the stop reason when it is over. */
   async send(text: string, attachments: Attachment[], echo = true): Promise<acp.StopReason | undefined> {
     const c = await this.ensureStartedOrThrow();
-    if (!this.sessionId) {
+    if (!this.session.sessionId) {
       await this.newThread();
     }
-    if (this.busy) {
-      this.host.post({ type: 'notice', level: 'warning', text: 'MAIA is still answering; stop it first (Esc).' });
+    const busyNotice = 'MAIA is still answering; stop it first (Esc).';
+    if (this.session.busy) {
+      this.host.post({ type: 'notice', level: 'warning', text: busyNotice });
       return undefined;
     }
-    const sessionId = this.sessionId!;
-    if (echo) {
-      this.host.post({ type: 'userMessage', text, attachments });
-    }
-    this.busy = true;
-    this.host.post({ type: 'busy', busy: true });
+    const sessionId = this.session.sessionId!;
     // What the user undid in the editor since the last prompt goes with this one.
     const undone = this.host.review && timeline.hearsUndone(c.init) ? this.host.review.takeUndone() : [];
     try {
-      const meta = undone.length ? { maia: { undoneHunks: undone } } : undefined;
-      const r = await this.prompt(c, sessionId, promptBlocks(text, attachments), meta);
-      const messageId = timeline.userMessageId(r);
-      if (messageId) {
-        this.host.post({ type: 'userMessageId', messageId });
+      let messageId: string | undefined;
+      const r = await this.session.prompt(text, attachments, {
+        meta: undone.length ? { maia: { undoneHunks: undone } } : undefined,
+        echo,
+        busyNotice,
+        answered: (r) => {
+          messageId = timeline.userMessageId(r);
+          if (messageId) {
+            this.host.post({ type: 'userMessageId', messageId });
+          }
+        },
+      });
+      if (!r) {
+        this.host.review?.giveBack(undone);
+        return undefined;
       }
-      this.host.post({ type: 'turnEnd', stopReason: r.stopReason });
       if (messageId) {
         await this.reviewTurn(c, sessionId, messageId);
       }
@@ -398,26 +336,8 @@ export class PanelController {
       } else if (undone.length) {
         this.host.log(`${undone.length} undone change(s) may not have reached MAIA: ${e instanceof Error ? e.message : e}`);
       }
-      if (this.connection === c) {
-        this.host.post({ type: 'turnEnd', error: e instanceof Error ? e.message : String(e) });
-      }
       return undefined;
-    } finally {
-      if (this.connection === c || !this.connection) {
-        this.busy = false;
-        this.host.post({ type: 'busy', busy: false });
-      }
     }
-  }
-
-  /** `session/prompt`: valid the instant the session's open is answered. */
-  private async prompt(
-    c: MaiaConnection,
-    sessionId: string,
-    blocks: acp.ContentBlock[],
-    meta?: Record<string, unknown>,
-  ): Promise<acp.PromptResponse> {
-    return c.prompt(sessionId, blocks, meta);
   }
 
   /** The files the turn changed (MAIA's checkpoints, through a revert dry run) go under review. */
@@ -437,24 +357,18 @@ export class PanelController {
 
   /** `session/cancel`; pending permission requests are answered `cancelled` first. */
   async cancel(): Promise<void> {
-    if (!this.sessionId || !this.connection) {
-      return;
-    }
-    this.cancelPermissions();
-    await this.connection.cancel(this.sessionId);
+    await this.session.cancel();
   }
 
   async listThreads(): Promise<acp.SessionInfo[]> {
-    const c = await this.ensureStartedOrThrow();
-    const sessions = await c.listSessions(this.host.cwd);
-    this.host.post({ type: 'threads', sessions, currentId: this.sessionId });
-    return sessions;
+    await this.ensureStartedOrThrow();
+    return this.session.list(this.host.cwd);
   }
 
   async deleteThread(sessionId: string): Promise<void> {
     const c = await this.ensureStartedOrThrow();
     await c.deleteSession(sessionId);
-    if (sessionId === this.sessionId) {
+    if (sessionId === this.session.sessionId) {
       await this.newThread();
     }
     await this.listThreads();
@@ -470,13 +384,8 @@ export class PanelController {
   }
 
   async setConfig(configId: string, value: string): Promise<void> {
-    const c = await this.ensureStartedOrThrow();
-    if (!this.sessionId) {
-      return;
-    }
-    const r = await c.setConfigOption(this.sessionId, configId, value);
-    this.configOptions = r.configOptions;
-    this.host.post({ type: 'config', configOptions: r.configOptions });
+    await this.ensureStartedOrThrow();
+    await this.session.setConfig(configId, value);
   }
 
   /** The timeline actions the agent advertised. */
@@ -492,14 +401,15 @@ export class PanelController {
   /** Refuses a timeline action during a turn (the agent would refuse it too). */
   private idleSession(action: string): { c: MaiaConnection; sessionId: string } | undefined {
     const c = this.connection;
-    if (!c || c.isDisposed || !this.sessionId) {
+    const sessionId = this.session.sessionId;
+    if (!c || c.isDisposed || !sessionId) {
       throw new Error('maia is not running');
     }
-    if (this.busy) {
+    if (this.session.busy) {
       this.host.post({ type: 'notice', level: 'warning', text: `MAIA is answering; stop it (Esc) before ${action}.` });
       return undefined;
     }
-    return { c, sessionId: this.sessionId };
+    return { c, sessionId };
   }
 
   /** "Edit": the thread is rewound before the message, reloaded, and its text goes back to the input. */
@@ -557,12 +467,9 @@ export class PanelController {
     this.crashes = [];
     const old = this.connection;
     this.connection = undefined;
-    this.cancelPermissions();
+    this.session.cancelPermissions();
     await old?.dispose();
-    if (this.busy) {
-      this.busy = false;
-      this.host.post({ type: 'busy', busy: false });
-    }
+    this.session.setTurn(false);
     await this.startProcess(true);
   }
 
@@ -578,10 +485,10 @@ export class PanelController {
   private async dispatch(m: ToHost): Promise<void> {
     switch (m.type) {
       case 'ready':
-        if (this.connection && this.sessionId) {
+        if (this.connection && this.session.sessionId) {
           // The webview was re-created (hidden and shown): replay into it.
           this.postTimeline();
-          await this.openThread(this.sessionId, true);
+          await this.openThread(this.session.sessionId, true);
         } else {
           await this.ensureStarted();
         }
@@ -608,7 +515,7 @@ export class PanelController {
         await this.host.copyText(m.text);
         return;
       case 'newThread':
-        if (this.busy) {
+        if (this.session.busy) {
           await this.cancel();
         }
         await this.newThread();
@@ -660,7 +567,7 @@ export class PanelController {
 
   async dispose(): Promise<void> {
     this.disposed = true;
-    this.cancelPermissions();
+    this.session.cancelPermissions();
     await this.connection?.dispose();
     this.connection = undefined;
   }
