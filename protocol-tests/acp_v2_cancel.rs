@@ -1,7 +1,8 @@
 //! ACP v2 as the SDKs' draft has it (`@agentclientprotocol/sdk` 2.4.0's
 //! schema): one tool call or one terminal cancelled alone
 //! (`tool_call/cancel`, `terminal/cancel`, advertised per call), the state
-//! snapshot a resume sends before its answer, and JSON-RPC batches.
+//! snapshot a resume sends before its answer, JSON-RPC batches, notices and
+//! compactions told as `compaction_update` without a client capability.
 
 use maia_test_support as mock;
 use serde_json::{Value, json};
@@ -245,4 +246,43 @@ async fn a_v2_client_is_sent_notices_without_asking() {
         .collect();
     assert_eq!(empty.len(), 1, "{seen:#?}");
     assert_eq!(empty[0]["severity"], "warning", "{:?}", empty[0]);
+}
+
+#[tokio::test]
+async fn a_v2_compaction_is_a_compaction_update_not_a_tool_call() {
+    // The draft's `compaction_update` needs no client capability (v1's
+    // does): a v2 client is told a compaction as one, never as the
+    // `Compact` tool call.
+    let mut client = V2::start().await;
+    let sid = client.new_session().await;
+    client.maia.mock.push(mock::text_reply("first answer"));
+    client
+        .turn(&sid, "remember the word banana", |_| None)
+        .await;
+    client
+        .maia
+        .mock
+        .push(mock::text_reply("## Project context\nThe word is banana."));
+    let seen = client.turn(&sid, "/compact", |_| None).await;
+    let updates = updates_of(&seen, "compaction_update");
+    let statuses: Vec<&Value> = updates.iter().map(|u| &u["status"]).collect();
+    assert_eq!(
+        statuses,
+        [&json!("in_progress"), &json!("completed")],
+        "{seen:#?}"
+    );
+    assert_eq!(updates[0]["compactionId"], updates[1]["compactionId"]);
+    let summary = updates[1]["summary"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(summary.contains("banana"), "{:?}", updates[1]);
+    assert!(
+        updates_of(&seen, "tool_call_update")
+            .iter()
+            .all(|u| !u["title"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Compacting")),
+        "never both carriers: {seen:#?}"
+    );
 }

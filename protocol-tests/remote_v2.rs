@@ -775,3 +775,141 @@ async fn remote_two_v2_controllers_prompting_at_once_both_run() {
             .contains("from the phone")
     );
 }
+
+/// The entries of a batch's answer (an array), by id.
+fn batch_answers(answer: &Value) -> Vec<Value> {
+    answer
+        .as_array()
+        .unwrap_or_else(|| panic!("a batch's answer must be an array: {answer}"))
+        .clone()
+}
+
+/// Two requests, a notification and an invalid entry in one batch.
+fn mixed_batch(cwd: &std::path::Path) -> Value {
+    json!([
+        {"jsonrpc": "2.0", "id": "list", "method": "session/list", "params": {}},
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "none"}},
+        {"jsonrpc": "2.0", "id": 70, "method": "session/new", "params": {"cwd": cwd}},
+        42,
+    ])
+}
+
+/// The answer to `mixed_batch`: one array holding both requests' answers
+/// and the invalid entry's `-32600`, nothing for the notification.
+fn check_mixed_answer(answer: &Value) {
+    let answers = batch_answers(answer);
+    assert_eq!(answers.len(), 3, "{answer}");
+    let by_id = |id: Value| answers.iter().find(|a| a["id"] == id).cloned();
+    let list = by_id(json!("list")).unwrap_or_else(|| panic!("no list answer: {answer}"));
+    check("ListSessionsResponse", &list["result"]);
+    let new = by_id(json!(70)).unwrap_or_else(|| panic!("no session/new answer: {answer}"));
+    check("NewSessionResponse", &new["result"]);
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"].is_null() && a["error"]["code"] == -32600),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn remote_a_v2_websocket_client_sends_batches_and_a_v1_one_is_refused_them() {
+    let daemon = Daemon::start(&[EDITOR], &["--protocol-v2"]).await;
+    // v1 defines no batches: one -32600 for the array.
+    let mut v1 = v1_client(&daemon, "editor").await;
+    v1.send(&json!([{"jsonrpc": "2.0", "id": 5, "method": "session/list", "params": {}}]))
+        .await;
+    let refused = v1.next().await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let mut ws = v2_client(&daemon, "editor").await;
+    // An empty batch: one -32600 with a null id, never an empty array.
+    ws.send(&json!([])).await;
+    let empty = ws.next().await;
+    assert!(empty.is_object(), "{empty}");
+    assert_eq!(empty["error"]["code"], -32600, "{empty}");
+    assert!(empty["id"].is_null(), "{empty}");
+    ws.send(&mixed_batch(&daemon.cwd())).await;
+    let answer = ws.next().await;
+    check_mixed_answer(&answer);
+    // A batch of notifications only is answered nothing: the next message
+    // is the lone request's answer.
+    ws.send(&json!([{"jsonrpc": "2.0", "method": "session/cancel",
+                     "params": {"sessionId": "none"}}]))
+        .await;
+    let id = ws.request("session/list", json!({})).await;
+    let (next, before) = ws.wait_for(|m| m["id"] == id || m.is_array()).await;
+    assert_eq!(next["id"], id, "{next}");
+    check("ListSessionsResponse", &next["result"]);
+    assert!(
+        before.iter().all(|m| m["method"] == "session/update"),
+        "{before:#?}"
+    );
+    // A batch's prompt: its answer (the acceptance) in the array, the turn
+    // told as updates.
+    let sid = answer
+        .as_array()
+        .and_then(|a| a.iter().find(|m| m["id"] == 70))
+        .and_then(|m| m["result"]["sessionId"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    daemon.mock.push(mock::text_reply("batched"));
+    let prompt = json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]});
+    check("PromptRequest", &prompt);
+    ws.send(&json!([{"jsonrpc": "2.0", "id": "p", "method": "session/prompt", "params": prompt}]))
+        .await;
+    let (accepted, _) = ws.wait_for(Value::is_array).await;
+    let accepted = batch_answers(&accepted);
+    assert_eq!(accepted.len(), 1, "{accepted:?}");
+    check("PromptResponse", &accepted[0]["result"]);
+    let turn = v2_until_idle(&mut ws).await;
+    assert_eq!(text_of(&turn), "batched");
+}
+
+#[tokio::test]
+async fn remote_a_v2_streamable_http_client_posts_batches() {
+    let daemon = Daemon::start(&[PHONE], &["--protocol-v2"]).await;
+    let client = Http::client();
+    let token = daemon.tokens["phone"].clone();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 2, "info": {"name": "remote-v2", "version": "1"},
+                   "capabilities": {}}});
+    let answered = client
+        .post(daemon.url())
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 200);
+    let connection = answered.headers()["acp-connection-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let http = Http {
+        client,
+        url: daemon.url(),
+        token,
+        connection,
+    };
+    let mut stream = http.stream(None).await;
+    http.send(None, &json!([])).await;
+    let (empty, _) = wait_on(&mut stream, |_| true).await;
+    assert_eq!(empty["error"]["code"], -32600, "{empty}");
+    assert!(empty["id"].is_null(), "{empty}");
+    // The answer is one array on the connection's stream.
+    http.send(None, &mixed_batch(&daemon.cwd())).await;
+    let (answer, before) = wait_on(&mut stream, Value::is_array).await;
+    assert!(before.is_empty(), "{before:#?}");
+    check_mixed_answer(&answer);
+    // A header naming another session than an entry does is refused.
+    let other = json!([{"jsonrpc": "2.0", "id": 9, "method": "session/close",
+                        "params": {"sessionId": "elsewhere"}}]);
+    let status = http
+        .post(Some("this"), &other)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 400);
+}

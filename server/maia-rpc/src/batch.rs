@@ -2,6 +2,9 @@
 //! it), for connections that allow them: ACP v1 defines none, so a
 //! connection refuses an array with one `-32600` until
 //! [`crate::Connection::allow_batches`] is called (once v2 is negotiated).
+//! Other transports (the daemon's WebSocket and Streamable HTTP) hold their
+//! answers here too: [`sort`] splits a batch, [`Batches`] assembles its
+//! answer.
 //!
 //! A batch's requests run as any request does; their answers are held
 //! here and written as one array once the last is given. An entry that is
@@ -14,11 +17,15 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use serde_json::Value;
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use crate::message::{Classified, ErrorCode, RpcError, classify_value};
 
 /// The batches of one connection whose answers are not all given yet.
 #[derive(Default)]
-pub(crate) struct Batches {
+pub struct Batches {
     allowed: AtomicBool,
     table: Mutex<Table>,
 }
@@ -39,7 +46,7 @@ struct Open {
 
 /// Where an answer goes.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Route {
+pub enum Route {
     /// Not a batch's: written as it is.
     Alone(Value),
     /// Held for its batch.
@@ -49,11 +56,11 @@ pub(crate) enum Route {
 }
 
 impl Batches {
-    pub(crate) fn allow(&self) {
+    pub fn allow(&self) {
         self.allowed.store(true, Ordering::Release);
     }
 
-    pub(crate) fn allowed(&self) -> bool {
+    pub fn allowed(&self) -> bool {
         self.allowed.load(Ordering::Acquire)
     }
 
@@ -66,7 +73,7 @@ impl Batches {
     /// whose invalid entries were answered `answered`: what to write now
     /// (the whole answer when no request waits; nothing for a batch of
     /// notifications and responses only).
-    pub(crate) fn open(&self, requests: &[String], answered: Vec<Value>) -> Option<Value> {
+    pub fn open(&self, requests: &[String], answered: Vec<Value>) -> Option<Value> {
         if requests.is_empty() {
             return (!answered.is_empty()).then_some(Value::Array(answered));
         }
@@ -86,8 +93,13 @@ impl Batches {
         None
     }
 
-    /// The answer `message` to the request with id key `key`.
-    pub(crate) fn route(&self, key: &str, message: Value) -> Route {
+    /// Whether some batch waits for answers (an answer needs routing).
+    pub fn holding(&self) -> bool {
+        !self.table().member.is_empty()
+    }
+
+    /// The answer `message` to the request with id key `key` ([`key`]).
+    pub fn route(&self, key: &str, message: Value) -> Route {
         let mut table = self.table();
         let Some(number) = table.member.remove(key) else {
             return Route::Alone(message);
@@ -105,6 +117,55 @@ impl Batches {
             None => Route::Held,
         }
     }
+}
+
+/// The key of a request id in [`Batches`] (its JSON text).
+pub fn key(id: &Value) -> String {
+    id.to_string()
+}
+
+/// A batch's entries sorted: what to run, what is answered already.
+#[derive(Debug, Default)]
+pub struct Sorted {
+    /// The keys of its requests ([`key`]), distinct, for [`Batches::open`].
+    pub requests: Vec<String>,
+    /// The answers to its invalid entries (`-32600`, `id: null`; an id
+    /// used twice in the batch is one).
+    pub answered: Vec<Value>,
+    /// Its valid entries (requests, notifications, responses), in order,
+    /// each classified and as sent.
+    pub valid: Vec<(Classified, Value)>,
+}
+
+/// Sorts a batch's entries; `Err` with the one answer of an empty batch.
+pub fn sort(entries: Vec<Value>) -> Result<Sorted, Value> {
+    let invalid = |error: RpcError| json!({"jsonrpc": "2.0", "id": null, "error": error});
+    if entries.is_empty() {
+        return Err(invalid(RpcError::new(
+            ErrorCode::InvalidRequest,
+            "an empty batch",
+        )));
+    }
+    let mut sorted = Sorted::default();
+    let mut keys = HashSet::new();
+    for entry in entries {
+        match classify_value(entry.clone()) {
+            Ok(Classified::Request { id, .. }) if !keys.insert(key(&id)) => {
+                sorted.answered.push(invalid(RpcError::new(
+                    ErrorCode::InvalidRequest,
+                    "an id used twice in one batch",
+                )));
+            }
+            Ok(classified) => {
+                if let Classified::Request { id, .. } = &classified {
+                    sorted.requests.push(key(id));
+                }
+                sorted.valid.push((classified, entry));
+            }
+            Err((_, error)) => sorted.answered.push(invalid(error)),
+        }
+    }
+    Ok(sorted)
 }
 
 #[cfg(test)]

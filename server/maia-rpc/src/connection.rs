@@ -83,7 +83,7 @@ struct Inner {
 
 /// The key of an id in the tables: its JSON text, so `1` and `"1"` differ.
 pub(crate) fn id_key(id: &Id) -> String {
-    id.to_string()
+    crate::batch::key(id)
 }
 
 /// An outgoing request already queued for the peer; awaiting it gives the

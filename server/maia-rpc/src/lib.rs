@@ -7,7 +7,7 @@
 //! they were queued. JSON-RPC batches are taken once a connection allows
 //! them ([`Connection::allow_batches`]).
 
-mod batch;
+pub mod batch;
 pub mod connection;
 pub mod framing;
 pub mod message;

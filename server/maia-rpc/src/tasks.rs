@@ -2,16 +2,15 @@
 //! cannot be parsed, takes batches once allowed, routes responses to our
 //! requests) and one writer draining the outgoing queue in order.
 
-use std::collections::HashSet;
-
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::connection::{CANCEL_REQUEST, Connection, Incoming, Out, id_key};
+use crate::batch;
+use crate::connection::{CANCEL_REQUEST, Connection, Incoming, Out};
 use crate::framing::{Frame, read_frame};
-use crate::message::{Classified, ErrorCode, Id, RpcError, classify, classify_value, sniff_id};
+use crate::message::{Classified, ErrorCode, RpcError, classify, sniff_id};
 
 /// Starts the reader and writer tasks. Returns the handle for sending, the
 /// queue of incoming requests and notifications (closed at end of input),
@@ -199,35 +198,17 @@ fn take(conn: &Connection, message: Classified, incoming: &mpsc::UnboundedSender
 /// A batch from the peer (batches allowed): its requests registered as
 /// one batch before any runs, then each entry taken as a line would be.
 fn take_batch(conn: &Connection, entries: Vec<Value>, incoming: &mpsc::UnboundedSender<Incoming>) {
-    let invalid = |id: Id, error: RpcError| json!({"jsonrpc": "2.0", "id": id, "error": error});
-    if entries.is_empty() {
-        let error = RpcError::new(ErrorCode::InvalidRequest, "an empty batch");
-        conn.send_value(&invalid(Value::Null, error));
-        return;
-    }
-    let mut requests = Vec::new();
-    let mut keys = HashSet::new();
-    let mut answered = Vec::new();
-    let mut taken = Vec::new();
-    for entry in entries {
-        match classify_value(entry) {
-            Ok(Classified::Request { id, .. }) if !keys.insert(id_key(&id)) => {
-                let error =
-                    RpcError::new(ErrorCode::InvalidRequest, "an id used twice in one batch");
-                answered.push(invalid(Value::Null, error));
-            }
-            Ok(Classified::Request { id, method, params }) => {
-                requests.push(id_key(&id));
-                taken.push(Classified::Request { id, method, params });
-            }
-            Ok(other) => taken.push(other),
-            Err((_, error)) => answered.push(invalid(Value::Null, error)),
+    let sorted = match batch::sort(entries) {
+        Ok(sorted) => sorted,
+        Err(answer) => {
+            conn.send_value(&answer);
+            return;
         }
-    }
-    if let Some(now) = conn.batches().open(&requests, answered) {
+    };
+    if let Some(now) = conn.batches().open(&sorted.requests, sorted.answered) {
         conn.send_value(&now);
     }
-    for message in taken {
+    for (message, _) in sorted.valid {
         take(conn, message, incoming);
     }
 }

@@ -174,9 +174,7 @@ pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Resp
         }
     };
     let message = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Array(_)) => {
-            return refuse(StatusCode::NOT_IMPLEMENTED, "batches are not served");
-        }
+        Ok(Value::Array(entries)) => return post_batch(&daemon, &access, &parts.headers, entries),
         Ok(message @ Value::Object(_)) => message,
         _ => {
             return refuse(
@@ -209,6 +207,41 @@ pub(super) async fn post(State(daemon): State<Daemon>, request: Request) -> Resp
         _ => false,
     };
     daemon.hub.receive(conn, message, scoped);
+    StatusCode::ACCEPTED.into_response()
+}
+
+/// A POSTed batch (`serve/batch.rs`): taken on a connection that
+/// negotiated v2, its answer one array on the connection's stream (its
+/// entries may name several sessions); `501` on a v1 one. An
+/// `Acp-Session-Id` must name the session of every entry that names one.
+fn post_batch(
+    daemon: &Daemon,
+    access: &Access,
+    headers: &HeaderMap,
+    entries: Vec<Value>,
+) -> Response {
+    let found = match connection(daemon, access, headers) {
+        Ok(found) => found,
+        Err(refused) => return *refused,
+    };
+    if !daemon.hub.takes_batches(found.conn) {
+        return refuse(
+            StatusCode::NOT_IMPLEMENTED,
+            "batches are served on ACP v2 only",
+        );
+    }
+    if let Some(named) = header_text(headers, SESSION_HEADER)
+        && entries
+            .iter()
+            .filter_map(|e| e["params"]["sessionId"].as_str())
+            .any(|sid| sid != named)
+    {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "Acp-Session-Id differs from an entry's sessionId",
+        );
+    }
+    super::batch::take(&daemon.hub, found.conn, &found.outbox, entries, false);
     StatusCode::ACCEPTED.into_response()
 }
 

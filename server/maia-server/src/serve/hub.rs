@@ -198,7 +198,17 @@ impl Hub {
             .collect()
     }
 
-    /// A message from client `conn` (one JSON-RPC message, not a batch).
+    /// Whether client `conn` may send JSON-RPC batches: it negotiated v2
+    /// (v1 defines none).
+    pub fn takes_batches(&self, conn: u64) -> bool {
+        self.lock()
+            .clients
+            .get(&conn)
+            .is_some_and(|c| c.initialized && c.wire == 1)
+    }
+
+    /// A message from client `conn` (one JSON-RPC message; a batch's
+    /// entries come one by one, `serve/batch.rs`).
     /// `scoped`: the answer to a request naming a session goes on that
     /// session's stream (Streamable HTTP: the request carried
     /// `Acp-Session-Id`), else on the connection's (a WebSocket has one

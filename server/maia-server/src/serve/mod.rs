@@ -6,6 +6,7 @@
 //! --connect`. See docs/remote.md.
 
 mod accept;
+mod batch;
 pub mod bridge;
 mod http;
 mod hub;
@@ -479,6 +480,14 @@ async fn websocket(daemon: Daemon, conn: u64, outbox: Arc<Outbox>, socket: WebSo
                 heard = tokio::time::Instant::now();
                 match message {
                 Some(Ok(Message::Text(text))) => match parse(text.as_str()) {
+                    Ok(Value::Array(entries)) if daemon.hub.takes_batches(conn) => {
+                        batch::take(&daemon.hub, conn, &outbox, entries, true);
+                    }
+                    Ok(Value::Array(_)) => {
+                        let answer = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600,
+                            "message": "batches are served on ACP v2 only"}});
+                        outbox.push(None, answer.to_string(), false);
+                    }
                     Ok(message) => daemon.hub.receive(conn, message, true),
                     Err(answer) => {
                         outbox.push(None, answer.to_string(), false);
@@ -510,12 +519,11 @@ async fn websocket(daemon: Daemon, conn: u64, outbox: Arc<Outbox>, socket: WebSo
     }
 }
 
-/// One client message: a JSON-RPC object, or the error to answer.
+/// One client frame: a JSON-RPC object or a batch (an array), or the
+/// error to answer.
 fn parse(text: &str) -> Result<Value, Value> {
     match serde_json::from_str::<Value>(text) {
-        Ok(Value::Array(_)) => Err(json!({"jsonrpc": "2.0", "id": null,
-            "error": {"code": -32600, "message": "batches are not served"}})),
-        Ok(message @ Value::Object(_)) => Ok(message),
+        Ok(message @ (Value::Object(_) | Value::Array(_))) => Ok(message),
         Ok(_) => Err(json!({"jsonrpc": "2.0", "id": null,
             "error": {"code": -32600, "message": "not a JSON-RPC message"}})),
         Err(e) => Err(json!({"jsonrpc": "2.0", "id": null,

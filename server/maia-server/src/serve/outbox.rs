@@ -3,6 +3,10 @@
 //! connection-scoped stream and one per session), drained by the
 //! transport in order.
 //!
+//! A v2 client's JSON-RPC batch is answered here as one array: the answers
+//! to its requests are held as they are pushed (`maia_rpc::batch`) and the
+//! array goes on the connection's stream once the last one is given.
+//!
 //! Invariants:
 //! - messages of one stream leave in the order they were pushed;
 //! - live messages past its limit unread close the outbox with a reason
@@ -13,6 +17,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use maia_rpc::batch::{self, Batches, Route, Sorted};
+use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +42,8 @@ pub struct Outbox {
     notify: Notify,
     closed: CancellationToken,
     reason: Mutex<Option<String>>,
+    /// The client's batches whose answers are not all given yet.
+    batches: Batches,
 }
 
 impl Outbox {
@@ -47,6 +55,7 @@ impl Outbox {
             notify: Notify::new(),
             closed: CancellationToken::new(),
             reason: Mutex::new(None),
+            batches: Batches::default(),
         }
     }
 
@@ -57,12 +66,39 @@ impl Outbox {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Queues `text` on `scope`'s stream. A `bounded` push past the limit
-    /// closes the outbox instead and answers false.
+    /// A batch from the client (`sorted`, its entries not taken yet): its
+    /// requests' answers are held from now on until the last, then pushed
+    /// as one array on the connection's stream; its invalid entries'
+    /// answers go in that array (pushed now when it has no request).
+    pub fn open_batch(&self, sorted: &mut Sorted) {
+        let answered = std::mem::take(&mut sorted.answered);
+        if let Some(now) = self.batches.open(&sorted.requests, answered) {
+            self.push(None, now.to_string(), false);
+        }
+    }
+
+    /// Queues `text` on `scope`'s stream (an answer to a batch's request:
+    /// held for its batch). A `bounded` push past the limit closes the
+    /// outbox instead and answers false.
     pub fn push(&self, scope: Option<&str>, text: String, bounded: bool) -> bool {
         if self.closed.is_cancelled() {
             return false;
         }
+        if self.batches.holding()
+            && let Ok(message) = serde_json::from_str::<Value>(&text)
+            && message.get("method").is_none()
+            && let Some(id) = message.get("id")
+        {
+            return match self.batches.route(&batch::key(id), message) {
+                Route::Held => true,
+                Route::Batch(answer) => self.enqueue(None, answer.to_string(), false),
+                Route::Alone(_) => self.enqueue(scope, text, bounded),
+            };
+        }
+        self.enqueue(scope, text, bounded)
+    }
+
+    fn enqueue(&self, scope: Option<&str>, text: String, bounded: bool) -> bool {
         {
             let mut queues = self.lock();
             if bounded && queues.len >= self.limit {
@@ -176,6 +212,58 @@ mod tests {
         assert!(!outbox.push(None, "one too many".into(), true));
         assert!(outbox.is_closed());
         assert!(outbox.reason().unwrap_or_default().contains("fell behind"));
+    }
+
+    #[test]
+    fn a_batch_is_answered_as_one_array_on_the_connection_stream() {
+        let outbox = Outbox::new(true, LIMIT);
+        let batch = vec![
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "a"}),
+            serde_json::json!({"jsonrpc": "2.0", "method": "n"}),
+            serde_json::json!({"jsonrpc": "1.0", "id": 9, "method": "bad"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": "x", "method": "b"}),
+        ];
+        let mut sorted = batch::sort(batch).unwrap();
+        outbox.open_batch(&mut sorted);
+        assert!(
+            outbox.take(None).is_empty(),
+            "nothing before the last answer"
+        );
+        // A message that is not an answer, and an answer to another id, pass.
+        outbox.push(Some("s"), r#"{"jsonrpc":"2.0","method":"u"}"#.into(), true);
+        outbox.push(
+            None,
+            r#"{"jsonrpc":"2.0","id":2,"result":{}}"#.into(),
+            false,
+        );
+        assert_eq!(outbox.take(None).len(), 1);
+        outbox.push(
+            Some("s"),
+            r#"{"jsonrpc":"2.0","id":"x","result":{}}"#.into(),
+            false,
+        );
+        assert_eq!(outbox.take(Some("s")).len(), 1, "only the update");
+        outbox.push(
+            None,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.into(),
+            false,
+        );
+        let answer: Vec<Value> = outbox
+            .take(None)
+            .iter()
+            .map(|t| serde_json::from_str(t).unwrap())
+            .collect();
+        assert_eq!(answer.len(), 1);
+        let ids: Vec<&Value> = answer[0]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| &m["id"])
+            .collect();
+        assert_eq!(
+            ids,
+            [&Value::Null, &serde_json::json!("x"), &serde_json::json!(1)]
+        );
     }
 
     #[test]

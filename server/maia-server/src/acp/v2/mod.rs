@@ -236,9 +236,14 @@ impl Agent {
     /// reason" as on v1.
     fn initialize_v2(&self, req: &v2::InitializeRequest) -> Result<Value, RpcError> {
         let mut caps = v1::ClientCapabilities::default();
-        // v2 notices need no client capability: every v2 client is sent them.
-        caps.session =
-            Some(v1::ClientSessionCapabilities::new().notices(v1::NoticeCapabilities::new()));
+        // v2 notices and compaction updates need no client capability:
+        // every v2 client is sent them (a compaction is its
+        // `compaction_update`, never the `Compact` tool call).
+        caps.session = Some(
+            v1::ClientSessionCapabilities::new()
+                .notices(v1::NoticeCapabilities::new())
+                .compaction(v1::CompactionCapabilities::new()),
+        );
         caps.elicitation = req
             .capabilities
             .elicitation
