@@ -52,6 +52,7 @@ mod lsp;
 mod lsp_lifecycle;
 mod lsp_undo;
 mod neovim;
+mod npm;
 mod readme;
 mod real_model;
 mod registry;
