@@ -47,6 +47,7 @@ mod acp_workspace;
 mod cli_exec;
 mod cli_login;
 mod fuzz_replay;
+mod github_action;
 mod litellm;
 mod lsp;
 mod lsp_lifecycle;
