@@ -54,6 +54,9 @@ pub(crate) struct Project {
     pub agents: Arc<crate::subagent::LoadedAgents>,
     /// The hooks in force (`hooks`; a project's only once trusted).
     pub hooks: Arc<crate::hooks::LoadedHooks>,
+    /// The proxy's search tool, asked before the first turn
+    /// ([`crate::web_search::probe`]); shared with child sessions.
+    pub web_search: Arc<tokio::sync::OnceCell<crate::web_search::Found>>,
 }
 
 /// Where a session's project is: its options, folder, additional roots and
@@ -219,6 +222,7 @@ impl Project {
             lsp,
             checkpoints,
             agents: Arc::new(crate::subagent::agents::load(home, cwd)),
+            web_search: Arc::default(),
         }
     }
 
@@ -241,6 +245,7 @@ impl Project {
             lsp: self.lsp.clone(),
             agents: self.agents.clone(),
             hooks: self.hooks.clone(),
+            web_search: self.web_search.clone(),
             // The parent's checkpoints around the `Task` call hold the
             // child's changes.
             checkpoints: crate::checkpoint::Settings {
