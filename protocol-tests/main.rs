@@ -49,6 +49,7 @@ mod cli_login;
 mod fuzz_replay;
 mod github_action;
 mod litellm;
+mod litellm_search;
 mod lsp;
 mod lsp_lifecycle;
 mod lsp_undo;

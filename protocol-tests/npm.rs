@@ -49,7 +49,9 @@ fn host_platform() -> Option<(String, String)> {
 }
 
 fn run(command: &mut Command) -> String {
-    let output = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
     assert!(
         output.status.success(),
         "{command:?}: {}\n{}",
@@ -107,10 +109,9 @@ async fn npx_runs_maia_from_the_packed_npm_packages() {
     eprintln!("{listing}");
 
     // The launcher lists every release platform; only the host's was built.
-    let manifest: Value = serde_json::from_str(
-        &std::fs::read_to_string(packages.join("maia/package.json")).unwrap(),
-    )
-    .unwrap();
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(packages.join("maia/package.json")).unwrap())
+            .unwrap();
     assert_eq!(manifest["name"], LAUNCHER);
     assert_eq!(manifest["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(manifest["bin"]["maia"], "bin/maia.js");
@@ -147,7 +148,11 @@ async fn npx_runs_maia_from_the_packed_npm_packages() {
         .current_dir(&prefix)
         .envs(npm_env(scratch.path())));
     let installed = prefix.join("node_modules/@maia-editors");
-    assert!(installed.join(format!("maia-{platform}/bin/maia")).is_file());
+    assert!(
+        installed
+            .join(format!("maia-{platform}/bin/maia"))
+            .is_file()
+    );
 
     // `npx -y @maia-editors/maia acp`, as an editor's agent command.
     let (mut maia, sid) = Maia::ready_with(Options {
@@ -168,5 +173,8 @@ async fn npx_runs_maia_from_the_packed_npm_packages() {
     assert_eq!(maia.mock.requests().len(), 1);
     maia.close_stdin();
     let status = maia.wait_exit(Duration::from_secs(10)).await;
-    assert!(status.success(), "the launcher passes maia's exit: {status}");
+    assert!(
+        status.success(),
+        "the launcher passes maia's exit: {status}"
+    );
 }

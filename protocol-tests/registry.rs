@@ -60,8 +60,7 @@ fn icon_errors(svg: &str) -> Vec<String> {
             rest[..rest.find('"').unwrap_or(0)].to_owned()
         })
     };
-    if attribute("width").as_deref() != Some("16") || attribute("height").as_deref() != Some("16")
-    {
+    if attribute("width").as_deref() != Some("16") || attribute("height").as_deref() != Some("16") {
         errors.push("width and height must be 16".to_owned());
     }
     if attribute("viewBox").as_deref() != Some("0 0 16 16") {

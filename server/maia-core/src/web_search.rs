@@ -50,7 +50,10 @@ pub enum Found {
     /// The proxy lists no search tool (or has no search route).
     NoneListed,
     /// The named tool is not among those the proxy lists.
-    NotListed { wanted: String, listed: Vec<String> },
+    NotListed {
+        wanted: String,
+        listed: Vec<String>,
+    },
     /// The list could not be read.
     Failed(String),
 }
@@ -114,15 +117,15 @@ pub(crate) async fn probe(project: &Project, cancel: &tokio_util::sync::Cancella
         return;
     };
     let asked = project.web_search.get_or_init(|| async {
-            let found = find(llm, &project.settings.web_search).await;
-            match &found {
-                Found::NotListed { .. } | Found::Failed(_) => {
-                    tracing::warn!("{}", found.describe());
-                }
-                _ => tracing::debug!("{}", found.describe()),
+        let found = find(llm, &project.settings.web_search).await;
+        match &found {
+            Found::NotListed { .. } | Found::Failed(_) => {
+                tracing::warn!("{}", found.describe());
             }
-            found
-        });
+            _ => tracing::debug!("{}", found.describe()),
+        }
+        found
+    });
     tokio::select! {
         _ = asked => {}
         () = cancel.cancelled() => {}
@@ -149,13 +152,20 @@ mod tests {
         );
         assert!(warnings.is_empty());
         assert_eq!(parse_setting(Some(&json!(3)), &mut warnings), Choice::First);
-        assert_eq!(parse_setting(Some(&json!("")), &mut warnings), Choice::First);
+        assert_eq!(
+            parse_setting(Some(&json!("")), &mut warnings),
+            Choice::First
+        );
         assert_eq!(warnings.len(), 2);
         let missing = Found::NotListed {
             wanted: "web".into(),
             listed: vec!["news".into()],
         };
         assert_eq!(missing.tool(), None);
-        assert!(missing.describe().contains("it lists news"), "{}", missing.describe());
+        assert!(
+            missing.describe().contains("it lists news"),
+            "{}",
+            missing.describe()
+        );
     }
 }

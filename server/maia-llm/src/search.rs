@@ -46,9 +46,10 @@ impl LlmClient {
         if !status.is_success() {
             return Err(LlmError::from_http(status.as_u16(), &headers, &text));
         }
-        let value: Value = serde_json::from_str(&text).map_err(|err| LlmError::InvalidResponse {
-            message: format!("search tool list is not JSON: {err}"),
-        })?;
+        let value: Value =
+            serde_json::from_str(&text).map_err(|err| LlmError::InvalidResponse {
+                message: format!("search tool list is not JSON: {err}"),
+            })?;
         Ok(tool_names(&value))
     }
 
@@ -73,9 +74,10 @@ impl LlmClient {
         if !status.is_success() {
             return Err(LlmError::from_http(status.as_u16(), &headers, &text));
         }
-        let value: Value = serde_json::from_str(&text).map_err(|err| LlmError::InvalidResponse {
-            message: format!("search answer is not JSON: {err}"),
-        })?;
+        let value: Value =
+            serde_json::from_str(&text).map_err(|err| LlmError::InvalidResponse {
+                message: format!("search answer is not JSON: {err}"),
+            })?;
         hits(&value).ok_or_else(|| LlmError::InvalidResponse {
             message: "search answer has no \"results\" array".to_owned(),
         })

@@ -1324,12 +1324,21 @@ fn web_search_domain_rules_meet_the_domains_a_search_is_kept_to() {
     ];
     run_rows(&broker, cwd, &rows);
     let everything = rules(&["WebSearch"], &[], &["WebSearch(domain:evil.example)"]);
-    run_rows(&everything, cwd, &[("WebSearch", json!({"query": "q"}), 'A')]);
+    run_rows(
+        &everything,
+        cwd,
+        &[("WebSearch", json!({"query": "q"}), 'A')],
+    );
     // Results from a denied host are dropped by the tool.
     assert_eq!(
-        everything.url_denied("WebSearch", "https://EVIL.example/x").as_deref(),
+        everything
+            .url_denied("WebSearch", "https://EVIL.example/x")
+            .as_deref(),
         Some("WebSearch(domain:evil.example)")
     );
     assert_eq!(everything.url_denied("WebSearch", "https://docs.rs/"), None);
-    assert_eq!(everything.url_denied("WebFetch", "https://evil.example/"), None);
+    assert_eq!(
+        everything.url_denied("WebFetch", "https://evil.example/"),
+        None
+    );
 }
