@@ -257,6 +257,15 @@ impl Project {
 }
 
 impl Project {
+    /// Asks the proxy for its search tools, once per load
+    /// ([`crate::web_search::probe`]).
+    pub(crate) async fn probe_web_search(&self, cancel: &tokio_util::sync::CancellationToken) {
+        if let Ok(llm) = &self.llm {
+            let choice = &self.settings.web_search;
+            crate::web_search::probe(llm, choice, &self.web_search, cancel).await;
+        }
+    }
+
     /// The commands the user can type: MAIA's, then one per skill, then
     /// the Markdown commands (a name already taken is skipped).
     pub(crate) fn command_entries(&self) -> Vec<CommandEntry> {
@@ -325,6 +334,7 @@ fn build_sandbox(
 ) -> (Option<Arc<Sandbox>>, Vec<String>) {
     use maia_tools::sandbox::SandboxMode;
     let (mut policy, mut notes) = settings::sandbox_policy(files, cwd, id);
+    notes.extend(maia_tools::process::containment_note().map(|n| format!("{n}.")));
     // Commands may write in the additional roots as in the cwd.
     policy.roots.extend(roots.iter().cloned());
     if policy.mode == SandboxMode::Off {

@@ -9,8 +9,6 @@
 
 use serde_json::Value;
 
-use crate::project::Project;
-
 /// The `webSearchTool` setting.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Choice {
@@ -108,16 +106,18 @@ pub async fn find(llm: &maia_llm::LlmClient, choice: &Choice) -> Found {
     }
 }
 
-/// Probes once per project load (later calls return at once); the
-/// answer stays in [`Project::web_search`]. A named tool the proxy does
-/// not list, or a list that failed, is logged as a warning. Cancelled
-/// with the turn (the next turn asks again).
-pub(crate) async fn probe(project: &Project, cancel: &tokio_util::sync::CancellationToken) {
-    let Ok(llm) = &project.llm else {
-        return;
-    };
-    let asked = project.web_search.get_or_init(|| async {
-        let found = find(llm, &project.settings.web_search).await;
+/// Probes once per project load into `cell` (later calls return at
+/// once; the project keeps the cell). A named tool the proxy does not
+/// list, or a list that failed, is logged as a warning. Cancelled with
+/// the turn (the next turn asks again).
+pub(crate) async fn probe(
+    llm: &maia_llm::LlmClient,
+    choice: &Choice,
+    cell: &tokio::sync::OnceCell<Found>,
+    cancel: &tokio_util::sync::CancellationToken,
+) {
+    let asked = cell.get_or_init(|| async {
+        let found = find(llm, choice).await;
         match &found {
             Found::NotListed { .. } | Found::Failed(_) => {
                 tracing::warn!("{}", found.describe());
