@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Builds MAIA's release archive for one target, named exactly as
-# dist/acp-registry/agent.json names it:
+# Builds MAIA's release archive for one target:
 #   dist/out/maia-<version>-<target>.tar.gz  holding  maia, README.md, LICENSE
-# and prints the path and its SHA-256.
+# and prints the path and its SHA-256. The npm packages are made from these
+# archives (dist/npm/build.sh); the release workflow
+# (.github/workflows/release.yml) runs this script once per platform.
 #
 # Usage: dist/release.sh [TARGET]
 #   MAIA_RELEASE_BINARY=/path/to/maia packs that binary instead of building
 #   one (the tests use it); TAR=gtar on macOS (GNU tar is needed).
-#   TARGET defaults to the host's (rustc -vV). The four the registry entry
-#   lists: x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu,
-#   aarch64-apple-darwin, x86_64-apple-darwin. Building for another target
+#   TARGET defaults to the host's (rustc -vV); it must be one of
+#   dist/platforms (x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu,
+#   aarch64-apple-darwin, x86_64-apple-darwin). Building for another target
 #   needs its toolchain (see docs/editors.md, "Releasing").
 set -euo pipefail
 
@@ -23,9 +24,8 @@ if [ -z "$version" ]; then
   exit 1
 fi
 name="maia-${version}-${target}"
-if ! grep -q "/${name}.tar.gz\"" dist/acp-registry/agent.json; then
-  echo "release.sh: dist/acp-registry/agent.json does not name ${name}.tar.gz" >&2
-  echo "  (update its version and archive URLs, then build again)" >&2
+if ! grep -v '^#' dist/platforms | awk '{print $1}' | grep -qx "$target"; then
+  echo "release.sh: ${target} is not a release platform (dist/platforms lists them)" >&2
   exit 1
 fi
 

@@ -33,6 +33,7 @@ pub struct Maia {
     pub stderr: Arc<Mutex<String>>,
     /// What the process was started with (for [`Maia::restart`]).
     args: Vec<String>,
+    launcher: Option<Launcher>,
     capture_log: Option<String>,
 }
 
@@ -41,6 +42,18 @@ type Lines = mpsc::UnboundedReceiver<Result<Value, String>>;
 pub struct Options {
     pub settings: Value,
     pub args: Vec<String>,
+    /// What starts MAIA instead of the built binary (`None`: the binary).
+    pub launcher: Option<Launcher>,
+}
+
+/// A program that starts `maia` (an installed npm package's `npx …`): run
+/// in `dir` with `env` added, given `args`, then `acp` and the options'.
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub dir: PathBuf,
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -48,6 +61,7 @@ impl Default for Options {
         Options {
             settings: json!({}),
             args: Vec::new(),
+            launcher: None,
         }
     }
 }
@@ -88,7 +102,12 @@ impl Maia {
             serde_json::to_string_pretty(&settings).unwrap(),
         )
         .unwrap();
-        let (child, stdin, rx, stderr_text) = launch(home.path(), &options.args, capture_log);
+        let (child, stdin, rx, stderr_text) = launch(
+            home.path(),
+            &options.args,
+            options.launcher.as_ref(),
+            capture_log,
+        );
         Maia {
             child,
             stdin,
@@ -100,6 +119,7 @@ impl Maia {
             cwd,
             stderr: stderr_text,
             args: options.args,
+            launcher: options.launcher,
             capture_log: capture_log.map(str::to_owned),
         }
     }
@@ -112,8 +132,12 @@ impl Maia {
         let _ = tokio::time::timeout(WAIT, self.child.wait())
             .await
             .expect("maia did not die after SIGKILL");
-        let (child, stdin, rx, stderr) =
-            launch(self.home.path(), &self.args, self.capture_log.as_deref());
+        let (child, stdin, rx, stderr) = launch(
+            self.home.path(),
+            &self.args,
+            self.launcher.as_ref(),
+            self.capture_log.as_deref(),
+        );
         Maia {
             child,
             stdin,
@@ -125,6 +149,7 @@ impl Maia {
             cwd: self.cwd,
             stderr,
             args: self.args,
+            launcher: self.launcher,
             capture_log: self.capture_log,
         }
     }
@@ -548,14 +573,25 @@ pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap()
 }
 
-/// Spawns `maia acp` with `home` as HOME; returns the child, its stdin, its
-/// stdout lines (parsed) and its collected stderr.
+/// Spawns `maia acp` (or what `launcher` starts) with `home` as HOME;
+/// returns the child, its stdin, its stdout lines (parsed) and its
+/// collected stderr.
 fn launch(
     home: &Path,
     args: &[String],
+    launcher: Option<&Launcher>,
     capture_log: Option<&str>,
 ) -> (Child, Option<ChildStdin>, Lines, Arc<Mutex<String>>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
+    let mut command = match launcher {
+        None => Command::new(env!("CARGO_BIN_EXE_maia")),
+        Some(l) => {
+            let mut c = Command::new(&l.program);
+            c.args(&l.args).current_dir(&l.dir);
+            c.envs(l.env.iter().map(|(k, v)| (k, v)));
+            c
+        }
+    };
+    let mut child = command
         .arg("acp")
         .args(args)
         .env("HOME", home)

@@ -27,7 +27,7 @@ use tokio::process::{Child, Command};
 use crate::harness::{Maia, Options, agent_text, alive, choose, read, updates_of};
 
 /// LiteLLM refuses to start without a master key, and refuses `sk-1234`.
-const MASTER_KEY: &str = "sk-maia-protocol-test-5e2b";
+pub(crate) const MASTER_KEY: &str = "sk-maia-protocol-test-5e2b";
 /// What LiteLLM sends the mock as its API key.
 const UPSTREAM_KEY: &str = "upstream-secret-91d0";
 /// The first listed model, and its window (an unusual number on purpose).
@@ -39,7 +39,7 @@ const SECOND_MODEL: &str = "second-model";
 const READY_WITHIN: Duration = Duration::from_secs(90);
 
 /// A running LiteLLM proxy; killed on drop.
-struct Proxy {
+pub(crate) struct Proxy {
     child: Child,
     port: u16,
     log: PathBuf,
@@ -50,6 +50,12 @@ impl Proxy {
     /// Writes the config for `upstream`, starts `litellm` and waits until
     /// `/health/liveliness` answers 200.
     async fn start(litellm: &Path, upstream: &MockLlm) -> Proxy {
+        Self::start_with(litellm, upstream, "").await
+    }
+
+    /// [`Proxy::start`] with `extra` appended to the config (top-level
+    /// sections such as `search_tools:`).
+    pub(crate) async fn start_with(litellm: &Path, upstream: &MockLlm, extra: &str) -> Proxy {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("litellm.yaml");
         let api_base = format!("{}/v1", upstream.url());
@@ -80,7 +86,7 @@ litellm_settings:
   num_retries: 0
 router_settings:
   disable_cooldowns: true
-"
+{extra}"
             ),
         )
         .unwrap();
@@ -123,11 +129,11 @@ router_settings:
         proxy
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
@@ -155,7 +161,7 @@ router_settings:
     }
 
     /// Kills the proxy and reaps it.
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let pid = self.child.id().unwrap();
         self.child.start_kill().unwrap();
         tokio::time::timeout(Duration::from_secs(10), self.child.wait())
@@ -234,7 +240,7 @@ fn dechunk(mut rest: &str) -> String {
     out
 }
 
-async fn get_json(proxy: &Proxy, path: &str) -> Value {
+pub(crate) async fn get_json(proxy: &Proxy, path: &str) -> Value {
     let (status, _, body) = http(proxy.port, "GET", path, None).await.unwrap();
     assert_eq!(status, 200, "GET {path}: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
@@ -334,6 +340,7 @@ async fn litellm_proxy_between_maia_and_the_model() {
     let requests = upstream.requests();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0]["model"], MODEL);
+
     assert_eq!(requests[0]["stream"], true);
     assert!(
         upstream.headers()[0].contains(&("authorization".into(), format!("Bearer {UPSTREAM_KEY}"))),

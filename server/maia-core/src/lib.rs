@@ -56,6 +56,7 @@ mod text_tool_calls;
 pub mod timeline;
 mod tools;
 pub mod undone;
+pub mod web_search;
 pub mod window;
 pub mod workspace;
 pub mod worktree;

@@ -54,6 +54,9 @@ pub(crate) struct Project {
     pub agents: Arc<crate::subagent::LoadedAgents>,
     /// The hooks in force (`hooks`; a project's only once trusted).
     pub hooks: Arc<crate::hooks::LoadedHooks>,
+    /// The proxy's search tool, asked before the first turn
+    /// ([`crate::web_search::probe`]); shared with child sessions.
+    pub web_search: Arc<tokio::sync::OnceCell<crate::web_search::Found>>,
 }
 
 /// Where a session's project is: its options, folder, additional roots and
@@ -219,6 +222,7 @@ impl Project {
             lsp,
             checkpoints,
             agents: Arc::new(crate::subagent::agents::load(home, cwd)),
+            web_search: Arc::default(),
         }
     }
 
@@ -241,6 +245,7 @@ impl Project {
             lsp: self.lsp.clone(),
             agents: self.agents.clone(),
             hooks: self.hooks.clone(),
+            web_search: self.web_search.clone(),
             // The parent's checkpoints around the `Task` call hold the
             // child's changes.
             checkpoints: crate::checkpoint::Settings {
@@ -252,6 +257,15 @@ impl Project {
 }
 
 impl Project {
+    /// Asks the proxy for its search tools, once per load
+    /// ([`crate::web_search::probe`]).
+    pub(crate) async fn probe_web_search(&self, cancel: &tokio_util::sync::CancellationToken) {
+        if let Ok(llm) = &self.llm {
+            let choice = &self.settings.web_search;
+            crate::web_search::probe(llm, choice, &self.web_search, cancel).await;
+        }
+    }
+
     /// The commands the user can type: MAIA's, then one per skill, then
     /// the Markdown commands (a name already taken is skipped).
     pub(crate) fn command_entries(&self) -> Vec<CommandEntry> {
@@ -320,6 +334,7 @@ fn build_sandbox(
 ) -> (Option<Arc<Sandbox>>, Vec<String>) {
     use maia_tools::sandbox::SandboxMode;
     let (mut policy, mut notes) = settings::sandbox_policy(files, cwd, id);
+    notes.extend(maia_tools::process::containment_note().map(|n| format!("{n}.")));
     // Commands may write in the additional roots as in the cwd.
     policy.roots.extend(roots.iter().cloned());
     if policy.mode == SandboxMode::Off {

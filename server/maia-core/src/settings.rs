@@ -22,7 +22,9 @@
 //! served locally, offered the smaller tool set; default: models with a
 //! context window of at most 16k tokens), `textEdits` (`true`, `false`,
 //! or per model: edits as SEARCH/REPLACE text blocks instead of tools;
-//! unset: only after a model's tool calls failed, see `session/text_mode`).
+//! unset: only after a model's tool calls failed, see `session/text_mode`),
+//! `webSearchTool` (the proxy's search tool `WebSearch` uses, or `false`;
+//! unset: the first it lists, see [`crate::web_search`]).
 //! A file that is not valid JSON is reported and ignored. The API key is
 //! never logged.
 //!
@@ -80,6 +82,8 @@ pub struct Settings {
     pub text_edits: HashMap<String, bool>,
     /// Models marked local or not (`localModels`; `"*"`: every model).
     pub local_models: HashMap<String, bool>,
+    /// The proxy's search tool for web search (`webSearchTool`).
+    pub web_search: crate::web_search::Choice,
     /// MCP servers configured in the settings (`mcpServers`).
     pub mcp_servers: Vec<maia_mcp::McpServerConfig>,
     /// `disabledTools` of entries that only name a server (to apply to a
@@ -401,6 +405,7 @@ fn from_map(
         text_tool_calls,
         text_edits,
         local_models,
+        web_search: crate::web_search::parse_setting(map.get("webSearchTool"), &mut warnings),
         mcp_servers: Vec::new(),
         mcp_disabled: HashMap::new(),
         mcp_offline: Vec::new(),

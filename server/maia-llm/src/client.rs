@@ -133,6 +133,37 @@ impl LlmClient {
         Ok((status, headers, text))
     }
 
+    /// Sends `POST url` with the JSON `body` (API key attached) and returns the status, headers
+    /// and body text, whatever the status; cancelled when `cancel` fires. No retries;
+    /// `request_timeout` applies to the headers and to the body separately.
+    pub(crate) async fn post_json(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+        what: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(reqwest::StatusCode, reqwest::header::HeaderMap, String), LlmError> {
+        let timeout = self.config.request_timeout;
+        let request = self.authorize(
+            self.http
+                .post(url)
+                .header(CONTENT_TYPE, "application/json")
+                .header(ACCEPT, "application/json")
+                .body(body.to_string()),
+        );
+        let response = or_cancel(cancel, tokio::time::timeout(timeout, request.send()))
+            .await?
+            .map_err(|_| timed_out(timeout))?
+            .map_err(|err| LlmError::from_reqwest(&err, &format!("sending {what}")))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = or_cancel(cancel, tokio::time::timeout(timeout, response.text()))
+            .await?
+            .map_err(|_| timed_out(timeout))?
+            .map_err(|err| LlmError::from_reqwest(&err, &format!("reading {what}")))?;
+        Ok((status, headers, text))
+    }
+
     /// Lists the server's models (`GET` models endpoint, `{"data":[{"id":..},..]}`).
     /// Entries without an `id` are skipped. No retries.
     pub async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {

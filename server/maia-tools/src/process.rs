@@ -24,6 +24,18 @@ static GUARD: OnceLock<PathBuf> = OnceLock::new();
 /// The argument that makes `maia` run as a guard.
 pub const GUARD_ARG: &str = "__guard";
 
+/// What to tell the user at the start of a session when commands cannot be
+/// contained as on Linux (`None` on Linux): elsewhere the guard only runs
+/// the command, so a descendant that leaves the process group, or every
+/// descendant when MAIA is killed, may outlive it.
+pub fn containment_note() -> Option<&'static str> {
+    cfg!(not(target_os = "linux")).then_some(
+        "Commands are stopped through their process group only: catching descendants that leave \
+         it (setsid, double forks) and stopping commands when MAIA itself is killed work on \
+         Linux only",
+    )
+}
+
 /// Makes [`command`] run commands under `exe` (the `maia` binary), which
 /// must answer `exe __guard -- PROGRAM ARGS…` with [`crate::guard::run`].
 /// Call once at start; later calls are ignored.

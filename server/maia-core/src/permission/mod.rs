@@ -40,6 +40,11 @@
 //! - `WebFetch(domain:host)`: the URL's host, case-insensitive, port
 //!   ignored; `domain:*.example.org` is any subdomain but not
 //!   `example.org` itself; `domain:*` is any host.
+//! - `WebSearch(domain:host)`, same patterns, against the search's
+//!   `allowed_domains`: a deny or ask rule meets a search kept to a domain
+//!   it covers, an allow only a search kept to domains it all covers (a
+//!   search of the whole web needs a bare `WebSearch`); a deny rule also
+//!   drops the results from the hosts it covers ([`Broker::url_denied`]).
 //! - `Skill(name)`: the `skill` argument (`*` allowed).
 //! - Any other tool (custom, MCP, `TodoWrite`…): `*`-pattern against any
 //!   string or number value of the input (`Addition(5)` for `{"a": 5}`).
@@ -421,6 +426,16 @@ impl Broker {
         self.all()
             .flat_map(|s| s.family(Family::Deny))
             .any(|r| r.names("Read") && r.hits(&subject, false))
+    }
+
+    /// The deny rule of `tool` whose `domain:` pattern covers `url`'s host,
+    /// if any (a web search leaves out the results it denies).
+    pub fn url_denied(&self, tool: &str, url: &str) -> Option<String> {
+        let subject = rule::Subject::Host(rule::url_host(url));
+        self.all()
+            .flat_map(|s| s.family(Family::Deny))
+            .find(|r| r.names(tool) && r.pattern.is_some() && r.hits(&subject, false))
+            .map(Rule::to_string)
     }
 
     /// Remembers an "always" answer for the rest of the session, in memory

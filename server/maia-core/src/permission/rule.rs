@@ -57,6 +57,8 @@ enum Kind {
     /// A search root (Glob, Grep): `src/**` also covers `src` itself.
     Dir,
     WebFetch,
+    /// Web search: `domain:` patterns match the call's `allowed_domains`.
+    WebSearch,
     Skill,
     Other,
 }
@@ -67,6 +69,7 @@ fn kind_of(tool: &str) -> Kind {
         "read" | "write" | "edit" => Kind::File,
         "glob" | "grep" => Kind::Dir,
         "webfetch" => Kind::WebFetch,
+        "websearch" => Kind::WebSearch,
         "skill" => Kind::Skill,
         _ => Kind::Other,
     }
@@ -75,7 +78,7 @@ fn kind_of(tool: &str) -> Kind {
 impl Rule {
     /// Parses `Tool` or `Tool(pattern)`. Tool names are letters, digits,
     /// `_` and `-` (MCP tools: `mcp__server__tool`); a pattern may not be
-    /// empty; `WebFetch` patterns must be `domain:<host>`.
+    /// empty; `WebFetch` and `WebSearch` patterns must be `domain:<host>`.
     pub fn parse(text: &str) -> Result<Rule, RuleError> {
         let text = text.trim();
         let bad = || RuleError(text.to_owned());
@@ -93,7 +96,7 @@ impl Rule {
         if !valid_name || pattern.as_deref().is_some_and(|p| p.trim().is_empty()) {
             return Err(bad());
         }
-        if let (Kind::WebFetch, Some(p)) = (kind_of(tool), &pattern) {
+        if let (Kind::WebFetch | Kind::WebSearch, Some(p)) = (kind_of(tool), &pattern) {
             let host = p.trim().strip_prefix("domain:").map(str::trim);
             let ok = host.is_some_and(|h| {
                 !h.is_empty()
@@ -201,6 +204,12 @@ impl Rule {
             }
             Subject::Path { path, dir } => path_matches(pattern, path, *dir, for_allow),
             Subject::Host(host) => host.as_deref().is_some_and(|h| domain_matches(pattern, h)),
+            // A search kept to these domains: a deny or ask rule meets it
+            // when one of them matches, an allow only when all do.
+            Subject::Hosts(hosts) if for_allow => {
+                !hosts.is_empty() && hosts.iter().all(|h| domain_matches(pattern, h))
+            }
+            Subject::Hosts(hosts) => hosts.iter().any(|h| domain_matches(pattern, h)),
             Subject::Skill(name) => name.as_deref().is_some_and(|n| wildcard(pattern, n, false)),
             Subject::Values(values) => values.iter().any(|v| wildcard(pattern, v, false)),
             Subject::Nothing => false,
@@ -220,6 +229,8 @@ pub(crate) enum Subject<'a> {
         dir: bool,
     },
     Host(Option<String>),
+    /// The domains a web search is kept to (none: the whole web).
+    Hosts(Vec<String>),
     Skill(Option<String>),
     Values(Vec<String>),
     /// No usable argument (a path tool without a path).
@@ -293,6 +304,17 @@ impl<'a> Subject<'a> {
             Kind::WebFetch => {
                 Subject::Host(input.get("url").and_then(Value::as_str).and_then(url_host))
             }
+            Kind::WebSearch => Subject::Hosts(
+                input
+                    .get("allowed_domains")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(|d| d.trim().trim_start_matches("*.").to_ascii_lowercase())
+                    .filter(|d| !d.is_empty())
+                    .collect(),
+            ),
             Kind::Skill => Subject::Skill(
                 input
                     .get("skill")

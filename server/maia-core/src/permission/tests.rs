@@ -1299,3 +1299,46 @@ fn deeply_nested_parentheses_are_asked_not_parsed() {
     assert_eq!(decide(&quoted), '?', "quotes are not read: asked");
     assert_eq!(decide("echo hi"), 'A');
 }
+
+#[test]
+fn web_search_domain_rules_meet_the_domains_a_search_is_kept_to() {
+    let cwd = Path::new("/work/project");
+    assert!(Rule::parse("WebSearch(domain:*.example.org)").is_ok());
+    assert!(Rule::parse("WebSearch(https://docs.rs)").is_err());
+    let broker = rules(
+        &["WebSearch(domain:docs.rs)"],
+        &[],
+        &["WebSearch(domain:evil.example)"],
+    );
+    let search = |domains: Value| json!({"query": "q", "allowed_domains": domains});
+    let rows = [
+        // The whole web: no domain rule covers it, so it asks.
+        ("WebSearch", json!({"query": "q"}), '?'),
+        ("WebSearch", search(json!(["docs.rs"])), 'A'),
+        // An allow must cover every domain; a deny one of them.
+        ("WebSearch", search(json!(["docs.rs", "crates.io"])), '?'),
+        ("WebSearch", search(json!(["docs.rs", "Evil.example"])), 'D'),
+        ("WebSearch", search(json!(["*.evil.example"])), 'D'),
+        // WebFetch's rules are its own.
+        ("WebFetch", json!({"url": "https://evil.example/"}), '?'),
+    ];
+    run_rows(&broker, cwd, &rows);
+    let everything = rules(&["WebSearch"], &[], &["WebSearch(domain:evil.example)"]);
+    run_rows(
+        &everything,
+        cwd,
+        &[("WebSearch", json!({"query": "q"}), 'A')],
+    );
+    // Results from a denied host are dropped by the tool.
+    assert_eq!(
+        everything
+            .url_denied("WebSearch", "https://EVIL.example/x")
+            .as_deref(),
+        Some("WebSearch(domain:evil.example)")
+    );
+    assert_eq!(everything.url_denied("WebSearch", "https://docs.rs/"), None);
+    assert_eq!(
+        everything.url_denied("WebFetch", "https://evil.example/"),
+        None
+    );
+}

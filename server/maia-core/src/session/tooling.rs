@@ -65,7 +65,16 @@ impl Session {
             tasks: self.tools.tasks.clone(),
             task: self.task_source(),
             role: self.role.clone(),
+            search: self.web_search(),
         })
+    }
+
+    /// The proxy's client and the search tool `WebSearch` uses, once the
+    /// first turn asked the proxy ([`crate::web_search::probe`]).
+    fn web_search(&self) -> Option<(maia_llm::LlmClient, String)> {
+        let llm = self.project.llm.as_ref().ok()?;
+        let tool = self.project.web_search.get()?.tool()?;
+        Some((llm.clone(), tool.to_owned()))
     }
 
     /// Whether the turn offers read-only tools only: `/review`, or a child

@@ -433,6 +433,7 @@ impl Session {
         self.meter
             .know_window(window.map(|w| (w.tokens, w.source.as_str())));
         crate::mcp::wait_for_servers(&self.services.mcp, &self.services.events, cancel).await;
+        self.project.probe_web_search(cancel).await;
         if cancel.is_cancelled() {
             return Err(StopReason::Cancelled);
         }

@@ -1,7 +1,7 @@
 //! The tools of a session behind one registry. Each family is one file
 //! implementing [`registry::Tool`]: built-in ([`builtin`]), session
 //! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`],
-//! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols), [`plan`] (`ExitPlanMode`, in the `plan` mode only) and `task` (`Task`, a subagent); [`registry`] builds the registry of one turn (one line per
+//! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols), [`plan`] (`ExitPlanMode`, in the `plan` mode only), `task` (`Task`, a subagent) and `web_search` (`WebSearch`, when the proxy has a search tool); [`registry`] builds the registry of one turn (one line per
 //! family; each tool declares what it may change, [`crate::effect`]) and
 //! [`router`] runs the calls of one model response; `stream` streams a
 //! command's output while it runs.
@@ -20,6 +20,7 @@ mod skill;
 mod stream;
 mod task;
 mod tasks;
+mod web_search;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -60,6 +61,8 @@ pub(crate) struct Sources {
     pub task: Option<TaskSource>,
     /// A child session's place: its agent's `tools` narrow the set.
     pub role: Option<crate::subagent::ChildRole>,
+    /// The proxy's client and search tool (`None`: no web search).
+    pub search: Option<(maia_llm::LlmClient, String)>,
 }
 
 /// What the `Task` tool starts children with.
@@ -92,6 +95,9 @@ pub(crate) fn registry(s: Sources) -> ToolRegistry {
             manager: s.mcp.clone(),
             tool,
         }));
+    }
+    if let Some((llm, tool)) = s.search {
+        r.register(Arc::new(web_search::WebSearch { llm, tool }));
     }
     if s.set.ends_planning() {
         r.register(Arc::new(plan::ExitPlanMode));
@@ -173,6 +179,7 @@ pub fn reserved_tool_names() -> Vec<String> {
             tasks::stop_definition(),
             task::definition(&crate::subagent::LoadedAgents::default()),
             crate::plan_mode::definition(),
+            web_search::definition(),
         ]
         .map(|spec| spec.name),
     );

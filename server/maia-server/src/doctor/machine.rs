@@ -70,6 +70,11 @@ pub(super) fn sandbox_checks(home: Option<&Path>, cwd: &Path) -> Vec<Check> {
     let yes = |b: bool| if b { "yes" } else { "no" };
     let mut checks = vec![match support.landlock_abi {
         Some(abi) => Check::ok("sandbox", format!("sandbox: Landlock ABI {abi}")),
+        None if cfg!(not(target_os = "linux")) => Check::failed(
+            "sandbox",
+            "sandbox: Linux only: commands run without a sandbox on this system",
+            "run MAIA on Linux (or WSL 2) for the sandbox, or set \"sandbox\": \"off\" to acknowledge it",
+        ),
         None => Check::failed(
             "sandbox",
             "sandbox: no Landlock in this kernel: commands run without a sandbox",

@@ -3,7 +3,8 @@
 //! and the default model, each model's context window and its source, the
 //! context file, skills, custom tools, MCP servers (started, listed,
 //! stopped), language servers (those that serve this folder started and
-//! stopped) and the command sandbox (what the kernel offers, what holds).
+//! stopped), the command sandbox (what the kernel offers, what holds) and
+//! whether sessions offer web search (the proxy's search tools).
 //! One line per check, `✓` or `✗` with the fix (`-` for an
 //! optional thing that is absent). Exit status 0 only when a prompt can be
 //! answered: the proxy answers, accepts the key and lists the model to use.
@@ -313,6 +314,11 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
         }
     }
 
+    // Web search through the proxy (only when it answered).
+    if found.is_some() {
+        checks.push(web_search_check(llm, &settings.web_search).await);
+    }
+
     // The project's files.
     let instructions = maia_core::context_file::load(home, cwd);
     for (file, why) in instructions.files.iter().map(|f| (f, f.scope.why())) {
@@ -456,6 +462,40 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
 }
 
 /// A key written in one of the settings files (not its value's content).
+/// Whether sessions offer `WebSearch`: the proxy's search tools and the
+/// `webSearchTool` setting ([`maia_core::web_search::find`]).
+async fn web_search_check(
+    llm: &maia_llm::LlmConfig,
+    choice: &maia_core::web_search::Choice,
+) -> Check {
+    use maia_core::web_search::Found;
+    let Ok(client) = maia_llm::LlmClient::new(llm.clone()) else {
+        return Check::absent("web_search", "web search: no client for the proxy");
+    };
+    let found = maia_core::web_search::find(&client, choice).await;
+    let text = found.describe();
+    match found {
+        Found::Tool(_) => Check::ok("web_search", format!("{text} (WebSearch offered)")),
+        Found::Off => Check::absent("web_search", text),
+        Found::NoneListed => Check::absent(
+            "web_search",
+            format!(
+                "{text} (add one under `search_tools:` in the proxy's config to offer WebSearch)"
+            ),
+        ),
+        Found::NotListed { .. } => Check::failed(
+            "web_search",
+            text,
+            "set webSearchTool to a search tool the proxy lists, or remove it to use the first",
+        ),
+        Found::Failed(_) => Check::failed(
+            "web_search",
+            text,
+            "see the proxy's log; WebSearch is not offered until the list can be read",
+        ),
+    }
+}
+
 fn raw_key_in_files(home: Option<&Path>, cwd: &Path) -> Option<()> {
     maia_core::settings::files(home, cwd).iter().find_map(|f| {
         let text = std::fs::read_to_string(f).ok()?;

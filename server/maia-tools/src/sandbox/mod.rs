@@ -137,6 +137,9 @@ impl SandboxPolicy {
 pub enum SandboxError {
     #[error("the kernel does not support Landlock (or it is disabled)")]
     Unsupported,
+    /// Not Linux: the sandbox is built on Landlock and Linux namespaces.
+    #[error("the command sandbox works on Linux only (it is built on Landlock and namespaces)")]
+    NotLinux,
     #[error("cannot set up the sandbox: {0}")]
     Setup(String),
 }
@@ -306,6 +309,9 @@ impl Sandbox {
     /// that apply (to report once), or an error when Landlock is missing.
     /// Creates the session's temp folder.
     pub fn new(policy: SandboxPolicy) -> Result<Self, SandboxError> {
+        if policy.mode != SandboxMode::Off && cfg!(not(target_os = "linux")) {
+            return Err(SandboxError::NotLinux);
+        }
         let support = support();
         if policy.mode != SandboxMode::Off && support.landlock_abi.is_none() {
             return Err(SandboxError::Unsupported);
