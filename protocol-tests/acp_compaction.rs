@@ -220,3 +220,30 @@ async fn suffix_wraps_after_1000() {
     );
     assert!(session_files(&maia).contains(&"x__1.jsonl".to_owned()));
 }
+
+#[tokio::test]
+async fn bang_output_pending_at_compact_is_summarised() {
+    let (mut maia, sid) = ready(json!({}), json!({"session": {"compaction": {}}})).await;
+    maia.mock.push(mock::text_reply("first answer"));
+    maia.turn(&sid, "hello").await;
+    let (resp, _) = maia.turn(&sid, "!echo pending-bang-93").await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    assert_eq!(maia.mock.requests().len(), 1, "`!` asks no model");
+
+    maia.mock
+        .push(mock::text_reply("## Project context\nran echo"));
+    let (resp, _) = maia.turn(&sid, "/compact").await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let summary_request = maia.mock.requests()[1].to_string();
+    assert!(
+        summary_request.contains("pending-bang-93"),
+        "the summary request carries the `!` output: {summary_request}"
+    );
+
+    // Summarised, not sent a second time.
+    maia.mock.push(mock::text_reply("ok"));
+    maia.turn(&sid, "next").await;
+    let next = maia.mock.requests().last().unwrap().to_string();
+    assert!(!next.contains("pending-bang-93"), "{next}");
+    assert!(next.contains("ran echo"), "{next}");
+}

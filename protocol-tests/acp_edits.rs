@@ -1,7 +1,8 @@
 //! Edits that survive the editor, through the binary: an `Edit` whose file
 //! another writer changed since the model read it applies when its
 //! `old_string` still matches exactly once and says which lines changed;
-//! it is refused when the match is gone.
+//! it is refused when the match is gone. `MultiEdit`: several replacements,
+//! all or none, one permission and one diff, under the same rules.
 
 use maia_test_support as mock;
 use serde_json::{Value, json};
@@ -91,5 +92,161 @@ async fn an_edit_whose_match_an_outside_writer_removed_is_refused() {
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
         "fn b() {}\nfn b() {}\n"
+    );
+}
+
+// ---------------------------------------------------------------- MultiEdit
+
+/// Read `f.txt`, then one MultiEdit; answers every permission request with
+/// `kind` and returns (the MultiEdit's result, permission requests seen,
+/// the messages before the response).
+async fn read_then_multiedit(
+    maia: &mut Maia,
+    sid: &str,
+    edits: Value,
+    kind: &str,
+) -> (String, Vec<Value>, Vec<Value>) {
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "r",
+        "Read",
+        json!({"file_path": "f.txt"}),
+    )]));
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "m",
+        "MultiEdit",
+        json!({"file_path": "f.txt", "edits": edits}),
+    )]));
+    maia.mock.push(mock::text_reply("done"));
+    let id = maia.prompt(sid, "edit it").await;
+    let mut asked = Vec::new();
+    let mut answer = choose(kind);
+    let (resp, before) = maia
+        .response_with(id, |m| {
+            if m["method"] == "session/request_permission" {
+                asked.push(m.clone());
+            }
+            answer(m)
+        })
+        .await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    (last_tool_result(maia), asked, before)
+}
+
+async fn with_rules(allow: &[&str], deny: &[&str]) -> (Maia, String) {
+    Maia::ready_with(Options {
+        settings: json!({"permissions": {"allow": allow, "deny": deny}}),
+        ..Options::default()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_multiedit_asks_once_shows_one_diff_and_applies_every_edit() {
+    let (mut maia, sid) = with_rules(&["Read"], &[]).await;
+    let path = maia.path("f.txt");
+    std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
+    let edits = json!([
+        {"old_string": "one", "new_string": "ONE"},
+        {"old_string": "three", "new_string": "THREE"},
+    ]);
+    let (result, asked, _) = read_then_multiedit(&mut maia, &sid, edits, "allow_once").await;
+    assert!(result.contains("applied 2 edits"), "{result}");
+    assert_eq!(asked.len(), 1, "one permission: {asked:?}");
+    let diffs: Vec<_> = asked[0]["params"]["toolCall"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["type"] == "diff")
+        .collect();
+    assert_eq!(diffs.len(), 1, "{}", asked[0]);
+    assert_eq!(diffs[0]["oldText"], "one\ntwo\nthree\n");
+    assert_eq!(diffs[0]["newText"], "ONE\ntwo\nTHREE\n");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "ONE\ntwo\nTHREE\n");
+    // The model is offered the tool.
+    let tools = maia.mock.requests()[0]["tools"].to_string();
+    assert!(tools.contains("\"MultiEdit\""), "{tools}");
+}
+
+#[tokio::test]
+async fn a_multiedit_with_one_failing_edit_changes_nothing_and_asks_nothing() {
+    let (mut maia, sid) = with_rules(&["Read"], &[]).await;
+    let path = maia.path("f.txt");
+    std::fs::write(&path, "one\ntwo\n").unwrap();
+    let edits = json!([
+        {"old_string": "one", "new_string": "ONE"},
+        {"old_string": "missing", "new_string": "x"},
+    ]);
+    let (result, asked, _) = read_then_multiedit(&mut maia, &sid, edits, "allow_once").await;
+    assert!(
+        result.contains("Edit 2 of 2") && result.contains("not found"),
+        "{result}"
+    );
+    assert!(asked.is_empty(), "nothing to approve: {asked:?}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\n");
+}
+
+#[tokio::test]
+async fn edit_rules_cover_multiedit() {
+    // An allow rule on Edit lets it through without a question.
+    let (mut maia, sid) = with_rules(&["Read", "Edit(f.txt)"], &[]).await;
+    std::fs::write(maia.path("f.txt"), "a\n").unwrap();
+    let edits = json!([{"old_string": "a", "new_string": "b"}]);
+    let (result, asked, _) = read_then_multiedit(&mut maia, &sid, edits, "allow_once").await;
+    assert!(result.starts_with("Edited"), "{result}");
+    assert!(asked.is_empty(), "{asked:?}");
+    assert_eq!(std::fs::read_to_string(maia.path("f.txt")).unwrap(), "b\n");
+
+    // A deny rule on Edit refuses it.
+    let (mut maia, sid) = with_rules(&["Read"], &["Edit(f.txt)"]).await;
+    std::fs::write(maia.path("f.txt"), "a\n").unwrap();
+    let edits = json!([{"old_string": "a", "new_string": "b"}]);
+    let (result, asked, _) = read_then_multiedit(&mut maia, &sid, edits, "allow_once").await;
+    assert!(!result.starts_with("Edited"), "{result}");
+    assert!(asked.is_empty(), "{asked:?}");
+    assert_eq!(std::fs::read_to_string(maia.path("f.txt")).unwrap(), "a\n");
+
+    // A MultiEdit rule names only MultiEdit.
+    let (mut maia, sid) = with_rules(&["Read", "MultiEdit(f.txt)"], &[]).await;
+    std::fs::write(maia.path("f.txt"), "a\n").unwrap();
+    let edits = json!([{"old_string": "a", "new_string": "b"}]);
+    let (_, asked, _) = read_then_multiedit(&mut maia, &sid, edits, "allow_once").await;
+    assert!(asked.is_empty(), "{asked:?}");
+}
+
+#[tokio::test]
+async fn a_multiedit_racing_an_outside_writer_follows_the_edit_rules() {
+    let (mut maia, sid) = allowed().await;
+    let path = maia.path("f.txt");
+    std::fs::write(&path, "fn a() {}\nfn b() {}\n").unwrap();
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "r",
+        "Read",
+        json!({"file_path": "f.txt"}),
+    )]));
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "w",
+        "Bash",
+        json!({"command": "printf '// header\\nfn a() {}\\nfn b() {}\\n' > f.txt"}),
+    )]));
+    maia.mock.push(mock::tool_calls_reply(&[(
+        "m",
+        "MultiEdit",
+        json!({"file_path": "f.txt", "edits": [
+            {"old_string": "fn a() {}", "new_string": "fn x() {}"},
+            {"old_string": "fn b() {}", "new_string": "fn y() {}"},
+        ]}),
+    )]));
+    maia.mock.push(mock::text_reply("done"));
+    let id = maia.prompt(&sid, "edit it").await;
+    let (resp, _) = maia.response_with(id, choose("allow_once")).await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let result = last_tool_result(&maia);
+    assert!(
+        result.contains("applied 2 edits") && result.contains("changed outside"),
+        "{result}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "// header\nfn x() {}\nfn y() {}\n"
     );
 }

@@ -46,6 +46,7 @@ async fn streams_text_before_the_response() {
             "Read",
             "Write",
             "Edit",
+            "MultiEdit",
             "Glob",
             "Grep",
             "Bash",

@@ -31,7 +31,7 @@ pub enum Changes {
 /// The hint of tools that have no better one.
 pub const GENERIC_NARROW_HINT: &str = "Ask again for a smaller part (for a file: Read with `offset` and `limit`; for a command: narrow its output)";
 
-/// The tools in a stable order: Read, Write, Edit, Glob, Grep, Bash, WebFetch.
+/// The tools in a stable order: Read, Write, Edit, MultiEdit, Glob, Grep, Bash, WebFetch.
 pub fn definitions() -> Vec<ToolDefinition> {
     vec![
         ToolDefinition {
@@ -89,6 +89,39 @@ pub fn definitions() -> Vec<ToolDefinition> {
                     "replace_all": {"type": "boolean", "default": false, "description": "Replace every occurrence instead of exactly one."}
                 },
                 "required": ["file_path", "old_string", "new_string"],
+                "additionalProperties": false
+            }),
+        },
+        ToolDefinition {
+            name: "MultiEdit",
+            narrow_hint: GENERIC_NARROW_HINT,
+            changes: Changes::Files,
+            description: "Make several replacements in one file you have read, in one step: \
+                `edits` are applied in order, each to the result of the previous one, with Edit's \
+                rules (exact match, exactly once unless `replace_all`). If any edit fails, none is \
+                applied. Prefer it to several Edit calls on the same file."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "Path of the file (absolute, or relative to the working directory)."},
+                    "edits": {
+                        "type": "array",
+                        "minItems": 1,
+                        "description": "The replacements, applied in order.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "old_string": {"type": "string", "description": "The exact text to replace."},
+                                "new_string": {"type": "string", "description": "The replacement text."},
+                                "replace_all": {"type": "boolean", "default": false, "description": "Replace every occurrence instead of exactly one."}
+                            },
+                            "required": ["old_string", "new_string"],
+                            "additionalProperties": false
+                        }
+                    }
+                },
+                "required": ["file_path", "edits"],
                 "additionalProperties": false
             }),
         },

@@ -7,7 +7,9 @@ use crate::fs::FsError;
 /// Why a tool call could not be prepared or run.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
-    #[error("Unknown tool `{0}`. Available tools: Read, Write, Edit, Glob, Grep, Bash, WebFetch.")]
+    #[error(
+        "Unknown tool `{0}`. Available tools: Read, Write, Edit, MultiEdit, Glob, Grep, Bash, WebFetch."
+    )]
     UnknownTool(String),
     #[error("Invalid arguments for {tool}: {message}")]
     InvalidArguments { tool: String, message: String },
@@ -38,6 +40,13 @@ pub enum ToolError {
         .path.display()
     )]
     OldStringNotUnique { path: PathBuf, count: usize },
+    #[error("Edit {number} of {total} failed, so none was applied: {source}")]
+    InMultiEdit {
+        /// 1-based.
+        number: usize,
+        total: usize,
+        source: Box<ToolError>,
+    },
     #[error("Invalid {what} `{pattern}`: {message}")]
     InvalidPattern {
         what: &'static str,

@@ -13,7 +13,16 @@ use crate::path::{display_relative, resolve};
 use crate::truncate::truncate_end;
 
 /// Names of the tools in their stable order.
-pub const TOOL_NAMES: [&str; 7] = ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebFetch"];
+pub const TOOL_NAMES: [&str; 8] = [
+    "Read",
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "Glob",
+    "Grep",
+    "Bash",
+    "WebFetch",
+];
 
 /// Default Bash timeout in milliseconds.
 pub const DEFAULT_BASH_TIMEOUT_MS: u64 = 120_000;
@@ -66,6 +75,34 @@ pub struct EditInput {
     pub new_string: String,
     #[serde(default, deserialize_with = "lenient_bool")]
     pub replace_all: bool,
+}
+
+/// One replacement of a MultiEdit call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct EditOp {
+    pub old_string: String,
+    pub new_string: String,
+    #[serde(default, deserialize_with = "lenient_bool")]
+    pub replace_all: bool,
+}
+
+/// Arguments of the MultiEdit tool: replacements applied in order, each
+/// to the result of the previous one, all or none.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct MultiEditInput {
+    #[serde(alias = "path")]
+    pub file_path: String,
+    /// An array; a JSON string holding the array is accepted too (models
+    /// sometimes quote it).
+    #[serde(deserialize_with = "lenient_edits")]
+    pub edits: Vec<EditOp>,
+}
+
+fn lenient_edits<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<EditOp>, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => serde_json::from_str(&s).map_err(serde::de::Error::custom),
+        other => serde_json::from_value(other).map_err(serde::de::Error::custom),
+    }
 }
 
 /// Arguments of the Glob tool.
@@ -155,12 +192,20 @@ impl WebFetchInput {
     }
 }
 
+/// The tool whose permission rules also cover `tool`: Edit's cover
+/// MultiEdit (both change part of a file, so a rule denying `Edit(.env)`
+/// is not sidestepped by a MultiEdit).
+pub fn rule_parent(tool: &str) -> Option<&'static str> {
+    tool.eq_ignore_ascii_case("MultiEdit").then_some("Edit")
+}
+
 /// A parsed tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolInput {
     Read(ReadInput),
     Write(WriteInput),
     Edit(EditInput),
+    MultiEdit(MultiEditInput),
     Glob(GlobInput),
     Grep(GrepInput),
     Bash(BashInput),
@@ -195,6 +240,7 @@ impl ToolInput {
             "Read" => ToolInput::Read(parse_args(name, arguments)?),
             "Write" => ToolInput::Write(parse_args(name, arguments)?),
             "Edit" => ToolInput::Edit(parse_args(name, arguments)?),
+            "MultiEdit" => ToolInput::MultiEdit(parse_args(name, arguments)?),
             "Glob" => ToolInput::Glob(parse_args(name, arguments)?),
             "Grep" => ToolInput::Grep(parse_args(name, arguments)?),
             "Bash" => ToolInput::Bash(parse_args(name, arguments)?),
@@ -214,6 +260,8 @@ impl ToolInput {
             ToolInput::Read(i) if i.file_path.trim().is_empty() => Err(empty("file_path")),
             ToolInput::Write(i) if i.file_path.trim().is_empty() => Err(empty("file_path")),
             ToolInput::Edit(i) if i.file_path.trim().is_empty() => Err(empty("file_path")),
+            ToolInput::MultiEdit(i) if i.file_path.trim().is_empty() => Err(empty("file_path")),
+            ToolInput::MultiEdit(i) if i.edits.is_empty() => Err(empty("edits")),
             ToolInput::Glob(i) if i.pattern.is_empty() => Err(empty("pattern")),
             ToolInput::Grep(i) if i.pattern.is_empty() => Err(empty("pattern")),
             ToolInput::Bash(i) if i.command.trim().is_empty() => Err(empty("command")),
@@ -228,6 +276,7 @@ impl ToolInput {
             ToolInput::Read(_) => "Read",
             ToolInput::Write(_) => "Write",
             ToolInput::Edit(_) => "Edit",
+            ToolInput::MultiEdit(_) => "MultiEdit",
             ToolInput::Glob(_) => "Glob",
             ToolInput::Grep(_) => "Grep",
             ToolInput::Bash(_) => "Bash",
@@ -235,12 +284,12 @@ impl ToolInput {
         }
     }
 
-    /// Read→Read, Write/Edit→Edit, Glob/Grep→Search, Bash→Execute,
+    /// Read→Read, Write/Edit/MultiEdit→Edit, Glob/Grep→Search, Bash→Execute,
     /// WebFetch→Fetch.
     pub fn kind(&self) -> ToolKind {
         match self {
             ToolInput::Read(_) => ToolKind::Read,
-            ToolInput::Write(_) | ToolInput::Edit(_) => ToolKind::Edit,
+            ToolInput::Write(_) | ToolInput::Edit(_) | ToolInput::MultiEdit(_) => ToolKind::Edit,
             ToolInput::Glob(_) | ToolInput::Grep(_) => ToolKind::Search,
             ToolInput::Bash(_) => ToolKind::Execute,
             ToolInput::WebFetch(_) => ToolKind::Fetch,
@@ -254,6 +303,10 @@ impl ToolInput {
             ToolInput::Read(i) => format!("Read {}", show(&i.file_path)),
             ToolInput::Write(i) => format!("Write {}", show(&i.file_path)),
             ToolInput::Edit(i) => format!("Edit {}", show(&i.file_path)),
+            ToolInput::MultiEdit(i) => match i.edits.len() {
+                1 => format!("Edit {}", show(&i.file_path)),
+                n => format!("Edit {} ({n} changes)", show(&i.file_path)),
+            },
             ToolInput::Glob(i) => match &i.path {
                 Some(p) => format!("Glob {} in {}", i.pattern, show(p)),
                 None => format!("Glob {}", i.pattern),
@@ -273,13 +326,14 @@ impl ToolInput {
         }
     }
 
-    /// Absolute resolved paths the call touches (file for Read/Write/Edit;
+    /// Absolute resolved paths the call touches (file for Read/Write/Edit/MultiEdit;
     /// search root for Glob/Grep, default cwd; empty for Bash and WebFetch).
     pub fn paths(&self, cwd: &Path) -> Vec<PathBuf> {
         match self {
             ToolInput::Read(i) => vec![resolve(cwd, &i.file_path)],
             ToolInput::Write(i) => vec![resolve(cwd, &i.file_path)],
             ToolInput::Edit(i) => vec![resolve(cwd, &i.file_path)],
+            ToolInput::MultiEdit(i) => vec![resolve(cwd, &i.file_path)],
             ToolInput::Glob(i) => vec![resolve(cwd, i.path.as_deref().unwrap_or("."))],
             ToolInput::Grep(i) => vec![resolve(cwd, i.path.as_deref().unwrap_or("."))],
             ToolInput::Bash(_) | ToolInput::WebFetch(_) => Vec::new(),
@@ -294,12 +348,19 @@ impl ToolInput {
         }
     }
 
-    /// Write, Edit, Bash.
+    /// Write, Edit, MultiEdit, Bash.
     pub fn is_mutating(&self) -> bool {
-        matches!(
-            self,
-            ToolInput::Write(_) | ToolInput::Edit(_) | ToolInput::Bash(_)
-        )
+        self.edited_file().is_some() || matches!(self, ToolInput::Bash(_))
+    }
+
+    /// The file a Write, Edit or MultiEdit changes, as the model gave it.
+    pub fn edited_file(&self) -> Option<&str> {
+        match self {
+            ToolInput::Write(i) => Some(&i.file_path),
+            ToolInput::Edit(i) => Some(&i.file_path),
+            ToolInput::MultiEdit(i) => Some(&i.file_path),
+            _ => None,
+        }
     }
 }
 

@@ -1,8 +1,8 @@
-//! The model-facing tools of MAIA: Read, Write, Edit, Glob, Grep, Bash and
+//! The model-facing tools of MAIA: Read, Write, Edit, MultiEdit, Glob, Grep, Bash and
 //! WebFetch.
 //!
 //! A tool call goes through two steps:
-//! 1. [`prepare`] validates the typed [`ToolInput`] and, for Write and Edit,
+//! 1. [`prepare`] validates the typed [`ToolInput`] and, for Write, Edit and MultiEdit,
 //!    computes the [`FileDiff`] shown to the user before permission is asked;
 //! 2. [`execute`] runs it and returns a [`ToolOutput`] for the model.
 //!
@@ -34,9 +34,9 @@ pub use error::ToolError;
 pub use fs::{FileSystem, FsError, LocalFs, WriteOutcome};
 pub use image::{ImageData, ImageError};
 pub use input::{
-    BashInput, DEFAULT_BASH_TIMEOUT_MS, DEFAULT_WEBFETCH_MAX_LENGTH, EditInput, GlobInput,
-    GrepInput, GrepMode, MAX_BASH_TIMEOUT_MS, MAX_WEBFETCH_MAX_LENGTH, ReadInput, TOOL_NAMES,
-    ToolInput, ToolKind, WebFetchInput, WriteInput,
+    BashInput, DEFAULT_BASH_TIMEOUT_MS, DEFAULT_WEBFETCH_MAX_LENGTH, EditInput, EditOp, GlobInput,
+    GrepInput, GrepMode, MAX_BASH_TIMEOUT_MS, MAX_WEBFETCH_MAX_LENGTH, MultiEditInput, ReadInput,
+    TOOL_NAMES, ToolInput, ToolKind, WebFetchInput, WriteInput, rule_parent,
 };
 pub use reads::{ReadTracker, StaleRead};
 pub use shell::{Shell, shell};
@@ -58,6 +58,7 @@ pub async fn prepare(input: ToolInput, ctx: &ToolContext) -> Result<Prepared, To
         ToolInput::Read(_) | ToolInput::Bash(_) => None,
         ToolInput::Write(i) => Some(tools::write::prepare(i, ctx).await?),
         ToolInput::Edit(i) => Some(tools::edit::prepare(i, ctx).await?),
+        ToolInput::MultiEdit(i) => Some(tools::multiedit::prepare(i, ctx).await?),
         ToolInput::Glob(i) => {
             tools::glob::Matcher::new(&i.pattern)?;
             None
@@ -90,6 +91,7 @@ pub async fn execute(prepared: Prepared, ctx: &ToolContext) -> ToolOutput {
             ToolInput::Read(i) => tools::read::execute(&i, ctx).await,
             ToolInput::Write(i) => tools::write::execute(&i, prepared.diff, ctx).await,
             ToolInput::Edit(i) => tools::edit::execute(&i, prepared.diff, ctx).await,
+            ToolInput::MultiEdit(i) => tools::multiedit::execute(&i, prepared.diff, ctx).await,
             ToolInput::Glob(i) => tools::glob::execute(&i, ctx).await,
             ToolInput::Grep(i) => tools::grep::execute(&i, ctx).await,
             ToolInput::Bash(i) => Ok(tools::bash::execute(&i, ctx).await),

@@ -284,10 +284,9 @@ pub fn record(
 
 /// What the gate needs to know about a built-in call.
 pub(crate) fn builtin_facts(input: &ToolInput, cwd: &Path) -> GateFacts {
-    let effect = match input {
-        ToolInput::Write(i) => Effect::EditsFile(i.file_path.clone()),
-        ToolInput::Edit(i) => Effect::EditsFile(i.file_path.clone()),
-        ToolInput::Bash(i) => Effect::RunsCommand(i.command.clone()),
+    let effect = match (input, input.edited_file()) {
+        (_, Some(path)) => Effect::EditsFile(path.to_owned()),
+        (ToolInput::Bash(i), None) => Effect::RunsCommand(i.command.clone()),
         _ => Effect::Other,
     };
     GateFacts {

@@ -52,7 +52,7 @@ impl Family {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Bash,
-    /// A file path (Read, Write, Edit).
+    /// A file path (Read, Write, Edit, MultiEdit).
     File,
     /// A search root (Glob, Grep): `src/**` also covers `src` itself.
     Dir,
@@ -66,7 +66,7 @@ enum Kind {
 fn kind_of(tool: &str) -> Kind {
     match tool.to_ascii_lowercase().as_str() {
         "bash" => Kind::Bash,
-        "read" | "write" | "edit" => Kind::File,
+        "read" | "write" | "edit" | "multiedit" => Kind::File,
         "glob" | "grep" => Kind::Dir,
         "webfetch" => Kind::WebFetch,
         "websearch" => Kind::WebSearch,
@@ -119,8 +119,12 @@ impl Rule {
     }
 
     /// Whether the rule names `tool` (case-insensitively: `bash` = `Bash`).
+    /// Whether the rule is about `tool`: its own name, or the tool whose
+    /// rules cover it (`maia_tools::rule_parent`: an Edit rule covers
+    /// MultiEdit; a MultiEdit rule names only MultiEdit).
     pub fn names(&self, tool: &str) -> bool {
         self.tool.eq_ignore_ascii_case(tool)
+            || maia_tools::rule_parent(tool).is_some_and(|p| self.tool.eq_ignore_ascii_case(p))
     }
 
     /// Whether this rule covers a built-in call in a session rooted at
@@ -347,6 +351,7 @@ pub(crate) fn input_value(input: &ToolInput) -> Value {
         ToolInput::Read(i) => json!({ "file_path": i.file_path }),
         ToolInput::Write(i) => json!({ "file_path": i.file_path }),
         ToolInput::Edit(i) => json!({ "file_path": i.file_path }),
+        ToolInput::MultiEdit(i) => json!({ "file_path": i.file_path }),
         ToolInput::Glob(i) => json!({ "pattern": i.pattern, "path": i.path }),
         ToolInput::Grep(i) => json!({ "pattern": i.pattern, "path": i.path }),
         ToolInput::Bash(i) => json!({ "command": i.command }),

@@ -11,8 +11,10 @@ use super::{Rule, has_shell_syntax};
 /// The narrowest sensible rule covering `input`, or `None` when no rule
 /// could safely cover it (a compound shell command).
 pub fn suggest_rule(input: &ToolInput, cwd: &Path) -> Option<Rule> {
+    // A MultiEdit is offered an Edit rule, which covers both (rule.rs).
+    let tool = maia_tools::rule_parent(input.name()).unwrap_or(input.name());
     let rule = |pattern: String| Rule {
-        tool: input.name().to_owned(),
+        tool: tool.to_owned(),
         pattern: Some(pattern),
     };
     match input {
@@ -144,7 +146,7 @@ pub fn suggest_rule_value(tool: &str, input: &Value, cwd: &Path) -> Option<Rule>
         })
     };
     match tool.to_ascii_lowercase().as_str() {
-        "bash" | "read" | "write" | "edit" | "glob" | "grep" => None,
+        "bash" | "read" | "write" | "edit" | "multiedit" | "glob" | "grep" => None,
         "webfetch" => {
             let host = url_host(input.get("url")?.as_str()?)?;
             rule(Some(format!("domain:{host}")))

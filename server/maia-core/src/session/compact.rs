@@ -113,7 +113,7 @@ impl Session {
                 window,
             });
         }
-        let to_summarise: Vec<ChatMessage> = self
+        let mut to_summarise: Vec<ChatMessage> = self
             .conversation
             .history()
             .iter()
@@ -121,6 +121,11 @@ impl Session {
             .filter(|(i, _)| keep.as_ref().is_none_or(|k| k.index != *i))
             .map(|(_, m)| m.clone())
             .collect();
+        // Output of `!commands` not sent yet is part of what is summarised
+        // (it would otherwise be dropped by the reload below).
+        if !self.bang_output.is_empty() {
+            to_summarise.push(ChatMessage::user(self.bang_output.join("\n\n")));
+        }
         if to_summarise.is_empty() {
             return Err(CompactError::Empty);
         }

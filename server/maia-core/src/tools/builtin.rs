@@ -1,4 +1,4 @@
-//! The built-in tools (Read, Write, Edit, Glob, Grep, Bash, WebFetch) as
+//! The built-in tools (Read, Write, Edit, MultiEdit, Glob, Grep, Bash, WebFetch) as
 //! [`Tool`]s: one adapter over `maia_tools::{ToolInput, prepare, execute}`;
 //! a file read is opened in its language servers, an edit's (or a Bash
 //! command's) result gains the diagnostics it changed
@@ -70,10 +70,7 @@ impl Tool for Builtin {
         let mut plan = CallPlan::new(input.title(cwd), builtin_facts(&input, cwd), ());
         plan.kind = Some(input.kind());
         plan.locations = input.paths(cwd);
-        if matches!(
-            input,
-            ToolInput::Read(_) | ToolInput::Write(_) | ToolInput::Edit(_)
-        ) {
+        if matches!(input, ToolInput::Read(_)) || input.edited_file().is_some() {
             plan.keys = input.paths(cwd);
         }
         plan.sandbox_key = input.command().map(str::to_owned);
@@ -129,7 +126,7 @@ impl Tool for Builtin {
         };
         let (ctx, lsp) = (env.ctx, &env.batch.lsp);
         let path = prepared.input.paths(&ctx.cwd).into_iter().next();
-        let edits = matches!(prepared.input, ToolInput::Write(_) | ToolInput::Edit(_));
+        let edits = prepared.input.edited_file().is_some();
         let reads = matches!(prepared.input, ToolInput::Read(_));
         // The language servers check an edit of a file they serve.
         let checked = path.filter(|p| (edits || reads) && lsp.serves(p));

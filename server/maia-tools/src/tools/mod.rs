@@ -4,6 +4,7 @@ pub(crate) mod bash;
 pub(crate) mod edit;
 pub(crate) mod glob;
 pub(crate) mod grep;
+pub(crate) mod multiedit;
 pub(crate) mod read;
 pub(crate) mod webfetch;
 pub(crate) mod write;
