@@ -240,7 +240,15 @@ impl Engine {
         fresh: bool,
     ) -> Result<Vec<String>, Arc<maia_llm::LlmError>> {
         let catalogue = self.windows.catalogue();
-        let ids = |models: &[maia_llm::ModelInfo]| models.iter().map(|m| m.id.clone()).collect();
+        // Only the models the managed policy allows are offered.
+        let policy = self.options.policy.clone();
+        let ids = |models: &[maia_llm::ModelInfo]| {
+            models
+                .iter()
+                .map(|m| m.id.clone())
+                .filter(|m| policy.as_ref().is_none_or(|p| p.allows_model(m)))
+                .collect()
+        };
         if !fresh && let Some(models) = catalogue.known(llm) {
             return Ok(ids(&models));
         }
