@@ -115,7 +115,11 @@ impl Engine {
 
     /// The settings a session opened now in `cwd` would use (read afresh).
     pub fn settings(&self, cwd: &Path) -> crate::settings::Settings {
-        crate::settings::load_with(&self.session_options(), cwd)
+        let mut settings = crate::settings::load_with(&self.session_options(), cwd);
+        if let Some(policy) = &self.options.policy {
+            crate::project::bound_models(policy, &mut settings);
+        }
+        settings
     }
 
     /// The user's home folder, if known.

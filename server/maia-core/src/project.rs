@@ -361,7 +361,7 @@ fn build_sandbox(
 /// Drops the settings' `model` and `smallModel` when the managed policy
 /// does not allow them, with a warning naming the policy file (the session
 /// then takes the first allowed model the endpoint lists).
-fn bound_models(policy: &ManagedPolicy, settings: &mut settings::Settings) {
+pub(crate) fn bound_models(policy: &ManagedPolicy, settings: &mut settings::Settings) {
     for (key, slot) in [
         ("model", &mut settings.model),
         ("smallModel", &mut settings.small_model),

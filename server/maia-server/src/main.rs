@@ -139,7 +139,9 @@ fn main() -> ExitCode {
             exec::main(args, cli.model)
         }
         cli::Command::Doctor(args) => {
-            let options = cli::unmanaged_options(cli.model);
+            // The policy is reported by a check of its own, whatever it holds.
+            let mut options = cli::unmanaged_options(cli.model);
+            options.policy = cli::managed_policy().ok().flatten().map(std::sync::Arc::new);
             let cwd = match args
                 .cwd
                 .clone()
