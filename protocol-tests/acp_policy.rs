@@ -81,7 +81,10 @@ async fn a_policy_deny_rule_blocks_a_call_the_users_rules_allow() {
             |_| None,
         )
         .await;
-    assert!(permission_requests(&messages).is_empty(), "nothing is asked");
+    assert!(
+        permission_requests(&messages).is_empty(),
+        "nothing is asked"
+    );
     assert!(!maia.path("made.txt").exists(), "the denied command ran");
     let results = crate::harness::last_tool_results(&maia);
     assert!(
@@ -212,7 +215,10 @@ async fn the_policys_hook_runs_while_the_projects_untrusted_hook_does_not() {
         )
         .await;
     assert!(permission_requests(&messages).is_empty());
-    assert!(!maia.path("made.txt").exists(), "the policy hook did not block");
+    assert!(
+        !maia.path("made.txt").exists(),
+        "the policy hook did not block"
+    );
     let results = crate::harness::last_tool_results(&maia);
     assert!(
         results
@@ -241,7 +247,11 @@ async fn the_sandbox_floor_overrides_the_users_off_and_network() {
     )
     .await;
     let file = policy_file(&maia);
-    notice(&mut maia, &["off", "is refused by the managed policy", &file]).await;
+    notice(
+        &mut maia,
+        &["off", "is refused by the managed policy", &file],
+    )
+    .await;
     notice(&mut maia, &["network", "true is refused", &file]).await;
 }
 
@@ -263,7 +273,8 @@ async fn a_malformed_policy_keeps_maia_from_starting_and_doctor_says_why() {
         let run = run_maia(home.path(), cwd.path(), &["doctor"], &env, "").await;
         assert_ne!(run.code, 0);
         assert!(
-            run.stdout.contains(&format!("✗ the managed policy {env_file}")),
+            run.stdout
+                .contains(&format!("✗ the managed policy {env_file}")),
             "{}",
             run.stdout
         );
@@ -276,7 +287,8 @@ async fn a_malformed_policy_keeps_maia_from_starting_and_doctor_says_why() {
     .unwrap();
     let run = run_maia(home.path(), cwd.path(), &["doctor"], &env, "").await;
     assert!(
-        run.stdout.contains(&format!("✓ managed policy {env_file} in force"))
+        run.stdout
+            .contains(&format!("✓ managed policy {env_file} in force"))
             && run.stdout.contains("the bypass mode is disabled")
             && run.stdout.contains("models allowed: m"),
         "{}",

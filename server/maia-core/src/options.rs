@@ -36,7 +36,9 @@ pub struct EngineOptions {
 impl EngineOptions {
     /// Whether the managed policy (if any) lets a session use `model`.
     pub fn check_model(&self, model: &str) -> Result<(), crate::policy::Refusal> {
-        self.policy.as_ref().map_or(Ok(()), |p| p.check_model(model))
+        self.policy
+            .as_ref()
+            .map_or(Ok(()), |p| p.check_model(model))
     }
 
     /// Whether the managed policy (if any) lets a session switch to `mode`.

@@ -14,13 +14,13 @@ use std::sync::{Arc, Mutex};
 use maia_llm::{LlmClient, LlmError};
 use maia_tools::sandbox::Sandbox;
 
-use crate::policy::ManagedPolicy;
 use crate::context_file::{self, ContextFiles};
 use crate::custom_tools::{self, LoadedTools};
 use crate::event::{CommandEntry, NoticeLevel};
 use crate::markdown_commands::{self, LoadedCommands};
 use crate::options::EngineOptions;
 use crate::permission::{self, Broker};
+use crate::policy::ManagedPolicy;
 use crate::settings::{self, Settings, SettingsFiles};
 use crate::skills::{self, LoadedSkills};
 

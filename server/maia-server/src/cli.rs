@@ -261,8 +261,7 @@ pub fn unmanaged_options(model: Option<String>) -> EngineOptions {
 /// file for a looser one), else `MAIA_MANAGED_SETTINGS` when set.
 pub fn policy_path() -> PathBuf {
     let default = PathBuf::from(maia_core::policy::DEFAULT_PATH);
-    if std::fs::symlink_metadata(&default)
-        .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    if std::fs::symlink_metadata(&default).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
         && let Some(path) =
             std::env::var_os(maia_core::policy::PATH_VARIABLE).filter(|v| !v.is_empty())
     {

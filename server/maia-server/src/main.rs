@@ -141,7 +141,10 @@ fn main() -> ExitCode {
         cli::Command::Doctor(args) => {
             // The policy is reported by a check of its own, whatever it holds.
             let mut options = cli::unmanaged_options(cli.model);
-            options.policy = cli::managed_policy().ok().flatten().map(std::sync::Arc::new);
+            options.policy = cli::managed_policy()
+                .ok()
+                .flatten()
+                .map(std::sync::Arc::new);
             let cwd = match args
                 .cwd
                 .clone()

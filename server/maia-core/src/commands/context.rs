@@ -94,10 +94,7 @@ pub(super) fn context_command(session: &Session) {
     let mut text = format!("{text}{}", workspace_report(session));
     match &session.services().options.policy {
         Some(policy) => {
-            text.push_str(&format!(
-                "\n- managed policy: `{}`",
-                policy.path.display()
-            ));
+            text.push_str(&format!("\n- managed policy: `{}`", policy.path.display()));
             for line in policy.lines() {
                 text.push_str(&format!("\n  - {line}"));
             }

@@ -90,7 +90,7 @@ impl HookEvent {
 pub enum Source {
     User,
     Project,
-    /// The managed policy's (`crate::policy`): always runs.
+    /// The managed policy's: always runs.
     Managed,
 }
 

@@ -87,7 +87,12 @@ fn bad_entries_are_reported_and_skipped() {
         "Stop": [{"hooks": [{"type": "prompt", "prompt": "x"}, {"command": "ok.sh", "timeout": -1}]}],
         "PostToolUse": "x"
     }});
-    let loaded = load(&files(home, cwd, Some(user), None), (Some(home), cwd), &[], false);
+    let loaded = load(
+        &files(home, cwd, Some(user), None),
+        (Some(home), cwd),
+        &[],
+        false,
+    );
     assert_eq!(loaded.commands.len(), 1);
     assert_eq!(loaded.commands[0].timeout, DEFAULT_TIMEOUT);
     assert_eq!(loaded.warnings.len(), 4, "{:?}", loaded.warnings);

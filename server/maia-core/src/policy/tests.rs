@@ -120,6 +120,11 @@ fn the_floor_raises_the_users_sandbox() {
         mode: SandboxMode::ReadOnly,
         ..Default::default()
     };
-    assert!(policy.sandbox.apply(&mut strict, Path::new(FILE)).is_empty());
+    assert!(
+        policy
+            .sandbox
+            .apply(&mut strict, Path::new(FILE))
+            .is_empty()
+    );
     assert_eq!(strict.mode, SandboxMode::ReadOnly);
 }

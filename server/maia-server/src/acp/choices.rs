@@ -55,11 +55,8 @@ impl Choices {
         &self,
         state: &SessionState,
     ) -> Vec<agent_client_protocol_schema::v1::SessionConfigOption> {
-        let mut options = convert::config_options(
-            state.model.clone(),
-            &self.models,
-            (state.mode, &self.modes),
-        );
+        let mut options =
+            convert::config_options(state.model.clone(), &self.models, (state.mode, &self.modes));
         if self.takes_effort(state.model.as_deref()) {
             let at = usize::from(state.model.is_some());
             options.insert(at, convert::effort_option(self.effort.as_deref()));
