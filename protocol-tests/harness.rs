@@ -75,6 +75,14 @@ impl Maia {
         Self::spawn(options, None).await
     }
 
+    /// Like [`Maia::start_with`], under the managed policy `policy`
+    /// (written as `managed-settings.json` in the home folder, which
+    /// `MAIA_MANAGED_SETTINGS` names), or `text` as that file when it is a
+    /// string.
+    pub async fn start_managed(options: Options, policy: &Value) -> Maia {
+        Self::spawn_in(options, None, Some(policy)).await
+    }
+
     /// Like [`Maia::start_with`], logging at `log_level` (`MAIA_LOG`) with
     /// stderr collected in [`Maia::stderr`].
     pub async fn start_capturing_stderr(options: Options, log_level: &str) -> Maia {
@@ -82,8 +90,19 @@ impl Maia {
     }
 
     async fn spawn(options: Options, capture_log: Option<&str>) -> Maia {
+        Self::spawn_in(options, capture_log, None).await
+    }
+
+    async fn spawn_in(options: Options, capture_log: Option<&str>, policy: Option<&Value>) -> Maia {
         let mock = MockLlm::start().await;
         let home = tempfile::tempdir().unwrap();
+        if let Some(policy) = policy {
+            let text = match policy.as_str() {
+                Some(text) => text.to_owned(),
+                None => policy.to_string(),
+            };
+            std::fs::write(home.path().join(MANAGED_FILE), text).unwrap();
+        }
         let cwd = tempfile::tempdir().unwrap();
         let mut settings = json!({
             "LiteLLM_URL": mock.url(),
@@ -573,6 +592,9 @@ pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap()
 }
 
+/// The managed policy's file name in a test's home folder.
+pub const MANAGED_FILE: &str = "managed-settings.json";
+
 /// Spawns `maia acp` (or what `launcher` starts) with `home` as HOME;
 /// returns the child, its stdin, its stdout lines (parsed) and its
 /// collected stderr.
@@ -595,6 +617,8 @@ fn launch(
         .arg("acp")
         .args(args)
         .env("HOME", home)
+        // The managed policy, when a test wrote one there.
+        .env("MAIA_MANAGED_SETTINGS", home.join(MANAGED_FILE))
         .env_remove("LITELLM_API_KEY")
         .env_remove("MAIA_MODEL")
         .env(

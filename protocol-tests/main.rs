@@ -30,6 +30,7 @@ mod acp_models;
 mod acp_modes;
 mod acp_order;
 mod acp_plan;
+mod acp_policy;
 mod acp_prompt;
 mod acp_queue;
 mod acp_sandbox_escape;

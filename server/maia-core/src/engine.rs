@@ -115,7 +115,11 @@ impl Engine {
 
     /// The settings a session opened now in `cwd` would use (read afresh).
     pub fn settings(&self, cwd: &Path) -> crate::settings::Settings {
-        crate::settings::load_with(&self.session_options(), cwd)
+        let mut settings = crate::settings::load_with(&self.session_options(), cwd);
+        if let Some(policy) = &self.options.policy {
+            crate::project::bound_models(policy, &mut settings);
+        }
+        settings
     }
 
     /// The user's home folder, if known.
@@ -240,7 +244,15 @@ impl Engine {
         fresh: bool,
     ) -> Result<Vec<String>, Arc<maia_llm::LlmError>> {
         let catalogue = self.windows.catalogue();
-        let ids = |models: &[maia_llm::ModelInfo]| models.iter().map(|m| m.id.clone()).collect();
+        // Only the models the managed policy allows are offered.
+        let policy = self.options.policy.clone();
+        let ids = |models: &[maia_llm::ModelInfo]| {
+            models
+                .iter()
+                .map(|m| m.id.clone())
+                .filter(|m| policy.as_ref().is_none_or(|p| p.allows_model(m)))
+                .collect()
+        };
         if !fresh && let Some(models) = catalogue.known(llm) {
             return Ok(ids(&models));
         }

@@ -37,6 +37,7 @@ mod options;
 mod oversize;
 pub mod permission;
 pub mod plan_mode;
+pub mod policy;
 mod project;
 pub mod prompt;
 pub mod prompt_syntax;

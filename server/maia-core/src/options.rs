@@ -28,4 +28,28 @@ pub struct EngineOptions {
     /// run nor changed): `maia exec`, whose process ends with its turn, so
     /// a queued prompt it started would be cut short and lost.
     pub no_queue: bool,
+    /// The managed policy read when the process started (`None`: no
+    /// policy file); it bounds every session ([`crate::policy`]).
+    pub policy: Option<std::sync::Arc<crate::policy::ManagedPolicy>>,
+}
+
+impl EngineOptions {
+    /// Whether the managed policy (if any) lets a session use `model`.
+    pub fn check_model(&self, model: &str) -> Result<(), crate::policy::Refusal> {
+        self.policy
+            .as_ref()
+            .map_or(Ok(()), |p| p.check_model(model))
+    }
+
+    /// Whether the managed policy (if any) lets a session switch to `mode`.
+    pub fn check_mode(&self, mode: crate::Mode) -> Result<(), crate::policy::Refusal> {
+        self.policy.as_ref().map_or(Ok(()), |p| p.check_mode(mode))
+    }
+
+    /// The modes a session may be switched to.
+    pub fn modes(&self) -> Vec<crate::Mode> {
+        self.policy
+            .as_ref()
+            .map_or_else(|| crate::Mode::ALL.to_vec(), |p| p.modes())
+    }
 }

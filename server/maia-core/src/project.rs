@@ -20,6 +20,7 @@ use crate::event::{CommandEntry, NoticeLevel};
 use crate::markdown_commands::{self, LoadedCommands};
 use crate::options::EngineOptions;
 use crate::permission::{self, Broker};
+use crate::policy::ManagedPolicy;
 use crate::settings::{self, Settings, SettingsFiles};
 use crate::skills::{self, LoadedSkills};
 
@@ -185,12 +186,19 @@ impl Project {
         let home = options.home.as_deref();
         let files = SettingsFiles::read_with(home, cwd, read);
         let mut settings = settings::from_files_with(options, &files, cwd);
+        let policy = options.policy.as_deref();
+        if let Some(policy) = policy {
+            bound_models(policy, &mut settings);
+        }
         let (lsp, lsp_warnings) = crate::langs::settings(&files);
         settings.warnings.extend(lsp_warnings);
         let (checkpoints, checkpoint_warnings) = crate::checkpoint::settings(&files);
         settings.warnings.extend(checkpoint_warnings);
         let llm = LlmClient::new(settings.llm.clone());
         let mut broker = Broker::from_files(&files, cwd);
+        if let Some(policy) = policy {
+            broker.add_managed(&policy.path, policy.rules.clone());
+        }
         broker.set_roots(roots.to_vec());
         broker.add_rules(process_rules(&options.allow));
         // The thread's kept outputs ([`maia_tools::kept`]): the stubs name
@@ -202,10 +210,15 @@ impl Project {
                 format!("Grep({dir}/**)"),
             ]));
         }
-        let (sandbox, sandbox_notes) = build_sandbox(&files, cwd, roots, id);
+        let (sandbox, sandbox_notes) = build_sandbox(&files, (cwd, roots), id, policy);
         let custom_tools = custom_tools::load(cwd, &crate::tools::reserved_tool_names());
         let pending_tools = pending_tools(home, cwd, &custom_tools);
-        let hooks = crate::hooks::load(&files, home, cwd);
+        let hooks = crate::hooks::load(
+            &files,
+            (home, cwd),
+            policy.map_or(&[][..], |p| &p.hooks),
+            policy.is_some_and(|p| p.managed_hooks_only),
+        );
         Project {
             hooks: Arc::new(hooks),
             context_files: context_file::load(home, cwd),
@@ -328,13 +341,16 @@ fn pending_tools(home: Option<&Path>, cwd: &Path, tools: &LoadedTools) -> HashSe
 /// with what to tell the user: why it is off, what it cannot enforce.
 fn build_sandbox(
     files: &SettingsFiles,
-    cwd: &Path,
-    roots: &[PathBuf],
+    (cwd, roots): (&Path, &[PathBuf]),
     id: &str,
+    managed: Option<&ManagedPolicy>,
 ) -> (Option<Arc<Sandbox>>, Vec<String>) {
     use maia_tools::sandbox::SandboxMode;
     let (mut policy, mut notes) = settings::sandbox_policy(files, cwd, id);
     notes.extend(maia_tools::process::containment_note().map(|n| format!("{n}.")));
+    if let Some(managed) = managed {
+        notes.extend(managed.sandbox.apply(&mut policy, &managed.path));
+    }
     // Commands may write in the additional roots as in the cwd.
     policy.roots.extend(roots.iter().cloned());
     if policy.mode == SandboxMode::Off {
@@ -353,6 +369,25 @@ fn build_sandbox(
                 "Commands run without a sandbox: {e}. Bash, custom tools and !command can write anywhere you can."
             ));
             (None, notes)
+        }
+    }
+}
+
+/// Drops the settings' `model` and `smallModel` when the managed policy
+/// does not allow them, with a warning naming the policy file (the session
+/// then takes the first allowed model the endpoint lists).
+pub(crate) fn bound_models(policy: &ManagedPolicy, settings: &mut settings::Settings) {
+    for (key, slot) in [
+        ("model", &mut settings.model),
+        ("smallModel", &mut settings.small_model),
+    ] {
+        if let Some(model) = slot.as_deref()
+            && let Err(refusal) = policy.check_model(model)
+        {
+            settings
+                .warnings
+                .push(format!("{refusal}; the settings' {key} is not used."));
+            *slot = None;
         }
     }
 }

@@ -11,7 +11,8 @@ use maia_core::{EngineOptions, Mode};
 
 const AFTER_HELP: &str = "\
 Settings: ~/.maia/settings.json and <cwd>/.maia/settings.json
-Environment: LITELLM_API_KEY, MAIA_MODEL, MAIA_LOG (e.g. debug), MAIA_LOG_FILE
+Environment: LITELLM_API_KEY, MAIA_MODEL, MAIA_LOG (e.g. debug), MAIA_LOG_FILE,
+MAIA_MANAGED_SETTINGS (the managed policy; default /etc/maia/managed-settings.json)
 
 First run: `maia login`, `maia doctor` checks it all, `maia exec PROMPT` answers a prompt
 here; then add `maia acp` to your editor.";
@@ -223,8 +224,26 @@ pub struct DoctorArgs {
     pub cwd: Option<PathBuf>,
 }
 
-/// Process-wide options of the engine, from `--model` and the environment.
-pub fn engine_options(model: Option<String>) -> EngineOptions {
+/// Process-wide options of the engine, from `--model`, the environment
+/// and the managed policy. Fails closed: a policy file that cannot be read
+/// or parsed, or one that refuses the model asked for, is an error naming
+/// the file (the process does not start).
+pub fn engine_options(model: Option<String>) -> Result<EngineOptions, String> {
+    let mut options = unmanaged_options(model);
+    options.policy = managed_policy()
+        .map_err(|e| format!("{e}; MAIA does not start until it is fixed"))?
+        .map(std::sync::Arc::new);
+    if let Some(model) = &options.model {
+        options
+            .check_model(model)
+            .map_err(|refusal| format!("{refusal} (asked by --model or MAIA_MODEL)"))?;
+    }
+    Ok(options)
+}
+
+/// The engine's options without reading the managed policy (`maia
+/// doctor` reads it itself, to report it whatever it holds).
+pub fn unmanaged_options(model: Option<String>) -> EngineOptions {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     EngineOptions {
         home: env("HOME").map(PathBuf::from),
@@ -233,7 +252,28 @@ pub fn engine_options(model: Option<String>) -> EngineOptions {
         route: None,
         allow: Vec::new(),
         no_queue: false,
+        policy: None,
     }
+}
+
+/// Where the managed policy is: `/etc/maia/managed-settings.json` when
+/// anything is there (a user's variable cannot swap the administrator's
+/// file for a looser one), else `MAIA_MANAGED_SETTINGS` when set.
+pub fn policy_path() -> PathBuf {
+    let default = PathBuf::from(maia_core::policy::DEFAULT_PATH);
+    if std::fs::symlink_metadata(&default).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        && let Some(path) =
+            std::env::var_os(maia_core::policy::PATH_VARIABLE).filter(|v| !v.is_empty())
+    {
+        return PathBuf::from(path);
+    }
+    default
+}
+
+/// The managed policy (`None`: no file at [`policy_path`]).
+pub fn managed_policy()
+-> Result<Option<maia_core::policy::ManagedPolicy>, maia_core::policy::PolicyError> {
+    maia_core::policy::ManagedPolicy::read(&policy_path())
 }
 
 #[cfg(test)]

@@ -71,7 +71,11 @@ fn main() -> ExitCode {
             if let Err(e) = logging::init() {
                 eprintln!("maia: cannot set up logging: {e}");
             }
-            match serve::main(args, cli::engine_options(cli.model)) {
+            let options = match cli::engine_options(cli.model) {
+                Ok(options) => options,
+                Err(e) => return refuse_start(&e),
+            };
+            match serve::main(args, options) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("maia: {e:#}");
@@ -87,7 +91,11 @@ fn main() -> ExitCode {
                 cli::Command::Acp(args) => (false, args.protocol_v2),
                 _ => (true, false),
             };
-            match serve((lsp, v2), cli::engine_options(cli.model)) {
+            let options = match cli::engine_options(cli.model) {
+                Ok(options) => options,
+                Err(e) => return refuse_start(&e),
+            };
+            match serve((lsp, v2), options) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e:#}");
@@ -97,7 +105,10 @@ fn main() -> ExitCode {
             }
         }
         cli::Command::Login(args) => {
-            let options = cli::engine_options(None);
+            let options = match cli::engine_options(None) {
+                Ok(options) => options,
+                Err(e) => return refuse_start(&e),
+            };
             let stdin = std::io::stdin();
             let tty = stdin.is_terminal();
             let mut input = stdin.lock();
@@ -128,7 +139,12 @@ fn main() -> ExitCode {
             exec::main(args, cli.model)
         }
         cli::Command::Doctor(args) => {
-            let options = cli::engine_options(cli.model);
+            // The policy is reported by a check of its own, whatever it holds.
+            let mut options = cli::unmanaged_options(cli.model);
+            options.policy = cli::managed_policy()
+                .ok()
+                .flatten()
+                .map(std::sync::Arc::new);
             let cwd = match args
                 .cwd
                 .clone()
@@ -155,6 +171,14 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The process does not start (the managed policy cannot be applied):
+/// said on stderr and in the log, exit status 1.
+fn refuse_start(message: &str) -> ExitCode {
+    tracing::error!("{message}");
+    eprintln!("maia: {message}");
+    ExitCode::FAILURE
 }
 
 /// Commands and MCP servers run under this same binary as their guard.

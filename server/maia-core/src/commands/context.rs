@@ -1,6 +1,7 @@
 //! `/context`: what fills the model's context window (the system prompt,
 //! the context file, the tools, the messages), the meter's numbers and
-//! where they come from, the cost, and the workspace folders.
+//! where they come from, the cost, the workspace folders and the managed
+//! policy in force.
 
 use crate::session::Session;
 
@@ -91,6 +92,15 @@ pub(super) fn context_command(session: &Session) {
         shown = session.meter().text_tool_calls().shown,
     );
     let mut text = format!("{text}{}", workspace_report(session));
+    match &session.services().options.policy {
+        Some(policy) => {
+            text.push_str(&format!("\n- managed policy: `{}`", policy.path.display()));
+            for line in policy.lines() {
+                text.push_str(&format!("\n  - {line}"));
+            }
+        }
+        None => text.push_str("\n- managed policy: none"),
+    }
     let children = crate::cost::subagent_lines(session.conversation().ledger());
     if !children.is_empty() {
         text.push_str("\n- subagents (charged to this thread):");

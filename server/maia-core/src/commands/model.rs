@@ -17,7 +17,15 @@ pub(super) async fn model_command(session: &mut Session, args: &str, cancel: &Ca
             if cancel.is_cancelled() {
                 return;
             }
-            listed.map_err(|e| e.to_string())
+            // Only the models the managed policy allows are offered.
+            listed.map_err(|e| e.to_string()).map(|models| {
+                let options = &session.services().options;
+                models
+                    .iter()
+                    .filter(|m| options.check_model(&m.id).is_ok())
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
         }
         Err(e) => Err(e.to_string()),
     };
@@ -49,6 +57,10 @@ pub(super) async fn model_command(session: &mut Session, args: &str, cancel: &Ca
             }
         };
         session.say(text);
+        return;
+    }
+    if let Err(refusal) = session.services().options.check_model(args) {
+        session.say(format!("{refusal}."));
         return;
     }
     let known = listed

@@ -58,6 +58,8 @@ pub struct SessionHandle {
     initial_model: Option<String>,
     /// The options of the thread as it was saved (empty for a new one).
     saved_options: store::SessionOptions,
+    /// The process's options: the managed policy bounds modes and models.
+    options: Arc<EngineOptions>,
     /// Cancelled once the session has stopped and released its journal.
     ended: CancellationToken,
     /// The running children of `Task` calls, of this session and of its
@@ -256,17 +258,34 @@ impl SessionHandle {
     }
 
     /// Changes the mode; it applies from the next batch of tool calls.
-    /// The session's state shows it from now on.
-    pub fn set_mode(&self, mode: Mode) {
+    /// The session's state shows it from now on. A mode the managed
+    /// policy refuses is not taken (the refusal names the policy file).
+    pub fn set_mode(&self, mode: Mode) -> Result<(), crate::policy::Refusal> {
+        self.options.check_mode(mode)?;
         self.state.set_mode(mode);
         self.change(Change::Mode(mode));
+        Ok(())
     }
 
     /// Switches the model for the next requests. The session's state
-    /// shows it from now on.
-    pub fn set_model(&self, model: String) {
+    /// shows it from now on. A model the managed policy refuses is not
+    /// taken.
+    pub fn set_model(&self, model: String) -> Result<(), crate::policy::Refusal> {
+        self.options.check_model(&model)?;
         self.state.set_model(Some(model.clone()));
         self.change(Change::Model(model));
+        Ok(())
+    }
+
+    /// The modes this session may be switched to (the managed policy may
+    /// leave `bypass` out).
+    pub fn modes(&self) -> Vec<Mode> {
+        self.options.modes()
+    }
+
+    /// The managed policy in force, if any.
+    pub fn policy(&self) -> Option<&crate::policy::ManagedPolicy> {
+        self.options.policy.as_deref()
     }
 
     /// Takes the default model from the endpoint's list when none is
@@ -276,7 +295,11 @@ impl SessionHandle {
         if self.initial_model.is_some() {
             return self.initial_model.clone();
         }
-        self.change(Change::DefaultModel(listed.to_vec()));
+        let listed: Vec<String> = match &self.options.policy {
+            Some(policy) => policy.filter_models(listed.to_vec()),
+            None => listed.to_vec(),
+        };
+        self.change(Change::DefaultModel(listed.clone()));
         let model = default_model(listed.iter().map(String::as_str)).map(str::to_owned);
         self.state.default_model(model);
         self.state.state().model

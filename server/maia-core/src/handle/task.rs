@@ -87,6 +87,7 @@ pub(super) fn launch(session: Session, launch: Launch) -> SessionHandle {
         state: state.clone(),
         initial_model,
         saved_options,
+        options: session.services().options.clone(),
         ended: ended.clone(),
         children,
     };

@@ -90,6 +90,8 @@ impl HookEvent {
 pub enum Source {
     User,
     Project,
+    /// The managed policy's: always runs.
+    Managed,
 }
 
 /// One configured hook command.
@@ -176,6 +178,7 @@ impl LoadedHooks {
                 let whose = match h.source {
                     Source::User => "user",
                     Source::Project => "project",
+                    Source::Managed => "managed policy",
                 };
                 let matcher = h.matcher.as_deref().unwrap_or("*");
                 text.push_str(&format!(
@@ -196,10 +199,22 @@ impl LoadedHooks {
     }
 }
 
-/// The hooks of the settings `files`: the user's, then the project's when
-/// the user trusts them (`home`'s trust file).
-pub fn load(files: &SettingsFiles, home: Option<&Path>, cwd: &Path) -> LoadedHooks {
-    let mut out = LoadedHooks::default();
+/// The hooks of the settings `files`: the managed policy's (`managed`,
+/// always), then the user's, then the project's when the user trusts them
+/// (`home`'s trust file) — neither when the policy allows only its own.
+pub fn load(
+    files: &SettingsFiles,
+    (home, cwd): (Option<&Path>, &Path),
+    managed: &[HookCommand],
+    managed_only: bool,
+) -> LoadedHooks {
+    let mut out = LoadedHooks {
+        commands: managed.to_vec(),
+        ..LoadedHooks::default()
+    };
+    if managed_only {
+        return out;
+    }
     let user_file = home.map(|h| h.join(".maia").join("settings.json"));
     for file in files.files() {
         let FileContent::Json(Value::Object(map)) = &file.content else {
@@ -226,6 +241,17 @@ pub fn load(files: &SettingsFiles, home: Option<&Path>, cwd: &Path) -> LoadedHoo
         out.commands.extend(commands);
     }
     out
+}
+
+/// The hook commands of a `hooks` value from `path` (the managed policy
+/// reads its own with this); problems go to `warnings`.
+pub(crate) fn parse_value(
+    value: &Value,
+    source: Source,
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> Vec<HookCommand> {
+    parse(value, source, path, warnings)
 }
 
 /// The hook commands of one file's `hooks` value.

@@ -60,7 +60,7 @@ fn both_files_hooks_load_and_the_project_waits_for_trust() {
         "hooks": [{"type": "command", "command": cmd, "timeout": 5}]}]}})
     };
     let f = files(home, cwd, Some(entry("user.sh")), Some(entry("project.sh")));
-    let loaded = load(&f, Some(home), cwd);
+    let loaded = load(&f, (Some(home), cwd), &[], false);
     assert_eq!(loaded.commands.len(), 1);
     assert_eq!(loaded.commands[0].command, "user.sh");
     assert_eq!(loaded.commands[0].timeout, Duration::from_secs(5));
@@ -68,12 +68,12 @@ fn both_files_hooks_load_and_the_project_waits_for_trust() {
     assert!(loaded.notices().iter().any(|n| n.contains("/hooks trust")));
     let print = loaded.project_fingerprint.clone().unwrap();
     trust(home, cwd, &print).unwrap();
-    let loaded = load(&f, Some(home), cwd);
+    let loaded = load(&f, (Some(home), cwd), &[], false);
     let names: Vec<&str> = loaded.commands.iter().map(|c| c.command.as_str()).collect();
     assert_eq!(names, vec!["user.sh", "project.sh"]);
     // A changed project hook needs a new trust.
     let f = files(home, cwd, None, Some(entry("other.sh")));
-    let loaded = load(&f, Some(home), cwd);
+    let loaded = load(&f, (Some(home), cwd), &[], false);
     assert!(loaded.commands.is_empty());
     assert_eq!(loaded.untrusted, 1);
 }
@@ -87,7 +87,12 @@ fn bad_entries_are_reported_and_skipped() {
         "Stop": [{"hooks": [{"type": "prompt", "prompt": "x"}, {"command": "ok.sh", "timeout": -1}]}],
         "PostToolUse": "x"
     }});
-    let loaded = load(&files(home, cwd, Some(user), None), Some(home), cwd);
+    let loaded = load(
+        &files(home, cwd, Some(user), None),
+        (Some(home), cwd),
+        &[],
+        false,
+    );
     assert_eq!(loaded.commands.len(), 1);
     assert_eq!(loaded.commands[0].timeout, DEFAULT_TIMEOUT);
     assert_eq!(loaded.warnings.len(), 4, "{:?}", loaded.warnings);

@@ -206,6 +206,14 @@ impl Broker {
         }
     }
 
+    /// Adds the managed policy's rules (`file`: the policy file), above
+    /// every settings file's; `/permissions` shows them under that file.
+    pub fn add_managed(&mut self, file: &Path, set: RuleSet) {
+        if !set.is_empty() {
+            self.loaded.sets.insert(0, (file.to_path_buf(), set));
+        }
+    }
+
     /// Adds rules that come from no file (the process's own, see
     /// [`crate::EngineOptions::allow`]); an empty set changes nothing.
     pub fn add_rules(&mut self, set: RuleSet) {

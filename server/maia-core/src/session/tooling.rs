@@ -111,6 +111,8 @@ impl Session {
             let model = match &agent.model {
                 ModelChoice::Inherit => model.clone(),
                 ModelChoice::Small => small.clone().or_else(|| model.clone()),
+                // A model the managed policy refuses: the session's own.
+                ModelChoice::Named(id) if base.0.check_model(id).is_err() => model.clone(),
                 ModelChoice::Named(id) => Some(id.clone()),
             };
             let Some(project) = project.share() else {
@@ -207,7 +209,12 @@ impl Session {
             broker: self.project.broker.clone(),
             mode: self.mode,
             home: self.services.options.home.clone(),
-            sandbox_failures: self.tools.sandbox_failures.clone(),
+            // A managed policy may forbid "Allow once without the sandbox":
+            // no failure is then offered as one.
+            sandbox_failures: match &self.services.options.policy {
+                Some(policy) if !policy.allows_unsandboxed() => Default::default(),
+                _ => self.tools.sandbox_failures.clone(),
+            },
             ask: tokio::sync::Mutex::new(()),
             lsp: self.services.lsp.clone(),
             records: self.tools.records.clone(),

@@ -58,7 +58,7 @@ async fn plan_mode_offers_the_tools_that_declare_they_change_nothing_and_reads_t
 {
     let mut h = Harness::start(json!({})).await;
     std::fs::write(h.path("notes.txt"), "hello\n").unwrap();
-    h.session().set_mode(Mode::Plan);
+    h.session().set_mode(Mode::Plan).unwrap();
     h.mock.push(mock::tool_calls_reply(&[
         ("c1", "Read", json!({"file_path": "notes.txt"})),
         ("c2", "Glob", json!({"pattern": "*.txt"})),
@@ -83,7 +83,7 @@ async fn plan_mode_offers_the_tools_that_declare_they_change_nothing_and_reads_t
     assert_eq!(checkpoints(&h), 0, "{:?}", records(&h));
 
     // A tool that declares it changes files takes one.
-    h.session().set_mode(Mode::Bypass);
+    h.session().set_mode(Mode::Bypass).unwrap();
     h.mock.push(mock::tool_calls_reply(&[(
         "c3",
         "Write",
@@ -101,7 +101,7 @@ async fn plan_mode_offers_the_tools_that_declare_they_change_nothing_and_reads_t
 #[tokio::test]
 async fn an_approved_plan_switches_the_mode_after_its_batch() {
     let mut h = Harness::start(json!({})).await;
-    h.session().set_mode(Mode::Plan);
+    h.session().set_mode(Mode::Plan).unwrap();
     h.mock.push(mock::tool_calls_reply(&[
         ("c1", "ExitPlanMode", json!({"plan": "1. write a.txt"})),
         // Not offered while planning, in the same batch as the approval.
@@ -167,7 +167,7 @@ async fn an_approved_plan_switches_the_mode_after_its_batch() {
 #[tokio::test]
 async fn the_task_list_is_kept_after_its_batch_and_recorded_once_per_change() {
     let mut h = Harness::start(json!({})).await;
-    h.session().set_mode(Mode::Bypass);
+    h.session().set_mode(Mode::Bypass).unwrap();
     h.mock.push(mock::tool_calls_reply(&[
         ("c1", "TodoWrite", todos(&["a"])),
         ("c2", "TodoWrite", todos(&["a", "b"])),
@@ -205,7 +205,7 @@ async fn the_task_list_is_kept_after_its_batch_and_recorded_once_per_change() {
 async fn a_question_shown_as_text_ends_the_turn_after_its_batch() {
     let mut h = Harness::start(json!({})).await;
     std::fs::write(h.path("notes.txt"), "hello\n").unwrap();
-    h.session().set_mode(Mode::Bypass);
+    h.session().set_mode(Mode::Bypass).unwrap();
     h.mock.push(mock::tool_calls_reply(&[
         (
             "c1",

@@ -556,7 +556,7 @@ impl World {
         file.write_all(&bytes[..cut % bytes.len()]).unwrap();
         drop(file);
         self.h.load(&id);
-        self.h.session().set_mode(Mode::Bypass);
+        self.h.session().set_mode(Mode::Bypass).unwrap();
     }
 
     /// A revert from turn `k` killed after `cut` of its files: those are
@@ -608,7 +608,7 @@ impl World {
         std::fs::write(&aside, "half").unwrap();
         std::fs::write(staging.join("pending"), format!("{}\n", aside.display())).unwrap();
         self.h.load(&id);
-        self.h.session().set_mode(Mode::Bypass);
+        self.h.session().set_mode(Mode::Bypass).unwrap();
         assert!(!staging.exists(), "the staging folder is swept");
     }
 
@@ -694,7 +694,7 @@ impl World {
 
 async fn run(ops: Vec<Op>) {
     let h = Harness::start(json!({})).await;
-    h.session().set_mode(Mode::Bypass);
+    h.session().set_mode(Mode::Bypass).unwrap();
     let session = h.session().id().to_owned();
     let mut tree = Tree::new();
     // The project starts with two files, an ignore rule and a file it

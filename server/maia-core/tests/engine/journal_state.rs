@@ -122,7 +122,7 @@ async fn a_crash_mid_tool_call_does_not_move_the_turns_prompt() {
     )
     .unwrap();
     h.load(&id);
-    h.session().set_mode(maia_core::Mode::Bypass);
+    h.session().set_mode(maia_core::Mode::Bypass).unwrap();
     // Realistic usage figures, so the meter measures what was sent.
     h.mock
         .enforce_context_window(7_000, mock::WindowError::LiteLlm);

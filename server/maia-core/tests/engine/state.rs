@@ -20,7 +20,7 @@ async fn a_reader_follows_the_mode_the_session_switches_to_itself() {
     let reader = h.session().state_reader();
     assert_eq!(reader.get().mode, Mode::Default);
     assert_eq!(reader.get().running, None);
-    h.session().set_mode(Mode::Plan);
+    h.session().set_mode(Mode::Plan).unwrap();
     assert_eq!(reader.get().mode, Mode::Plan);
     h.mock.push(mock::tool_calls_reply(&[(
         "c1",
@@ -59,7 +59,7 @@ async fn a_reader_follows_the_model_the_session_chooses() {
     );
     assert_eq!(reader.get().model.as_deref(), Some("other"));
     // A change the handle sends shows at once, to every reader.
-    h.session().set_model("mock-model".to_owned());
+    h.session().set_model("mock-model".to_owned()).unwrap();
     assert!(tokio::time::timeout(WAIT, reader.changed()).await.unwrap());
     assert_eq!(reader.get().model.as_deref(), Some("mock-model"));
 }

@@ -374,7 +374,7 @@ async fn an_agent_files_tools_narrow_and_a_planning_parents_child_is_read_only()
     assert!(system.starts_with("You are the FIXER."), "{system}");
 
     // In plan mode the same agent gets the read-only part of its list.
-    h.session().set_mode(maia_core::Mode::Plan);
+    h.session().set_mode(maia_core::Mode::Plan).unwrap();
     h.mock
         .push(tool_calls(&[task("t2", Some("fixer"), "fix it again")]));
     h.mock.push(mock::text_reply("planned"));

@@ -59,7 +59,7 @@ async fn a_streamed_answer_ends_the_turn_and_is_saved() {
 async fn a_tool_result_goes_back_to_the_model() {
     let mut h = Harness::start(json!({})).await;
     std::fs::write(h.path("notes.txt"), "the secret is KIWI\n").unwrap();
-    h.session().set_mode(Mode::Bypass);
+    h.session().set_mode(Mode::Bypass).unwrap();
     h.mock.push(mock::tool_calls_reply(&[(
         "c1",
         "Read",
@@ -124,7 +124,7 @@ async fn a_rejected_write_does_not_run_and_the_model_is_told() {
 #[tokio::test]
 async fn read_only_mode_refuses_a_write_without_asking() {
     let mut h = Harness::start(json!({})).await;
-    h.session().set_mode(Mode::ReadOnly);
+    h.session().set_mode(Mode::ReadOnly).unwrap();
     h.mock.push(mock::tool_calls_reply(&[(
         "w1",
         "Write",
@@ -148,7 +148,7 @@ async fn read_only_mode_refuses_a_write_without_asking() {
 async fn edits_of_one_file_in_one_batch_apply_in_order() {
     let mut h = Harness::start(json!({})).await;
     std::fs::write(h.path("f.txt"), "one\n").unwrap();
-    h.session().set_mode(Mode::Bypass);
+    h.session().set_mode(Mode::Bypass).unwrap();
     h.mock.push(mock::tool_calls_reply(&[(
         "r",
         "Read",
@@ -178,7 +178,7 @@ async fn edits_of_one_file_in_one_batch_apply_in_order() {
 #[tokio::test]
 async fn a_waiting_call_does_not_hold_back_the_rest_of_its_batch() {
     let mut h = Harness::start(json!({})).await;
-    h.session().set_mode(Mode::Bypass);
+    h.session().set_mode(Mode::Bypass).unwrap();
     h.mock.push(mock::tool_calls_reply(&[
         (
             "wait",
@@ -275,7 +275,7 @@ async fn a_length_limited_answer_is_kept_and_ends_the_turn_at_max_tokens() {
 #[tokio::test]
 async fn a_mode_switch_from_the_client_mid_turn_rebuilds_the_round_s_tools() {
     let mut h = Harness::start(json!({})).await;
-    h.session().set_mode(Mode::Bypass);
+    h.session().set_mode(Mode::Bypass).unwrap();
     // The tool call streams slowly: the switch arrives while it does (a
     // call of no tool: nothing to ask, whatever the mode).
     let mock::Reply::Stream { pieces, .. } =
@@ -296,7 +296,7 @@ async fn a_mode_switch_from_the_client_mid_turn_rebuilds_the_round_s_tools() {
         assert!(started.elapsed() < crate::harness::WAIT, "no request");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    h.session().set_mode(Mode::Plan);
+    h.session().set_mode(Mode::Plan).unwrap();
     let events = h.until_turn_ended().await;
     assert_eq!(stop_of(&events), StopReason::EndTurn);
     let offered = |index: usize| -> Vec<String> {

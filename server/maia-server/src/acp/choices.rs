@@ -29,6 +29,8 @@ pub(super) struct Choices {
     pub(super) booleans: bool,
     /// Whether the model's reasoning is shown (`agent_thought_chunk`).
     pub(super) show_thinking: bool,
+    /// The modes offered (the managed policy may leave `bypass` out).
+    pub(super) modes: Vec<maia_core::Mode>,
 }
 
 impl Default for Choices {
@@ -39,6 +41,7 @@ impl Default for Choices {
             effort: None,
             booleans: false,
             show_thinking: true,
+            modes: maia_core::Mode::ALL.to_vec(),
         }
     }
 }
@@ -52,7 +55,8 @@ impl Choices {
         &self,
         state: &SessionState,
     ) -> Vec<agent_client_protocol_schema::v1::SessionConfigOption> {
-        let mut options = convert::config_options(state.model.clone(), &self.models, state.mode);
+        let mut options =
+            convert::config_options(state.model.clone(), &self.models, (state.mode, &self.modes));
         if self.takes_effort(state.model.as_deref()) {
             let at = usize::from(state.model.is_some());
             options.insert(at, convert::effort_option(self.effort.as_deref()));

@@ -30,7 +30,10 @@ impl Agent {
             .ok_or_else(|| unknown_session(&session_id))?;
         let mode = maia_core::Mode::from_id(&req.mode_id.0)
             .ok_or_else(|| invalid_params(format!("unknown mode `{}`", req.mode_id.0)))?;
-        entry.handle.set_mode(mode);
+        entry
+            .handle
+            .set_mode(mode)
+            .map_err(|refusal| invalid_params(refusal.to_string()))?;
         // The mode config option as the session now has it.
         let options = entry.choices.lock().options(&entry.handle.state());
         self.send_update(
@@ -57,13 +60,20 @@ impl Agent {
         };
         match (config_id.as_str(), value) {
             (convert::MODEL_OPTION, Ok(value)) => {
+                // The policy's reason first: its models are not listed.
+                if let Some(Err(refusal)) = entry.handle.policy().map(|p| p.check_model(&value)) {
+                    return Err(invalid_params(refusal.to_string()));
+                }
                 let mut choices = entry.choices.lock();
                 if !choices.models.contains(&value)
                     && entry.handle.state().model.as_deref() != Some(value.as_str())
                 {
                     return Err(invalid_params(format!("unknown model `{value}`")));
                 }
-                entry.handle.set_model(value.clone());
+                entry
+                    .handle
+                    .set_model(value.clone())
+                    .map_err(|refusal| invalid_params(refusal.to_string()))?;
                 // A model that takes no effort is sent none.
                 if !choices.takes_effort(Some(&value)) && choices.effort.take().is_some() {
                     entry
@@ -74,7 +84,10 @@ impl Agent {
             (convert::MODE_OPTION, Ok(value)) => {
                 let mode = maia_core::Mode::from_id(&value)
                     .ok_or_else(|| invalid_params(format!("unknown mode `{value}`")))?;
-                entry.handle.set_mode(mode);
+                entry
+                    .handle
+                    .set_mode(mode)
+                    .map_err(|refusal| invalid_params(refusal.to_string()))?;
                 self.send_update(
                     &session_id,
                     SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),

@@ -227,7 +227,8 @@ impl Agent {
         let state = handle.state();
         let options = choices.lock().options(&state);
         let how = super::open::Open::Load(sid.clone());
-        let mut result = how.response(&sid, convert::modes(state.mode), options);
+        let modes = convert::modes(state.mode, &handle.modes());
+        let mut result = how.response(&sid, modes, options);
         if self.wire.is_v2() {
             result = super::v2::open_response(result, true);
         }

@@ -288,12 +288,16 @@ impl Agent {
                 .as_ref()
                 .and_then(|s| s.config_options.as_ref())
                 .is_some_and(|c| c.boolean.is_some()),
+            modes: handle.modes(),
             ..Choices::default()
         };
         choices.restore(handle.saved_options());
         let show_thinking = choices.show_thinking;
         let state = handle.state();
-        let (options, modes) = (choices.options(&state), convert::modes(state.mode));
+        let (options, modes) = (
+            choices.options(&state),
+            convert::modes(state.mode, &choices.modes),
+        );
         let choices = SharedChoices::new(choices);
         // The daemon's other connection serves the session too (`mirror`).
         let (tee, copies) = match &self.shared {

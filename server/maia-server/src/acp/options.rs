@@ -12,11 +12,12 @@ pub const MODEL_OPTION: &str = "model";
 /// The id of the mode config option.
 pub const MODE_OPTION: &str = "mode";
 
-/// The config options: the model (when known), then the mode (kept in sync with ACP modes).
+/// The config options: the model (when known), then the mode (kept in
+/// sync with ACP modes), offering `modes` (those the managed policy allows).
 pub fn config_options(
     current: Option<String>,
     listed: &[String],
-    mode: maia_core::Mode,
+    (mode, offered): (maia_core::Mode, &[maia_core::Mode]),
 ) -> Vec<SessionConfigOption> {
     let mut out = Vec::new();
     let mut names: Vec<String> = listed.to_vec();
@@ -34,7 +35,7 @@ pub fn config_options(
                 .category(SessionConfigOptionCategory::Model),
         );
     }
-    let modes: Vec<SessionConfigSelectOption> = maia_core::Mode::ALL
+    let modes: Vec<SessionConfigSelectOption> = offered
         .iter()
         .map(|m| {
             SessionConfigSelectOption::new(m.id(), m.name()).description(m.description().to_owned())
@@ -94,11 +95,11 @@ pub fn thinking_option(show: bool) -> SessionConfigOption {
         .category(SessionConfigOptionCategory::ModelConfig)
 }
 
-/// The ACP modes of a session.
-pub fn modes(mode: maia_core::Mode) -> SessionModeState {
+/// The ACP modes of a session: `offered` (those the managed policy allows).
+pub fn modes(mode: maia_core::Mode, offered: &[maia_core::Mode]) -> SessionModeState {
     SessionModeState::new(
         mode.id(),
-        maia_core::Mode::ALL
+        offered
             .iter()
             .map(|m| SessionMode::new(m.id(), m.name()).description(m.description().to_owned()))
             .collect(),

@@ -4,7 +4,8 @@
 //! context file, skills, custom tools, MCP servers (started, listed,
 //! stopped), language servers (those that serve this folder started and
 //! stopped), the command sandbox (what the kernel offers, what holds) and
-//! whether sessions offer web search (the proxy's search tools).
+//! whether sessions offer web search (the proxy's search tools) and the
+//! managed policy (what it enforces, or why MAIA would not start).
 //! One line per check, `✓` or `✗` with the fix (`-` for an
 //! optional thing that is absent). Exit status 0 only when a prompt can be
 //! answered: the proxy answers, accepts the key and lists the model to use.
@@ -132,6 +133,7 @@ async fn checks(options: &EngineOptions, cwd: &Path) -> Vec<Check> {
     let mut checks = Vec::new();
     let home = options.home.as_deref();
     let settings = maia_core::settings::load_with(options, cwd);
+    checks.push(policy_check());
 
     // Settings files.
     for file in maia_core::settings::files(home, cwd) {
@@ -506,6 +508,36 @@ fn raw_key_in_files(home: Option<&Path>, cwd: &Path) -> Option<()> {
             .filter(|s| !s.trim().is_empty())
             .map(|_| ())
     })
+}
+
+/// The managed policy: none, what it enforces, or why MAIA refuses to
+/// start (a blocking failure).
+fn policy_check() -> Check {
+    let path = crate::cli::policy_path();
+    match maia_core::policy::ManagedPolicy::read(&path) {
+        Ok(None) => Check::absent(
+            "policy",
+            format!("managed policy: none ({} not there)", path.display()),
+        ),
+        Ok(Some(policy)) => {
+            let lines = policy.lines();
+            let said = if lines.is_empty() {
+                "nothing to enforce".to_owned()
+            } else {
+                lines.join("; ")
+            };
+            Check::ok(
+                "policy",
+                format!("managed policy {} in force: {said}", path.display()),
+            )
+        }
+        Err(e) => Check::failed(
+            "policy",
+            e.to_string(),
+            "correct the policy file (its administrator's); MAIA does not start while it cannot be applied",
+        )
+        .blocking(),
+    }
 }
 
 fn plural(n: usize) -> &'static str {

@@ -63,7 +63,20 @@ pub fn main(args: ExecArgs, model: Option<String>) -> ExitCode {
             return ExitCode::from(FAILED);
         }
     };
-    let mut options = crate::cli::engine_options(model);
+    let mut options = match crate::cli::engine_options(model) {
+        Ok(options) => options,
+        Err(e) => {
+            out.error(&e);
+            return ExitCode::from(FAILED);
+        }
+    };
+    // `--mode` is checked before anything starts.
+    if let Some(mode) = args.mode
+        && let Err(refusal) = options.check_mode(mode)
+    {
+        out.error(&format!("--mode {}: {refusal}", mode.id()));
+        return ExitCode::from(FAILED);
+    }
     options.allow = PROJECT_READS.iter().map(|r| (*r).to_owned()).collect();
     options.allow.extend(args.allow.iter().cloned());
     // A thread's saved queue is the editor's: exec neither runs nor empties it.
@@ -143,8 +156,11 @@ async fn run(args: &ExecArgs, options: EngineOptions, prompt: String, out: &mut 
         terminals: None,
         asker: Some(Arc::new(Refuse(asks))),
     });
-    if let Some(mode) = args.mode {
-        handle.set_mode(mode);
+    if let Some(mode) = args.mode
+        && let Err(refusal) = handle.set_mode(mode)
+    {
+        out.error(&format!("--mode {}: {refusal}", mode.id()));
+        return FAILED;
     }
     let model = handle.default_model_from(&listed);
     out.started(handle.id(), handle.cwd(), model.as_deref(), resumed);
