@@ -28,4 +28,7 @@ pub struct EngineOptions {
     /// run nor changed): `maia exec`, whose process ends with its turn, so
     /// a queued prompt it started would be cut short and lost.
     pub no_queue: bool,
+    /// A session budget in US dollars over the `budget.sessionUsd` setting
+    /// (`maia exec --max-budget-usd`).
+    pub max_budget_usd: Option<f64>,
 }

@@ -126,6 +126,7 @@ impl Session {
     ) -> StopReason {
         self.refresh_agents();
         self.turn.take_halted();
+        self.begin_turn_budget();
         // A child's prompt is the model's task: no `UserPromptSubmit`.
         let hook_context = match self.role {
             Some(_) => Vec::new(),
@@ -377,7 +378,10 @@ impl Session {
             if let ControlFlow::Break(stop) = self.before_request(&mut state, cancel).await {
                 return stop;
             }
-            let sent = self.request(&mut state, cancel).await;
+            let sent = match self.request(&mut state, cancel).await {
+                ControlFlow::Continue(sent) => sent,
+                ControlFlow::Break(stop) => return stop,
+            };
             let completion = match sent.result {
                 Ok(completion) => completion,
                 Err(error) => {

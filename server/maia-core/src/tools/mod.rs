@@ -260,6 +260,7 @@ mod tests {
             read_only: false,
             depth: 1,
             parent: Arc::default(),
+            budget: crate::budget::Spend::shared(crate::budget::Limits::default()),
         };
         let mut r = made();
         narrow(&mut r, ToolSet::All, Some(&role));
