@@ -7,6 +7,7 @@ mod harness;
 mod acp_ask;
 mod acp_auth;
 mod acp_background;
+mod acp_budget;
 mod acp_cancel;
 mod acp_card_review;
 mod acp_compaction;

@@ -262,7 +262,10 @@ impl Spend {
                 limit,
                 spent,
                 estimate,
-                raise_by: raise_step(self.base_of(scope).unwrap_or(limit), spent + estimate - limit),
+                raise_by: raise_step(
+                    self.base_of(scope).unwrap_or(limit),
+                    spent + estimate - limit,
+                ),
             })
         });
         match over {
