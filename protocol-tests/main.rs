@@ -17,6 +17,7 @@ mod acp_cost;
 mod acp_edits;
 mod acp_errors;
 mod acp_export;
+mod acp_fallback;
 mod acp_hooks;
 mod acp_images;
 mod acp_impolite;

@@ -51,6 +51,7 @@ mod budget;
 mod changes;
 mod compact;
 mod effects;
+mod fallback;
 pub(crate) mod files;
 mod hooks;
 pub(crate) mod instructions;
@@ -183,6 +184,9 @@ pub(crate) struct TurnState {
     pub(crate) steers: Vec<steer::Steer>,
     /// The turn offers read-only tools only (`/review`).
     pub(crate) read_only: bool,
+    /// The model this turn fell back to (`fallbackModels`): it holds for
+    /// the rest of the turn.
+    pub(crate) fallback: Option<String>,
     /// The usage the server reported for this turn's requests, summed.
     pub(crate) usage: Option<maia_llm::Usage>,
     /// The system prompt's environment section, made at the turn's start.

@@ -301,6 +301,9 @@ impl Session {
         state: &mut TurnLoop,
         cancel: &CancellationToken,
     ) -> ControlFlow<StopReason> {
+        if partial.is_empty() && self.fall_back(&error, state, cancel).await {
+            return ControlFlow::Continue(());
+        }
         match error {
             LlmError::ContextWindowExceeded { message }
                 if !state.compacted && partial.is_empty() =>

@@ -137,6 +137,7 @@ impl Session {
                     depth: depth + 1,
                     parent: sink.clone(),
                     budget: budget.clone(),
+                    fallback_models: agent.fallback_models.clone(),
                 },
                 prompt,
             }))

@@ -213,6 +213,7 @@ impl Session {
             stop = self.model_loop(cancel).await;
         }
         self.turn.prompt = None;
+        self.end_fallback();
         // Images are ephemeral: later turns see their stand-ins only.
         self.turn.images.clear();
         if stop == StopReason::EndTurn && self.needs_compaction() {
@@ -425,7 +426,7 @@ impl Session {
             )));
         }
         let model = match self.resolve_model(cancel).await {
-            Ok(model) => model,
+            Ok(model) => self.turn_model(model),
             Err(_) if cancel.is_cancelled() => return Err(StopReason::Cancelled),
             Err(e) => {
                 return Err(self.fail(format!(

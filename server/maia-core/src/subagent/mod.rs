@@ -74,6 +74,8 @@ pub struct ChildRole {
     /// Its parent's spend and limits: a child's requests count toward
     /// them and are checked against them ([`crate::budget`]).
     pub budget: crate::budget::Shared,
+    /// Its agent's own `fallbackModels` (`None`: the settings').
+    pub fallback_models: Option<Vec<String>>,
 }
 
 impl ChildRole {
