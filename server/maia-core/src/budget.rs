@@ -238,9 +238,10 @@ impl Spend {
             return Verdict::Go;
         }
         if self.unpriced {
-            return self.tell_once(format!(
+            return self.tell_once(
                 "The budget cannot be enforced: a model response had no price (no `prices` setting, no `/model/info` price and no `x-litellm-response-cost` header), so what was spent is unknown."
-            ));
+                    .to_owned(),
+            );
         }
         let go = if estimate.is_none() {
             self.tell_once(format!(
@@ -358,8 +359,10 @@ mod tests {
         spend.add(Some(0.15));
         assert!(matches!(spend.check("m", Some(0.1)), Verdict::Over(_)));
         // The session limit counts every turn.
+        let mut spend = Spend::new(limits(Some(0.3), Some(0.2)));
+        spend.add(Some(0.15));
         spend.begin_turn();
-        spend.add(Some(0.7));
+        spend.add(Some(0.1));
         let Verdict::Over(over) = spend.check("m", Some(0.1)) else {
             panic!("not over");
         };
