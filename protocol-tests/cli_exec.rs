@@ -754,3 +754,61 @@ async fn export_writes_the_thread_after_the_run() {
     assert_eq!(doc["maia_export"], 1);
     assert_eq!(doc["entries"][0]["text"], "json please");
 }
+
+#[tokio::test]
+async fn a_budget_crossed_mid_run_stops_it_with_exit_4() {
+    let place = Place::new().await;
+    // Tiny per-token prices (the estimate is far below a cent); every
+    // response costs 0.25 by the proxy's header.
+    place
+        .mock
+        .set_model_info(json!({"data": [{"model_name": "mock-model", "model_info": {
+            "max_input_tokens": 100_000, "input_cost_per_token": 1e-9, "output_cost_per_token": 1e-9
+        }}]}));
+    place.mock.set_stream_headers(vec![(
+        "x-litellm-response-cost".to_owned(),
+        "0.25".to_owned(),
+    )]);
+    std::fs::write(place.path("a.txt"), "x").unwrap();
+    place.mock.push(mock::tool_calls_reply(&[(
+        "c1",
+        "Read",
+        json!({"file_path": "a.txt"}),
+    )]));
+    place.mock.push(mock::text_reply("It holds x."));
+    let run = place
+        .exec(
+            &["--json", "--max-budget-usd", "0.20", "what is in a.txt?"],
+            "",
+        )
+        .await;
+    assert_eq!(run.code, 4, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        place.mock.requests().len(),
+        1,
+        "stopped before the second request"
+    );
+    let events = events(&run);
+    let unfinished = of_type(&events, "turn_unfinished");
+    assert_eq!(unfinished[0]["reason"], "budget", "{events:?}");
+    assert!(
+        unfinished[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("session budget ($0.25 spent of $0.20"),
+        "{events:?}"
+    );
+    let ended = of_type(&events, "turn_ended")[0];
+    assert_eq!(ended["unfinished"], "budget");
+    assert_eq!(ended["exit_code"], 4);
+
+    // Plain output says so on stderr; within the budget the run ends 0.
+    let place_ok = Place::new().await;
+    place_ok.mock.push(mock::text_reply("fine"));
+    let run = place_ok.exec(&["--max-budget-usd", "5", "hello"], "").await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let bad = place_ok
+        .exec(&["--max-budget-usd", "-1", "hello"], "")
+        .await;
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+}

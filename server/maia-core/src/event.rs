@@ -161,17 +161,21 @@ pub enum Unfinished {
     /// A call was refused and nothing ran after it (reported by the front
     /// door that refused it: `maia exec`).
     Refused,
+    /// The next model request would have passed a budget and the user
+    /// (or `maia exec`, which cannot ask) stopped there.
+    Budget,
 }
 
 impl Unfinished {
     /// Its name on the wire (`text_tool_call`, `empty_answer`, `repeated`,
-    /// `refused`).
+    /// `refused`, `budget`).
     pub fn name(self) -> &'static str {
         match self {
             Unfinished::TextToolCall => "text_tool_call",
             Unfinished::EmptyAnswer => "empty_answer",
             Unfinished::Repeated => "repeated",
             Unfinished::Refused => "refused",
+            Unfinished::Budget => "budget",
         }
     }
 }

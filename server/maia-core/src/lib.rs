@@ -10,6 +10,7 @@
 
 mod background;
 mod blocking;
+pub mod budget;
 pub mod catalogue;
 pub mod checkpoint;
 pub mod client;

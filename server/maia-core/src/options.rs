@@ -31,6 +31,9 @@ pub struct EngineOptions {
     /// The managed policy read when the process started (`None`: no
     /// policy file); it bounds every session ([`crate::policy`]).
     pub policy: Option<std::sync::Arc<crate::policy::ManagedPolicy>>,
+    /// A session budget in US dollars over the `budget.sessionUsd` setting
+    /// (`maia exec --max-budget-usd`).
+    pub max_budget_usd: Option<f64>,
 }
 
 impl EngineOptions {

@@ -95,6 +95,12 @@ pub struct Settings {
     /// MCP servers whose entry comes from the project's settings file (not
     /// the home folder's): they need the user's trust (`mcp_trust.rs`).
     pub mcp_project: Vec<String>,
+    /// Spending limits (`budget`, [`crate::budget`]).
+    pub budget: crate::budget::Limits,
+    /// Models a request goes to, in order, when the chosen one is
+    /// overloaded, rate limited or failing after its retries
+    /// (`fallbackModels`).
+    pub fallback_models: Vec<String>,
     /// Files that were read.
     pub loaded: Vec<PathBuf>,
     /// Problems found (unreadable files, bad values).
@@ -391,6 +397,8 @@ fn from_map(
     let local_models = model_flags(map, "localModels", &mut warnings);
     let text_edits = model_flags(map, "textEdits", &mut warnings);
     let prices = crate::cost::parse_setting(map.get("prices"), &mut warnings);
+    let budget = crate::budget::parse_setting(map.get("budget"), &mut warnings);
+    let fallback_models = model_list(map.get("fallbackModels"), "fallbackModels", &mut warnings);
     Settings {
         llm,
         model: text("model"),
@@ -410,8 +418,32 @@ fn from_map(
         mcp_disabled: HashMap::new(),
         mcp_offline: Vec::new(),
         mcp_project: Vec::new(),
+        budget,
+        fallback_models,
         loaded,
         warnings,
+    }
+}
+
+/// A list of model names (`fallbackModels`); anything else is reported
+/// and ignored.
+pub fn model_list(value: Option<&Value>, key: &str, warnings: &mut Vec<String>) -> Vec<String> {
+    match value {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(models)) => models
+            .iter()
+            .filter_map(|m| {
+                let name = m.as_str().map(str::trim).filter(|n| !n.is_empty());
+                if name.is_none() {
+                    warnings.push(format!("{key} must list model names; an entry was ignored"));
+                }
+                name.map(str::to_owned)
+            })
+            .collect(),
+        Some(_) => {
+            warnings.push(format!("{key} must be a list of model names; ignored"));
+            Vec::new()
+        }
     }
 }
 

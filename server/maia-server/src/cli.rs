@@ -187,6 +187,17 @@ pub struct ExecArgs {
     /// Let `--export` replace an existing file.
     #[arg(long, requires = "export")]
     pub export_force: bool,
+    /// Stop before a model request that would take the run's spend past
+    /// USD US dollars (over `budget.sessionUsd`; exit 4, docs/exec.md).
+    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    pub max_budget_usd: Option<f64>,
+}
+
+fn parse_usd(text: &str) -> Result<f64, String> {
+    match text.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(usd) if usd.is_finite() && usd > 0.0 => Ok(usd),
+        _ => Err("a positive amount of US dollars, e.g. 0.50".to_owned()),
+    }
 }
 
 fn parse_mode(text: &str) -> Result<Mode, String> {
@@ -253,6 +264,7 @@ pub fn unmanaged_options(model: Option<String>) -> EngineOptions {
         allow: Vec::new(),
         no_queue: false,
         policy: None,
+        max_budget_usd: None,
     }
 }
 

@@ -47,9 +47,11 @@ use crate::window::WindowCache;
 
 mod after_tools;
 mod announce;
+mod budget;
 mod changes;
 mod compact;
 mod effects;
+mod fallback;
 pub(crate) mod files;
 mod hooks;
 pub(crate) mod instructions;
@@ -123,6 +125,9 @@ pub(crate) struct Session {
     /// The model could not call tools: turns edit with text blocks
     /// ([`text_mode`]).
     text_mode: bool,
+    /// What the session and its subagents spent, and their limits
+    /// ([`crate::budget`]; a child shares its parent's).
+    budget: crate::budget::Shared,
 }
 
 /// What a session is given when it opens and keeps until it ends.
@@ -179,6 +184,9 @@ pub(crate) struct TurnState {
     pub(crate) steers: Vec<steer::Steer>,
     /// The turn offers read-only tools only (`/review`).
     pub(crate) read_only: bool,
+    /// The model this turn fell back to (`fallbackModels`): it holds for
+    /// the rest of the turn.
+    pub(crate) fallback: Option<String>,
     /// The usage the server reported for this turn's requests, summed.
     pub(crate) usage: Option<maia_llm::Usage>,
     /// The system prompt's environment section, made at the turn's start.
@@ -234,7 +242,18 @@ impl Session {
             model,
             role,
         } = parts;
+        let budget = match &role {
+            Some(role) => role.budget.clone(),
+            None => {
+                let mut limits = project.settings.budget;
+                if let Some(usd) = services.options.max_budget_usd {
+                    limits.session = Some(usd);
+                }
+                crate::budget::Spend::shared(limits)
+            }
+        };
         Self {
+            budget,
             checkpoints: files::checkpoints(&services.cwd, &id, role.is_none()),
             id,
             services,
@@ -402,6 +421,13 @@ impl Session {
 
     /// Saves a record of what the user saw (see [`Conversation::record`]).
     pub fn record(&mut self, record: &Record) {
+        // A subagent's charge was counted by the child that made it.
+        if let Record::Usage { charge } = record
+            && charge.agent.is_none()
+            && let Ok(mut spend) = self.budget.lock()
+        {
+            spend.add(charge.cost);
+        }
         self.conversation.record(record);
     }
 

@@ -218,12 +218,13 @@ impl Session {
 
     /// Builds the request from a repaired copy of the history (never in
     /// place: the turn's prompt index and the journal stay true), with the
-    /// round's tools and the turn's images, and streams it.
+    /// round's tools and the turn's images, and streams it once the
+    /// budget lets it go (`Break`: the turn ends).
     pub(crate) async fn request(
         &mut self,
         state: &mut TurnLoop,
         cancel: &CancellationToken,
-    ) -> Sent {
+    ) -> ControlFlow<StopReason, Sent> {
         let mut messages = Vec::with_capacity(self.conversation.len() + 3);
         messages.push(ChatMessage::System {
             content: self.system_prompt_for(state.text_mode),
@@ -274,18 +275,19 @@ impl Session {
             messages: images::with_images(request.messages, &shown),
             ..request
         };
+        self.budget_gate(&request, size, cancel).await?;
         let streamed = self.stream(&request, state.text_calls, cancel).await;
         if !streamed.thought.is_empty() {
             self.record(&Record::Thought {
                 text: streamed.thought,
             });
         }
-        Sent {
+        ControlFlow::Continue(Sent {
             result: streamed.result,
             partial: streamed.partial,
             size,
             held: streamed.held,
-        }
+        })
     }
 
     /// A failed request: cancelled, rejected as over the window (compact
@@ -299,6 +301,9 @@ impl Session {
         state: &mut TurnLoop,
         cancel: &CancellationToken,
     ) -> ControlFlow<StopReason> {
+        if partial.is_empty() && self.fall_back(&error, state, cancel).await {
+            return ControlFlow::Continue(());
+        }
         match error {
             LlmError::ContextWindowExceeded { message }
                 if !state.compacted && partial.is_empty() =>

@@ -106,6 +106,7 @@ impl Session {
         let small = self.project.settings.small_model.clone();
         let spawner = self.services.spawner.clone();
         let sink = self.tools.records.clone();
+        let budget = self.budget.clone();
         let start: crate::subagent::StartChild = Arc::new(move |request| {
             let crate::subagent::ChildRequest { agent, prompt, .. } = request;
             let model = match &agent.model {
@@ -146,6 +147,8 @@ impl Session {
                     read_only,
                     depth: depth + 1,
                     parent: sink.clone(),
+                    budget: budget.clone(),
+                    fallback_models: agent.fallback_models.clone(),
                 },
                 prompt,
             }))

@@ -126,6 +126,7 @@ impl Session {
     ) -> StopReason {
         self.refresh_agents();
         self.turn.take_halted();
+        self.begin_turn_budget();
         // A child's prompt is the model's task: no `UserPromptSubmit`.
         let hook_context = match self.role {
             Some(_) => Vec::new(),
@@ -212,6 +213,7 @@ impl Session {
             stop = self.model_loop(cancel).await;
         }
         self.turn.prompt = None;
+        self.end_fallback();
         // Images are ephemeral: later turns see their stand-ins only.
         self.turn.images.clear();
         if stop == StopReason::EndTurn && self.needs_compaction() {
@@ -377,7 +379,10 @@ impl Session {
             if let ControlFlow::Break(stop) = self.before_request(&mut state, cancel).await {
                 return stop;
             }
-            let sent = self.request(&mut state, cancel).await;
+            let sent = match self.request(&mut state, cancel).await {
+                ControlFlow::Continue(sent) => sent,
+                ControlFlow::Break(stop) => return stop,
+            };
             let completion = match sent.result {
                 Ok(completion) => completion,
                 Err(error) => {
@@ -421,7 +426,7 @@ impl Session {
             )));
         }
         let model = match self.resolve_model(cancel).await {
-            Ok(model) => model,
+            Ok(model) => self.turn_model(model),
             Err(_) if cancel.is_cancelled() => return Err(StopReason::Cancelled),
             Err(e) => {
                 return Err(self.fail(format!(

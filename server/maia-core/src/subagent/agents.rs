@@ -42,6 +42,8 @@ pub struct AgentDef {
     /// built-in `explore`): the tool's own answer, no list of names.
     pub reads_only: bool,
     pub model: ModelChoice,
+    /// Its own `fallbackModels` (`None`: the settings').
+    pub fallback_models: Option<Vec<String>>,
     /// Its system prompt (the file's body); `None`: MAIA's own.
     pub prompt: Option<String>,
     /// The file it came from (`None`: built in).
@@ -67,6 +69,7 @@ impl LoadedAgents {
 /// The built-in `explore` agent: read-only tools, on `smallModel`.
 pub fn explore() -> AgentDef {
     AgentDef {
+        fallback_models: None,
         name: EXPLORE.to_owned(),
         description: "Read-only research in the project: finds files, reads code, searches text and the web, and reports what it found. Cannot change anything.".to_owned(),
         tools: None,
@@ -195,6 +198,28 @@ pub fn parse(text: &str, stem: &str) -> Result<AgentDef, String> {
         }
         Some(_) => ModelChoice::Inherit,
     };
+    let fallback_models = match &doc["fallbackModels"] {
+        Yaml::BadValue | Yaml::Null => None,
+        Yaml::String(list) => Some(
+            list.split(',')
+                .map(|m| m.trim().to_owned())
+                .filter(|m| !m.is_empty())
+                .collect(),
+        ),
+        Yaml::Array(items) => Some(
+            items
+                .iter()
+                .map(|item| match item {
+                    Yaml::String(s) => Ok(s.trim().to_owned()),
+                    _ => Err(
+                        "invalid front matter (`fallbackModels` items must be model names)"
+                            .to_owned(),
+                    ),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        _ => return Err("invalid front matter (`fallbackModels` must be a list)".into()),
+    };
     let prompt = Some(body.trim().to_owned()).filter(|b| !b.is_empty());
     Ok(AgentDef {
         name,
@@ -202,6 +227,7 @@ pub fn parse(text: &str, stem: &str) -> Result<AgentDef, String> {
         tools,
         reads_only: false,
         model,
+        fallback_models,
         prompt,
         path: None,
     })

@@ -71,6 +71,11 @@ pub struct ChildRole {
     pub depth: u8,
     /// Its parent's sink: where its responses are charged.
     pub parent: Sink,
+    /// Its parent's spend and limits: a child's requests count toward
+    /// them and are checked against them ([`crate::budget`]).
+    pub budget: crate::budget::Shared,
+    /// Its agent's own `fallbackModels` (`None`: the settings').
+    pub fallback_models: Option<Vec<String>>,
 }
 
 impl ChildRole {

@@ -267,6 +267,8 @@ mod tests {
             read_only: false,
             depth: 1,
             parent: Arc::default(),
+            budget: crate::budget::Spend::shared(crate::budget::Limits::default()),
+            fallback_models: None,
         };
         let mut r = made();
         narrow(&mut r, ToolSet::All, Some(&role));

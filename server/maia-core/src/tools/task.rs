@@ -57,6 +57,7 @@ pub(crate) struct Task {
 /// The agent of a call without one: this session's tools and prompt.
 fn general() -> AgentDef {
     AgentDef {
+        fallback_models: None,
         name: "general-purpose".to_owned(),
         description: String::new(),
         tools: None,

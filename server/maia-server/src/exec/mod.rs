@@ -5,7 +5,7 @@
 //! Nobody can answer a question here: a permission question is refused
 //! (the model is told why and the turn goes on), `AskUser` is declined;
 //! both are reported. `--mode` and `--allow RULE` say what runs without
-//! one. SIGINT cancels the turn (the model stream dropped, running commands
+//! one. A budget question is answered "stop": the run ends with exit 4. SIGINT cancels the turn (the model stream dropped, running commands
 //! killed with their whole process trees) and exits 130; a second one
 //! leaves at once. The thread is an ordinary saved thread: `--resume ID`,
 //! `--continue`, or an editor's `session/load` go on with it.
@@ -38,6 +38,9 @@ const FAILED: u8 = 1;
 /// tool call written as text that could not be run, an empty answer, or a
 /// refused call after which nothing ran.
 const UNFINISHED: u8 = 3;
+/// Exit status: the run stopped before a model request that would have
+/// passed a budget (`--max-budget-usd`, `budget.sessionUsd`/`turnUsd`).
+const BUDGET: u8 = 4;
 /// How long the proxy's model list is waited for.
 const MODEL_LIST_WAIT: Duration = Duration::from_secs(5);
 /// How long a finished session may take to release its thread.
@@ -81,6 +84,7 @@ pub fn main(args: ExecArgs, model: Option<String>) -> ExitCode {
     options.allow.extend(args.allow.iter().cloned());
     // A thread's saved queue is the editor's: exec neither runs nor empties it.
     options.no_queue = true;
+    options.max_budget_usd = args.max_budget_usd;
     let code = match crate::runtime() {
         Ok(runtime) => {
             let code = runtime.block_on(run(&args, options, prompt, &mut out));
@@ -180,6 +184,7 @@ async fn run(args: &ExecArgs, options: EngineOptions, prompt: String, out: &mut 
         Turn::Stopped(signal) => signal_status(signal),
         Turn::Ended(StopReason::Cancelled) => 130,
         Turn::Ended(StopReason::EndTurn) => OK,
+        Turn::Unfinished(Unfinished::Budget) => BUDGET,
         Turn::Unfinished(_) => UNFINISHED,
         Turn::Ended(_) | Turn::Failed | Turn::Lost => FAILED,
     };
@@ -383,6 +388,14 @@ async fn pump(
                 Some(Event::TurnFailed(message)) => {
                     failed = true;
                     out.failed(&message);
+                }
+                // Nobody can raise a budget here: stop (the engine says so
+                // with `TurnUnfinished`).
+                Some(Event::Permission(request)) if request.tool_call.name == maia_core::budget::QUESTION => {
+                    let _ = request.reply.send(PermissionReply::Selected {
+                        option: maia_core::budget::STOP.to_owned(),
+                        reason: None,
+                    });
                 }
                 Some(Event::Permission(request)) => {
                     let rule = maia_core::permission::suggest_rule_value(
