@@ -33,6 +33,7 @@ pub struct Maia {
     pub stderr: Arc<Mutex<String>>,
     /// What the process was started with (for [`Maia::restart`]).
     args: Vec<String>,
+    env: Vec<(String, String)>,
     capture_log: Option<String>,
 }
 
@@ -41,6 +42,8 @@ type Lines = mpsc::UnboundedReceiver<Result<Value, String>>;
 pub struct Options {
     pub settings: Value,
     pub args: Vec<String>,
+    /// Environment variables of the process, besides the harness's own.
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -48,6 +51,7 @@ impl Default for Options {
         Options {
             settings: json!({}),
             args: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -88,7 +92,8 @@ impl Maia {
             serde_json::to_string_pretty(&settings).unwrap(),
         )
         .unwrap();
-        let (child, stdin, rx, stderr_text) = launch(home.path(), &options.args, capture_log);
+        let (child, stdin, rx, stderr_text) =
+            launch(home.path(), (&options.args, &options.env), capture_log);
         Maia {
             child,
             stdin,
@@ -100,6 +105,7 @@ impl Maia {
             cwd,
             stderr: stderr_text,
             args: options.args,
+            env: options.env,
             capture_log: capture_log.map(str::to_owned),
         }
     }
@@ -112,8 +118,11 @@ impl Maia {
         let _ = tokio::time::timeout(WAIT, self.child.wait())
             .await
             .expect("maia did not die after SIGKILL");
-        let (child, stdin, rx, stderr) =
-            launch(self.home.path(), &self.args, self.capture_log.as_deref());
+        let (child, stdin, rx, stderr) = launch(
+            self.home.path(),
+            (&self.args, &self.env),
+            self.capture_log.as_deref(),
+        );
         Maia {
             child,
             stdin,
@@ -125,6 +134,7 @@ impl Maia {
             cwd: self.cwd,
             stderr,
             args: self.args,
+            env: self.env,
             capture_log: self.capture_log,
         }
     }
@@ -552,12 +562,13 @@ pub fn read(path: &Path) -> String {
 /// stdout lines (parsed) and its collected stderr.
 fn launch(
     home: &Path,
-    args: &[String],
+    (args, env): (&[String], &[(String, String)]),
     capture_log: Option<&str>,
 ) -> (Child, Option<ChildStdin>, Lines, Arc<Mutex<String>>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
         .arg("acp")
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("HOME", home)
         .env_remove("LITELLM_API_KEY")
         .env_remove("MAIA_MODEL")
