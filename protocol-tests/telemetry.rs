@@ -383,3 +383,45 @@ async fn a_collector_that_is_down_changes_nothing_for_the_user() {
         assert!(status.success(), "{protocol}: {status:?}");
     }
 }
+
+#[tokio::test]
+async fn a_cancelled_turn_ends_its_spans() {
+    let receiver = Receiver::http().await;
+    let mut maia = Maia::start_with(Options {
+        env: env(&receiver, &[]),
+        ..Default::default()
+    })
+    .await;
+    maia.initialize().await;
+    let sid = maia.new_session().await;
+    maia.mock.push(mock::Reply::Hang);
+    let id = maia.prompt(&sid, "hello?").await;
+    maia.mock.wait_for_requests(1, WAIT).await;
+    maia.notify("session/cancel", json!({"sessionId": sid}))
+        .await;
+    let (resp, _) = maia.response(id).await;
+    assert_eq!(resp["result"]["stopReason"], "cancelled", "{resp}");
+    // Both spans arrive while the process runs on: they ended.
+    let ended = receiver
+        .wait(WAIT, |spans, _| {
+            !named(spans, "invoke_agent maia").is_empty()
+                && !named(spans, "chat mock-model").is_empty()
+        })
+        .await;
+    assert!(ended, "the cancelled turn's spans never ended");
+    let spans = receiver.spans();
+    let turn = named(&spans, "invoke_agent maia")[0];
+    assert_eq!(attr_str(&turn.attributes, "error.type"), Some("cancelled"));
+    assert_eq!(
+        attr_str(&turn.attributes, "maia.turn.stop_reason"),
+        Some("cancelled")
+    );
+    let chat = named(&spans, "chat mock-model")[0];
+    assert_eq!(attr_str(&chat.attributes, "error.type"), Some("cancelled"));
+    // Without a traceparent the turn is under the session's span.
+    assert_ne!(hex(&turn.parent_span_id), "");
+    assert!(
+        named(&spans, "maia.session").is_empty(),
+        "the session is still open"
+    );
+}

@@ -412,3 +412,6 @@ fn stop_error(stop: StopReason) -> Option<&'static str> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests;
