@@ -72,25 +72,20 @@ impl Recorder {
     }
 
     fn session(&mut self, id: &str) -> &mut Session {
-        if !self.sessions.contains_key(id) {
-            let span = self
-                .tracer
+        let (tracer, instruments) = (&self.tracer, &self.instruments);
+        self.sessions.entry(id.to_owned()).or_insert_with(|| {
+            let span = tracer
                 .span_builder("maia.session")
                 .with_kind(SpanKind::Internal)
                 .with_attributes([KeyValue::new(CONVERSATION_ID, id.to_owned())])
-                .start_with_context(&self.tracer, &Context::new());
-            self.instruments.session();
-            let root = Context::new().with_span(span);
-            self.sessions.insert(
-                id.to_owned(),
-                Session {
-                    root,
-                    next: None,
-                    turn: None,
-                },
-            );
-        }
-        self.sessions.get_mut(id).expect("inserted above")
+                .start_with_context(tracer, &Context::new());
+            instruments.session();
+            Session {
+                root: Context::new().with_span(span),
+                next: None,
+                turn: None,
+            }
+        })
     }
 
     /// The next turn of `session` comes from `origin`.
