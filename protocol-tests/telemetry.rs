@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use maia_test_support as mock;
+use opentelemetry_proto::tonic::metrics::v1::Metric;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::json;
 
@@ -214,82 +215,98 @@ async fn check_trace(receiver: &Receiver) -> Vec<Span> {
     spans
 }
 
-/// Checks the metrics of [`turn_with_a_tool_call`].
+/// Checks the metrics of [`turn_with_a_tool_call`], as their latest
+/// export has them (cumulative: the first exports may come before the
+/// turn's end).
 async fn check_metrics(receiver: &Receiver) {
-    let wanted = [
+    let complete = receiver
+        .wait(WAIT, |_, metrics| metric_checks(metrics).is_ok())
+        .await;
+    if !complete && let Err(e) = metric_checks(&receiver.metrics()) {
+        panic!("{e}");
+    }
+}
+
+type Points = Vec<(Vec<(String, String)>, f64)>;
+
+/// The points of the latest export of sum `name`.
+fn sums(metrics: &[Metric], name: &str) -> Result<Points, String> {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value;
+    let metric = metrics
+        .iter()
+        .rev()
+        .find(|m| m.name == name)
+        .ok_or_else(|| format!("no {name}"))?;
+    let Some(Data::Sum(sum)) = metric.data.as_ref() else {
+        return Err(format!("{name} is not a sum"));
+    };
+    Ok(sum
+        .data_points
+        .iter()
+        .map(|p| {
+            let value = match p.value {
+                Some(Value::AsInt(i)) => i as f64,
+                Some(Value::AsDouble(d)) => d,
+                None => f64::NAN,
+            };
+            let attrs = p
+                .attributes
+                .iter()
+                .map(|kv| {
+                    let v = attr_str(std::slice::from_ref(kv), &kv.key)
+                        .unwrap_or_default()
+                        .to_owned();
+                    (kv.key.clone(), v)
+                })
+                .collect();
+            (attrs, value)
+        })
+        .collect())
+}
+
+fn metric_checks(metrics: &[Metric]) -> Result<(), String> {
+    for name in [
         "gen_ai.client.token.usage",
         "gen_ai.client.operation.duration",
-        "maia.token.usage",
-        "maia.cost.usage",
-        "maia.tool_call.count",
-        "maia.lines_of_code.count",
-        "maia.permission.decision.count",
-    ];
-    let all = receiver
-        .wait(WAIT, |_, metrics| {
-            wanted.iter().all(|w| metrics.iter().any(|m| m.name == *w))
-        })
-        .await;
-    let metrics = receiver.metrics();
-    let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
-    assert!(all, "{names:?}");
-    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
-    let sums = |name: &str| -> Vec<(Vec<(String, String)>, f64)> {
-        let metric = metrics.iter().rev().find(|m| m.name == name).unwrap();
-        match metric.data.as_ref().unwrap() {
-            Data::Sum(sum) => sum
-                .data_points
-                .iter()
-                .map(|p| {
-                    use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value;
-                    let value = match p.value.unwrap() {
-                        Value::AsInt(i) => i as f64,
-                        Value::AsDouble(d) => d,
-                    };
-                    let attrs = p
-                        .attributes
-                        .iter()
-                        .map(|kv| {
-                            let v = attr_str(std::slice::from_ref(kv), &kv.key)
-                                .unwrap_or_default()
-                                .to_owned();
-                            (kv.key.clone(), v)
-                        })
-                        .collect();
-                    (attrs, value)
-                })
-                .collect(),
-            other => panic!("{name} is not a sum: {other:?}"),
+    ] {
+        let metric = metrics
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| format!("no {name}"))?;
+        let unit = if name.ends_with("usage") {
+            "{token}"
+        } else {
+            "s"
+        };
+        if metric.unit != unit {
+            return Err(format!("{name} in {}", metric.unit));
+        }
+    }
+    let has = |name: &str, key: &str, value: &str, n: f64| -> Result<(), String> {
+        let points = sums(metrics, name)?;
+        let found = points.iter().any(|(attrs, v)| {
+            (*v - n).abs() < 1e-9 && attrs.iter().any(|(k, x)| k == key && x == value)
+        });
+        if found {
+            Ok(())
+        } else {
+            Err(format!("{name}: no {key}={value} at {n} in {points:?}"))
         }
     };
-    let has = |points: &[(Vec<(String, String)>, f64)], key: &str, value: &str, n: f64| {
-        points
-            .iter()
-            .any(|(attrs, v)| *v == n && attrs.iter().any(|(k, x)| k == key && x == value))
-    };
-    let calls = sums("maia.tool_call.count");
-    assert!(has(&calls, "result", "success", 1.0), "{calls:?}");
-    assert!(has(&calls, "gen_ai.tool.name", "Write", 1.0), "{calls:?}");
-    let lines = sums("maia.lines_of_code.count");
-    assert!(has(&lines, "type", "added", 2.0), "{lines:?}");
-    let decisions = sums("maia.permission.decision.count");
-    assert!(
-        has(&decisions, "decision", "allow_once", 1.0),
-        "{decisions:?}"
-    );
-    let tokens = sums("maia.token.usage");
-    assert!(has(&tokens, "type", "input", 84.0), "{tokens:?}");
-    assert!(has(&tokens, "type", "output", 14.0), "{tokens:?}");
-    let cost = sums("maia.cost.usage");
-    assert!(
-        cost.iter().any(|(_, v)| (*v - 0.5).abs() < 1e-9),
-        "{cost:?}"
-    );
-    let usage = metrics
-        .iter()
-        .find(|m| m.name == "gen_ai.client.token.usage")
-        .unwrap();
-    assert_eq!(usage.unit, "{token}");
+    has("maia.tool_call.count", "result", "success", 1.0)?;
+    has("maia.tool_call.count", "gen_ai.tool.name", "Write", 1.0)?;
+    has("maia.lines_of_code.count", "type", "added", 2.0)?;
+    has(
+        "maia.permission.decision.count",
+        "decision",
+        "allow_once",
+        1.0,
+    )?;
+    has("maia.token.usage", "type", "input", 84.0)?;
+    has("maia.token.usage", "type", "output", 14.0)?;
+    has("maia.cost.usage", "gen_ai.request.model", "mock-model", 0.5)?;
+    Ok(())
 }
 
 #[tokio::test]
