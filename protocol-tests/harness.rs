@@ -34,6 +34,7 @@ pub struct Maia {
     /// What the process was started with (for [`Maia::restart`]).
     args: Vec<String>,
     launcher: Option<Launcher>,
+    env: Vec<(String, String)>,
     capture_log: Option<String>,
 }
 
@@ -42,6 +43,8 @@ type Lines = mpsc::UnboundedReceiver<Result<Value, String>>;
 pub struct Options {
     pub settings: Value,
     pub args: Vec<String>,
+    /// Environment variables of the process, besides the harness's own.
+    pub env: Vec<(String, String)>,
     /// What starts MAIA instead of the built binary (`None`: the binary).
     pub launcher: Option<Launcher>,
 }
@@ -62,6 +65,7 @@ impl Default for Options {
             settings: json!({}),
             args: Vec::new(),
             launcher: None,
+            env: Vec::new(),
         }
     }
 }
@@ -123,7 +127,7 @@ impl Maia {
         .unwrap();
         let (child, stdin, rx, stderr_text) = launch(
             home.path(),
-            &options.args,
+            (&options.args, &options.env),
             options.launcher.as_ref(),
             capture_log,
         );
@@ -139,6 +143,7 @@ impl Maia {
             stderr: stderr_text,
             args: options.args,
             launcher: options.launcher,
+            env: options.env,
             capture_log: capture_log.map(str::to_owned),
         }
     }
@@ -153,7 +158,7 @@ impl Maia {
             .expect("maia did not die after SIGKILL");
         let (child, stdin, rx, stderr) = launch(
             self.home.path(),
-            &self.args,
+            (&self.args, &self.env),
             self.launcher.as_ref(),
             self.capture_log.as_deref(),
         );
@@ -169,6 +174,7 @@ impl Maia {
             stderr,
             args: self.args,
             launcher: self.launcher,
+            env: self.env,
             capture_log: self.capture_log,
         }
     }
@@ -600,7 +606,7 @@ pub const MANAGED_FILE: &str = "managed-settings.json";
 /// collected stderr.
 fn launch(
     home: &Path,
-    args: &[String],
+    (args, env): (&[String], &[(String, String)]),
     launcher: Option<&Launcher>,
     capture_log: Option<&str>,
 ) -> (Child, Option<ChildStdin>, Lines, Arc<Mutex<String>>) {
@@ -616,6 +622,7 @@ fn launch(
     let mut child = command
         .arg("acp")
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("HOME", home)
         // The managed policy, when a test wrote one there.
         .env("MAIA_MANAGED_SETTINGS", home.join(MANAGED_FILE))

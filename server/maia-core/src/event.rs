@@ -320,6 +320,8 @@ pub enum Event {
     Subagent(SubagentEvent),
     /// A hook ran (see the `hooks` module and docs/hooks.md).
     Hook(HookReport),
+    /// A model request ended (for observability; nothing to show).
+    ModelRequest(crate::telemetry::ModelRequest),
     /// A turn starts: the events up to the next [`Event::TurnEnded`] are
     /// this turn's (the id [`crate::SessionHandle::prompt`] returned, for a
     /// prompt's turn).
@@ -473,6 +475,7 @@ impl Event {
                 message_id: message_id.clone(),
             },
             Event::Hook(report) => Event::Hook(report.clone()),
+            Event::ModelRequest(report) => Event::ModelRequest(report.clone()),
             Event::UserImage {
                 message_id,
                 mime_type,

@@ -53,6 +53,7 @@ mod slash;
 pub mod store;
 pub mod subagent;
 mod system_prompt;
+pub mod telemetry;
 mod text_edits;
 mod text_tool_calls;
 pub mod timeline;

@@ -192,6 +192,16 @@ fn set_guard() {
     }
 }
 
+/// The longest the exit waits for telemetry still to be exported.
+pub(crate) const TELEMETRY_EXIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Starts telemetry on `runtime` when the environment configures it
+/// (docs/telemetry.md); [`maia_otel::shutdown`] before the runtime stops.
+pub(crate) fn telemetry_on(runtime: &tokio::runtime::Runtime) {
+    let _entered = runtime.enter();
+    maia_otel::init();
+}
+
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -216,7 +226,10 @@ fn serve(
             anyhow::Ok(())
         })?;
     } else {
-        runtime.block_on(acp::serve_stdio(options, protocol_v2))?;
+        telemetry_on(&runtime);
+        let served = runtime.block_on(acp::serve_stdio(options, protocol_v2));
+        maia_otel::shutdown(TELEMETRY_EXIT);
+        served?;
     }
     // Do not wait for stray blocking tasks (a Grep walk) at exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));

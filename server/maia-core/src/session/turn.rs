@@ -20,6 +20,7 @@ use crate::session::round::{Answered, TurnLoop};
 use crate::session::text::{display_text, new_message_id, title_from, title_text};
 use crate::store::Record;
 use crate::system_prompt;
+use crate::telemetry::ModelRequest;
 
 impl Session {
     /// The model to use: forced, configured, else the first listed.
@@ -538,7 +539,10 @@ impl Session {
             }
             Delta::ToolCallStarted { .. } => {}
         };
+        let started = std::time::SystemTime::now();
         let result = llm.stream_chat(request, cancel, &mut on_delta).await;
+        let report = ModelRequest::ended(&request.model, started, &result, &partial);
+        let _ = self.services.events.send(Event::ModelRequest(report));
         Streamed {
             result,
             partial,

@@ -367,6 +367,7 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
         | Event::Subagent(_)
         | Event::TurnFailed(_)
         | Event::TurnUsage(_)
+        | Event::ModelRequest(_)
         | Event::QueueChanged
         | Event::QueueTurn { .. }
         | Event::TurnStarted(_)

@@ -122,8 +122,10 @@ impl Forwarder {
 
     pub(super) async fn run(self, mut events: mpsc::UnboundedReceiver<Event>) {
         while let Some(event) = events.recv().await {
+            maia_otel::observe(&self.session_id, &event);
             self.forward(self.split(event));
         }
+        maia_otel::session_closed(&self.session_id);
         // The engine is gone: never leave a prompt unanswered.
         let waiting = std::mem::take(&mut *lock(&self.pending));
         for id in waiting.into_values() {
@@ -273,6 +275,7 @@ impl Forwarder {
                     if let Some(raw) = &raw {
                         reviewed.note(raw, &reply, &offered, view);
                     }
+                    maia_otel::decision(&view.name, &reply, &offered);
                     if v2 && !matches!(reply, maia_core::PermissionReply::Cancelled) {
                         super::v2::turn::running(&conn, &session_id);
                     }

@@ -336,11 +336,12 @@ impl Agent {
         let mut pending = super::forward::lock(&entry.pending);
         // Held too: the other connection reads the prompt at its turn's events.
         let mut book = entry.book.as_ref().map(|b| super::forward::lock(b));
+        maia_otel::prompt(&session_id, req.meta.as_ref(), &parts);
         // The session alone decides whether a turn runs (and says why not).
-        let turn = entry
-            .handle
-            .prompt(parts)
-            .map_err(|busy| RpcError::new(ErrorCode::InvalidRequest, busy.to_string()))?;
+        let turn = entry.handle.prompt(parts).map_err(|busy| {
+            maia_otel::prompt_refused(&session_id);
+            RpcError::new(ErrorCode::InvalidRequest, busy.to_string())
+        })?;
         if let (Some(book), Some(Ok(shown))) = (book.as_mut(), shown) {
             super::mirror::note_prompt(book, turn, shown);
         }

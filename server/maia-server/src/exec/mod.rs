@@ -87,7 +87,9 @@ pub fn main(args: ExecArgs, model: Option<String>) -> ExitCode {
     options.max_budget_usd = args.max_budget_usd;
     let code = match crate::runtime() {
         Ok(runtime) => {
+            crate::telemetry_on(&runtime);
             let code = runtime.block_on(run(&args, options, prompt, &mut out));
+            maia_otel::shutdown(crate::TELEMETRY_EXIT);
             // Stray blocking work (a Grep walk) is not waited for.
             runtime.shutdown_timeout(Duration::from_millis(200));
             code
@@ -168,7 +170,9 @@ async fn run(args: &ExecArgs, options: EngineOptions, prompt: String, out: &mut 
     }
     let model = handle.default_model_from(&listed);
     out.started(handle.id(), handle.cwd(), model.as_deref(), resumed);
-    if handle.prompt(vec![PromptPart::Text(prompt)]).is_err() {
+    let parts = vec![PromptPart::Text(prompt)];
+    maia_otel::prompt(handle.id(), None, &parts);
+    if handle.prompt(parts).is_err() {
         out.error("the session ended before the prompt could be sent");
         return FAILED;
     }
@@ -364,8 +368,11 @@ async fn pump(
                 handle.cancel();
             }
             // Events first: a question's tool call is shown before it.
-            event = events.recv() => match event {
-                None => return stopped.map_or(Turn::Lost, Turn::Stopped),
+            event = events.recv() => match event.inspect(|e| maia_otel::observe(handle.id(), e)) {
+                None => {
+                    maia_otel::session_closed(handle.id());
+                    return stopped.map_or(Turn::Lost, Turn::Stopped);
+                }
                 Some(Event::TurnEnded(reason)) => {
                     if unfinished.is_none() && batch.refused_only() && reason == StopReason::EndTurn {
                         let text = "A call was refused (no one can answer permission questions in `maia exec`) and nothing ran after it: the task is likely not done.";

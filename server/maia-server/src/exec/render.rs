@@ -536,6 +536,7 @@ fn json_event(event: Event) -> Option<Value> {
         | Event::TurnUnfinished { .. }
         | Event::Command { .. }
         | Event::FilesChanged { .. }
+        | Event::ModelRequest(_)
         | Event::TurnStarted(_)
         | Event::TurnEnded(_) => return None,
     })

@@ -94,7 +94,10 @@ pub fn main(args: ServeArgs, options: maia_core::EngineOptions) -> anyhow::Resul
         Some(ServeCommand::Token(command)) => token_command(&path, command),
         None => {
             let runtime = crate::runtime()?;
-            runtime.block_on(run(args, options, path))?;
+            crate::telemetry_on(&runtime);
+            let served = runtime.block_on(run(args, options, path));
+            maia_otel::shutdown(crate::TELEMETRY_EXIT);
+            served?;
             runtime.shutdown_timeout(std::time::Duration::from_millis(200));
             Ok(())
         }

@@ -123,7 +123,9 @@ impl Agent {
             super::reread(&req.prompt, "this prompt content")?;
         let parts = super::super::prompt::prompt_parts(blocks)?;
         let mut pending = lock(&entry.pending);
+        maia_otel::prompt(&session_id, req.meta.as_ref(), &parts);
         let Ok(turn) = entry.handle.prompt(parts) else {
+            maia_otel::prompt_refused(&session_id);
             drop(pending);
             return self.steered(id, req, &entry);
         };
