@@ -34,6 +34,8 @@ pub struct Maia {
     /// What the process was started with (for [`Maia::restart`]).
     args: Vec<String>,
     capture_log: Option<String>,
+    /// The named fault points armed in the process (`MAIA_FAULT`).
+    fault: Option<String>,
 }
 
 type Lines = mpsc::UnboundedReceiver<Result<Value, String>>;
@@ -88,7 +90,7 @@ impl Maia {
             serde_json::to_string_pretty(&settings).unwrap(),
         )
         .unwrap();
-        let (child, stdin, rx, stderr_text) = launch(home.path(), &options.args, capture_log);
+        let (child, stdin, rx, stderr_text) = launch(home.path(), &options.args, capture_log, None);
         Maia {
             child,
             stdin,
@@ -101,19 +103,33 @@ impl Maia {
             stderr: stderr_text,
             args: options.args,
             capture_log: capture_log.map(str::to_owned),
+            fault: None,
         }
     }
 
     /// Kills the process with SIGKILL (no chance to flush or clean up) and
     /// starts a new one on the same HOME, cwd and mock LLM. The new process
     /// is not initialized; [`Maia::seen`] starts empty.
-    pub async fn restart(mut self) -> Maia {
-        self.child.start_kill().expect("kill maia");
+    pub async fn restart(self) -> Maia {
+        let fault = self.fault.clone();
+        self.restart_with_fault(fault.as_deref()).await
+    }
+
+    /// Like [`Maia::restart`], the new process with the named fault points
+    /// `fault` armed (`MAIA_FAULT`, `docs/architecture.md` "Fault points"),
+    /// or none.
+    pub async fn restart_with_fault(mut self, fault: Option<&str>) -> Maia {
+        // Already gone when a fault point killed it.
+        let _ = self.child.start_kill();
         let _ = tokio::time::timeout(WAIT, self.child.wait())
             .await
             .expect("maia did not die after SIGKILL");
-        let (child, stdin, rx, stderr) =
-            launch(self.home.path(), &self.args, self.capture_log.as_deref());
+        let (child, stdin, rx, stderr) = launch(
+            self.home.path(),
+            &self.args,
+            self.capture_log.as_deref(),
+            fault,
+        );
         Maia {
             child,
             stdin,
@@ -126,6 +142,7 @@ impl Maia {
             stderr,
             args: self.args,
             capture_log: self.capture_log,
+            fault: fault.map(str::to_owned),
         }
     }
 
@@ -554,8 +571,14 @@ fn launch(
     home: &Path,
     args: &[String],
     capture_log: Option<&str>,
+    fault: Option<&str>,
 ) -> (Child, Option<ChildStdin>, Lines, Arc<Mutex<String>>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_maia"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_maia"));
+    match fault {
+        Some(fault) => command.env("MAIA_FAULT", fault),
+        None => command.env_remove("MAIA_FAULT"),
+    };
+    let mut child = command
         .arg("acp")
         .args(args)
         .env("HOME", home)

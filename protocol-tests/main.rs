@@ -46,6 +46,7 @@ mod acp_v2_cancel;
 mod acp_workspace;
 mod cli_exec;
 mod cli_login;
+mod fault_points;
 mod fuzz_replay;
 mod litellm;
 mod lsp;
