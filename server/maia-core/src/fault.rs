@@ -59,6 +59,10 @@ pub fn action(spec: &str, name: &str) -> Option<Action> {
 
 /// The point `name` is reached: does what `MAIA_FAULT` asks of it.
 #[cfg(feature = "faults")]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "test-only builds: a fault is armed per process, before anything else reads settings"
+)]
 pub fn hit(name: &'static str) -> std::io::Result<()> {
     let Ok(spec) = std::env::var(VARIABLE) else {
         return Ok(());
