@@ -56,9 +56,10 @@ impl Record {
     }
 
     /// Whether the fork was saved in the worktree (a journal in its
-    /// sessions folder): killed after that, before its record was removed,
-    /// the worktree is the fork's and is kept.
-    fn saved(&self) -> bool {
+    /// sessions folder that the commit it started at does not hold): killed
+    /// after that, before its record was removed, the worktree is the
+    /// fork's and is kept.
+    async fn saved(&self) -> bool {
         let Some(folder) = self.folder() else {
             return false;
         };
@@ -69,11 +70,38 @@ impl Record {
         {
             return false;
         }
-        let sessions = crate::store::sessions_dir(&folder.join(&self.inside));
-        std::fs::read_dir(sessions).is_ok_and(|entries| {
-            entries
-                .flatten()
-                .any(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        let sessions = crate::store::sessions_dir(&self.inside);
+        let Ok(entries) = std::fs::read_dir(folder.join(&sessions)) else {
+            return false;
+        };
+        let journals: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        if journals.is_empty() {
+            return false;
+        }
+        // Journals committed in the repository came with the checkout.
+        let spec = sessions.to_string_lossy().into_owned();
+        let Ok(tracked) = crate::review::git(
+            &self.top,
+            &["ls-tree", "-r", "--name-only", &self.head, "--", &spec],
+        )
+        .await
+        else {
+            return false;
+        };
+        journals.iter().any(|journal| {
+            let name = journal
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            !tracked.lines().any(|line| {
+                Path::new(line)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    == name
+            })
         })
     }
 
@@ -332,9 +360,12 @@ pub async fn sweep(sessions: &Path, cwd: &Path) -> Vec<PathBuf> {
             .ok()
             .and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok());
         match record {
-            // Killed after the fork was saved: the worktree is the fork's.
-            Some(record) if record.well_formed() && record.saved() => {}
             Some(record) if record.well_formed() && Some(&record.top) == top.as_ref() => {
+                // Killed after the fork was saved: the worktree is the fork's.
+                if record.saved().await {
+                    let _ = std::fs::remove_file(&file);
+                    continue;
+                }
                 undo(&record).await;
                 if crate::fault_point!("worktree.sweep.undone").is_err() {
                     continue;
