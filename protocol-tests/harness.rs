@@ -36,6 +36,8 @@ pub struct Maia {
     launcher: Option<Launcher>,
     env: Vec<(String, String)>,
     capture_log: Option<String>,
+    /// The named fault points armed in the process (`MAIA_FAULT`).
+    fault: Option<String>,
 }
 
 type Lines = mpsc::UnboundedReceiver<Result<Value, String>>;
@@ -130,6 +132,7 @@ impl Maia {
             (&options.args, &options.env),
             options.launcher.as_ref(),
             capture_log,
+            None,
         );
         Maia {
             child,
@@ -145,14 +148,24 @@ impl Maia {
             launcher: options.launcher,
             env: options.env,
             capture_log: capture_log.map(str::to_owned),
+            fault: None,
         }
     }
 
     /// Kills the process with SIGKILL (no chance to flush or clean up) and
     /// starts a new one on the same HOME, cwd and mock LLM. The new process
     /// is not initialized; [`Maia::seen`] starts empty.
-    pub async fn restart(mut self) -> Maia {
-        self.child.start_kill().expect("kill maia");
+    pub async fn restart(self) -> Maia {
+        let fault = self.fault.clone();
+        self.restart_with_fault(fault.as_deref()).await
+    }
+
+    /// Like [`Maia::restart`], the new process with the named fault points
+    /// `fault` armed (`MAIA_FAULT`, `docs/architecture.md` "Fault points"),
+    /// or none.
+    pub async fn restart_with_fault(mut self, fault: Option<&str>) -> Maia {
+        // Already gone when a fault point killed it.
+        let _ = self.child.start_kill();
         let _ = tokio::time::timeout(WAIT, self.child.wait())
             .await
             .expect("maia did not die after SIGKILL");
@@ -161,6 +174,7 @@ impl Maia {
             (&self.args, &self.env),
             self.launcher.as_ref(),
             self.capture_log.as_deref(),
+            fault,
         );
         Maia {
             child,
@@ -176,6 +190,7 @@ impl Maia {
             launcher: self.launcher,
             env: self.env,
             capture_log: self.capture_log,
+            fault: fault.map(str::to_owned),
         }
     }
 
@@ -609,6 +624,7 @@ fn launch(
     (args, env): (&[String], &[(String, String)]),
     launcher: Option<&Launcher>,
     capture_log: Option<&str>,
+    fault: Option<&str>,
 ) -> (Child, Option<ChildStdin>, Lines, Arc<Mutex<String>>) {
     let mut command = match launcher {
         None => Command::new(env!("CARGO_BIN_EXE_maia")),
@@ -618,6 +634,10 @@ fn launch(
             c.envs(l.env.iter().map(|(k, v)| (k, v)));
             c
         }
+    };
+    match fault {
+        Some(fault) => command.env("MAIA_FAULT", fault),
+        None => command.env_remove("MAIA_FAULT"),
     };
     let mut child = command
         .arg("acp")

@@ -49,6 +49,7 @@ mod acp_v2_cancel;
 mod acp_workspace;
 mod cli_exec;
 mod cli_login;
+mod fault_points;
 mod fuzz_replay;
 mod github_action;
 mod litellm;

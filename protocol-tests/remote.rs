@@ -554,9 +554,9 @@ async fn until(
 #[tokio::test]
 async fn remote_connect_bridges_a_stdio_editor_to_the_daemon() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    // Pings every second: the bridge of an editor that says nothing for a
+    // Pings every 300 ms: the bridge of an editor that says nothing for a
     // while answers them and keeps its connection.
-    let daemon = Daemon::start(&[EDITOR], &["--ping-interval", "1"]).await;
+    let daemon = Daemon::start(&[EDITOR], &["--ping-interval", "300ms"]).await;
     let mut bridge = tokio::process::Command::new(env!("CARGO_BIN_EXE_maia"))
         .args(["acp", "--connect", &format!("ws://{}/acp", daemon.addr)])
         .env("MAIA_TOKEN", &daemon.tokens["editor"])
@@ -587,7 +587,7 @@ async fn remote_connect_bridges_a_stdio_editor_to_the_daemon() {
         .unwrap()
         .to_owned();
     // The editor is quiet for more than two ping intervals.
-    tokio::time::sleep(Duration::from_millis(3500)).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     daemon.mock.push(mock::text_reply("over the bridge"));
     stdin
         .write_all(
@@ -812,7 +812,7 @@ async fn remote_a_client_that_never_reads_is_dropped_and_stalls_nothing() {
 
 #[tokio::test]
 async fn remote_an_idle_streamable_http_connection_is_closed_and_a_streaming_one_is_not() {
-    let daemon = Daemon::start(&[EDITOR], &["--idle-timeout", "1"]).await;
+    let daemon = Daemon::start(&[EDITOR], &["--idle-timeout", "300ms"]).await;
     let client = Http::client();
     let token = daemon.tokens["editor"].clone();
     let open = || async {
@@ -851,7 +851,7 @@ async fn remote_an_idle_streamable_http_connection_is_closed_and_a_streaming_one
             "the idle connection stayed"
         );
         // Each request counts as use: ask again only after the timeout.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        tokio::time::sleep(Duration::from_millis(450)).await;
     }
     assert_eq!(
         streaming.post(None, &list).send().await.unwrap().status(),
@@ -1041,7 +1041,12 @@ async fn remote_a_hundred_observers_each_receive_every_update_once_in_order() {
 async fn remote_a_websocket_peer_that_answers_no_ping_is_closed_and_frees_its_place() {
     let daemon = Daemon::start(
         &[EDITOR],
-        &["--max-connections-per-token", "1", "--ping-interval", "1"],
+        &[
+            "--max-connections-per-token",
+            "1",
+            "--ping-interval",
+            "300ms",
+        ],
     )
     .await;
     // Gone without a close frame: never reads (so never answers a ping) and
@@ -1065,11 +1070,11 @@ async fn remote_a_websocket_peer_that_answers_no_ping_is_closed_and_frees_its_pl
     // A client that talks (and so answers the pings as it reads) stays,
     // across several ping intervals.
     live.call("initialize", init_params()).await;
-    let until = tokio::time::Instant::now() + Duration::from_millis(3500);
+    let until = tokio::time::Instant::now() + Duration::from_millis(1000);
     while tokio::time::Instant::now() < until {
         let answer = live.call("session/list", json!({})).await;
         assert!(answer.get("result").is_some(), "{answer}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(60)).await;
     }
 }
 

@@ -24,6 +24,7 @@ pub mod effect;
 mod engine;
 mod event;
 pub mod export;
+pub mod fault;
 mod handle;
 pub mod hooks;
 pub mod images;

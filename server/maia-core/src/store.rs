@@ -217,6 +217,7 @@ impl Journal {
     /// Appends one record as one line (one write).
     pub fn append(&mut self, record: &Record) -> Result<(), StoreError> {
         let text = line(record);
+        crate::fault_point!("journal.append").map_err(io(&self.path))?;
         self.file.write_all(text.as_bytes()).map_err(io(&self.path))
     }
 }

@@ -38,6 +38,10 @@ struct Record {
     tag: String,
     /// The commit the branch starts at.
     head: String,
+    /// The fork's folder inside the worktree (the session's folder inside
+    /// its repository; empty at the top). Absent in older records.
+    #[serde(default)]
+    inside: PathBuf,
 }
 
 impl Record {
@@ -49,6 +53,56 @@ impl Record {
                 .parent()?
                 .join(format!("{name}.maia-fork-{}", self.tag)),
         )
+    }
+
+    /// Whether the fork was saved in the worktree (a journal in its
+    /// sessions folder that the commit it started at does not hold): killed
+    /// after that, before its record was removed, the worktree is the
+    /// fork's and is kept.
+    async fn saved(&self) -> bool {
+        let Some(folder) = self.folder() else {
+            return false;
+        };
+        if self
+            .inside
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return false;
+        }
+        let sessions = crate::store::sessions_dir(&self.inside);
+        let Ok(entries) = std::fs::read_dir(folder.join(&sessions)) else {
+            return false;
+        };
+        let journals: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        if journals.is_empty() {
+            return false;
+        }
+        // Journals committed in the repository came with the checkout.
+        let spec = sessions.to_string_lossy().into_owned();
+        let Ok(tracked) = crate::review::git(
+            &self.top,
+            &["ls-tree", "-r", "--name-only", &self.head, "--", &spec],
+        )
+        .await
+        else {
+            return false;
+        };
+        journals.iter().any(|journal| {
+            let name = journal
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            !tracked.lines().any(|line| {
+                Path::new(line)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    == name
+            })
+        })
     }
 
     fn branch(&self) -> String {
@@ -79,6 +133,9 @@ pub struct Making {
 impl Making {
     /// The fork is saved in the worktree: nothing to undo any more.
     pub fn done(self) {
+        if crate::fault_point!("worktree.add.saved").is_err() {
+            return;
+        }
         if let Err(e) = std::fs::remove_file(&self.file) {
             tracing::warn!("cannot remove {}: {e}", self.file.display());
         }
@@ -104,10 +161,16 @@ pub async fn add(cwd: &Path, sessions: &Path) -> Result<(Worktree, Making), Stri
     let head = crate::review::git(&top, &["rev-parse", "--verify", "HEAD"])
         .await
         .map_err(|_| format!("`{}` has no commit to start a branch at", top.display()))?;
+    let inside = std::fs::canonicalize(cwd)
+        .ok()
+        .zip(std::fs::canonicalize(&top).ok())
+        .and_then(|(cwd, top)| cwd.strip_prefix(top).ok().map(Path::to_path_buf))
+        .unwrap_or_default();
     let record = Record {
         top: top.clone(),
         tag: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
         head: head.trim().to_owned(),
+        inside: inside.clone(),
     };
     let path = record
         .folder()
@@ -116,6 +179,10 @@ pub async fn add(cwd: &Path, sessions: &Path) -> Result<(Worktree, Making), Stri
     let making = write_record(sessions, record)
         .map_err(|e| format!("cannot write the fork's record in the sessions folder: {e}"))?;
     let target = path.to_string_lossy().into_owned();
+    if let Err(e) = crate::fault_point!("worktree.add.recorded") {
+        making.undo().await;
+        return Err(e.to_string());
+    }
     let added = crate::review::git(
         &top,
         &[
@@ -128,15 +195,12 @@ pub async fn add(cwd: &Path, sessions: &Path) -> Result<(Worktree, Making), Stri
         ],
     )
     .await;
+    let added =
+        added.and_then(|_| crate::fault_point!("worktree.add.added").map_err(|e| e.to_string()));
     if let Err(e) = added {
         making.undo().await;
         return Err(e);
     }
-    let inside = std::fs::canonicalize(cwd)
-        .ok()
-        .zip(std::fs::canonicalize(&top).ok())
-        .and_then(|(cwd, top)| cwd.strip_prefix(top).ok().map(Path::to_path_buf))
-        .unwrap_or_default();
     let fork_cwd = path.join(inside);
     if let Err(e) = std::fs::create_dir_all(&fork_cwd) {
         making.undo().await;
@@ -178,7 +242,10 @@ async fn undo(record: &Record) {
         return;
     };
     let target = folder.to_string_lossy().into_owned();
-    drop_torn_entry(record, &folder).await;
+    drop_torn_entry(record).await;
+    if crate::fault_point!("worktree.undo.entry").is_err() {
+        return;
+    }
     let listed = crate::review::git(&record.top, &["worktree", "list", "--porcelain"])
         .await
         .unwrap_or_default();
@@ -188,6 +255,9 @@ async fn undo(record: &Record) {
     let remove_args = ["worktree", "remove", "--force", "--force", target.as_str()];
     let remove = || crate::review::git(&record.top, &remove_args);
     let refused = registered && remove().await.is_err();
+    if crate::fault_point!("worktree.undo.removed").is_err() {
+        return;
+    }
     // A folder git had not registered yet (or could not remove).
     if folder.exists()
         && let Err(e) = std::fs::remove_dir_all(&folder)
@@ -202,6 +272,9 @@ async fn undo(record: &Record) {
         tracing::warn!("cannot remove the worktree {target}: {e}");
     }
     let _ = crate::review::git(&record.top, &["worktree", "prune"]).await;
+    if crate::fault_point!("worktree.undo.pruned").is_err() {
+        return;
+    }
     let branch = record.branch();
     let at = crate::review::git(
         &record.top,
@@ -220,29 +293,42 @@ async fn undo(record: &Record) {
     }
 }
 
-/// Removes git's entry for the fork's folder (`worktrees/<folder name>` in
+/// Removes git's entry for the fork's folder (`worktrees/<its name>` in
 /// the repository's git folder) when `worktree add` was killed while it
 /// wrote it: an empty `commondir` makes every `git worktree list` and
 /// `git branch -D` of the repository fail ("failed to read …/commondir"),
 /// so git itself cannot remove it; a missing or empty `gitdir` names no
 /// folder. An entry that reads whole is left to git.
-async fn drop_torn_entry(record: &Record, folder: &Path) {
-    let Some(name) = folder.file_name() else {
-        return;
-    };
+async fn drop_torn_entry(record: &Record) {
     let Ok(common) = crate::review::git(&record.top, &["rev-parse", "--git-common-dir"]).await
     else {
         return;
     };
     let common = record.top.join(common.trim());
-    let entry = common.join("worktrees").join(name);
+    // Git names the entry after the folder, made a valid ref component (a
+    // leading `.` becomes `-`: a project folder `.dotfiles` has the entry
+    // `-dotfiles.maia-fork-…`) and numbered when taken: the fork's tag,
+    // unique, finds it.
+    let mark = format!(".maia-fork-{}", record.tag);
+    let Ok(entries) = std::fs::read_dir(common.join("worktrees")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().contains(&mark) {
+            drop_if_torn(&entry.path());
+        }
+    }
+}
+
+/// Removes the entry `entry` when it is torn (see [`drop_torn_entry`]).
+fn drop_if_torn(entry: &Path) {
     let empty = |file: &str| {
         std::fs::read_to_string(entry.join(file)).map_or(true, |text| text.trim().is_empty())
     };
     let commondir_torn = entry.join("commondir").exists() && empty("commondir");
     if entry.is_dir() && (commondir_torn || empty("gitdir")) {
         tracing::warn!(entry = %entry.display(), "removing a worktree entry a killed fork left half written");
-        if let Err(e) = std::fs::remove_dir_all(&entry) {
+        if let Err(e) = std::fs::remove_dir_all(entry) {
             tracing::warn!("cannot remove {}: {e}", entry.display());
         }
     }
@@ -275,7 +361,15 @@ pub async fn sweep(sessions: &Path, cwd: &Path) -> Vec<PathBuf> {
             .and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok());
         match record {
             Some(record) if record.well_formed() && Some(&record.top) == top.as_ref() => {
+                // Killed after the fork was saved: the worktree is the fork's.
+                if record.saved().await {
+                    let _ = std::fs::remove_file(&file);
+                    continue;
+                }
                 undo(&record).await;
+                if crate::fault_point!("worktree.sweep.undone").is_err() {
+                    continue;
+                }
                 removed.extend(record.folder());
             }
             // Torn (killed while written: nothing was made yet), or not

@@ -103,19 +103,21 @@ pub struct ServeArgs {
     /// The live messages a client may leave unread before it is dropped.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_unread: usize,
-    /// Close a Streamable HTTP connection after this many seconds without
-    /// a request and without an open stream.
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
-    pub idle_timeout: u64,
+    /// Close a Streamable HTTP connection after this long without a
+    /// request and without an open stream (seconds, or a duration such as
+    /// `250ms` or `2m`).
+    #[arg(long, value_name = "DURATION", default_value = "600", value_parser = parse_duration)]
+    pub idle_timeout: std::time::Duration,
     /// Ping every WebSocket client this often; one that sends nothing,
     /// not even the pong, for two of these is closed (a peer gone without a
-    /// close frame would otherwise hold its place).
-    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
-    pub ping_interval: u64,
-    /// Close a TCP connection that has made no authorized request this many
-    /// seconds after it opened (headers that never end, or none at all).
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-    pub header_timeout: u64,
+    /// close frame would otherwise hold its place). Seconds, or a duration.
+    #[arg(long, value_name = "DURATION", default_value = "30", value_parser = parse_duration)]
+    pub ping_interval: std::time::Duration,
+    /// Close a TCP connection that has made no authorized request this long
+    /// after it opened (headers that never end, or none at all). Seconds,
+    /// or a duration.
+    #[arg(long, value_name = "DURATION", default_value = "10", value_parser = parse_duration)]
+    pub header_timeout: std::time::Duration,
     /// The TCP connections that have made no authorized request yet, at
     /// most; one more closes the oldest of them.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
@@ -198,6 +200,21 @@ fn parse_usd(text: &str) -> Result<f64, String> {
         Ok(usd) if usd.is_finite() && usd > 0.0 => Ok(usd),
         _ => Err("a positive amount of US dollars, e.g. 0.50".to_owned()),
     }
+}
+
+/// A duration: a bare number is seconds (`30`), else a `humantime` one
+/// (`250ms`, `2m`); never zero.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let parsed = match text.trim().parse::<u64>() {
+        Ok(secs) => std::time::Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(text.trim()).map_err(|e| {
+            format!("`{text}` is not a duration (seconds, or e.g. `250ms`, `2m`): {e}")
+        })?,
+    };
+    if parsed.is_zero() {
+        return Err("a duration of zero".to_owned());
+    }
+    Ok(parsed)
 }
 
 fn parse_mode(text: &str) -> Result<Mode, String> {
@@ -344,6 +361,21 @@ mod tests {
             Command::Doctor(args) => assert!(args.json),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn serve_timers_take_seconds_or_a_duration() {
+        let Command::Serve(args) = p(&["serve", "--ping-interval", "200ms", "--idle-timeout", "2"])
+            .unwrap()
+            .command
+        else {
+            panic!("not serve")
+        };
+        assert_eq!(args.ping_interval, std::time::Duration::from_millis(200));
+        assert_eq!(args.idle_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(args.header_timeout, std::time::Duration::from_secs(10));
+        assert!(p(&["serve", "--ping-interval", "0"]).is_err());
+        assert!(p(&["serve", "--header-timeout", "soon"]).is_err());
     }
 
     #[test]

@@ -49,8 +49,13 @@ pub fn update(path: &Path, changes: &[Change<'_>]) -> Result<(), WriteError> {
     if let Some(dir) = path.parent() {
         create_private_dir(dir).map_err(io)?;
     }
+    remove_stale_tmp(path);
     let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
     write_private(&tmp, new_text.as_bytes()).map_err(io)?;
+    if let Err(e) = maia_core::fault_point!("settings.written") {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e));
+    }
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         io(e)
@@ -103,6 +108,35 @@ fn input(value: &Value) -> CstInputValue {
         Value::Array(items) => CstInputValue::Array(items.iter().map(input).collect()),
         Value::Object(map) => {
             CstInputValue::Object(map.iter().map(|(k, v)| (k.clone(), input(v))).collect())
+        }
+    }
+}
+
+/// Removes what a write killed before its rename left beside `path`:
+/// `<name>.tmp<pid>` files whose process is gone (a live one is writing).
+/// Such a file may hold the API key, and its name would refuse a later
+/// process with the same id.
+pub fn remove_stale_tmp(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let prefix = format!("{}.tmp", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(Ok(pid @ 1..)) = file.strip_prefix(&prefix).map(str::parse::<i32>) else {
+            continue;
+        };
+        let gone = matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        if (gone || pid == std::process::id() as i32)
+            && let Err(e) = std::fs::remove_file(entry.path())
+        {
+            tracing::warn!("cannot remove {}: {e}", entry.path().display());
         }
     }
 }

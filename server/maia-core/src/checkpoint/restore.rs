@@ -51,6 +51,7 @@ impl Staging {
             message: e.to_string(),
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
+        crate::fault_point!("restore.staging.made").map_err(io)?;
         let lock = File::create(dir.join(LOCK)).map_err(io)?;
         lock.lock().map_err(io)?;
         Ok(Staging {
@@ -85,6 +86,10 @@ impl Staging {
         self.next += 1;
         let staged = self.dir.join(self.next.to_string());
         write_one(&staged, mode, bytes, target).map_err(io)?;
+        if let Err(e) = crate::fault_point!("restore.staged") {
+            let _ = std::fs::remove_file(&staged);
+            return Err(io(e));
+        }
         match std::fs::rename(&staged, &full) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {

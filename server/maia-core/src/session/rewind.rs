@@ -55,6 +55,13 @@ impl Session {
                 return;
             }
         };
+        if crate::fault_point!("rewind.recorded").is_err() {
+            let _ = reply.send(Ok(RewindDone {
+                rewound: done,
+                files: None,
+            }));
+            return;
+        }
         let files = match preview {
             Some(preview) => Some(self.restore(preview).await),
             None => None,

@@ -202,8 +202,8 @@ async fn run(
         tokens: tokens_path,
         hosts,
         max_message: args.max_message_bytes,
-        idle: std::time::Duration::from_secs(args.idle_timeout),
-        ping: std::time::Duration::from_secs(args.ping_interval),
+        idle: args.idle_timeout,
+        ping: args.ping_interval,
         limits: hub::Limits {
             connections: args.max_connections_per_token,
             unread: args.max_unread,
@@ -246,7 +246,7 @@ async fn run(
             eprintln!("maia serve: the web page is {scheme}://{bound}/");
             let gate = accept::Gate::new(
                 usize::try_from(args.max_unauthenticated).unwrap_or(usize::MAX),
-                std::time::Duration::from_secs(args.header_timeout),
+                args.header_timeout,
             );
             accept::serve(listener, tls, router, gate, stopped).await;
         }
@@ -268,8 +268,12 @@ async fn run(
 /// Closes the connections whose token was revoked, and the Streamable
 /// HTTP connections idle for too long.
 async fn close_revoked(daemon: Daemon) {
+    // An idle timeout shorter than the check is checked at half of it.
+    let every = REVOKE_CHECK
+        .min(daemon.idle / 2)
+        .max(std::time::Duration::from_millis(10));
     loop {
-        tokio::time::sleep(REVOKE_CHECK).await;
+        tokio::time::sleep(every).await;
         let idle: Vec<(String, u64)> = daemon
             .http
             .lock()

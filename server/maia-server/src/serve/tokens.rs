@@ -125,7 +125,8 @@ fn save(path: &Path, entries: &[Entry]) -> Result<(), TokenError> {
         std::fs::create_dir_all(dir).map_err(write)?;
     }
     let text = serde_json::to_string_pretty(entries).unwrap_or_default();
-    let tmp = path.with_extension("json.tmp");
+    crate::settings_file::remove_stale_tmp(path);
+    let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
     {
         use std::io::Write;
         let mut options = std::fs::OpenOptions::new();
@@ -135,6 +136,10 @@ fn save(path: &Path, entries: &[Entry]) -> Result<(), TokenError> {
         let mut file = options.open(&tmp).map_err(write)?;
         file.write_all(text.as_bytes()).map_err(write)?;
         file.sync_all().map_err(write)?;
+    }
+    if let Err(e) = maia_core::fault_point!("tokens.written") {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(write(e));
     }
     std::fs::rename(&tmp, path).map_err(write)
 }

@@ -35,6 +35,10 @@ pub(super) async fn apply(
         }
         write_state(&mut staging, &root, &file.path, goal, editor).await?;
         report.reverted.push(file.path.clone());
+        crate::fault_point!("revert.file.put").map_err(|e| RevertError::Io {
+            path: file.path.clone(),
+            message: e.to_string(),
+        })?;
     }
     drop(staging);
     report.folders = remove_empty_folders(&root, &report.folders);
