@@ -74,11 +74,19 @@ fn env(receiver: &Receiver, extra: &[(&str, &str)]) -> Vec<(String, String)> {
 /// A session whose one turn (prompted with a `traceparent`) writes a
 /// file through `Write` (allowed once) and answers "written".
 async fn turn_with_a_tool_call(env: Vec<(String, String)>) -> Maia {
-    let mut maia = Maia::start_with(Options {
+    turn_under(env, None).await
+}
+
+/// [`turn_with_a_tool_call`] under a managed policy (`managed-settings.json`).
+async fn turn_under(env: Vec<(String, String)>, policy: Option<&serde_json::Value>) -> Maia {
+    let options = Options {
         env,
         ..Default::default()
-    })
-    .await;
+    };
+    let mut maia = match policy {
+        Some(policy) => Maia::start_managed(options, policy).await,
+        None => Maia::start_with(options).await,
+    };
     maia.initialize().await;
     let sid = maia.new_session().await;
     maia.mock.set_stream_headers(vec![(
@@ -353,6 +361,47 @@ async fn grpc_gets_them_too_with_contents_when_turned_on() {
     let tool = named(&spans, "execute_tool Write")[0];
     let arguments = attr_str(&tool.attributes, "gen_ai.tool.call.arguments").unwrap();
     assert!(arguments.contains("new.txt"), "{arguments}");
+}
+
+#[tokio::test]
+async fn a_managed_policy_turns_telemetry_on_over_the_users_environment() {
+    let receiver = Receiver::http().await;
+    let policy = json!({"telemetry": {
+        "enabled": true,
+        "logPrompts": false,
+        "otel": {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint(),
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        },
+    }});
+    // The user turns telemetry off and contents on: the policy wins on both.
+    let user = vec![
+        ("OTEL_SDK_DISABLED".to_owned(), "true".to_owned()),
+        ("OTEL_TRACES_EXPORTER".to_owned(), "none".to_owned()),
+        (
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT".to_owned(),
+            "true".to_owned(),
+        ),
+    ];
+    let mut maia = turn_under(user, Some(&policy)).await;
+    let complete = receiver
+        .wait(WAIT, |spans, _| {
+            !named(spans, "execute_tool Write").is_empty()
+        })
+        .await;
+    assert!(complete, "the policy's telemetry sent no span");
+    for span in receiver.spans() {
+        for a in &span.attributes {
+            assert!(
+                !CONTENT.contains(&a.key.as_str()),
+                "{} carries {}",
+                span.name,
+                a.key
+            );
+        }
+    }
+    maia.close_stdin();
+    maia.wait_exit(WAIT).await;
 }
 
 #[tokio::test]

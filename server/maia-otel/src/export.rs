@@ -5,7 +5,7 @@
 //! configuration), run on the process's Tokio runtime.
 
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
-use opentelemetry_otlp::{MetricExporter, SpanExporter, WithHttpConfig};
+use opentelemetry_otlp::{MetricExporter, SpanExporter, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -18,9 +18,40 @@ pub(crate) struct Providers {
     pub(crate) metrics: Option<SdkMeterProvider>,
 }
 
+/// Where each signal goes when the managed policy names it (`None`: the
+/// exporter reads the `OTEL_*` environment itself).
+#[derive(Debug, Default)]
+pub(crate) struct Endpoints {
+    pub(crate) traces: Option<String>,
+    pub(crate) metrics: Option<String>,
+}
+
+impl Endpoints {
+    /// The OTLP rules: a signal's own endpoint as it is; the common one
+    /// with `/v1/<signal>` added over HTTP, as it is over gRPC.
+    pub(crate) fn from(var: impl Fn(&str) -> Option<String>, config: &Config) -> Endpoints {
+        let one = |signal: &str, protocol: Option<Protocol>| {
+            let own = var(&format!(
+                "OTEL_EXPORTER_OTLP_{}_ENDPOINT",
+                signal.to_uppercase()
+            ));
+            own.or_else(|| {
+                var("OTEL_EXPORTER_OTLP_ENDPOINT").map(|base| match protocol {
+                    Some(Protocol::Grpc) => base,
+                    _ => format!("{}/v1/{signal}", base.trim_end_matches('/')),
+                })
+            })
+        };
+        Endpoints {
+            traces: one("traces", config.traces),
+            metrics: one("metrics", config.metrics),
+        }
+    }
+}
+
 /// Builds the exporters `config` asks for. Must run inside the Tokio
 /// runtime the exports will use.
-pub(crate) fn build(config: &Config) -> Result<Providers, String> {
+pub(crate) fn build(config: &Config, endpoints: &Endpoints) -> Result<Providers, String> {
     let resource = resource();
     let runtime = tokio::runtime::Handle::try_current()
         .map_err(|_| "telemetry needs a running Tokio runtime".to_owned())?;
@@ -28,11 +59,22 @@ pub(crate) fn build(config: &Config) -> Result<Providers, String> {
         None => None,
         Some(protocol) => {
             let exporter = match protocol {
-                Protocol::Grpc => SpanExporter::builder().with_tonic().build(),
-                Protocol::HttpProtobuf => SpanExporter::builder()
-                    .with_http()
-                    .with_http_client(OnRuntime::new(runtime.clone())?)
-                    .build(),
+                Protocol::Grpc => match &endpoints.traces {
+                    Some(url) => SpanExporter::builder()
+                        .with_tonic()
+                        .with_endpoint(url)
+                        .build(),
+                    None => SpanExporter::builder().with_tonic().build(),
+                },
+                Protocol::HttpProtobuf => {
+                    let builder = SpanExporter::builder()
+                        .with_http()
+                        .with_http_client(OnRuntime::new(runtime.clone())?);
+                    match &endpoints.traces {
+                        Some(url) => builder.with_endpoint(url).build(),
+                        None => builder.build(),
+                    }
+                }
             }
             .map_err(|e| format!("cannot build the trace exporter: {e}"))?;
             Some(
@@ -47,11 +89,22 @@ pub(crate) fn build(config: &Config) -> Result<Providers, String> {
         None => None,
         Some(protocol) => {
             let exporter = match protocol {
-                Protocol::Grpc => MetricExporter::builder().with_tonic().build(),
-                Protocol::HttpProtobuf => MetricExporter::builder()
-                    .with_http()
-                    .with_http_client(OnRuntime::new(runtime)?)
-                    .build(),
+                Protocol::Grpc => match &endpoints.metrics {
+                    Some(url) => MetricExporter::builder()
+                        .with_tonic()
+                        .with_endpoint(url)
+                        .build(),
+                    None => MetricExporter::builder().with_tonic().build(),
+                },
+                Protocol::HttpProtobuf => {
+                    let builder = MetricExporter::builder()
+                        .with_http()
+                        .with_http_client(OnRuntime::new(runtime)?);
+                    match &endpoints.metrics {
+                        Some(url) => builder.with_endpoint(url).build(),
+                        None => builder.build(),
+                    }
+                }
             }
             .map_err(|e| format!("cannot build the metric exporter: {e}"))?;
             Some(

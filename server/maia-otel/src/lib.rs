@@ -49,15 +49,62 @@ const SCOPE: &str = "maia";
 /// is on. Call once, inside the Tokio runtime the process serves on; a
 /// configuration that cannot be used is logged and leaves it off.
 pub fn init() -> bool {
-    let config = match Config::from_env(|name| std::env::var(name).ok()) {
+    init_with(&Enforced::default())
+}
+
+/// What an administrator's policy says of telemetry (`managed-settings.json`
+/// `telemetry`): it wins over the process environment.
+#[derive(Debug, Clone, Default)]
+pub struct Enforced {
+    /// Telemetry must be on: the user's `OTEL_SDK_DISABLED` and
+    /// `OTEL_*_EXPORTER=none` are not read.
+    pub on: bool,
+    /// `OTEL_*` variables the policy sets.
+    pub vars: std::collections::BTreeMap<String, String>,
+    /// Whether contents are exported (`None`: the environment's choice).
+    pub capture_content: Option<bool>,
+}
+
+impl Enforced {
+    /// The value of `name`: the policy's, else the environment's (what
+    /// would turn telemetry off is not read from the environment when the
+    /// policy turns it on).
+    fn var(&self, name: &str) -> Option<String> {
+        if name == config::CAPTURE_CONTENT
+            && let Some(capture) = self.capture_content
+        {
+            return Some(capture.to_string());
+        }
+        if let Some(value) = self.vars.get(name) {
+            return Some(value.clone());
+        }
+        if self.on && (name == "OTEL_SDK_DISABLED" || name.ends_with("_EXPORTER")) {
+            return None;
+        }
+        std::env::var(name).ok()
+    }
+}
+
+/// [`init`], with what the managed policy enforces.
+pub fn init_with(enforced: &Enforced) -> bool {
+    let config = match Config::from_env(|name| enforced.var(name)) {
         Ok(Some(config)) => config,
-        Ok(None) => return false,
+        Ok(None) => {
+            if enforced.on {
+                tracing::error!(
+                    "the managed policy turns telemetry on, but no OTLP endpoint is set (telemetry.otel.OTEL_EXPORTER_OTLP_ENDPOINT)"
+                );
+            }
+            return false;
+        }
         Err(e) => {
             tracing::error!("telemetry is off: {e}");
             return false;
         }
     };
-    let providers = match export::build(&config) {
+    // The policy's endpoints are not in the environment the exporters read.
+    let endpoints = export::Endpoints::from(|name| enforced.vars.get(name).cloned(), &config);
+    let providers = match export::build(&config, &endpoints) {
         Ok(providers) => providers,
         Err(e) => {
             tracing::error!("telemetry is off: {e}");

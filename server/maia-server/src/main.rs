@@ -197,9 +197,20 @@ pub(crate) const TELEMETRY_EXIT: std::time::Duration = std::time::Duration::from
 
 /// Starts telemetry on `runtime` when the environment configures it
 /// (docs/telemetry.md); [`maia_otel::shutdown`] before the runtime stops.
-pub(crate) fn telemetry_on(runtime: &tokio::runtime::Runtime) {
+/// A managed policy's `telemetry` wins over the environment.
+pub(crate) fn telemetry_on(runtime: &tokio::runtime::Runtime, options: &maia_core::EngineOptions) {
     let _entered = runtime.enter();
-    maia_otel::init();
+    let enforced = options
+        .policy
+        .as_ref()
+        .and_then(|p| p.telemetry())
+        .map(|t| maia_otel::Enforced {
+            on: t.enabled,
+            vars: t.otel.clone(),
+            capture_content: t.log_prompts,
+        })
+        .unwrap_or_default();
+    maia_otel::init_with(&enforced);
 }
 
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -226,7 +237,7 @@ fn serve(
             anyhow::Ok(())
         })?;
     } else {
-        telemetry_on(&runtime);
+        telemetry_on(&runtime, &options);
         let served = runtime.block_on(acp::serve_stdio(options, protocol_v2));
         maia_otel::shutdown(TELEMETRY_EXIT);
         served?;

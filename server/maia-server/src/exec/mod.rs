@@ -87,7 +87,7 @@ pub fn main(args: ExecArgs, model: Option<String>) -> ExitCode {
     options.max_budget_usd = args.max_budget_usd;
     let code = match crate::runtime() {
         Ok(runtime) => {
-            crate::telemetry_on(&runtime);
+            crate::telemetry_on(&runtime, &options);
             let code = runtime.block_on(run(&args, options, prompt, &mut out));
             maia_otel::shutdown(crate::TELEMETRY_EXIT);
             // Stray blocking work (a Grep walk) is not waited for.

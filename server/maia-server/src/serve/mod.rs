@@ -94,7 +94,7 @@ pub fn main(args: ServeArgs, options: maia_core::EngineOptions) -> anyhow::Resul
         Some(ServeCommand::Token(command)) => token_command(&path, command),
         None => {
             let runtime = crate::runtime()?;
-            crate::telemetry_on(&runtime);
+            crate::telemetry_on(&runtime, &options);
             let served = runtime.block_on(run(args, options, path));
             maia_otel::shutdown(crate::TELEMETRY_EXIT);
             served?;
