@@ -55,6 +55,9 @@ pub fn serve_command(home: &std::path::Path, args: &[&str]) -> (bool, String, St
     )
 }
 
+/// The managed policy's file in a daemon's home folder.
+const MANAGED_FILE: &str = "managed-settings.json";
+
 impl Daemon {
     /// Starts the daemon with one token per `(name, extra args)`.
     pub async fn start(tokens: &[(&str, &[&str])], args: &[&str]) -> Daemon {
@@ -64,8 +67,25 @@ impl Daemon {
     /// `start`, the daemon allowed `files` open descriptors (0: as the
     /// tests are).
     pub async fn start_limited(tokens: &[(&str, &[&str])], args: &[&str], files: u64) -> Daemon {
+        Daemon::start_in(tokens, args, files, None).await
+    }
+
+    /// `start` under the managed policy `policy` (docs/permissions.md).
+    pub async fn start_managed(tokens: &[(&str, &[&str])], policy: &Value) -> Daemon {
+        Daemon::start_in(tokens, &[], 0, Some(policy)).await
+    }
+
+    async fn start_in(
+        tokens: &[(&str, &[&str])],
+        args: &[&str],
+        files: u64,
+        policy: Option<&Value>,
+    ) -> Daemon {
         let mock = MockLlm::start().await;
         let home = tempfile::tempdir().unwrap();
+        if let Some(policy) = policy {
+            std::fs::write(home.path().join(MANAGED_FILE), policy.to_string()).unwrap();
+        }
         let cwd = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(home.path().join(".maia")).unwrap();
         let settings = json!({"LiteLLM_URL": mock.url(), "model": "mock-model",
@@ -134,6 +154,8 @@ async fn launch(home: &std::path::Path, args: &[String], files: u64) -> (Child, 
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(args)
         .env("HOME", home)
+        // The managed policy, when a test wrote one there (none else).
+        .env("MAIA_MANAGED_SETTINGS", home.join(MANAGED_FILE))
         .env("MAIA_LOG", "info")
         .env_remove("LITELLM_API_KEY")
         .env_remove("MAIA_MODEL")

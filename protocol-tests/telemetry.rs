@@ -15,6 +15,7 @@ use serde_json::json;
 
 use crate::harness::{Maia, Options, agent_text, choose};
 use crate::otlp_receiver::{Receiver, attr_int, attr_str};
+use crate::remote_client::Daemon;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -402,6 +403,48 @@ async fn a_managed_policy_turns_telemetry_on_over_the_users_environment() {
     }
     maia.close_stdin();
     maia.wait_exit(WAIT).await;
+}
+
+/// `maia serve` exports the turns of its clients (here a WebSocket
+/// client's), turned on by the managed policy.
+#[tokio::test]
+async fn the_daemon_exports_its_clients_turns() {
+    let receiver = Receiver::http().await;
+    let policy = json!({"telemetry": {"enabled": true, "otel": {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint(),
+    }}});
+    let daemon = Daemon::start_managed(&[("editor", &[])], &policy).await;
+    let mut ws = daemon.ws("editor").await;
+    ws.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let created = ws
+        .call(
+            "session/new",
+            json!({"cwd": daemon.cwd(), "mcpServers": []}),
+        )
+        .await;
+    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    daemon.mock.push(mock::text_reply("hello from the daemon"));
+    let answer = ws
+        .call(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
+        )
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let complete = receiver
+        .wait(WAIT, |spans, _| {
+            spans.iter().any(|s| {
+                s.name == "invoke_agent maia"
+                    && attr_str(&s.attributes, "gen_ai.conversation.id") == Some(sid.as_str())
+            }) && !named(spans, "chat mock-model").is_empty()
+        })
+        .await;
+    let names: Vec<String> = receiver.spans().iter().map(|s| s.name.clone()).collect();
+    assert!(complete, "{names:?}");
 }
 
 #[tokio::test]
