@@ -144,6 +144,8 @@ impl ManagedPolicy {
                 other => policy.ignored.push(other.to_owned()),
             }
         }
+        // The same list whatever order the JSON object's keys come in.
+        policy.ignored.sort();
         if problems.is_empty() {
             Ok(policy)
         } else {
