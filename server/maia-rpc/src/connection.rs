@@ -7,9 +7,12 @@
 //!   writer task, so messages reach the peer in the order they were queued;
 //! - a line that cannot be parsed is answered here (`-32700`/`-32600`) and
 //!   the reader keeps going;
-//! - responses to our own requests never reach the caller's incoming queue;
+//! - responses to our own requests never reach the caller as messages: the
+//!   caller's [`crate::Inbox`] hands them to their waiters in the order the
+//!   peer wrote them among its requests and notifications;
 //! - when input ends, pending outgoing requests fail with
-//!   [`RequestError::Closed`] and the incoming queue closes;
+//!   [`RequestError::Closed`] (after the responses written before the end)
+//!   and the inbox ends;
 //! - `$/cancel_request` is handled here, in both directions: an incoming
 //!   one cancels the token of the request it names ([`Connection::cancellation`],
 //!   [`Connection::respond_cancellable`] answers it `-32800`), and an
@@ -144,6 +147,15 @@ pub struct Connection {
     inner: Arc<Inner>,
 }
 
+/// A [`Connection`] that does not keep it (nor its writer) alive.
+pub(crate) struct WeakConnection(Weak<Inner>);
+
+impl WeakConnection {
+    pub(crate) fn upgrade(&self) -> Option<Connection> {
+        self.0.upgrade().map(|inner| Connection { inner })
+    }
+}
+
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection").finish_non_exhaustive()
@@ -151,6 +163,10 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
+    pub(crate) fn downgrade(&self) -> WeakConnection {
+        WeakConnection(Arc::downgrade(&self.inner))
+    }
+
     /// A connection whose messages go to the writer through `out`.
     pub(crate) fn new(out: mpsc::UnboundedSender<Out>) -> Self {
         Connection {
@@ -422,7 +438,13 @@ mod tests {
             .write_all(format!("{answer}\n").as_bytes())
             .await
             .unwrap();
-        assert_eq!(pending.await.unwrap().unwrap(), json!({"a": 2}));
+        // The answer is handed over while the inbox is read.
+        let mut pending = pending;
+        let answered = tokio::select! {
+            answered = &mut pending => answered,
+            message = incoming.recv() => panic!("unexpected {message:?}"),
+        };
+        assert_eq!(answered.unwrap().unwrap(), json!({"a": 2}));
 
         // End of input: pending requests fail, the incoming queue closes.
         let c3 = conn.clone();
@@ -507,7 +529,8 @@ mod tests {
     async fn a_started_request_keeps_its_place_before_later_messages() {
         let (_client_write, server_read) = duplex(64 * 1024);
         let (server_write, client_read) = duplex(64 * 1024);
-        let (conn, _incoming, _w) = serve(server_read, server_write, 1024);
+        let (conn, incoming, _w) = serve(server_read, server_write, 1024);
+        incoming.drain();
         let mut lines = tokio::io::BufReader::new(client_read).lines();
         // Queued at the call, not when the future is first polled.
         let pending = conn.start_request("session/request_permission", json!({}));
@@ -577,7 +600,8 @@ mod tests {
     async fn a_dropped_request_is_cancelled_and_its_late_answer_ignored() {
         let (mut client_write, server_read) = duplex(64 * 1024);
         let (server_write, client_read) = duplex(64 * 1024);
-        let (conn, _incoming, _w) = serve(server_read, server_write, 1024);
+        let (conn, incoming, _w) = serve(server_read, server_write, 1024);
+        incoming.drain();
         let mut lines = tokio::io::BufReader::new(client_read).lines();
         let pending = conn.start_request("terminal/wait_for_exit", json!({}));
         let asked: Value =

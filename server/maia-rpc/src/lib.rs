@@ -10,11 +10,13 @@
 pub mod batch;
 pub mod connection;
 pub mod framing;
+pub mod inbox;
 pub mod message;
 pub mod tasks;
 
 pub use connection::{
     CANCEL_REQUEST, Connection, Incoming, PendingRequest, RequestError, cancelled,
 };
+pub use inbox::Inbox;
 pub use message::{ErrorCode, Id, RpcError};
 pub use tasks::{serve, serve_blocking_writer};

@@ -1,6 +1,7 @@
 //! The connection's tasks: one reader (frames, classifies, answers what
-//! cannot be parsed, takes batches once allowed, routes responses to our
-//! requests) and one writer draining the outgoing queue in order.
+//! cannot be parsed, takes batches once allowed, queues requests,
+//! notifications and the responses to ours in the order they came:
+//! [`crate::inbox`]) and one writer draining the outgoing queue in order.
 
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -10,21 +11,15 @@ use tokio::task::JoinHandle;
 use crate::batch;
 use crate::connection::{CANCEL_REQUEST, Connection, Incoming, Out};
 use crate::framing::{Frame, read_frame};
+use crate::inbox::{Inbox, Queued};
 use crate::message::{Classified, ErrorCode, RpcError, classify, sniff_id};
 
 /// Starts the reader and writer tasks. Returns the handle for sending, the
-/// queue of incoming requests and notifications (closed at end of input),
-/// and the writer task, which ends once every [`Connection`] is dropped and
+/// peer's requests and notifications (ending with the input; reading them
+/// also hands our requests their answers, in order: [`Inbox`]), and the
+/// writer task, which ends once every [`Connection`] is dropped and
 /// the queue is flushed.
-pub fn serve<R, W>(
-    reader: R,
-    writer: W,
-    max_line: usize,
-) -> (
-    Connection,
-    mpsc::UnboundedReceiver<Incoming>,
-    JoinHandle<()>,
-)
+pub fn serve<R, W>(reader: R, writer: W, max_line: usize) -> (Connection, Inbox, JoinHandle<()>)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -41,11 +36,7 @@ pub fn serve_blocking_writer<R, W>(
     reader: R,
     writer: W,
     max_line: usize,
-) -> (
-    Connection,
-    mpsc::UnboundedReceiver<Incoming>,
-    JoinHandle<()>,
-)
+) -> (Connection, Inbox, JoinHandle<()>)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: std::io::Write + Send + 'static,
@@ -59,11 +50,7 @@ fn serve_with<R>(
     reader: R,
     max_line: usize,
     spawn_writer: impl FnOnce(mpsc::UnboundedReceiver<Out>) -> JoinHandle<()>,
-) -> (
-    Connection,
-    mpsc::UnboundedReceiver<Incoming>,
-    JoinHandle<()>,
-)
+) -> (Connection, Inbox, JoinHandle<()>)
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
@@ -73,10 +60,14 @@ where
     let (in_tx, in_rx) = mpsc::unbounded_channel();
     let reader_conn = conn.clone();
     tokio::spawn(async move {
-        read_loop(BufReader::new(reader), max_line, &reader_conn, in_tx).await;
-        reader_conn.close_pending();
+        read_loop(BufReader::new(reader), max_line, &reader_conn, &in_tx).await;
+        if in_tx.send(Queued::Closed).is_err() {
+            // Nobody reads the inbox: fail what is pending now.
+            reader_conn.close_pending();
+        }
     });
-    (conn, in_rx, writer_task)
+    let inbox = Inbox::new(in_rx, &conn);
+    (conn, inbox, writer_task)
 }
 
 fn blocking_write_loop<W: std::io::Write>(writer: W, mut rx: mpsc::UnboundedReceiver<Out>) {
@@ -130,7 +121,7 @@ async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
     mut reader: R,
     max_line: usize,
     conn: &Connection,
-    incoming: mpsc::UnboundedSender<Incoming>,
+    incoming: &mpsc::UnboundedSender<Queued>,
 ) {
     loop {
         let frame = match read_frame(&mut reader, max_line).await {
@@ -159,11 +150,11 @@ async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
         if conn.batches().allowed()
             && let Ok(Value::Array(entries)) = serde_json::from_slice::<Value>(&line)
         {
-            take_batch(conn, entries, &incoming);
+            take_batch(conn, entries, incoming);
             continue;
         }
         match classify(&line) {
-            Ok(message) => take(conn, message, &incoming),
+            Ok(message) => take(conn, message, incoming),
             Err((id, error)) => {
                 tracing::warn!(
                     code = error.code,
@@ -178,26 +169,33 @@ async fn read_loop<R: tokio::io::AsyncBufRead + Unpin>(
 
 /// One well-formed message from the peer (a line, or a batch's entry): a
 /// request registered (cancellable) and queued, `$/cancel_request` acted on
-/// here, a notification queued, a response given to its waiter.
-fn take(conn: &Connection, message: Classified, incoming: &mpsc::UnboundedSender<Incoming>) {
+/// here, a notification queued, a response queued behind them for its
+/// waiter (given at once when nobody reads the inbox any more).
+fn take(conn: &Connection, message: Classified, incoming: &mpsc::UnboundedSender<Queued>) {
     match message {
         Classified::Request { id, method, params } => {
             conn.register_incoming(&id);
-            let _ = incoming.send(Incoming::Request { id, method, params });
+            let _ = incoming.send(Queued::Message(Incoming::Request { id, method, params }));
         }
         Classified::Notification { method, params } if method == CANCEL_REQUEST => {
             conn.cancel_incoming(&params);
         }
         Classified::Notification { method, params } => {
-            let _ = incoming.send(Incoming::Notification { method, params });
+            let _ = incoming.send(Queued::Message(Incoming::Notification { method, params }));
         }
-        Classified::Response { id, result } => conn.complete(&id, result),
+        Classified::Response { id, result } => {
+            if let Err(mpsc::error::SendError(Queued::Response { id, result })) =
+                incoming.send(Queued::Response { id, result })
+            {
+                conn.complete(&id, result);
+            }
+        }
     }
 }
 
 /// A batch from the peer (batches allowed): its requests registered as
 /// one batch before any runs, then each entry taken as a line would be.
-fn take_batch(conn: &Connection, entries: Vec<Value>, incoming: &mpsc::UnboundedSender<Incoming>) {
+fn take_batch(conn: &Connection, entries: Vec<Value>, incoming: &mpsc::UnboundedSender<Queued>) {
     let sorted = match batch::sort(entries) {
         Ok(sorted) => sorted,
         Err(answer) => {

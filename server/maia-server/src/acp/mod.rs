@@ -92,6 +92,8 @@ pub async fn serve_stdio(options: EngineOptions, protocol_v2: bool) -> anyhow::R
             }
         }
     }
+    // The client may still answer what the stopping turns asked.
+    incoming.drain();
     agent.shutdown().await;
     drop(agent);
     let _ = tokio::time::timeout(std::time::Duration::from_millis(500), conn.flush()).await;
