@@ -2,12 +2,13 @@
 //! allows a Write carries the text the user kept
 //! (`_meta.maia.reviewedText`); MAIA writes only that, and the tool's
 //! result tells the model which hunks were kept and which were not (LSP
-//! mode's per-hunk report).
+//! mode's per-hunk report); the card's diff, once the call is done, is the
+//! change written, not the proposal.
 
 use maia_test_support as mock;
 use serde_json::json;
 
-use crate::harness::{Maia, choose, is_permission, last_tool_results};
+use crate::harness::{Maia, choose, is_permission, last_tool_results, updates_of};
 
 const OLD: &str = "one\ntwo\nthree\nfour\nfive\nsix\n";
 const NEW: &str = "one\nTWO\nthree\nfour\nfive\nsix\nseven\n";
@@ -73,4 +74,55 @@ async fn a_reviewed_text_on_a_rejection_writes_nothing() {
     let (resp, _) = maia.response(prompt).await;
     assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
     assert_eq!(std::fs::read_to_string(maia.path("a.txt")).unwrap(), OLD);
+}
+
+/// The diff contents of the updates that end a call (the turn has one).
+fn final_diffs(messages: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    updates_of(messages, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed")
+        .flat_map(|u| u["content"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["type"] == "diff")
+        .collect()
+}
+
+#[tokio::test]
+async fn the_finished_card_shows_the_change_written_not_the_proposal() {
+    let (mut maia, sid) = Maia::ready().await;
+    let (prompt, permission) = proposed_write(&mut maia, &sid).await;
+    let mut answer = choose("allow_once")(&permission).unwrap();
+    answer["_meta"] = json!({"maia": {"reviewedText": KEPT}});
+    maia.respond(&permission["id"], answer).await;
+    let (_, messages) = maia.response(prompt).await;
+    let diffs = final_diffs(&messages);
+    assert_eq!(diffs.len(), 1, "{messages:?}");
+    assert_eq!(diffs[0]["oldText"], OLD);
+    assert_eq!(
+        diffs[0]["newText"], KEPT,
+        "the undone hunk is not shown as written"
+    );
+    // As replayed by a later load.
+    let (_, replay) = maia.load(&sid).await;
+    let shown: Vec<_> = updates_of(&replay, "tool_call")
+        .into_iter()
+        .chain(updates_of(&replay, "tool_call_update"))
+        .flat_map(|u| u["content"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["type"] == "diff")
+        .collect();
+    assert!(!shown.is_empty(), "{replay:?}");
+    assert!(shown.iter().all(|d| d["newText"] == KEPT), "{shown:?}");
+}
+
+#[tokio::test]
+async fn a_change_kept_whole_shows_the_proposal() {
+    let (mut maia, sid) = Maia::ready().await;
+    let (prompt, permission) = proposed_write(&mut maia, &sid).await;
+    let mut answer = choose("allow_once")(&permission).unwrap();
+    answer["_meta"] = json!({"maia": {"reviewedText": NEW}});
+    maia.respond(&permission["id"], answer).await;
+    let (_, messages) = maia.response(prompt).await;
+    let diffs = final_diffs(&messages);
+    assert_eq!(diffs.len(), 1, "{messages:?}");
+    assert_eq!(diffs[0]["newText"], NEW);
+    assert_eq!(std::fs::read_to_string(maia.path("a.txt")).unwrap(), NEW);
 }

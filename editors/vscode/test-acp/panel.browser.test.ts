@@ -581,3 +581,81 @@ test('timeline: no Edit, Fork or Undo when the agent does not advertise them', a
     await p.close();
   }
 });
+
+test('Review in editor: the card says what was kept and its diff is what was written; a declined review leaves the card with the reason', async () => {
+  // An 18-line file; the proposal turns line 5 into two lines and adds one at the end.
+  const before = Array.from({ length: 18 }, (_, i) => `item ${i + 1}\n`).join('');
+  const proposed = before.replace('item 5\n', 'item five\nitem 5b\n') + 'item 19\n';
+  /** The first hunk kept in the editor, the second undone. */
+  const kept = before.replace('item 5\n', 'item five\nitem 5b\n');
+  const proposals: { path: string; before: string; proposed: string }[] = [];
+  let nextAnswer: () => { kept: string } | { declined: string } = () => ({ kept });
+  const p = await openPanel(
+    [
+      { tool_calls: [{ id: 'call_r', name: 'Write', arguments: { file_path: 'list.txt', content: proposed } }] },
+      { text: 'Wrote what you kept.' },
+      { tool_calls: [{ id: 'call_s', name: 'Write', arguments: { file_path: 'list.txt', content: 'saved too early\n' } }] },
+      { text: 'Left list.txt as it was.' },
+    ],
+    {
+      beforeLoad: (f) => {
+        f.host.review = {
+          addTurn: () => {},
+          clear: () => {},
+          takeUndone: () => [],
+          giveBack: () => {},
+          run: async () => {},
+          propose: async (path, b, prop) => {
+            proposals.push({ path, before: b, proposed: prop });
+            return nextAnswer();
+          },
+          dropProposal: async () => {},
+        };
+      },
+    },
+  );
+  const { page, f } = p;
+  const target = path.join(f.cwd, 'list.txt');
+  fs.writeFileSync(target, before);
+  const diffLabel = (id: string) => page.$eval(`[data-tool-call-id="${id}"] .diff-button`, (e) => e.textContent ?? '');
+  try {
+    await page.waitForFunction(() => !document.querySelector('#status')?.textContent);
+    await typeAndEnter(page, 'Update the list');
+    await page.waitForSelector('.permission .review-in-editor');
+    const asked = () => page.$eval('.permission', (e) => (e.closest('.tool') as HTMLElement).dataset.toolCallId ?? '');
+    const first = await asked();
+    // The proposal's diff counts the lines it changes, not the file's 18.
+    assert.equal(await diffLabel(first), 'Open diff: list.txt (−1 +3 lines)');
+    await page.click('.permission .review-in-editor');
+    await turnEnded(p, 1);
+    assert.deepEqual(proposals, [{ path: target, before, proposed }]);
+    assert.equal(fs.readFileSync(target, 'utf8'), kept, 'only the kept hunk is written');
+    // The card says what was kept; its diff is what was written.
+    await page.waitForFunction((id: string) => document.querySelector(`[data-tool-call-id="${id}"] .answered`)?.textContent === 'Kept 1 of 2 changes', {}, first);
+    await page.waitForFunction((id: string) => (document.querySelector(`[data-tool-call-id="${id}"]`) as HTMLElement | null)?.dataset.status === 'completed', {}, first);
+    assert.equal(await diffLabel(first), 'Open diff: list.txt (−1 +2 lines)');
+    await page.click(`[data-tool-call-id="${first}"] .diff-button`);
+    await waitUntil(() => p.fromWebview.some((m) => m.type === 'openDiff'));
+    assert.deepEqual(p.fromWebview.find((m) => m.type === 'openDiff'), { type: 'openDiff', path: target, oldText: before, newText: kept });
+
+    // Declined (auto save on): the card stops offering the review and says why; it is answered there.
+    nextAnswer = () => ({ declined: 'auto save is on ("files.autoSave": "afterDelay"); set it to "off" to review in the editor' });
+    await typeAndEnter(page, 'Overwrite the list');
+    await page.waitForSelector('.permission .review-in-editor');
+    const second = await asked();
+    await page.click('.permission .review-in-editor');
+    await page.waitForSelector(`[data-tool-call-id="${second}"] .review-declined`);
+    assert.equal(await page.$$eval(`[data-tool-call-id="${second}"] .review-in-editor`, (e) => e.length), 0, 'no review button once declined');
+    assert.equal(
+      await page.$eval(`[data-tool-call-id="${second}"] .review-declined`, (e) => e.textContent),
+      'Not shown in the editor: auto save is on ("files.autoSave": "afterDelay"); set it to "off" to review in the editor. Answer here.',
+    );
+    await page.screenshot({ path: path.join(artifacts, 'panel-review-declined.png') });
+    await page.click(`[data-tool-call-id="${second}"] .permission button[data-kind=reject_once]`);
+    await turnEnded(p, 2);
+    assert.equal(fs.readFileSync(target, 'utf8'), kept, 'nothing written');
+    assert.match(await page.$eval(`[data-tool-call-id="${second}"] .answered`, (e) => e.textContent ?? ''), /Answered: Reject/);
+  } finally {
+    await p.close();
+  }
+});

@@ -93,6 +93,9 @@ async function chord(page: Page, modifiers: KeyInput[], key: KeyInput): Promise<
   }
 }
 
+/** The hunk Undo lenses ("Undo", or "Undo line 1" on the file's row), not "Undo all". */
+const hunkUndos = (labels: string[]) => labels.filter((l) => /^Undo($| line)/.test(l)).length;
+
 const reviewLabel = (panel: Frame) =>
   panel.$eval('#review', (e) => ((e as HTMLElement).hidden ? '' : (e.querySelector('#review-next')?.textContent ?? ''))).catch(() => '');
 
@@ -231,8 +234,10 @@ test('the edit review in VS Code (code-server): decorations, Keep / Undo per cha
     await page.keyboard.press('Enter');
     await panel.waitForSelector('.permission .review-in-editor', { timeout: 30_000 });
     await panel.click('.permission .review-in-editor');
-    await until('the proposal in the editor', async () => (await lenses(page)).filter((l) => l === 'Undo').length === 2, 30_000);
+    await until('the proposal in the editor', async () => hunkUndos(await lenses(page)) === 2, 30_000);
     assert.equal(fs.readFileSync(list, 'utf8'), EXPECTED, 'nothing written while the card waits');
+    // The title's hunk shares the first row with the file's lenses: its own name its line.
+    assert.deepEqual(await lenses(page), ['MAIA: 2 changes to review — Keep all', 'Undo all', 'Keep line 1', 'Undo line 1', 'Keep', 'Undo']);
     await wb.screenshot('review-05-card-proposal-dark');
     // Keyboard only: Ctrl+Home, Ctrl+Alt+U undoes the title; Alt+F5, Ctrl+Alt+Y keeps the last line.
     await page.click('.editor-instance .monaco-editor .view-lines');
@@ -241,7 +246,7 @@ test('the edit review in VS Code (code-server): decorations, Keep / Undo per cha
       page.evaluate(() => /Ln 1,/.test(document.querySelector('.statusbar [id="status.editor.selection"]')?.textContent ?? '')),
     );
     await chord(page, ['Control', 'Alt'], 'KeyU');
-    await until('one proposed change left', async () => (await lenses(page)).filter((l) => l === 'Undo').length === 1);
+    await until('one proposed change left', async () => hunkUndos(await lenses(page)) === 1);
     assert.equal(fs.readFileSync(list, 'utf8'), EXPECTED, 'still nothing written');
     await chord(page, ['Alt'], 'F5');
     await until('the cursor on the last change', () =>
@@ -254,6 +259,12 @@ test('the edit review in VS Code (code-server): decorations, Keep / Undo per cha
     const fifth = JSON.stringify(await mock.request(5));
     assert.match(fifth, /the user applied 1 of 2 hunks and rejected the others/);
     assert.match(fifth, /Rejected: #1 \(replace line 1 with 1 line\)/);
+    // The card says what was kept, and its diff is what was written.
+    await panel.waitForFunction(() => Array.from(document.querySelectorAll('.tool .answered')).some((e) => e.textContent === 'Kept 1 of 2 changes'), { timeout: 30_000 });
+    await panel.waitForFunction(
+      () => Array.from(document.querySelectorAll('.tool .diff-button')).some((e) => e.textContent === 'Open diff: list.md (−0 +1 lines)'),
+      { timeout: 30_000 },
+    );
     await until('nothing left to review after the card', async () => (await reviewLabel(panel)) === '');
     await wb.screenshot('review-06-card-answered-dark');
 
@@ -268,6 +279,10 @@ test('the edit review in VS Code (code-server): decorations, Keep / Undo per cha
     await panel.waitForSelector('.permission .review-in-editor', { timeout: 30_000 });
     await panel.click('.permission .review-in-editor');
     await until('the auto save refusal', async () => (await wb.toasts()).some((t) => /auto save is on \("files\.autoSave": "afterDelay"\)/.test(t.text)));
+    // The card no longer offers the review, and says why.
+    await panel.waitForSelector('.permission .review-declined', { timeout: 30_000 });
+    assert.equal(await panel.$$eval('.permission .review-in-editor', (e) => e.length), 0);
+    assert.match(await panel.$eval('.permission .review-declined', (e) => e.textContent ?? ''), /"files\.autoSave"/);
     await wb.screenshot('review-07-auto-save-declined-dark');
     await panel.click('.permission button[data-kind=reject_once]');
     await panel.waitForFunction(() => document.querySelector('.log')?.textContent?.includes('Left list.md as it was.'), { timeout: 30_000 });

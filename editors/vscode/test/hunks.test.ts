@@ -2,7 +2,7 @@
 // the user's edits, keep/undo bookkeeping.
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { applyReplace, diffHunks, FileReview, reviewCount, splitLines } from '../src/review/hunks';
+import { applyReplace, changedLines, diffHunks, FileReview, keptLabel, keptOf, reviewCount, splitLines } from '../src/review/hunks';
 
 const BASE = 'one\ntwo\nthree\nfour\nfive\nsix\nseven\n';
 const AGENT = 'one\nTWO\nthree\nfour\nfive\nsix\nseven\neight\n';
@@ -202,4 +202,26 @@ test('a card proposal: undos are not reported, it stays until answered, and its 
   assert.deepEqual(set.paths(), []);
   set.addTurn([{ path: '/p/a.txt', before: 'a\nb\nc\nd\n', now: 'a\nb\nc\nd\ne\n' }]);
   assert.deepEqual(set.paths(), ['/p/a.txt']);
+});
+
+test('a change counts the lines it touches, not the whole file', () => {
+  // A 1-line Edit of an 18-line file that becomes 2 lines.
+  const file = Array.from({ length: 18 }, (_, i) => `line ${i + 1}\n`).join('');
+  const edited = file.replace('line 5\n', 'line five\nand more\n');
+  assert.deepEqual(changedLines(file, edited), { removed: 1, added: 2 });
+  assert.deepEqual(changedLines(BASE, AGENT), { removed: 1, added: 2 });
+  assert.deepEqual(changedLines('', 'new\nfile\n'), { removed: 0, added: 2 });
+  assert.deepEqual(changedLines('same\n', 'same\n'), { removed: 0, added: 0 });
+  // A last line without a break that gains one is that line, changed.
+  assert.deepEqual(changedLines('a\nb', 'a\nb\n'), { removed: 1, added: 1 });
+});
+
+test('what a review kept of a proposal: counted per hunk and said on the card', () => {
+  const kept = 'one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\n'; // the first hunk undone
+  assert.deepEqual(keptOf(BASE, AGENT, kept), { kept: 1, total: 2 });
+  assert.equal(keptLabel(BASE, AGENT, kept), 'Kept 1 of 2 changes');
+  assert.equal(keptLabel(BASE, AGENT, AGENT), 'Kept 2 of 2 changes');
+  assert.equal(keptLabel(BASE, AGENT, BASE), 'Undid all 2 changes: nothing written');
+  assert.equal(keptLabel('a\n', 'b\n', 'b\n'), 'Kept 1 of 1 change');
+  assert.equal(keptLabel('a\n', 'b\n', 'a\n'), 'Undid the change: nothing written');
 });

@@ -297,7 +297,23 @@ function showPermission(m: Extract<ToWebview, { type: 'permission' }>): void {
   buttons[0]?.focus();
 }
 
-function permissionDone(requestId: number, optionId?: string): void {
+/** "Review in editor" declined: the button goes, the reason stays on the card. */
+function reviewDeclined(requestId: number, reason: string): void {
+  const ask = permissionCards.get(requestId)?.querySelector('.permission');
+  const button = ask?.querySelector('.review-in-editor');
+  if (!ask || !button) {
+    return;
+  }
+  const refocus = document.activeElement === button;
+  button.remove();
+  ask.querySelector('.review-declined')?.remove();
+  ask.querySelector('.options')?.after(h('div', { class: 'review-declined', role: 'note', text: `Not shown in the editor: ${reason}. Answer here.` }));
+  if (refocus) {
+    ask.querySelector<HTMLElement>('button.option')?.focus();
+  }
+}
+
+function permissionDone(requestId: number, optionId?: string, answered?: string): void {
   const el = permissionCards.get(requestId);
   permissionCards.delete(requestId);
   if (!el) {
@@ -308,7 +324,7 @@ function permissionDone(requestId: number, optionId?: string): void {
   if (card && ask) {
     const chosen = ask.querySelector<HTMLElement>(`[data-option-id="${CSS.escape(optionId ?? '')}"]`);
     card.ask = undefined;
-    card.answered = chosen ? `Answered: ${chosen.textContent}` : 'Dismissed';
+    card.answered = answered ?? (chosen ? `Answered: ${chosen.textContent}` : 'Dismissed');
     renderTool(card);
   }
   if (document.activeElement === document.body) {
@@ -808,7 +824,10 @@ window.addEventListener('message', (event: MessageEvent) => {
       showPermission(m);
       break;
     case 'permissionDone':
-      permissionDone(m.requestId, m.optionId);
+      permissionDone(m.requestId, m.optionId, m.answered);
+      break;
+    case 'reviewDeclined':
+      reviewDeclined(m.requestId, m.reason);
       break;
     case 'threads':
       showThreads(m.sessions, m.currentId);

@@ -1,6 +1,7 @@
 // A tool call's card: compact (one line: status, kind, title, with Open diff
 // in reach) and expandable to its locations and output.
 import type * as acp from '@agentclientprotocol/sdk';
+import { changedLines } from '../src/review/hunks';
 import { h, post } from './dom';
 
 export interface ToolCard {
@@ -36,8 +37,8 @@ export function renderTool(card: ToolCard): void {
   const actions: Node[] = [];
   for (const c of s.content ?? []) {
     if (c.type === 'diff') {
-      const added = c.newText.split('\n').length;
-      const removed = c.oldText ? c.oldText.split('\n').length : 0;
+      // The lines the change touches, not the file's.
+      const { removed, added } = changedLines(c.oldText ?? '', c.newText);
       const btn = h('button', {
         class: 'diff-button',
         'data-path': c.path,

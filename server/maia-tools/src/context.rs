@@ -111,6 +111,10 @@ pub struct ToolOutput {
     /// ([`crate::sandbox::denial`]): known where its exit is told
     /// ([`crate::runner::exit_output`]), never read back from `content`.
     pub sandbox_denied: bool,
+    /// The file's text after a write the user reviewed before it was made,
+    /// when it is not the proposed change (some of its hunks were undone):
+    /// the diff shown for the call is then the one written.
+    pub written: Option<String>,
 }
 
 impl ToolOutput {
@@ -121,6 +125,7 @@ impl ToolOutput {
             is_error: false,
             images: Vec::new(),
             sandbox_denied: false,
+            written: None,
         }
     }
 
@@ -131,6 +136,7 @@ impl ToolOutput {
             is_error: true,
             images: Vec::new(),
             sandbox_denied: false,
+            written: None,
         }
     }
 

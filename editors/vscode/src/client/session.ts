@@ -59,7 +59,8 @@ export interface SessionHost {
 export interface PendingQuestion {
   options: acp.PermissionOption[];
   toolCall: acp.ToolCallUpdate;
-  resolve(response: acp.RequestPermissionResponse): void;
+  /** `answered`: what the card says of the answer (default: the option's name). */
+  resolve(response: acp.RequestPermissionResponse, answered?: string): void;
 }
 
 export interface TurnEnd {
@@ -256,13 +257,13 @@ export class SessionClient {
   ): { requestId: number; response: Promise<acp.RequestPermissionResponse> } {
     const requestId = this.nextQuestion++;
     const response = new Promise<acp.RequestPermissionResponse>((resolve) => {
-      const done = (r: acp.RequestPermissionResponse) => {
+      const done = (r: acp.RequestPermissionResponse, answered?: string) => {
         if (!this.questions.delete(requestId)) {
           return;
         }
         const finish = () => {
           const optionId = r.outcome.outcome === 'selected' ? r.outcome.optionId : undefined;
-          this.host.post({ type: 'permissionDone', requestId, optionId });
+          this.host.post({ type: 'permissionDone', requestId, optionId, ...(answered ? { answered } : {}) });
           resolve(r);
         };
         const before = this.host.beforeAnswer?.(requestId);

@@ -11,7 +11,7 @@ import { SessionClient } from '../client/session';
 import { Attachment, RevertKind, ToHost, ToWebview } from './protocol';
 import { replayedUserMessage } from './text';
 import * as timeline from './timeline';
-import type { UndoneReport } from '../review/hunks';
+import { keptLabel, type UndoneReport } from '../review/hunks';
 import { turnFiles, type TurnFile } from '../review/set';
 
 export interface EditorHost {
@@ -55,13 +55,16 @@ export interface ReviewHost {
   run(action: 'next' | 'keepAll' | 'undoAll'): Promise<void>;
   /**
    * A permission card's proposal shown as pending hunks: resolves with the
-   * text the user kept once every hunk is kept or undone (`undefined`: not
-   * shown, or dropped).
+   * text the user kept once every hunk is kept or undone, why it could not
+   * be shown (the card says so), or `undefined` when it was dropped.
    */
-  propose(path: string, before: string, proposed: string): Promise<string | undefined>;
+  propose(path: string, before: string, proposed: string): Promise<Proposal>;
   /** The question was answered elsewhere or cancelled: the proposal goes, the file as it was. */
   dropProposal(path: string): Promise<void>;
 }
+
+/** What became of a proposal shown in the editor ([`ReviewHost.propose`]). */
+export type Proposal = { kept: string } | { declined: string } | undefined;
 
 /** The one diff of a permission's tool call, when it changes an existing file. */
 export function proposedDiff(toolCall: acp.ToolCallUpdate): { path: string; oldText: string; newText: string } | undefined {
@@ -238,20 +241,28 @@ export class PanelController {
       return;
     }
     this.reviewing.set(requestId, diff.path);
-    const text = await this.host.review.propose(diff.path, diff.oldText, diff.newText);
+    const result = await this.host.review.propose(diff.path, diff.oldText, diff.newText);
     if (this.session.question(requestId) !== pending) {
       return;
     }
     this.reviewing.delete(requestId);
-    if (text === undefined) {
+    if (result === undefined) {
       return;
     }
+    if ('declined' in result) {
+      // The card stops offering the review and says why; it is answered there.
+      this.host.post({ type: 'reviewDeclined', requestId, reason: result.declined });
+      return;
+    }
+    const text = result.kept;
+    // The card says what was kept rather than which button the answer is.
+    const answered = keptLabel(diff.oldText, diff.newText, text);
     const allow = pending.options.find((o) => o.kind === 'allow_once');
     const reject = pending.options.find((o) => o.kind === 'reject_once');
     if (text === diff.oldText && reject) {
-      pending.resolve({ outcome: { outcome: 'selected', optionId: reject.optionId } });
+      pending.resolve({ outcome: { outcome: 'selected', optionId: reject.optionId } }, answered);
     } else if (allow) {
-      pending.resolve({ outcome: { outcome: 'selected', optionId: allow.optionId }, _meta: { maia: { reviewedText: text } } });
+      pending.resolve({ outcome: { outcome: 'selected', optionId: allow.optionId }, _meta: { maia: { reviewedText: text } } }, answered);
     }
   }
 

@@ -72,7 +72,10 @@ export type ToWebview =
       /** The card may offer "Review in editor" (one diff of an existing file, and the agent reads the answer's text). */
       reviewInEditor?: boolean;
     }
-  | { type: 'permissionDone'; requestId: number; optionId?: string }
+  /** `answered`: what the card says instead of the option's name ("Kept 1 of 2 changes"). */
+  | { type: 'permissionDone'; requestId: number; optionId?: string; answered?: string }
+  /** "Review in editor" could not show the proposal: the card stops offering it and says why. */
+  | { type: 'reviewDeclined'; requestId: number; reason: string }
   | { type: 'threads'; sessions: acp.SessionInfo[]; currentId?: string }
   | { type: 'config'; configOptions: acp.SessionConfigOption[] }
   | { type: 'files'; requestId: number; items: { uri: string; path: string }[] }

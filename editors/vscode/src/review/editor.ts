@@ -11,8 +11,9 @@
 import * as fs from 'node:fs';
 import { TextDecoder } from 'node:util';
 import * as vscode from 'vscode';
-import type { ReviewHost } from '../panel/controller';
+import type { Proposal, ReviewHost } from '../panel/controller';
 import { Located, UndoneReport, UndoResult } from './hunks';
+import { reviewLenses } from './lenses';
 import { ReviewSet, TurnFile } from './set';
 
 /** A gutter bar (the SCM colours of VS Code's dark and light themes). */
@@ -128,25 +129,31 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
   /** Proposals shown for permission cards: how to answer each, by path. */
   private readonly proposals = new Map<string, (text: string | undefined) => void>();
 
-  async propose(path: string, before: string, proposed: string): Promise<string | undefined> {
+  async propose(path: string, before: string, proposed: string): Promise<Proposal> {
     const doc = await this.document(path);
     if (doc.isDirty || doc.getText() !== before || this.set.get(path)) {
       void vscode.window.showWarningMessage('MAIA: the file has unsaved or unreviewed changes; answer in the panel instead.');
-      return undefined;
+      return { declined: 'the file has unsaved or unreviewed changes' };
     }
     // The proposal is unsaved text in the document: auto save would write it
-    // to disk before the user answered.
+    // to disk before the user answered. The message says how to turn it off,
+    // with a button to the setting (VS Code for the web and code-server have
+    // it on by default).
     const autoSave = vscode.workspace.getConfiguration('files', doc.uri).get<string>('autoSave', 'off');
     if (autoSave !== 'off') {
-      void vscode.window.showWarningMessage(
-        `MAIA: auto save is on ("files.autoSave": "${autoSave}"), so a proposal shown in the editor would be saved before you answer; answer in the panel (Open diff shows it) or turn auto save off.`,
-      );
-      return undefined;
+      const open = 'Open the auto save setting';
+      void vscode.window
+        .showWarningMessage(
+          `MAIA: auto save is on ("files.autoSave": "${autoSave}"), so a proposal shown in the editor would be saved before you answer. Answer in the panel (Open diff shows the change), or set "files.autoSave" to "off" (File > Auto Save) to review in the editor.`,
+          open,
+        )
+        .then((choice) => (choice === open ? vscode.commands.executeCommand('workbench.action.openSettings', 'files.autoSave') : undefined));
+      return { declined: `auto save is on ("files.autoSave": "${autoSave}"); set it to "off" to review in the editor` };
     }
     const edit = new vscode.WorkspaceEdit();
     edit.replace(doc.uri, new vscode.Range(doc.positionAt(0), doc.positionAt(before.length)), proposed);
     if (!(await vscode.workspace.applyEdit(edit))) {
-      return undefined;
+      return { declined: 'the editor refused the change' };
     }
     this.set.addProposal(path, before, proposed);
     const shown = await vscode.window.showTextDocument(doc, { preview: false });
@@ -157,7 +164,7 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
       shown.revealRange(new vscode.Range(pos, pos), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
     }
     this.refresh();
-    return new Promise((resolve) => this.proposals.set(path, resolve));
+    return new Promise((resolve) => this.proposals.set(path, (text) => resolve(text === undefined ? undefined : { kept: text })));
   }
 
   async dropProposal(path: string): Promise<void> {
@@ -269,48 +276,15 @@ export class EditorReview implements ReviewHost, vscode.Disposable {
   }
 
   private codeLenses(doc: vscode.TextDocument): vscode.CodeLens[] {
-    const hunks = this.hunksOf(doc);
-    if (!hunks.length) {
-      return [];
-    }
-    const path = doc.uri.fsPath;
-    const last = Math.max(doc.lineCount - 1, 0);
-    const top = new vscode.Range(0, 0, 0, 0);
-    const n = hunks.length;
-    const out = [
-      new vscode.CodeLens(top, {
-        title: `MAIA: ${n} ${n === 1 ? 'change' : 'changes'} to review — Keep all`,
-        tooltip: `Keep all ${n} of MAIA's changes in this file`,
-        command: 'maia.review.keepFile',
-        arguments: [path],
-      }),
-      new vscode.CodeLens(top, {
-        title: 'Undo all',
-        tooltip: `Undo all of MAIA's changes in this file (your own edits stay)`,
-        command: 'maia.review.undoFile',
-        arguments: [path],
-      }),
-    ];
-    for (const h of hunks) {
-      const at = new vscode.Range(Math.min(h.line, last), 0, Math.min(h.line, last), 0);
-      const where = h.lines > 1 ? `lines ${h.line + 1}–${h.line + h.lines}` : `line ${h.line + 1}`;
-      if (h.state === 'userEdited') {
-        out.push(
-          new vscode.CodeLens(at, {
-            title: 'Changed by you — Keep',
-            tooltip: `MAIA's change at ${where}, which you edited since: it is not undone; Keep ends its review`,
-            command: 'maia.review.keep',
-            arguments: [path, h.id],
-          }),
-        );
-        continue;
-      }
-      out.push(
-        new vscode.CodeLens(at, { title: 'Keep', tooltip: `Keep MAIA's change at ${where}`, command: 'maia.review.keep', arguments: [path, h.id] }),
-        new vscode.CodeLens(at, { title: 'Undo', tooltip: `Undo MAIA's change at ${where}`, command: 'maia.review.undo', arguments: [path, h.id] }),
-      );
-    }
-    return out;
+    return reviewLenses(doc.uri.fsPath, this.hunksOf(doc), doc.lineCount).map(
+      (l) =>
+        new vscode.CodeLens(new vscode.Range(l.line, 0, l.line, 0), {
+          title: l.title,
+          tooltip: l.tooltip,
+          command: l.command,
+          arguments: l.arguments,
+        }),
+    );
   }
 
   /** The hunk under the cursor (or its removal point on the line). */

@@ -234,3 +234,37 @@ export function reviewCount(files: number, changes: number): string {
 export function applyReplace(text: string, edit: TextReplace): string {
   return text.slice(0, edit.start) + edit.text + text.slice(edit.end);
 }
+
+/**
+ * The lines a change removes and adds, counted over its hunks (not the
+ * whole file's lines): a 1-line Edit that becomes 2 lines is −1 +2.
+ */
+export function changedLines(oldText: string, newText: string): { removed: number; added: number } {
+  let removed = 0;
+  let added = 0;
+  for (const h of diffHunks(oldText, newText)) {
+    removed += h.baseLines.length;
+    added += h.agentLines.length;
+  }
+  return { removed, added };
+}
+
+/**
+ * How many of the hunks proposed (`before` → `proposed`) the text `kept`
+ * holds: those the review did not undo. A hunk the user changed counts as
+ * not kept as proposed.
+ */
+export function keptOf(before: string, proposed: string, kept: string): { kept: number; total: number } {
+  const total = diffHunks(before, proposed).length;
+  const missing = diffHunks(kept, proposed).length;
+  return { kept: Math.max(0, total - missing), total };
+}
+
+/** "Kept 1 of 2 changes" (the card of a change reviewed in the editor); "Undid all 2 changes: nothing written". */
+export function keptLabel(before: string, proposed: string, kept: string): string {
+  const n = keptOf(before, proposed, kept);
+  if (n.kept === 0) {
+    return `Undid ${n.total === 1 ? 'the change' : `all ${n.total} changes`}: nothing written`;
+  }
+  return `Kept ${n.kept} of ${n.total} ${n.total === 1 ? 'change' : 'changes'}`;
+}

@@ -424,7 +424,11 @@ async fn run_one(plan: Planned, call: &Call) -> Outcome {
         return Outcome::Cancelled(effects);
     }
     let mut content: Vec<ToolContent> = Vec::new();
-    if let Some(diff) = diff.filter(|_| !output.is_error) {
+    if let Some(mut diff) = diff.filter(|_| !output.is_error) {
+        // A change the user reviewed before the write: what it wrote.
+        if let (ToolContent::Diff { diff }, Some(written)) = (&mut diff, output.written.take()) {
+            diff.new_text = written;
+        }
         content.push(diff);
         // What the language servers said of the edit is shown with it.
         if let Some(text) = crate::langs::section(&output.content) {

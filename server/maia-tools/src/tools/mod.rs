@@ -61,7 +61,10 @@ pub(crate) fn reviewed(
         } => {
             ctx.reads.record(&diff.path, &text);
             Some(if applied {
-                ToolOutput::ok(report)
+                ToolOutput {
+                    written: (text != diff.new_text).then_some(text),
+                    ..ToolOutput::ok(report)
+                }
             } else {
                 ToolOutput::error(report)
             })
@@ -179,5 +182,40 @@ pub(crate) mod test_util {
             Ok(prepared) => crate::execute(prepared, ctx).await,
             Err(e) => ToolOutput::error(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(text: &str, applied: bool) -> WriteOutcome {
+        WriteOutcome::Reviewed {
+            text: text.to_owned(),
+            applied,
+            report: "report".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_partly_kept_change_says_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = test_util::ctx(dir.path());
+        let diff = FileDiff {
+            path: dir.path().join("a.txt"),
+            old_text: Some("a\nb\n".into()),
+            new_text: "A\nB\n".into(),
+        };
+        let partly = reviewed(&diff, outcome("A\nb\n", true), &ctx).unwrap();
+        assert!(!partly.is_error);
+        assert_eq!(partly.written.as_deref(), Some("A\nb\n"));
+        // Kept whole: the proposal is what was written.
+        let whole = reviewed(&diff, outcome("A\nB\n", true), &ctx).unwrap();
+        assert_eq!(whole.written, None);
+        // Nothing kept: an error, nothing written to show.
+        let none = reviewed(&diff, outcome("a\nb\n", false), &ctx).unwrap();
+        assert!(none.is_error);
+        assert_eq!(none.written, None);
+        assert!(reviewed(&diff, WriteOutcome::Written, &ctx).is_none());
     }
 }
