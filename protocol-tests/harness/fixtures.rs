@@ -2,7 +2,7 @@
 //! repositories in a session's folder, files, processes, and conditions
 //! polled until they hold.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Runs `git ARGS` in `cwd`; its stdout, or its stderr when it failed.
@@ -18,12 +18,22 @@ pub fn git(cwd: &Path, args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// Runs `git ARGS` in `cwd`, which must succeed; its stdout.
+pub fn git_ok(cwd: &Path, args: &[&str]) -> String {
+    git(cwd, args).unwrap_or_else(|e| panic!("git {args:?}: {e}"))
+}
+
 /// Makes `project` a repository on branch `main` with one commit
 /// (`README.md`, "hello").
 pub fn repository(project: &Path) {
-    git(project, &["init", "-q", "-b", "main"]).unwrap();
+    git_ok(project, &["init", "-q", "-b", "main"]);
     std::fs::write(project.join("README.md"), "hello\n").unwrap();
-    git(project, &["add", "README.md"]).unwrap();
+    git_ok(project, &["add", "README.md"]);
+    commit(project);
+}
+
+/// Commits what is staged in `project` ("start", by a test author).
+pub fn commit(project: &Path) {
     let commit = [
         "-c",
         "user.name=t",
@@ -34,7 +44,40 @@ pub fn repository(project: &Path) {
         "-m",
         "start",
     ];
-    git(project, &commit).unwrap();
+    git_ok(project, &commit);
+}
+
+/// The worktree fork folders beside `project` (`<name>.maia-fork-*`).
+pub fn fork_folders(project: &Path) -> Vec<PathBuf> {
+    let name = project.file_name().unwrap().to_string_lossy().into_owned();
+    std::fs::read_dir(project.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().is_some_and(|n| {
+                n.to_string_lossy()
+                    .starts_with(&format!("{name}.maia-fork-"))
+            })
+        })
+        .collect()
+}
+
+/// The fork records waiting in `project`'s sessions folder.
+pub fn fork_records(project: &Path) -> usize {
+    std::fs::read_dir(project.join(".maia/.sessions/.forks")).map_or(0, |d| d.count())
+}
+
+/// Removes a folder a test made outside its temporary folders (a worktree
+/// beside the project) when dropped.
+pub struct RemoveOnDrop(pub Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
 }
 
 /// Whether a process is alive (not gone and not a zombie).

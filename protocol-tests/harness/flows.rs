@@ -113,6 +113,14 @@ impl Transport for Maia {
 }
 
 impl Maia {
+    /// Sends request `method` with `params`; its response and the messages
+    /// before it (the untyped pair, for MAIA's extension methods and
+    /// tests that check the raw JSON).
+    pub async fn call(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let id = self.request(method, params).await;
+        self.response(id).await
+    }
+
     /// Starts with `options`, initializes (typed) and opens a session in
     /// the test's folder.
     pub async fn opened(options: super::Options) -> (Maia, acp::SessionId) {
