@@ -16,6 +16,14 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::harness::WAIT;
+use crate::harness::client::{Acp, Transport, acp, hold_in};
+use crate::harness::flows::{Flows, init_request};
+
+/// The `initialize` request the tests send (id 1), as one message: for the
+/// connections that are not a [`Ws`] (Streamable HTTP, raw sockets).
+pub fn init_message() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_request()})
+}
 
 pub struct Daemon {
     /// Killed when the test ends.
@@ -191,6 +199,27 @@ impl Daemon {
         self.cwd.path().canonicalize().unwrap()
     }
 
+    /// A WebSocket client of `token`, initialized (typed).
+    pub async fn client(&self, token: &str) -> Ws {
+        let mut ws = self.ws(token).await;
+        ws.handshake().await;
+        ws
+    }
+
+    /// A client of `token` with a session in the daemon's folder and one
+    /// prompt ("hi") the model answered `reply` (saved), ended by the turn.
+    pub async fn session_with_turn(&self, token: &str, reply: &str) -> (Ws, acp::SessionId) {
+        let mut ws = self.client(token).await;
+        let opened = ws
+            .send_request(acp::NewSessionRequest::new(self.cwd()))
+            .await
+            .unwrap_or_else(|e| panic!("session/new failed: {e:?}"));
+        self.mock.push(maia_test_support::text_reply(reply));
+        let turn = ws.prompt_turn(&opened.session_id, "hi").await;
+        assert_eq!(turn.ok().stop_reason, acp::StopReason::EndTurn);
+        (ws, opened.session_id)
+    }
+
     pub async fn ws(&self, token: &str) -> Ws {
         match self.try_ws(token).await {
             Ok(ws) => ws,
@@ -258,6 +287,8 @@ pub struct Ws {
     /// Every message received, in order.
     pub seen: Vec<Value>,
     next_id: u64,
+    /// Messages a typed wait passed over, for the next reads.
+    held: std::collections::VecDeque<Value>,
 }
 
 impl Ws {
@@ -288,6 +319,7 @@ impl Ws {
             incoming,
             seen: Vec::new(),
             next_id: 1,
+            held: Default::default(),
         }
     }
 
@@ -312,6 +344,9 @@ impl Ws {
     }
 
     pub async fn next(&mut self) -> Value {
+        if let Some(held) = self.held.pop_front() {
+            return held;
+        }
         let message = tokio::time::timeout(WAIT, self.incoming.recv())
             .await
             .expect("timed out waiting for a message")
@@ -361,6 +396,34 @@ impl Ws {
     }
 }
 
+impl Transport for Ws {
+    fn write(&mut self, message: &Value) -> impl Future<Output = ()> {
+        self.send(message)
+    }
+
+    async fn read_within(&mut self, within: std::time::Duration) -> Option<Value> {
+        if let Some(held) = self.held.pop_front() {
+            return Some(held);
+        }
+        let message = tokio::time::timeout(within, self.incoming.recv())
+            .await
+            .ok()?
+            .expect("the connection closed");
+        self.seen.push(message.clone());
+        Some(message)
+    }
+
+    fn hold(&mut self, messages: Vec<Value>) {
+        hold_in(&mut self.held, messages);
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+}
+
 /// A Streamable HTTP client on HTTP/2 (h2c on loopback).
 pub struct Http {
     pub client: reqwest::Client,
@@ -382,9 +445,7 @@ impl Http {
     /// `200` with its `Acp-Connection-Id`), and its connection stream.
     pub async fn open(daemon: &Daemon, token: &str) -> (Http, mpsc::UnboundedReceiver<Value>) {
         let client = Http::client();
-        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": 1, "clientCapabilities": {},
-                       "clientInfo": {"name": "remote-tests", "version": "1"}}});
+        let init = init_message();
         let answered = client
             .post(daemon.url())
             .bearer_auth(token)

@@ -4,7 +4,7 @@
 //! speaks to (the stdio process [`super::Maia`], a daemon's WebSocket
 //! [`crate::remote_client::Ws`]).
 //!
-//! - [`Acp::send`]: typed params in, the typed result out, or the
+//! - [`Acp::send_request`]: typed params in, the typed result out, or the
 //!   JSON-RPC error as [`acp::Error`]; what came meanwhile is kept.
 //! - [`Acp::expect`] / [`Acp::expect_where`]: waits (at most [`WAIT`]) for
 //!   the next session update of a kind, keeping the others for later reads.
@@ -288,7 +288,7 @@ pub trait Acp: Transport {
     /// Sends request `request` and waits for its response; the messages
     /// that came before it are kept for later reads, and an agent request
     /// among them fails the test (use [`Acp::exchange`] to answer one).
-    fn send<R: Call>(
+    fn send_request<R: Call>(
         &mut self,
         request: R,
     ) -> impl Future<Output = Result<R::Response, acp::Error>> {
@@ -324,7 +324,7 @@ pub trait Acp: Transport {
     }
 
     /// Sends request `method` with `params` and waits for its response;
-    /// like [`Acp::send`], for a method the schema has no type for.
+    /// like [`Acp::send_request`], for a method the schema has no type for.
     fn send_method(
         &mut self,
         method: &str,

@@ -32,7 +32,7 @@ pub trait Flows: Acp {
     /// `initialize` with [`init_request`]; fails the test on an error.
     fn handshake(&mut self) -> impl Future<Output = acp::InitializeResponse> {
         async move {
-            self.send(init_request())
+            self.send_request(init_request())
                 .await
                 .unwrap_or_else(|e| panic!("initialize failed: {e:?}"))
         }
@@ -47,7 +47,7 @@ pub trait Flows: Acp {
     ) -> impl Future<Output = (acp::SessionId, acp::NewSessionResponse)> {
         async move {
             let response = self
-                .send(acp::NewSessionRequest::new(cwd))
+                .send_request(acp::NewSessionRequest::new(cwd))
                 .await
                 .unwrap_or_else(|e| panic!("session/new failed: {e:?}"));
             let sid = response.session_id.clone();
