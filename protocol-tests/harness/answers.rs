@@ -1,9 +1,7 @@
 //! Typed answers to the agent's requests during a call ([`Answerer`]s):
 //! a permission question answered with the option of a kind, the
-//! questions recorded, `fs/*` served from the disk, and the typed
-//! responses turned into an [`Answer`].
-
-use std::path::PathBuf;
+//! questions recorded, and the typed responses (`fs/*`, `terminal/*`)
+//! turned into an [`Answer`].
 
 use super::client::{Answer, Answerer, acp};
 
@@ -70,26 +68,5 @@ pub fn recording<'a>(
             asked.push(question.clone());
         }
         inner(request)
-    }
-}
-
-/// Serves `fs/read_text_file` and `fs/write_text_file` from the disk (as
-/// an editor with no unsaved buffers would), relative paths under `root`,
-/// then answers as `inner`.
-pub fn fs_on_disk(root: PathBuf, mut inner: impl Answerer) -> impl Answerer {
-    move |request: &acp::AgentRequest| match request {
-        acp::AgentRequest::ReadTextFileRequest(read) => {
-            Some(match std::fs::read_to_string(root.join(&read.path)) {
-                Ok(text) => acp::ReadTextFileResponse::new(text).into(),
-                Err(e) => acp::Error::resource_not_found(Some(read.path.display().to_string()))
-                    .data(e.to_string())
-                    .into(),
-            })
-        }
-        acp::AgentRequest::WriteTextFileRequest(write) => {
-            std::fs::write(root.join(&write.path), &write.content).expect("the test writes");
-            Some(acp::WriteTextFileResponse::new().into())
-        }
-        _ => inner(request),
     }
 }

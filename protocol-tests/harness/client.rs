@@ -177,9 +177,6 @@ pub struct AgentChunk(pub acp::ContentChunk);
 /// A `user_message_chunk` (the prompt echoed, or replayed by a load).
 #[derive(Debug, Clone)]
 pub struct UserChunk(pub acp::ContentChunk);
-/// An `agent_thought_chunk`.
-#[derive(Debug, Clone)]
-pub struct ThoughtChunk(pub acp::ContentChunk);
 
 macro_rules! chunk_from {
     ($($kind:ident,)*) => {
@@ -196,7 +193,7 @@ macro_rules! chunk_from {
     };
 }
 
-/// A content chunk of one of the three kinds.
+/// A content chunk of one of the kinds above.
 pub trait Chunk: UpdateKind {
     fn chunk(&self) -> &acp::ContentChunk;
 
@@ -209,7 +206,7 @@ pub trait Chunk: UpdateKind {
     }
 }
 
-chunk_from! { AgentChunk, UserChunk, ThoughtChunk, }
+chunk_from! { AgentChunk, UserChunk, }
 
 use acp::{
     AvailableCommandsUpdate, ConfigOptionUpdate, CurrentModeUpdate, Notice, Plan,
@@ -219,7 +216,6 @@ use acp::{
 update_kinds! {
     AgentChunk => AgentMessageChunk,
     UserChunk => UserMessageChunk,
-    ThoughtChunk => AgentThoughtChunk,
     ToolCall => ToolCall,
     ToolCallUpdate => ToolCallUpdate,
     Plan => Plan,
@@ -392,7 +388,11 @@ pub trait Acp: Transport {
     }
 
     /// Sends notification `method` with `params`.
-    fn notify<P: Serialize>(&mut self, method: &str, params: P) -> impl Future<Output = ()> {
+    fn send_notification<P: Serialize>(
+        &mut self,
+        method: &str,
+        params: P,
+    ) -> impl Future<Output = ()> {
         let params = serde_json::to_value(params).expect("params serialize");
         let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
         async move { self.write(&message).await }

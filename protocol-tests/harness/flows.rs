@@ -131,18 +131,6 @@ impl Maia {
         (maia, sid)
     }
 
-    /// Scripts the model's text answer `reply`, then prompts `sid` with
-    /// `text` until the turn stops.
-    pub async fn scripted_turn(
-        &mut self,
-        sid: &acp::SessionId,
-        text: &str,
-        reply: &str,
-    ) -> Exchange<acp::PromptResponse> {
-        self.mock.push(mock::text_reply(reply));
-        self.prompt_turn(sid, text).await
-    }
-
     /// Scripts one model response with `calls`, then the text answer
     /// "done", and prompts `sid` with `text`, answering with `answer`.
     pub async fn scripted_tools(

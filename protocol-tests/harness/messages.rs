@@ -113,12 +113,10 @@ pub fn choose(kind: &str) -> impl FnMut(&Value) -> Option<Value> + '_ {
     }
 }
 
-/// The texts of the `user_message_chunk`s among `messages`.
+/// The texts of the `user_message_chunk`s among `messages` (read as the
+/// schema's types).
 pub fn user_texts(messages: &[Value]) -> Vec<String> {
-    updates_of(messages, "user_message_chunk")
-        .iter()
-        .map(|u| u["content"]["text"].as_str().unwrap_or_default().to_owned())
-        .collect()
+    super::client::texts::<super::client::UserChunk>(messages)
 }
 
 /// The messages (role, content text) of the model's last request.
