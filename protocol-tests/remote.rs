@@ -8,8 +8,9 @@ use std::time::Duration;
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
+use crate::harness::client::{Acp, acp};
 use crate::harness::{WAIT, choose, eventually, is_permission};
-use crate::remote_client::{Daemon, Http, seqs, serve_command, wait_on};
+use crate::remote_client::{Daemon, Http, seqs, serve_command, wait_on, write_call};
 
 const EDITOR: (&str, &[&str]) = ("editor", &[]);
 const PHONE: (&str, &[&str]) = ("phone", &[]);
@@ -30,14 +31,6 @@ fn load_params(daemon: &Daemon, sid: &str, since: Option<u64>) -> Value {
         params["_meta"] = json!({"maia": {"since": since}});
     }
     params
-}
-
-fn write_call() -> mock::Reply {
-    mock::tool_calls_reply(&[(
-        "call_w",
-        "Write",
-        json!({"file_path": "out.txt", "content": "hello\n"}),
-    )])
 }
 
 /// Whether `m` is the `$/cancel_request` of the question `id`.
@@ -88,21 +81,14 @@ async fn remote_websocket_serves_a_prompt_with_a_tool_call_and_a_permission() {
         "controller"
     );
     assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
-    let created = ws.call("session/new", new_params(&daemon)).await;
-    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
-    daemon.mock.push(write_call());
-    daemon.mock.push(mock::text_reply("written"));
-    let id = ws
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
-        )
+    let created = ws
+        .send_request(acp::NewSessionRequest::new(daemon.cwd()))
+        .await
+        .unwrap();
+    let turn = daemon
+        .write_turn(&mut ws, &created.session_id, "go", "written")
         .await;
-    let (ask, _) = ws.wait_for(is_permission).await;
-    ws.respond(&ask["id"], choose("allow_once")(&ask).unwrap())
-        .await;
-    let response = ws.response(id).await;
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(turn.ok().stop_reason, acp::StopReason::EndTurn);
     assert_eq!(
         std::fs::read_to_string(daemon.cwd().join("out.txt")).unwrap(),
         "hello\n"

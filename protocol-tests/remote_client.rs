@@ -16,8 +16,18 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::harness::WAIT;
-use crate::harness::client::{Acp, Transport, acp, hold_in};
+use crate::harness::answers::select;
+use crate::harness::client::{Acp, Exchange, Transport, acp, hold_in};
 use crate::harness::flows::{Flows, init_request};
+
+/// A model reply calling `Write` on `out.txt` ("hello\n"), id `call_w`.
+pub fn write_call() -> maia_test_support::Reply {
+    maia_test_support::tool_calls_reply(&[(
+        "call_w",
+        "Write",
+        json!({"file_path": "out.txt", "content": "hello\n"}),
+    )])
+}
 
 /// The `initialize` request the tests send (id 1), as one message: for the
 /// connections that are not a [`Ws`] (Streamable HTTP, raw sockets).
@@ -218,6 +228,21 @@ impl Daemon {
         let turn = ws.prompt_turn(&opened.session_id, "hi").await;
         assert_eq!(turn.ok().stop_reason, acp::StopReason::EndTurn);
         (ws, opened.session_id)
+    }
+
+    /// A turn of `sid` on `ws` prompted with `text`: the model writes
+    /// `out.txt` ([`write_call`]), allowed once, then answers `reply`.
+    pub async fn write_turn(
+        &self,
+        ws: &mut Ws,
+        sid: &acp::SessionId,
+        text: &str,
+        reply: &str,
+    ) -> Exchange<acp::PromptResponse> {
+        self.mock.push(write_call());
+        self.mock.push(maia_test_support::text_reply(reply));
+        ws.prompt_with(sid, text, select(acp::PermissionOptionKind::AllowOnce))
+            .await
     }
 
     pub async fn ws(&self, token: &str) -> Ws {
