@@ -252,12 +252,11 @@ impl Daemon {
         }
     }
 
-    /// A WebSocket that nobody reads unless the test does.
-    pub async fn raw_ws(
+    /// The WebSocket upgrade request of `token`'s.
+    fn upgrade_request(
         &self,
         token: &str,
-    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
-    {
+    ) -> tokio_tungstenite::tungstenite::handshake::client::Request {
         let mut request = format!("ws://{}/acp", self.addr)
             .into_client_request()
             .unwrap();
@@ -265,6 +264,16 @@ impl Daemon {
             "authorization",
             format!("Bearer {}", self.tokens[token]).parse().unwrap(),
         );
+        request
+    }
+
+    /// A WebSocket that nobody reads unless the test does.
+    pub async fn raw_ws(
+        &self,
+        token: &str,
+    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
+    {
+        let request = self.upgrade_request(token);
         tokio_tungstenite::connect_async(request).await.unwrap().0
     }
 
@@ -281,13 +290,7 @@ impl Daemon {
 
     /// A WebSocket client, or the HTTP status that refused it.
     pub async fn try_ws(&self, token: &str) -> Result<Ws, u16> {
-        let mut request = format!("ws://{}/acp", self.addr)
-            .into_client_request()
-            .unwrap();
-        request.headers_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.tokens[token]).parse().unwrap(),
-        );
+        let request = self.upgrade_request(token);
         let (socket, response) = match tokio_tungstenite::connect_async(request).await {
             Ok(connected) => connected,
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
