@@ -4,25 +4,16 @@
 //! it is refused when the match is gone. `MultiEdit`: several replacements,
 //! all or none, one permission and one diff, under the same rules.
 
-use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, Options, choose};
+use crate::harness::answers::{recording, select};
+use crate::harness::client::acp::{self, PermissionOptionKind, StopReason, ToolCallContent};
+use crate::harness::{Maia, Options, last_tool_result};
 
-fn last_tool_result(maia: &Maia) -> String {
-    let request = maia.mock.requests().last().cloned().unwrap();
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool")
-        .and_then(|m| m["content"].as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
+const ALLOW_ONCE: PermissionOptionKind = PermissionOptionKind::AllowOnce;
 
-async fn allowed() -> (Maia, String) {
-    Maia::ready_with(Options {
+async fn allowed() -> (Maia, acp::SessionId) {
+    Maia::opened(Options {
         settings: json!({"permissions": {"allow": ["Read", "Edit", "Bash"]}}),
         ..Options::default()
     })
@@ -31,23 +22,21 @@ async fn allowed() -> (Maia, String) {
 
 /// Read, then another writer (a command the model does not track, as a
 /// formatter or the editor would) changes the file, then the Edit.
-async fn read_write_edit(maia: &mut Maia, sid: &str, writer: &str, edit: Value) -> String {
-    maia.mock.push(mock::tool_calls_reply(&[(
-        "r",
-        "Read",
-        json!({"file_path": "f.txt"}),
-    )]));
-    maia.mock.push(mock::tool_calls_reply(&[(
-        "w",
-        "Bash",
-        json!({"command": writer}),
-    )]));
-    maia.mock
-        .push(mock::tool_calls_reply(&[("e", "Edit", edit)]));
-    maia.mock.push(mock::text_reply("done"));
-    let id = maia.prompt(sid, "edit it").await;
-    let (resp, _) = maia.response_with(id, choose("allow_once")).await;
-    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+async fn read_write_edit(
+    maia: &mut Maia,
+    sid: &acp::SessionId,
+    writer: &str,
+    edit: Value,
+) -> String {
+    let steps = [
+        ("r", "Read", json!({"file_path": "f.txt"})),
+        ("w", "Bash", json!({"command": writer})),
+        ("e", "Edit", edit),
+    ];
+    let turn = maia
+        .scripted_steps(sid, "edit it", &steps, select(ALLOW_ONCE))
+        .await;
+    assert_eq!(turn.ok().stop_reason, StopReason::EndTurn);
     last_tool_result(maia)
 }
 
@@ -97,43 +86,33 @@ async fn an_edit_whose_match_an_outside_writer_removed_is_refused() {
 
 // ---------------------------------------------------------------- MultiEdit
 
-/// Read `f.txt`, then one MultiEdit; answers every permission request with
-/// `kind` and returns (the MultiEdit's result, permission requests seen,
-/// the messages before the response).
+/// Read `f.txt`, then one MultiEdit; answers every permission request
+/// with `kind` and returns (the MultiEdit's result, permission requests
+/// seen).
 async fn read_then_multiedit(
     maia: &mut Maia,
-    sid: &str,
+    sid: &acp::SessionId,
     edits: Value,
-    kind: &str,
-) -> (String, Vec<Value>, Vec<Value>) {
-    maia.mock.push(mock::tool_calls_reply(&[(
-        "r",
-        "Read",
-        json!({"file_path": "f.txt"}),
-    )]));
-    maia.mock.push(mock::tool_calls_reply(&[(
-        "m",
-        "MultiEdit",
-        json!({"file_path": "f.txt", "edits": edits}),
-    )]));
-    maia.mock.push(mock::text_reply("done"));
-    let id = maia.prompt(sid, "edit it").await;
+    kind: PermissionOptionKind,
+) -> (String, Vec<acp::RequestPermissionRequest>) {
+    let steps = [
+        ("r", "Read", json!({"file_path": "f.txt"})),
+        (
+            "m",
+            "MultiEdit",
+            json!({"file_path": "f.txt", "edits": edits}),
+        ),
+    ];
     let mut asked = Vec::new();
-    let mut answer = choose(kind);
-    let (resp, before) = maia
-        .response_with(id, |m| {
-            if m["method"] == "session/request_permission" {
-                asked.push(m.clone());
-            }
-            answer(m)
-        })
+    let turn = maia
+        .scripted_steps(sid, "edit it", &steps, recording(&mut asked, select(kind)))
         .await;
-    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
-    (last_tool_result(maia), asked, before)
+    assert_eq!(turn.ok().stop_reason, StopReason::EndTurn);
+    (last_tool_result(maia), asked)
 }
 
-async fn with_rules(allow: &[&str], deny: &[&str]) -> (Maia, String) {
-    Maia::ready_with(Options {
+async fn with_rules(allow: &[&str], deny: &[&str]) -> (Maia, acp::SessionId) {
+    Maia::opened(Options {
         settings: json!({"permissions": {"allow": allow, "deny": deny}}),
         ..Options::default()
     })
@@ -149,18 +128,23 @@ async fn a_multiedit_asks_once_shows_one_diff_and_applies_every_edit() {
         {"old_string": "one", "new_string": "ONE"},
         {"old_string": "three", "new_string": "THREE"},
     ]);
-    let (result, asked, _) = read_then_multiedit(&mut maia, &sid, edits, "allow_once").await;
+    let (result, asked) = read_then_multiedit(&mut maia, &sid, edits, ALLOW_ONCE).await;
     assert!(result.contains("applied 2 edits"), "{result}");
     assert_eq!(asked.len(), 1, "one permission: {asked:?}");
-    let diffs: Vec<_> = asked[0]["params"]["toolCall"]["content"]
-        .as_array()
-        .unwrap()
+    let diffs: Vec<_> = asked[0]
+        .tool_call
+        .fields
+        .content
         .iter()
-        .filter(|c| c["type"] == "diff")
+        .flatten()
+        .filter_map(|c| match c {
+            ToolCallContent::Diff(diff) => Some(diff),
+            _ => None,
+        })
         .collect();
-    assert_eq!(diffs.len(), 1, "{}", asked[0]);
-    assert_eq!(diffs[0]["oldText"], "one\ntwo\nthree\n");
-    assert_eq!(diffs[0]["newText"], "ONE\ntwo\nTHREE\n");
+    assert_eq!(diffs.len(), 1, "{:?}", asked[0]);
+    assert_eq!(diffs[0].old_text.as_deref(), Some("one\ntwo\nthree\n"));
+    assert_eq!(diffs[0].new_text, "ONE\ntwo\nTHREE\n");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "ONE\ntwo\nTHREE\n");
     // The model is offered the tool.
     let tools = maia.mock.requests()[0]["tools"].to_string();
@@ -176,7 +160,7 @@ async fn a_multiedit_with_one_failing_edit_changes_nothing_and_asks_nothing() {
         {"old_string": "one", "new_string": "ONE"},
         {"old_string": "missing", "new_string": "x"},
     ]);
-    let (result, asked, _) = read_then_multiedit(&mut maia, &sid, edits, "allow_once").await;
+    let (result, asked) = read_then_multiedit(&mut maia, &sid, edits, ALLOW_ONCE).await;
     assert!(
         result.contains("Edit 2 of 2") && result.contains("not found"),
         "{result}"
@@ -191,7 +175,7 @@ async fn edit_rules_cover_multiedit() {
     let (mut maia, sid) = with_rules(&["Read", "Edit(f.txt)"], &[]).await;
     std::fs::write(maia.path("f.txt"), "a\n").unwrap();
     let edits = json!([{"old_string": "a", "new_string": "b"}]);
-    let (result, asked, _) = read_then_multiedit(&mut maia, &sid, edits, "allow_once").await;
+    let (result, asked) = read_then_multiedit(&mut maia, &sid, edits, ALLOW_ONCE).await;
     assert!(result.starts_with("Edited"), "{result}");
     assert!(asked.is_empty(), "{asked:?}");
     assert_eq!(std::fs::read_to_string(maia.path("f.txt")).unwrap(), "b\n");
@@ -200,7 +184,7 @@ async fn edit_rules_cover_multiedit() {
     let (mut maia, sid) = with_rules(&["Read"], &["Edit(f.txt)"]).await;
     std::fs::write(maia.path("f.txt"), "a\n").unwrap();
     let edits = json!([{"old_string": "a", "new_string": "b"}]);
-    let (result, asked, _) = read_then_multiedit(&mut maia, &sid, edits, "allow_once").await;
+    let (result, asked) = read_then_multiedit(&mut maia, &sid, edits, ALLOW_ONCE).await;
     assert!(!result.starts_with("Edited"), "{result}");
     assert!(asked.is_empty(), "{asked:?}");
     assert_eq!(std::fs::read_to_string(maia.path("f.txt")).unwrap(), "a\n");
@@ -209,7 +193,7 @@ async fn edit_rules_cover_multiedit() {
     let (mut maia, sid) = with_rules(&["Read", "MultiEdit(f.txt)"], &[]).await;
     std::fs::write(maia.path("f.txt"), "a\n").unwrap();
     let edits = json!([{"old_string": "a", "new_string": "b"}]);
-    let (_, asked, _) = read_then_multiedit(&mut maia, &sid, edits, "allow_once").await;
+    let (_, asked) = read_then_multiedit(&mut maia, &sid, edits, ALLOW_ONCE).await;
     assert!(asked.is_empty(), "{asked:?}");
 }
 
@@ -218,28 +202,26 @@ async fn a_multiedit_racing_an_outside_writer_follows_the_edit_rules() {
     let (mut maia, sid) = allowed().await;
     let path = maia.path("f.txt");
     std::fs::write(&path, "fn a() {}\nfn b() {}\n").unwrap();
-    maia.mock.push(mock::tool_calls_reply(&[(
-        "r",
-        "Read",
-        json!({"file_path": "f.txt"}),
-    )]));
-    maia.mock.push(mock::tool_calls_reply(&[(
-        "w",
-        "Bash",
-        json!({"command": "printf '// header\\nfn a() {}\\nfn b() {}\\n' > f.txt"}),
-    )]));
-    maia.mock.push(mock::tool_calls_reply(&[(
-        "m",
-        "MultiEdit",
-        json!({"file_path": "f.txt", "edits": [
-            {"old_string": "fn a() {}", "new_string": "fn x() {}"},
-            {"old_string": "fn b() {}", "new_string": "fn y() {}"},
-        ]}),
-    )]));
-    maia.mock.push(mock::text_reply("done"));
-    let id = maia.prompt(&sid, "edit it").await;
-    let (resp, _) = maia.response_with(id, choose("allow_once")).await;
-    assert_eq!(resp["result"]["stopReason"], "end_turn", "{resp}");
+    let steps = [
+        ("r", "Read", json!({"file_path": "f.txt"})),
+        (
+            "w",
+            "Bash",
+            json!({"command": "printf '// header\\nfn a() {}\\nfn b() {}\\n' > f.txt"}),
+        ),
+        (
+            "m",
+            "MultiEdit",
+            json!({"file_path": "f.txt", "edits": [
+                {"old_string": "fn a() {}", "new_string": "fn x() {}"},
+                {"old_string": "fn b() {}", "new_string": "fn y() {}"},
+            ]}),
+        ),
+    ];
+    let turn = maia
+        .scripted_steps(&sid, "edit it", &steps, select(ALLOW_ONCE))
+        .await;
+    assert_eq!(turn.ok().stop_reason, StopReason::EndTurn);
     let result = last_tool_result(&maia);
     assert!(
         result.contains("applied 2 edits") && result.contains("changed outside"),

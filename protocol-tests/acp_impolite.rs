@@ -12,18 +12,12 @@ use maia_test_support as mock;
 use serde_json::{Value, json};
 
 use crate::acp_mcp::mock_mcp;
-use crate::harness::{Maia, Options, agent_text, alive, choose, eventually, updates, updates_of};
+use crate::harness::{
+    Maia, Options, agent_text, alive, choose, eventually, updates, updates_of, user_texts,
+};
 
 fn session_of(m: &Value) -> Option<&str> {
     m["params"]["sessionId"].as_str()
-}
-
-/// The `user_message_chunk` texts among `messages`.
-fn user_texts(messages: &[Value]) -> Vec<String> {
-    updates_of(messages, "user_message_chunk")
-        .iter()
-        .map(|u| u["content"]["text"].as_str().unwrap_or_default().to_owned())
-        .collect()
 }
 
 /// Opens a session with `session/new` and sends a prompt the instant the

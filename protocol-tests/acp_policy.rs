@@ -12,11 +12,13 @@ use maia_test_support as mock;
 use serde_json::{Value, json};
 
 use crate::cli_login::maia as run_maia;
-use crate::harness::{MANAGED_FILE, Maia, Options, agent_text, permission_requests};
+use crate::harness::client::{Acp, Call, acp};
+use crate::harness::flows::Flows;
+use crate::harness::{MANAGED_FILE, Maia, Options};
 
 /// Starts under `policy` with user `settings`, initialized (notices
 /// taken), with `models` listed; opens a session.
-async fn managed(policy: Value, settings: Value, models: &[&str]) -> (Maia, String, Value) {
+async fn managed(policy: Value, settings: Value, models: &[&str]) -> (Maia, acp::SessionId, Value) {
     let mut maia = Maia::start_managed(
         Options {
             settings,
@@ -30,7 +32,7 @@ async fn managed(policy: Value, settings: Value, models: &[&str]) -> (Maia, Stri
     maia.initialize_with(json!({"session": {"notices": {}}}))
         .await;
     let (sid, result) = maia.new_session_result().await;
-    (maia, sid, result)
+    (maia, acp::SessionId::new(sid), result)
 }
 
 fn policy_file(maia: &Maia) -> String {
@@ -50,8 +52,29 @@ async fn notice(maia: &mut Maia, parts: &[&str]) -> Value {
     maia.wait_for(hit).await.0
 }
 
-fn error_text(response: &Value) -> String {
-    response["error"].to_string()
+/// The error `request` is answered with, as JSON text; fails the test
+/// when it succeeds.
+async fn refusal<R: Call>(maia: &mut Maia, request: R) -> String {
+    match maia.send_request(request).await {
+        Ok(_) => panic!("{} was not refused", R::METHOD),
+        Err(error) => serde_json::to_string(&error).unwrap(),
+    }
+}
+
+/// One model turn calling `Bash` with `command` (id `call_id`), asking
+/// nothing: the tool results of the model's last request.
+async fn unasked_bash(
+    maia: &mut Maia,
+    sid: &acp::SessionId,
+    call_id: &str,
+    command: &str,
+) -> Vec<String> {
+    let calls = [(call_id, "Bash", json!({"command": command}))];
+    let turn = maia
+        .scripted_tools(sid, "go", &calls, |_: &acp::AgentRequest| None)
+        .await;
+    assert!(turn.permissions().is_empty(), "nothing is asked");
+    crate::harness::last_tool_results(maia)
 }
 
 /// The values a select config option `id` offers.
@@ -74,26 +97,14 @@ async fn a_policy_deny_rule_blocks_a_call_the_users_rules_allow() {
         &["mock-model"],
     )
     .await;
-    let (_, messages) = maia
-        .tool_turn(
-            &sid,
-            &[("c1", "Bash", json!({"command": "touch made.txt"}))],
-            |_| None,
-        )
-        .await;
-    assert!(
-        permission_requests(&messages).is_empty(),
-        "nothing is asked"
-    );
+    let results = unasked_bash(&mut maia, &sid, "c1", "touch made.txt").await;
     assert!(!maia.path("made.txt").exists(), "the denied command ran");
-    let results = crate::harness::last_tool_results(&maia);
     assert!(
         results.iter().any(|r| r.contains("Bash(touch *)")),
         "{results:?}"
     );
     // `/permissions` shows the rule under the policy file.
-    let (_, messages) = maia.turn(&sid, "/permissions").await;
-    let text = agent_text(&messages);
+    let text = maia.prompt_turn(&sid, "/permissions").await.agent_text();
     assert!(text.contains(&policy_file(&maia)), "{text}");
 }
 
@@ -116,34 +127,22 @@ async fn the_bypass_mode_is_neither_offered_nor_taken() {
     assert!(modes.contains(&"default"), "{modes:?}");
     assert!(!option_values(&result, "mode").contains(&"bypass".to_owned()));
 
-    let id = maia
-        .request(
-            "session/set_mode",
-            json!({"sessionId": sid, "modeId": "bypass"}),
-        )
-        .await;
-    let (response, _) = maia.response(id).await;
-    assert!(error_text(&response).contains(&file), "{response}");
-    let id = maia
-        .request(
-            "session/set_config_option",
-            json!({"sessionId": sid, "configId": "mode", "value": "bypass"}),
-        )
-        .await;
-    let (response, _) = maia.response(id).await;
-    assert!(error_text(&response).contains(&file), "{response}");
+    let error = refusal(
+        &mut maia,
+        acp::SetSessionModeRequest::new(sid.clone(), "bypass"),
+    )
+    .await;
+    assert!(error.contains(&file), "{error}");
+    let set = acp::SetSessionConfigOptionRequest::new(sid.clone(), "mode", "bypass");
+    let error = refusal(&mut maia, set).await;
+    assert!(error.contains(&file), "{error}");
     // Other modes still switch.
-    let id = maia
-        .request(
-            "session/set_mode",
-            json!({"sessionId": sid, "modeId": "read-only"}),
-        )
+    let switched = maia
+        .send_request(acp::SetSessionModeRequest::new(sid.clone(), "read-only"))
         .await;
-    let (response, _) = maia.response(id).await;
-    assert!(response["error"].is_null(), "{response}");
+    assert!(switched.is_ok(), "{switched:?}");
     // `/context` shows the policy.
-    let (_, messages) = maia.turn(&sid, "/context").await;
-    let text = agent_text(&messages);
+    let text = maia.prompt_turn(&sid, "/context").await.agent_text();
     assert!(text.contains(&file), "{text}");
     assert!(text.contains("the bypass mode is disabled"), "{text}");
 }
@@ -171,20 +170,14 @@ async fn models_outside_available_models_are_neither_listed_nor_taken() {
     // The refused setting is told.
     notice(&mut maia, &[&file, "`big`"]).await;
 
-    let id = maia
-        .request(
-            "session/set_config_option",
-            json!({"sessionId": sid, "configId": "model", "value": "big"}),
-        )
-        .await;
-    let (response, _) = maia.response(id).await;
-    assert!(error_text(&response).contains(&file), "{response}");
-    let (_, messages) = maia.turn(&sid, "/model big").await;
-    let text = agent_text(&messages);
+    let set = acp::SetSessionConfigOptionRequest::new(sid.clone(), "model", "big");
+    let error = refusal(&mut maia, set).await;
+    assert!(error.contains(&file), "{error}");
+    let text = maia.prompt_turn(&sid, "/model big").await.agent_text();
     assert!(text.contains(&file), "{text}");
     // The request goes to the allowed model.
     maia.mock.push(mock::text_reply("hi"));
-    maia.turn(&sid, "hello").await;
+    maia.prompt_turn(&sid, "hello").await;
     let request = maia.mock.requests().last().cloned().unwrap();
     assert_eq!(request["model"], "mock-model");
 }
@@ -207,19 +200,11 @@ async fn the_policys_hook_runs_while_the_projects_untrusted_hook_does_not() {
         .to_string(),
     )
     .unwrap();
-    let (_, messages) = maia
-        .tool_turn(
-            &sid,
-            &[("c1", "Bash", json!({"command": "touch made.txt"}))],
-            |_| None,
-        )
-        .await;
-    assert!(permission_requests(&messages).is_empty());
+    let results = unasked_bash(&mut maia, &sid, "c1", "touch made.txt").await;
     assert!(
         !maia.path("made.txt").exists(),
         "the policy hook did not block"
     );
-    let results = crate::harness::last_tool_results(&maia);
     assert!(
         results
             .iter()
@@ -227,13 +212,9 @@ async fn the_policys_hook_runs_while_the_projects_untrusted_hook_does_not() {
         "{results:?}"
     );
     // A new session reads the project's hooks: still not run.
-    let sid = maia.new_session().await;
-    maia.tool_turn(
-        &sid,
-        &[("c2", "Bash", json!({"command": "touch other.txt"}))],
-        |_| None,
-    )
-    .await;
+    let cwd = maia.cwd();
+    let (sid, _) = maia.open_in(&cwd).await;
+    unasked_bash(&mut maia, &sid, "c2", "touch other.txt").await;
     assert!(!maia.path("project-hook-ran").exists());
     assert!(!maia.path("other.txt").exists());
 }
@@ -308,32 +289,15 @@ async fn exec_refuses_a_bypass_mode_and_a_model_the_policy_refuses() {
     .unwrap();
     let env_file = file.display().to_string();
     let env = [("MAIA_MANAGED_SETTINGS", env_file.as_str())];
-    let run = run_maia(
-        home.path(),
-        cwd.path(),
-        &["exec", "--mode", "bypass", "hello"],
-        &env,
-        "",
-    )
-    .await;
-    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-    assert!(
-        run.stderr.contains("--mode bypass") && run.stderr.contains(&env_file),
-        "{}",
-        run.stderr
-    );
-    let run = run_maia(
-        home.path(),
-        cwd.path(),
-        &["--model", "big", "exec", "hello"],
-        &env,
-        "",
-    )
-    .await;
-    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-    assert!(
-        run.stderr.contains("`big`") && run.stderr.contains(&env_file),
-        "{}",
-        run.stderr
-    );
+    let refused = async |args: &[&str], names: &str| {
+        let run = run_maia(home.path(), cwd.path(), args, &env, "").await;
+        assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+        assert!(
+            run.stderr.contains(names) && run.stderr.contains(&env_file),
+            "{}",
+            run.stderr
+        );
+    };
+    refused(&["exec", "--mode", "bypass", "hello"], "--mode bypass").await;
+    refused(&["--model", "big", "exec", "hello"], "`big`").await;
 }

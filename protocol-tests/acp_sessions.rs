@@ -9,21 +9,13 @@ use std::time::Duration;
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, agent_text, choose, updates, updates_of};
+use crate::harness::{Maia, agent_text, choose, updates, updates_of, user_texts};
 
 /// The kinds of the `session/update`s among `messages`, in order.
 fn kinds(messages: &[Value]) -> Vec<String> {
     updates(messages)
         .iter()
         .map(|u| u["sessionUpdate"].as_str().unwrap_or("?").to_owned())
-        .collect()
-}
-
-/// The texts of the `user_message_chunk`s among `messages`.
-fn user_texts(messages: &[Value]) -> Vec<String> {
-    updates_of(messages, "user_message_chunk")
-        .iter()
-        .map(|u| u["content"]["text"].as_str().unwrap_or_default().to_owned())
         .collect()
 }
 
@@ -92,16 +84,9 @@ fn assert_opened(resp: &Value) {
     }
 }
 
-/// Sends a request and returns its response and what came before.
-async fn call(maia: &mut Maia, method: &str, params: Value) -> (Value, Vec<Value>) {
-    let id = maia.request(method, params).await;
-    maia.response(id).await
-}
-
 async fn load(maia: &mut Maia, sid: &str) -> (Value, Vec<Value>) {
     let cwd = maia.cwd();
-    call(
-        maia,
+    maia.call(
         "session/load",
         json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
     )
@@ -109,7 +94,7 @@ async fn load(maia: &mut Maia, sid: &str) -> (Value, Vec<Value>) {
 }
 
 async fn list(maia: &mut Maia, params: Value) -> Value {
-    call(maia, "session/list", params).await.0
+    maia.call("session/list", params).await.0
 }
 
 /// The ids listed for the test's cwd (one page).
@@ -395,12 +380,12 @@ async fn resume_after_restart_answers_without_replay_and_keeps_history() {
     let mut maia = maia.restart().await;
     maia.initialize().await;
     let cwd = maia.cwd();
-    let (resp, before) = call(
-        &mut maia,
-        "session/resume",
-        json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
-    )
-    .await;
+    let (resp, before) = maia
+        .call(
+            "session/resume",
+            json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
     assert_opened(&resp);
     assert_eq!(
         kinds(&before),
@@ -498,11 +483,13 @@ async fn delete_removes_the_thread_and_unknown_ids_succeed() {
     both.sort();
     assert_eq!(ids, both);
 
-    let (resp, _) = call(&mut maia, "session/delete", json!({"sessionId": a})).await;
+    let (resp, _) = maia.call("session/delete", json!({"sessionId": a})).await;
     assert_eq!(resp["result"], json!({}), "{resp}");
     assert_eq!(listed_ids(&mut maia).await, [b.as_str()]);
     assert_eq!(journals(&maia).len(), 1);
-    let (resp, _) = call(&mut maia, "session/delete", json!({"sessionId": "no-such"})).await;
+    let (resp, _) = maia
+        .call("session/delete", json!({"sessionId": "no-such"}))
+        .await;
     assert_eq!(resp["result"], json!({}), "{resp}");
     let (resp, _) = load(&mut maia, &a).await;
     assert_eq!(resp["error"]["code"], -32002, "deleted: {resp}");
@@ -511,7 +498,7 @@ async fn delete_removes_the_thread_and_unknown_ids_succeed() {
     let mut maia = maia.restart().await;
     maia.initialize().await;
     assert_eq!(listed_ids(&mut maia).await, [b.as_str()]);
-    let (resp, _) = call(&mut maia, "session/delete", json!({"sessionId": b})).await;
+    let (resp, _) = maia.call("session/delete", json!({"sessionId": b})).await;
     assert_eq!(resp["result"], json!({}), "{resp}");
     assert_eq!(listed_ids(&mut maia).await, Vec::<String>::new());
     assert!(journals(&maia).is_empty(), "{:?}", journals(&maia));
@@ -520,13 +507,15 @@ async fn delete_removes_the_thread_and_unknown_ids_succeed() {
 #[tokio::test]
 async fn close_idle_running_and_unknown() {
     let (mut maia, sid) = Maia::ready().await;
-    let (resp, _) = call(&mut maia, "session/close", json!({"sessionId": sid})).await;
+    let (resp, _) = maia.call("session/close", json!({"sessionId": sid})).await;
     assert_eq!(resp["result"], json!({}), "{resp}");
     let id = maia.prompt(&sid, "still there?").await;
     let (resp, _) = maia.response(id).await;
     assert_eq!(resp["error"]["code"], -32002, "closed: {resp}");
 
-    let (resp, _) = call(&mut maia, "session/close", json!({"sessionId": "no-such"})).await;
+    let (resp, _) = maia
+        .call("session/close", json!({"sessionId": "no-such"}))
+        .await;
     assert_eq!(resp["error"]["code"], -32002, "{resp}");
 
     // Closing during a turn cancels it: the prompt answers `cancelled`,
@@ -611,12 +600,9 @@ async fn commands_are_announced_and_help_lists_them_without_the_model() {
     let mut maia = Maia::start().await;
     maia.initialize().await;
     let cwd = maia.cwd();
-    let (resp, before) = call(
-        &mut maia,
-        "session/new",
-        json!({"cwd": cwd, "mcpServers": []}),
-    )
-    .await;
+    let (resp, before) = maia
+        .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
     assert!(before.is_empty(), "{before:?}");
     let sid = resp["result"]["sessionId"].as_str().unwrap().to_owned();
     let update = expect_commands_next(&mut maia, &sid).await;
@@ -916,11 +902,11 @@ async fn load_or_resume_of_an_unknown_id_is_resource_not_found() {
     assert_eq!(resp["error"]["code"], -32002, "{resp}");
     assert!(before.is_empty());
     let cwd = maia.cwd();
-    let (resp, _) = call(
-        &mut maia,
-        "session/resume",
-        json!({"sessionId": "no-such-thread", "cwd": cwd, "mcpServers": []}),
-    )
-    .await;
+    let (resp, _) = maia
+        .call(
+            "session/resume",
+            json!({"sessionId": "no-such-thread", "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
     assert_eq!(resp["error"]["code"], -32002, "{resp}");
 }

@@ -2,19 +2,13 @@
 //! and resend), `session/fork` before a cursor, into a git worktree, and
 //! `/rewind` / `/fork`.
 
-use std::path::Path;
-
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
+use crate::harness::fixtures::{
+    RemoveOnDrop, commit, fork_folders, fork_records, git_ok, repository,
+};
 use crate::harness::*;
-
-fn user_texts(messages: &[Value]) -> Vec<String> {
-    updates_of(messages, "user_message_chunk")
-        .iter()
-        .map(|u| u["content"]["text"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
 
 fn message_id(response: &Value) -> String {
     response["result"]["_meta"]["maia"]["userMessageId"]
@@ -23,40 +17,8 @@ fn message_id(response: &Value) -> String {
         .to_owned()
 }
 
-/// The messages (role, content) of the last model request.
-fn last_request(maia: &Maia) -> Vec<(String, String)> {
-    let requests = maia.mock.requests();
-    let last = requests.last().expect("no model request");
-    last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap_or_default().to_owned(),
-                m["content"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect()
-}
-
-/// The non-system messages of the last model request, as `role: content`.
-fn history(maia: &Maia) -> Vec<String> {
-    last_request(maia)
-        .into_iter()
-        .filter(|(role, _)| role != "system")
-        .map(|(role, content)| format!("{role}: {content}"))
-        .collect()
-}
-
-async fn call(maia: &mut Maia, method: &str, params: Value) -> (Value, Vec<Value>) {
-    let id = maia.request(method, params).await;
-    maia.response(id).await
-}
-
 async fn rewind(maia: &mut Maia, sid: &str, before: Value) -> Value {
-    call(
-        maia,
+    maia.call(
         "_session/rewind",
         json!({"sessionId": sid, "beforeMessage": before}),
     )
@@ -219,12 +181,12 @@ async fn fork_before_a_cursor_gives_each_branch_its_own_history() {
     assert_eq!(cursors[0]["capabilities"], json!({"fork": {}}));
 
     let cwd = maia.cwd();
-    let (resp, _) = call(
-        &mut maia,
-        "session/fork",
-        json!({"sessionId": sid, "cwd": cwd, "mcpServers": [], "cursorId": beta}),
-    )
-    .await;
+    let (resp, _) = maia
+        .call(
+            "session/fork",
+            json!({"sessionId": sid, "cwd": cwd, "mcpServers": [], "cursorId": beta}),
+        )
+        .await;
     let fork = resp["result"]["sessionId"]
         .as_str()
         .unwrap_or_else(|| panic!("no sessionId in {resp}"))
@@ -265,19 +227,19 @@ async fn fork_before_a_cursor_gives_each_branch_its_own_history() {
     let before_count = std::fs::read_dir(maia.path(".maia/.sessions"))
         .unwrap()
         .count();
-    let (resp, _) = call(
-        &mut maia,
-        "session/fork",
-        json!({"sessionId": sid, "cwd": cwd, "mcpServers": [], "cursorId": "nope"}),
-    )
-    .await;
+    let (resp, _) = maia
+        .call(
+            "session/fork",
+            json!({"sessionId": sid, "cwd": cwd, "mcpServers": [], "cursorId": "nope"}),
+        )
+        .await;
     assert_eq!(resp["error"]["code"], -32602, "{resp}");
-    let (resp, _) = call(
-        &mut maia,
-        "session/fork",
-        json!({"sessionId": "no-such-session", "cwd": cwd, "mcpServers": []}),
-    )
-    .await;
+    let (resp, _) = maia
+        .call(
+            "session/fork",
+            json!({"sessionId": "no-such-session", "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
     assert_eq!(resp["error"]["code"], -32002, "{resp}");
     let after_count = std::fs::read_dir(maia.path(".maia/.sessions"))
         .unwrap()
@@ -300,49 +262,13 @@ async fn cursors_are_sent_only_to_clients_that_take_them() {
     );
 }
 
-fn git(cwd: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
-
-/// Removes a worktree folder made by a test (it lives beside the project).
-struct Cleanup(Option<std::path::PathBuf>);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
-            let _ = std::fs::remove_dir_all(path);
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_worktree_fork_writes_in_its_worktree_not_in_the_project() {
     let (mut maia, sid) = Maia::ready().await;
     let project = maia.cwd();
-    git(&project, &["init", "-q", "-b", "main"]);
-    std::fs::write(project.join("README.md"), "hello\n").unwrap();
-    git(&project, &["add", "README.md"]);
-    git(
-        &project,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "start",
-        ],
-    );
+    repository(&project);
     maia.answered_turn(&sid, "alpha", "A.").await;
-    let (resp, _) = call(
-        &mut maia,
+    let (resp, _) = maia.call(
         "session/fork",
         json!({"sessionId": sid, "cwd": project, "mcpServers": [], "_meta": {"maia": {"worktree": true}}}),
     )
@@ -353,7 +279,7 @@ async fn a_worktree_fork_writes_in_its_worktree_not_in_the_project() {
             .as_str()
             .unwrap_or_else(|| panic!("{resp}")),
     );
-    let _cleanup = Cleanup(Some(path.clone()));
+    let _cleanup = RemoveOnDrop(Some(path.clone()));
     let name = project.file_name().unwrap().to_string_lossy().into_owned();
     assert_eq!(path.parent(), project.parent());
     assert!(
@@ -388,7 +314,7 @@ async fn a_worktree_fork_writes_in_its_worktree_not_in_the_project() {
         first_of_fork.to_string().contains("alpha"),
         "{first_of_fork}"
     );
-    git(
+    git_ok(
         &project,
         &["worktree", "remove", "--force", &path.to_string_lossy()],
     );
@@ -399,8 +325,7 @@ async fn a_worktree_fork_outside_a_git_repository_is_refused() {
     let (mut maia, sid) = Maia::ready().await;
     maia.answered_turn(&sid, "alpha", "A.").await;
     let cwd = maia.cwd();
-    let (resp, _) = call(
-        &mut maia,
+    let (resp, _) = maia.call(
         "session/fork",
         json!({"sessionId": sid, "cwd": cwd, "mcpServers": [], "_meta": {"maia": {"worktree": true}}}),
     )
@@ -453,57 +378,19 @@ async fn slash_rewind_lists_and_truncates_and_slash_fork_names_the_new_session()
     );
 }
 
-/// The worktree folders beside `project` (`<name>.maia-fork-*`).
-fn fork_folders(project: &Path) -> Vec<std::path::PathBuf> {
-    let name = project.file_name().unwrap().to_string_lossy().into_owned();
-    std::fs::read_dir(project.parent().unwrap())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name().is_some_and(|n| {
-                n.to_string_lossy()
-                    .starts_with(&format!("{name}.maia-fork-"))
-            })
-        })
-        .collect()
-}
-
-fn git_out(cwd: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[tokio::test]
 async fn a_worktree_fork_killed_while_it_is_made_leaves_nothing_after_a_restart() {
     let (mut maia, sid) = Maia::ready().await;
     let project = maia.cwd();
-    git(&project, &["init", "-q", "-b", "main"]);
+    git_ok(&project, &["init", "-q", "-b", "main"]);
     // Enough files that the checkout takes a while.
     for i in 0..3000 {
         let dir = project.join(format!("src/d{}", i % 30));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
     }
-    git(&project, &["add", "-A"]);
-    git(
-        &project,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "start",
-        ],
-    );
+    git_ok(&project, &["add", "-A"]);
+    commit(&project);
     maia.answered_turn(&sid, "alpha", "A.").await;
     maia.request(
         "session/fork",
@@ -517,30 +404,25 @@ async fn a_worktree_fork_killed_while_it_is_made_leaves_nothing_after_a_restart(
     }
     let made = fork_folders(&project);
     assert_eq!(made.len(), 1, "{made:?}");
-    let _cleanup = Cleanup(Some(made[0].clone()));
+    let _cleanup = RemoveOnDrop(Some(made[0].clone()));
     maia = maia.restart().await;
     maia.initialize().await;
     // A session opening in the project undoes the half-made fork.
     maia.load(&sid).await;
     // The record goes last, once everything it names is undone.
-    let records = || {
-        std::fs::read_dir(maia.path(".maia/.sessions/.forks"))
-            .map(|d| d.count())
-            .unwrap_or(0)
-    };
+    let records = || fork_records(&project);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while std::time::Instant::now() < deadline && records() > 0 {
         tokio::task::yield_now().await;
     }
     assert_eq!(records(), 0);
     assert_eq!(fork_folders(&project), Vec::<std::path::PathBuf>::new());
-    let list = git_out(&project, &["worktree", "list", "--porcelain"]);
+    let list = git_ok(&project, &["worktree", "list", "--porcelain"]);
     assert_eq!(list.matches("worktree ").count(), 1, "{list}");
-    let branches = git_out(&project, &["branch", "--list", "maia/*"]);
+    let branches = git_ok(&project, &["branch", "--list", "maia/*"]);
     assert_eq!(branches.trim(), "", "{branches}");
     // And a worktree fork made afterwards works.
-    let (resp, _) = call(
-        &mut maia,
+    let (resp, _) = maia.call(
         "session/fork",
         json!({"sessionId": sid, "cwd": project, "mcpServers": [], "_meta": {"maia": {"worktree": true}}}),
     )
@@ -550,9 +432,9 @@ async fn a_worktree_fork_killed_while_it_is_made_leaves_nothing_after_a_restart(
             .as_str()
             .unwrap_or_else(|| panic!("{resp}")),
     );
-    let _cleanup2 = Cleanup(Some(path.clone()));
+    let _cleanup2 = RemoveOnDrop(Some(path.clone()));
     assert!(path.join("src/d0/f0.txt").exists());
-    git(
+    git_ok(
         &project,
         &["worktree", "remove", "--force", &path.to_string_lossy()],
     );

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
-use crate::harness::{Maia, Options, agent_text, choose, permission_requests, updates_of};
+use crate::harness::{
+    Maia, Options, agent_text, choose, last_tool_result, permission_requests, updates_of,
+};
 
 struct Layout {
     proj: PathBuf,
@@ -41,18 +43,13 @@ fn options() -> Options {
     }
 }
 
-async fn call(maia: &mut Maia, method: &str, params: Value) -> (Value, Vec<Value>) {
-    let id = maia.request(method, params).await;
-    maia.response(id).await
-}
-
 async fn open(maia: &mut Maia, cwd: &Path, roots: &[&Path]) -> String {
-    let (resp, _) = call(
-        maia,
-        "session/new",
-        json!({"cwd": cwd, "mcpServers": [], "additionalDirectories": roots}),
-    )
-    .await;
+    let (resp, _) = maia
+        .call(
+            "session/new",
+            json!({"cwd": cwd, "mcpServers": [], "additionalDirectories": roots}),
+        )
+        .await;
     let sid = resp["result"]["sessionId"]
         .as_str()
         .unwrap_or_else(|| panic!("no sessionId in {resp}"))
@@ -60,22 +57,6 @@ async fn open(maia: &mut Maia, cwd: &Path, roots: &[&Path]) -> String {
     maia.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")
         .await;
     sid
-}
-
-/// The content of the last tool result the model received.
-fn last_tool_result(maia: &Maia) -> String {
-    let requests = maia.mock.requests();
-    let messages = requests.last().unwrap()["messages"]
-        .as_array()
-        .unwrap()
-        .clone();
-    messages
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// One tool turn with `calls`, rejecting every permission request; returns
@@ -140,12 +121,12 @@ async fn an_additional_root_is_part_of_the_project() {
 
     // accept-edits: writes in the additional root go through unasked,
     // outside every root they are asked.
-    let (resp, _) = call(
-        &mut maia,
-        "session/set_mode",
-        json!({"sessionId": sid, "modeId": "accept-edits"}),
-    )
-    .await;
+    let (resp, _) = maia
+        .call(
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": "accept-edits"}),
+        )
+        .await;
     assert_eq!(resp["result"], json!({}), "{resp}");
     let write = |path: &Path| {
         (
@@ -218,8 +199,7 @@ async fn bad_roots_are_refused_with_a_clear_error() {
     ];
     for (roots, expected) in cases {
         for method in ["session/new", "session/resume"] {
-            let (resp, _) = call(
-                &mut maia,
+            let (resp, _) = maia.call(
                 method,
                 json!({"sessionId": "x", "cwd": l.proj, "mcpServers": [], "additionalDirectories": roots}),
             )
@@ -230,12 +210,12 @@ async fn bad_roots_are_refused_with_a_clear_error() {
         }
     }
     // A null list is no list (the schema's default).
-    let (resp, _) = call(
-        &mut maia,
-        "session/new",
-        json!({"cwd": l.proj, "mcpServers": [], "additionalDirectories": null}),
-    )
-    .await;
+    let (resp, _) = maia
+        .call(
+            "session/new",
+            json!({"cwd": l.proj, "mcpServers": [], "additionalDirectories": null}),
+        )
+        .await;
     assert!(resp["result"]["sessionId"].is_string(), "{resp}");
 }
 
@@ -251,14 +231,13 @@ async fn roots_are_saved_listed_and_the_load_request_decides() {
         .await;
 
     // session/list reports the roots the thread was opened with.
-    let (resp, _) = call(&mut maia, "session/list", json!({"cwd": l.proj})).await;
+    let (resp, _) = maia.call("session/list", json!({"cwd": l.proj})).await;
     let listed = &resp["result"]["sessions"][0];
     assert_eq!(listed["sessionId"], sid, "{resp}");
     assert_eq!(listed["additionalDirectories"], json!([l.lib]), "{resp}");
 
     // Loading with the listed roots restores them: the rule applies there.
-    let (resp, _) = call(
-        &mut maia,
+    let (resp, _) = maia.call(
         "session/load",
         json!({"sessionId": sid, "cwd": l.proj, "mcpServers": [], "additionalDirectories": [l.lib]}),
     )
@@ -269,12 +248,12 @@ async fn roots_are_saved_listed_and_the_load_request_decides() {
 
     // Resuming without them: no additional root (ACP: the request's list is
     // the complete list), and the user is told.
-    let (resp, before) = call(
-        &mut maia,
-        "session/resume",
-        json!({"sessionId": sid, "cwd": l.proj, "mcpServers": []}),
-    )
-    .await;
+    let (resp, before) = maia
+        .call(
+            "session/resume",
+            json!({"sessionId": sid, "cwd": l.proj, "mcpServers": []}),
+        )
+        .await;
     assert!(resp["error"].is_null(), "{resp}");
     let told = updates_of(&before, "notice").iter().any(|u| {
         u["title"]
@@ -284,7 +263,7 @@ async fn roots_are_saved_listed_and_the_load_request_decides() {
     assert!(told, "{before:?}");
     let (_, before) = turn_rejecting(&mut maia, &sid, &[read(&l.lib.join("src/a.txt"))]).await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
-    let (resp, _) = call(&mut maia, "session/list", json!({"cwd": l.proj})).await;
+    let (resp, _) = maia.call("session/list", json!({"cwd": l.proj})).await;
     assert!(
         resp["result"]["sessions"][0]["additionalDirectories"].is_null(),
         "{resp}"
@@ -297,12 +276,12 @@ async fn sandboxed_commands_may_write_in_an_additional_root_only() {
     maia.initialize().await;
     let l = layout(&maia);
     let sid = open(&mut maia, &l.proj, &[&l.lib]).await;
-    let (resp, _) = call(
-        &mut maia,
-        "session/set_mode",
-        json!({"sessionId": sid, "modeId": "bypass"}),
-    )
-    .await;
+    let (resp, _) = maia
+        .call(
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": "bypass"}),
+        )
+        .await;
     assert_eq!(resp["result"], json!({}), "{resp}");
     let echo = |id: &'static str, path: PathBuf| {
         (
@@ -351,7 +330,7 @@ async fn a_root_given_by_a_symlink_stays_where_it_was() {
     let (_, before) = turn_rejecting(&mut maia, &sid, &[read(&link.join("src/secret.txt"))]).await;
     assert_eq!(permission_requests(&before).len(), 1, "{before:?}");
     // The session reports the real folder.
-    let (resp, _) = call(&mut maia, "session/list", json!({"cwd": l.proj})).await;
+    let (resp, _) = maia.call("session/list", json!({"cwd": l.proj})).await;
     assert_eq!(
         resp["result"]["sessions"][0]["additionalDirectories"],
         json!([l.lib]),

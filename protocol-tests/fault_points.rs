@@ -3,63 +3,13 @@
 //! each point of a worktree fork, its sweep, a settings write and a token
 //! file write in turn, and the next start must leave nothing behind.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::json;
 
 use crate::cli_login::{maia as run_maia, mock_with_models};
+use crate::harness::fixtures::{fork_folders, fork_records, git, repository};
 use crate::harness::{Maia, WAIT, eventually};
-
-fn git(cwd: &Path, args: &[&str]) -> Result<String, String> {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("git runs");
-    match out.status.success() {
-        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-    }
-}
-
-/// A repository with one commit in the session's folder.
-fn repository(project: &Path) {
-    git(project, &["init", "-q", "-b", "main"]).unwrap();
-    std::fs::write(project.join("README.md"), "hello\n").unwrap();
-    git(project, &["add", "README.md"]).unwrap();
-    let commit = [
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@t",
-        "commit",
-        "-q",
-        "-m",
-        "start",
-    ];
-    git(project, &commit).unwrap();
-}
-
-/// The fork folders beside the project.
-fn fork_folders(project: &Path) -> Vec<PathBuf> {
-    let name = project.file_name().unwrap().to_string_lossy().into_owned();
-    std::fs::read_dir(project.parent().unwrap())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(&format!("{name}.maia-fork-"))
-        })
-        .collect()
-}
-
-/// The fork records waiting in the project's sessions folder.
-fn records(project: &Path) -> usize {
-    std::fs::read_dir(project.join(".maia/.sessions/.forks")).map_or(0, |d| d.count())
-}
 
 /// Whether the repository is as before any fork: one worktree listed (the
 /// command works), no fork branch, no fork folder, no record.
@@ -69,7 +19,7 @@ fn clean(project: &Path) -> bool {
     listed.is_ok_and(|l| l.matches("worktree ").count() == 1)
         && branches.is_ok_and(|b| b.trim().is_empty())
         && fork_folders(project).is_empty()
-        && records(project) == 0
+        && fork_records(project) == 0
 }
 
 /// A session with one answered turn in a repository, in a process with
@@ -109,13 +59,13 @@ async fn a_fork_killed_at_each_point_before_it_is_saved_is_undone_on_the_next_st
     for point in ["worktree.add.recorded", "worktree.add.added"] {
         let maia = fork_killed_at(point).await;
         let project = maia.cwd();
-        assert_eq!(records(&project), 1, "{point}: the record stays");
+        assert_eq!(fork_records(&project), 1, "{point}: the record stays");
         let maia = reopen(maia, None).await;
         assert!(
             eventually(WAIT, || clean(&project)).await,
             "{point}: left {:?}, {} record(s), worktrees {:?}",
             fork_folders(&project),
-            records(&project),
+            fork_records(&project),
             git(&project, &["worktree", "list"])
         );
         drop(maia);
@@ -163,7 +113,7 @@ async fn a_fork_killed_after_it_was_saved_keeps_its_worktree() {
     let folder = fork_folders(&project).pop().expect("the fork's folder");
     let maia = reopen(maia, None).await;
     assert!(
-        eventually(WAIT, || records(&project) == 0).await,
+        eventually(WAIT, || fork_records(&project) == 0).await,
         "the record stays"
     );
     assert!(
@@ -204,7 +154,7 @@ async fn a_sweep_killed_at_each_of_its_steps_is_finished_by_the_next() {
             eventually(WAIT, || clean(&project)).await,
             "{point}: left {:?}, {} record(s), worktrees {:?}",
             fork_folders(&project),
-            records(&project),
+            fork_records(&project),
             git(&project, &["worktree", "list"])
         );
         drop(maia);

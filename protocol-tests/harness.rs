@@ -1,6 +1,24 @@
 //! A client for the tests: spawns `maia acp` with an isolated HOME whose
 //! settings point at a mock LLM, speaks JSON-RPC to it, and checks that
 //! every stdout line is a JSON-RPC message.
+//!
+//! Its modules: [`client`], the typed client (ACP calls and session updates
+//! as the schema crate's types, over this process or a daemon's WebSocket);
+//! [`messages`], what the tests read out of received messages and of the
+//! requests the mock LLM was sent; [`fixtures`], the folders tests set up;
+//! [`flows`], the typed handshake / session / prompt pairs; [`answers`],
+//! typed answers to the agent's requests.
+
+pub mod answers;
+pub mod client;
+pub mod fixtures;
+pub mod flows;
+pub mod messages;
+
+pub use fixtures::{alive, eventually, read};
+pub use messages::*;
+
+use std::collections::VecDeque;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -24,6 +42,9 @@ pub struct Maia {
     next_id: u64,
     /// Every message received so far, in order.
     pub seen: Vec<Value>,
+    /// Messages received but passed over by a typed wait
+    /// ([`client::Acp::expect`]), for the next reads.
+    held: VecDeque<Value>,
     pub mock: MockLlm,
     /// The isolated HOME (kept alive as long as the process runs).
     #[allow(dead_code)]
@@ -140,6 +161,7 @@ impl Maia {
             rx,
             next_id: 1,
             seen: Vec::new(),
+            held: VecDeque::new(),
             mock,
             home,
             cwd,
@@ -182,6 +204,7 @@ impl Maia {
             rx,
             next_id: 1,
             seen: Vec::new(),
+            held: VecDeque::new(),
             mock: self.mock,
             home: self.home,
             cwd: self.cwd,
@@ -255,8 +278,12 @@ impl Maia {
             .await;
     }
 
-    /// The next message; fails the test on a non-JSON-RPC stdout line.
+    /// The next message (one a typed wait passed over first); fails the
+    /// test on a non-JSON-RPC stdout line.
     pub async fn next(&mut self) -> Value {
+        if let Some(held) = self.held.pop_front() {
+            return held;
+        }
         let got = tokio::time::timeout(WAIT, self.rx.recv())
             .await
             .expect("timed out waiting for a message from maia")
@@ -285,6 +312,9 @@ impl Maia {
 
     /// The next message if one arrives within `within`.
     pub async fn next_within(&mut self, within: Duration) -> Option<Value> {
+        if let Some(held) = self.held.pop_front() {
+            return Some(held);
+        }
         let got = tokio::time::timeout(within, self.rx.recv()).await.ok()?;
         let value = got
             .expect("maia closed stdout")
@@ -472,145 +502,6 @@ impl Maia {
             .expect("maia did not exit in time")
             .unwrap()
     }
-}
-
-/// The `session/request_permission` requests among `messages`.
-/// A permission question MAIA asks (a request, with an id).
-pub fn is_permission(m: &Value) -> bool {
-    m["method"] == "session/request_permission" && m.get("id").is_some()
-}
-
-/// The response to our request `id`.
-pub fn is_response(m: &Value, id: u64) -> bool {
-    m.get("method").is_none() && m["id"] == serde_json::json!(id)
-}
-
-pub fn permission_requests(messages: &[Value]) -> Vec<Value> {
-    messages
-        .iter()
-        .filter(|m| m["method"] == "session/request_permission")
-        .cloned()
-        .collect()
-}
-
-/// The `session/update` payloads among `messages`.
-pub fn updates(messages: &[Value]) -> Vec<Value> {
-    messages
-        .iter()
-        .filter(|m| m["method"] == "session/update")
-        .map(|m| m["params"]["update"].clone())
-        .collect()
-}
-
-/// The concatenated text of the `agent_message_chunk`s among `messages`.
-pub fn agent_text(messages: &[Value]) -> String {
-    updates(messages)
-        .iter()
-        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
-        .filter_map(|u| u["content"]["text"].as_str().map(str::to_owned))
-        .collect()
-}
-
-/// The journal file names in the session's `.maia/.sessions`, sorted.
-pub fn session_files(maia: &Maia) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(maia.path(".maia/.sessions"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".jsonl"))
-        .collect();
-    names.sort();
-    names
-}
-
-/// The `tool` message contents of model request `index`.
-pub fn tool_results(maia: &Maia, index: usize) -> Vec<String> {
-    tool_messages(&maia.mock.requests()[index])
-}
-
-/// The `tool` message contents of the model's last request.
-pub fn last_tool_results(maia: &Maia) -> Vec<String> {
-    tool_messages(maia.mock.requests().last().unwrap())
-}
-
-fn tool_messages(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-/// The text of an LLM request message whatever its content's shape
-/// (a string or text parts).
-pub fn content_text(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
-}
-
-/// The updates of one kind.
-pub fn updates_of(messages: &[Value], kind: &str) -> Vec<Value> {
-    updates(messages)
-        .into_iter()
-        .filter(|u| u["sessionUpdate"] == kind)
-        .collect()
-}
-
-/// Answers a permission request by choosing the option of `kind`.
-pub fn choose(kind: &str) -> impl FnMut(&Value) -> Option<Value> + '_ {
-    move |m: &Value| {
-        if m["method"] != "session/request_permission" {
-            return None;
-        }
-        let option = m["params"]["options"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|o| o["kind"] == kind)
-            .unwrap_or_else(|| panic!("no {kind} option in {m}"));
-        Some(json!({"outcome": {"outcome": "selected", "optionId": option["optionId"]}}))
-    }
-}
-
-/// Whether a process is alive (not gone and not a zombie).
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|rest| rest.split_whitespace().next());
-            state != Some("Z")
-        }
-        Err(_) => false,
-    }
-}
-
-/// Polls `pred` until it holds or `within` passes.
-pub async fn eventually(within: Duration, mut pred: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if pred() {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-pub fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap()
 }
 
 /// The managed policy's file name in a test's home folder.

@@ -74,3 +74,4 @@ mod robustness;
 mod telemetry;
 mod timeline_escapes;
 mod timeline_files;
+mod typed_client;

@@ -8,8 +8,9 @@ use std::time::Duration;
 use maia_test_support as mock;
 use serde_json::{Value, json};
 
+use crate::harness::client::{Acp, acp};
 use crate::harness::{WAIT, choose, eventually, is_permission};
-use crate::remote_client::{Daemon, Http, seqs, serve_command, wait_on};
+use crate::remote_client::{Daemon, Http, seqs, serve_command, wait_on, write_call};
 
 const EDITOR: (&str, &[&str]) = ("editor", &[]);
 const PHONE: (&str, &[&str]) = ("phone", &[]);
@@ -32,14 +33,6 @@ fn load_params(daemon: &Daemon, sid: &str, since: Option<u64>) -> Value {
     params
 }
 
-fn write_call() -> mock::Reply {
-    mock::tool_calls_reply(&[(
-        "call_w",
-        "Write",
-        json!({"file_path": "out.txt", "content": "hello\n"}),
-    )])
-}
-
 /// Whether `m` is the `$/cancel_request` of the question `id`.
 fn cancels(m: &Value, id: &Value) -> bool {
     m["method"] == "$/cancel_request" && m["params"]["requestId"] == *id
@@ -60,8 +53,7 @@ async fn editor_and_phone(
     daemon: &Daemon,
 ) -> (crate::remote_client::Ws, crate::remote_client::Ws, String) {
     let (a, sid) = ws_session(daemon, "editor").await;
-    let mut b = daemon.ws("phone").await;
-    b.call("initialize", init_params()).await;
+    let mut b = daemon.client("phone").await;
     let loaded = b
         .call("session/load", load_params(daemon, &sid, None))
         .await;
@@ -88,21 +80,14 @@ async fn remote_websocket_serves_a_prompt_with_a_tool_call_and_a_permission() {
         "controller"
     );
     assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
-    let created = ws.call("session/new", new_params(&daemon)).await;
-    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
-    daemon.mock.push(write_call());
-    daemon.mock.push(mock::text_reply("written"));
-    let id = ws
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
-        )
+    let created = ws
+        .send_request(acp::NewSessionRequest::new(daemon.cwd()))
+        .await
+        .unwrap();
+    let turn = daemon
+        .write_turn(&mut ws, &created.session_id, "go", "written")
         .await;
-    let (ask, _) = ws.wait_for(is_permission).await;
-    ws.respond(&ask["id"], choose("allow_once")(&ask).unwrap())
-        .await;
-    let response = ws.response(id).await;
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(turn.ok().stop_reason, acp::StopReason::EndTurn);
     assert_eq!(
         std::fs::read_to_string(daemon.cwd().join("out.txt")).unwrap(),
         "hello\n"
@@ -339,8 +324,7 @@ async fn remote_disconnect_mid_turn_then_load_since_misses_nothing_and_doubles_n
         eventually(WAIT, || daemon.mock.requests().len() == 1).await,
         "the turn did not reach the model"
     );
-    let mut b = daemon.ws("editor").await;
-    b.call("initialize", init_params()).await;
+    let mut b = daemon.client("editor").await;
     let loaded = b
         .call("session/load", load_params(&daemon, &sid, Some(since)))
         .await;
@@ -510,8 +494,7 @@ async fn remote_refuses_missing_and_wrong_tokens_foreign_origins_and_big_bodies(
 #[tokio::test]
 async fn remote_a_revoked_tokens_open_connection_is_closed() {
     let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
-    let mut phone = daemon.ws("phone").await;
-    phone.call("initialize", init_params()).await;
+    let mut phone = daemon.client("phone").await;
     let (ok, _, err) = serve_command(daemon.home.path(), &["token", "revoke", "phone"]);
     assert!(ok, "{err}");
     let (closed, _) = phone.wait_for(|m| m.get("closed").is_some()).await;
@@ -626,8 +609,7 @@ async fn remote_a_question_asked_while_nobody_is_there_waits_for_the_next_contro
     let since = *seqs(&a.seen).last().unwrap();
     a.close().await;
     // The phone attaches later: the missed updates, then the question.
-    let mut b = daemon.ws("phone").await;
-    b.call("initialize", init_params()).await;
+    let mut b = daemon.client("phone").await;
     let loaded = b
         .call("session/load", load_params(&daemon, &sid, Some(since)))
         .await;
@@ -660,8 +642,7 @@ async fn remote_a_second_controller_cancels_the_running_turn() {
         .await;
     a.wait_for(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
         .await;
-    let mut b = daemon.ws("phone").await;
-    b.call("initialize", init_params()).await;
+    let mut b = daemon.client("phone").await;
     b.call("session/resume", load_params(&daemon, &sid, None))
         .await;
     b.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
@@ -719,8 +700,7 @@ async fn remote_kill_9_mid_turn_and_a_restart_load_every_session() {
     a.wait_for(|m| m["params"]["update"]["content"]["text"] == "word ")
         .await;
     daemon.restart().await;
-    let mut b = daemon.ws("editor").await;
-    b.call("initialize", init_params()).await;
+    let mut b = daemon.client("editor").await;
     let id = b
         .request("session/load", load_params(&daemon, &sid, None))
         .await;
@@ -866,8 +846,7 @@ async fn remote_a_thousand_idle_connections_leave_the_daemon_serving() {
     let before = daemon.rss_kib();
     let mut idle = Vec::new();
     for _ in 0..1000 {
-        let mut ws = daemon.ws("editor").await;
-        ws.call("initialize", init_params()).await;
+        let ws = daemon.client("editor").await;
         idle.push(ws);
     }
     let after = daemon.rss_kib();
@@ -965,14 +944,12 @@ async fn remote_tls_serves_http2_and_the_bridge_over_wss() {
 #[tokio::test]
 async fn remote_a_client_may_ask_that_its_leaving_cancels_the_turn() {
     let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
-    let mut a = daemon.ws("editor").await;
-    a.call("initialize", init_params()).await;
+    let mut a = daemon.client("editor").await;
     let mut params = new_params(&daemon);
     params["_meta"] = json!({"maia": {"cancelOnDisconnect": true}});
     let created = a.call("session/new", params).await;
     let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
-    let mut b = daemon.ws("phone").await;
-    b.call("initialize", init_params()).await;
+    let mut b = daemon.client("phone").await;
     b.call("session/resume", load_params(&daemon, &sid, None))
         .await;
     daemon
@@ -996,8 +973,7 @@ async fn remote_a_hundred_observers_each_receive_every_update_once_in_order() {
     let (mut a, sid) = ws_session(&daemon, "editor").await;
     let mut observers = Vec::new();
     for _ in 0..100 {
-        let mut ws = daemon.ws("watcher").await;
-        ws.call("initialize", init_params()).await;
+        let mut ws = daemon.client("watcher").await;
         ws.call("session/resume", load_params(&daemon, &sid, None))
             .await;
         observers.push(ws);
@@ -1084,8 +1060,7 @@ async fn remote_a_prompt_sent_right_behind_its_load_is_served_live_and_after_a_r
     let (mut a, sid) = ws_session(&daemon, "editor").await;
     // A second client resumes the live session and prompts without waiting
     // for the resume's answer.
-    let mut b = daemon.ws("phone").await;
-    b.call("initialize", init_params()).await;
+    let mut b = daemon.client("phone").await;
     daemon.mock.push(mock::text_reply("live"));
     b.request("session/resume", load_params(&daemon, &sid, None))
         .await;
@@ -1101,8 +1076,7 @@ async fn remote_a_prompt_sent_right_behind_its_load_is_served_live_and_after_a_r
     // After a restart the session is not live: the load opens it, and the
     // prompt behind it waits for the open.
     daemon.restart().await;
-    let mut c = daemon.ws("editor").await;
-    c.call("initialize", init_params()).await;
+    let mut c = daemon.client("editor").await;
     daemon.mock.push(mock::text_reply("reopened"));
     c.request("session/load", load_params(&daemon, &sid, None))
         .await;
@@ -1276,14 +1250,12 @@ async fn remote_a_waiting_prompt_runs_after_its_client_left() {
 #[tokio::test]
 async fn remote_a_client_leaving_with_cancel_on_disconnect_leaves_no_waiting_prompt_to_run() {
     let daemon = Daemon::start(&[EDITOR, PHONE], &[]).await;
-    let mut a = daemon.ws("editor").await;
-    a.call("initialize", init_params()).await;
+    let mut a = daemon.client("editor").await;
     let mut params = new_params(&daemon);
     params["_meta"] = json!({"maia": {"cancelOnDisconnect": true}});
     let created = a.call("session/new", params).await;
     let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
-    let mut b = daemon.ws("phone").await;
-    b.call("initialize", init_params()).await;
+    let mut b = daemon.client("phone").await;
     b.call("session/resume", load_params(&daemon, &sid, None))
         .await;
     daemon
@@ -1376,8 +1348,7 @@ async fn remote_sigterm_mid_turn_answers_cancelled_and_keeps_what_streamed() {
         .unwrap();
     // What streamed before the signal is in the journal.
     daemon.restart().await;
-    let mut b = daemon.ws("editor").await;
-    b.call("initialize", init_params()).await;
+    let mut b = daemon.client("editor").await;
     let id = b
         .request("session/load", load_params(&daemon, &sid, None))
         .await;

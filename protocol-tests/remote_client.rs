@@ -16,6 +16,24 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::harness::WAIT;
+use crate::harness::answers::select;
+use crate::harness::client::{Acp, Exchange, Transport, acp, hold_in};
+use crate::harness::flows::{Flows, init_request};
+
+/// A model reply calling `Write` on `out.txt` ("hello\n"), id `call_w`.
+pub fn write_call() -> maia_test_support::Reply {
+    maia_test_support::tool_calls_reply(&[(
+        "call_w",
+        "Write",
+        json!({"file_path": "out.txt", "content": "hello\n"}),
+    )])
+}
+
+/// The `initialize` request the tests send (id 1), as one message: for the
+/// connections that are not a [`Ws`] (Streamable HTTP, raw sockets).
+pub fn init_message() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_request()})
+}
 
 pub struct Daemon {
     /// Killed when the test ends.
@@ -191,11 +209,62 @@ impl Daemon {
         self.cwd.path().canonicalize().unwrap()
     }
 
+    /// A WebSocket client of `token`, initialized (typed).
+    pub async fn client(&self, token: &str) -> Ws {
+        let mut ws = self.ws(token).await;
+        ws.handshake().await;
+        ws
+    }
+
+    /// A client of `token` with a session in the daemon's folder and one
+    /// prompt ("hi") the model answered `reply` (saved), ended by the turn.
+    pub async fn session_with_turn(&self, token: &str, reply: &str) -> (Ws, acp::SessionId) {
+        let mut ws = self.client(token).await;
+        let opened = ws
+            .send_request(acp::NewSessionRequest::new(self.cwd()))
+            .await
+            .unwrap_or_else(|e| panic!("session/new failed: {e:?}"));
+        self.mock.push(maia_test_support::text_reply(reply));
+        let turn = ws.prompt_turn(&opened.session_id, "hi").await;
+        assert_eq!(turn.ok().stop_reason, acp::StopReason::EndTurn);
+        (ws, opened.session_id)
+    }
+
+    /// A turn of `sid` on `ws` prompted with `text`: the model writes
+    /// `out.txt` ([`write_call`]), allowed once, then answers `reply`.
+    pub async fn write_turn(
+        &self,
+        ws: &mut Ws,
+        sid: &acp::SessionId,
+        text: &str,
+        reply: &str,
+    ) -> Exchange<acp::PromptResponse> {
+        self.mock.push(write_call());
+        self.mock.push(maia_test_support::text_reply(reply));
+        ws.prompt_with(sid, text, select(acp::PermissionOptionKind::AllowOnce))
+            .await
+    }
+
     pub async fn ws(&self, token: &str) -> Ws {
         match self.try_ws(token).await {
             Ok(ws) => ws,
             Err(status) => panic!("the upgrade was refused: {status}"),
         }
+    }
+
+    /// The WebSocket upgrade request of `token`'s.
+    fn upgrade_request(
+        &self,
+        token: &str,
+    ) -> tokio_tungstenite::tungstenite::handshake::client::Request {
+        let mut request = format!("ws://{}/acp", self.addr)
+            .into_client_request()
+            .unwrap();
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.tokens[token]).parse().unwrap(),
+        );
+        request
     }
 
     /// A WebSocket that nobody reads unless the test does.
@@ -204,13 +273,7 @@ impl Daemon {
         token: &str,
     ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
     {
-        let mut request = format!("ws://{}/acp", self.addr)
-            .into_client_request()
-            .unwrap();
-        request.headers_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.tokens[token]).parse().unwrap(),
-        );
+        let request = self.upgrade_request(token);
         tokio_tungstenite::connect_async(request).await.unwrap().0
     }
 
@@ -227,13 +290,7 @@ impl Daemon {
 
     /// A WebSocket client, or the HTTP status that refused it.
     pub async fn try_ws(&self, token: &str) -> Result<Ws, u16> {
-        let mut request = format!("ws://{}/acp", self.addr)
-            .into_client_request()
-            .unwrap();
-        request.headers_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.tokens[token]).parse().unwrap(),
-        );
+        let request = self.upgrade_request(token);
         let (socket, response) = match tokio_tungstenite::connect_async(request).await {
             Ok(connected) => connected,
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
@@ -258,6 +315,8 @@ pub struct Ws {
     /// Every message received, in order.
     pub seen: Vec<Value>,
     next_id: u64,
+    /// Messages a typed wait passed over, for the next reads.
+    held: std::collections::VecDeque<Value>,
 }
 
 impl Ws {
@@ -288,6 +347,7 @@ impl Ws {
             incoming,
             seen: Vec::new(),
             next_id: 1,
+            held: Default::default(),
         }
     }
 
@@ -312,6 +372,9 @@ impl Ws {
     }
 
     pub async fn next(&mut self) -> Value {
+        if let Some(held) = self.held.pop_front() {
+            return held;
+        }
         let message = tokio::time::timeout(WAIT, self.incoming.recv())
             .await
             .expect("timed out waiting for a message")
@@ -361,6 +424,34 @@ impl Ws {
     }
 }
 
+impl Transport for Ws {
+    fn write(&mut self, message: &Value) -> impl Future<Output = ()> {
+        self.send(message)
+    }
+
+    async fn read_within(&mut self, within: std::time::Duration) -> Option<Value> {
+        if let Some(held) = self.held.pop_front() {
+            return Some(held);
+        }
+        let message = tokio::time::timeout(within, self.incoming.recv())
+            .await
+            .ok()?
+            .expect("the connection closed");
+        self.seen.push(message.clone());
+        Some(message)
+    }
+
+    fn hold(&mut self, messages: Vec<Value>) {
+        hold_in(&mut self.held, messages);
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+}
+
 /// A Streamable HTTP client on HTTP/2 (h2c on loopback).
 pub struct Http {
     pub client: reqwest::Client,
@@ -382,9 +473,7 @@ impl Http {
     /// `200` with its `Acp-Connection-Id`), and its connection stream.
     pub async fn open(daemon: &Daemon, token: &str) -> (Http, mpsc::UnboundedReceiver<Value>) {
         let client = Http::client();
-        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": 1, "clientCapabilities": {},
-                       "clientInfo": {"name": "remote-tests", "version": "1"}}});
+        let init = init_message();
         let answered = client
             .post(daemon.url())
             .bearer_auth(token)

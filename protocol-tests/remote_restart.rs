@@ -13,11 +13,6 @@ use crate::remote_client::{Daemon, Http, seqs, wait_on};
 
 const EDITOR: (&str, &[&str]) = ("editor", &[]);
 
-fn init_params() -> Value {
-    json!({"protocolVersion": 1, "clientCapabilities": {},
-           "clientInfo": {"name": "remote-tests", "version": "1"}})
-}
-
 fn load_params(daemon: &Daemon, sid: &str, since: Option<u64>) -> Value {
     let mut params = json!({"sessionId": sid, "cwd": daemon.cwd(), "mcpServers": []});
     if let Some(since) = since {
@@ -34,8 +29,7 @@ fn seq_of(m: &Value) -> Option<u64> {
 
 /// A session with one answered prompt; the last number its client saw.
 async fn one_turn(daemon: &Daemon, text: &str) -> (String, u64) {
-    let mut ws = daemon.ws("editor").await;
-    ws.call("initialize", init_params()).await;
+    let mut ws = daemon.client("editor").await;
     let created = ws
         .call(
             "session/new",
@@ -60,8 +54,7 @@ async fn remote_update_numbers_go_on_after_a_restart_and_an_old_since_gets_the_w
     let (sid, seen) = one_turn(&daemon, "before the restart").await;
     daemon.restart().await;
     // The web page's reconnect: load with the last number it saw.
-    let mut ws = daemon.ws("editor").await;
-    ws.call("initialize", init_params()).await;
+    let mut ws = daemon.client("editor").await;
     let id = ws
         .request("session/load", load_params(&daemon, &sid, Some(seen)))
         .await;
@@ -103,8 +96,7 @@ async fn remote_update_numbers_go_on_after_a_restart_and_an_old_since_gets_the_w
     // A client that saw everything of this run attaches with its number:
     // no reset, nothing twice.
     let last = *live_numbers.iter().max().unwrap();
-    let mut again = daemon.ws("editor").await;
-    again.call("initialize", init_params()).await;
+    let mut again = daemon.client("editor").await;
     let id = again
         .request("session/load", load_params(&daemon, &sid, Some(last)))
         .await;

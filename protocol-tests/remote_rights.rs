@@ -8,15 +8,10 @@ use maia_test_support as mock;
 use serde_json::{Value, json};
 
 use crate::harness::{WAIT, eventually};
-use crate::remote_client::{Daemon, Ws, serve_command};
+use crate::remote_client::{Daemon, Ws, init_message, serve_command};
 
 const EDITOR: (&str, &[&str]) = ("editor", &[]);
 const WATCHER: (&str, &[&str]) = ("watcher", &["--observer"]);
-
-fn init_params() -> Value {
-    json!({"protocolVersion": 1, "clientCapabilities": {},
-           "clientInfo": {"name": "remote-rights-tests", "version": "1"}})
-}
 
 fn load_params(daemon: &Daemon, sid: &str) -> Value {
     json!({"sessionId": sid, "cwd": daemon.cwd(), "mcpServers": []})
@@ -24,31 +19,13 @@ fn load_params(daemon: &Daemon, sid: &str) -> Value {
 
 /// A client of `token`, initialized.
 async fn client(daemon: &Daemon, token: &str) -> Ws {
-    let mut ws = daemon.ws(token).await;
-    let init = ws.call("initialize", init_params()).await;
-    assert!(init.get("result").is_some(), "{init}");
-    ws
+    daemon.client(token).await
 }
 
 /// A session of the editor with one answered prompt (saved).
 async fn saved_session(daemon: &Daemon) -> (Ws, String) {
-    let mut ws = client(daemon, "editor").await;
-    let created = ws
-        .call(
-            "session/new",
-            json!({"cwd": daemon.cwd(), "mcpServers": []}),
-        )
-        .await;
-    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
-    daemon.mock.push(mock::text_reply("saved"));
-    let answer = ws
-        .call(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
-        )
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    (ws, sid)
+    let (ws, sid) = daemon.session_with_turn("editor", "saved").await;
+    (ws, sid.to_string())
 }
 
 /// Adds a token on the running daemon's HOME; the daemon reads the file
@@ -140,7 +117,7 @@ async fn remote_a_rotated_token_leaves_no_open_connection_its_old_rights() {
     assert!(attached.get("result").is_some(), "{attached}");
     // A Streamable HTTP connection of the old token too.
     let http = plain_http();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params()});
+    let init = init_message();
     let opened = http
         .post(daemon.url())
         .bearer_auth(&daemon.tokens["phone"])
@@ -220,7 +197,7 @@ async fn remote_a_session_limited_controller_may_not_fork_its_session() {
 
 /// `POST /acp` of an `initialize` with these headers: the status.
 async fn initialize_with(daemon: &Daemon, headers: &[(&str, String)]) -> u16 {
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params()});
+    let init = init_message();
     let mut request = plain_http()
         .post(daemon.url())
         .header("content-type", "application/json")

@@ -8,20 +8,13 @@ use maia_test_support as mock;
 use serde_json::{Value, json};
 
 use crate::acp_v2::{check, check_sent};
+use crate::harness::client::{Acp, acp};
 use crate::harness::{choose, is_permission};
-use crate::remote_client::{Daemon, Http, Ws, seqs, wait_on};
+use crate::remote_client::{Daemon, Http, Ws, seqs, wait_on, write_call};
 
 const EDITOR: (&str, &[&str]) = ("editor", &[]);
 const PHONE: (&str, &[&str]) = ("phone", &[]);
 const WATCHER: (&str, &[&str]) = ("watcher", &["--observer"]);
-
-fn write_call() -> mock::Reply {
-    mock::tool_calls_reply(&[(
-        "call_w",
-        "Write",
-        json!({"file_path": "out.txt", "content": "hello\n"}),
-    )])
-}
 
 fn update_kind(m: &Value) -> &str {
     m["params"]["update"]["sessionUpdate"]
@@ -43,14 +36,8 @@ fn text_of(messages: &[Value]) -> String {
 
 /// A v1 client on the daemon.
 async fn v1_client(daemon: &Daemon, token: &str) -> Ws {
-    let mut ws = daemon.ws(token).await;
-    let init = ws
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {},
-                   "clientInfo": {"name": "remote-v1", "version": "1"}}),
-        )
-        .await;
+    let ws = daemon.client(token).await;
+    let init = ws.seen.last().unwrap().clone();
     assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
     assert!(init["result"]["agentCapabilities"].is_object(), "{init}");
     ws
@@ -543,24 +530,14 @@ async fn remote_after_a_restart_a_v2_resume_opens_the_session_and_a_v1_load_repl
     let mut daemon = Daemon::start(&[EDITOR, PHONE], &["--protocol-v2"]).await;
     let mut v1 = v1_client(&daemon, "editor").await;
     let created = v1
-        .call(
-            "session/new",
-            json!({"cwd": daemon.cwd(), "mcpServers": []}),
-        )
+        .send_request(acp::NewSessionRequest::new(daemon.cwd()))
+        .await
+        .unwrap();
+    let turn = daemon
+        .write_turn(&mut v1, &created.session_id, "first", "the first answer")
         .await;
-    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
-    daemon.mock.push(write_call());
-    daemon.mock.push(mock::text_reply("the first answer"));
-    let id = v1
-        .request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "first"}]}),
-        )
-        .await;
-    let (ask, _) = v1.wait_for(is_permission).await;
-    v1.respond(&ask["id"], choose("allow_once")(&ask).unwrap())
-        .await;
-    assert_eq!(v1.response(id).await["result"]["stopReason"], "end_turn");
+    assert_eq!(turn.ok().stop_reason, acp::StopReason::EndTurn);
+    let sid = created.session_id.to_string();
     daemon.restart().await;
 
     // Not live any more: the v2 resume opens it from its journal, in v2.

@@ -414,27 +414,10 @@ async fn the_daemon_exports_its_clients_turns() {
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint(),
     }}});
     let daemon = Daemon::start_managed(&[("editor", &[])], &policy).await;
-    let mut ws = daemon.ws("editor").await;
-    ws.call(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    )
-    .await;
-    let created = ws
-        .call(
-            "session/new",
-            json!({"cwd": daemon.cwd(), "mcpServers": []}),
-        )
+    let (_ws, sid) = daemon
+        .session_with_turn("editor", "hello from the daemon")
         .await;
-    let sid = created["result"]["sessionId"].as_str().unwrap().to_owned();
-    daemon.mock.push(mock::text_reply("hello from the daemon"));
-    let answer = ws
-        .call(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
-        )
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let sid = sid.to_string();
     let complete = receiver
         .wait(WAIT, |spans, _| {
             spans.iter().any(|s| {
