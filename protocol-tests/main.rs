@@ -50,6 +50,7 @@ mod acp_workspace;
 mod cli_exec;
 mod cli_login;
 mod fault_points;
+mod fault_points_thread;
 mod fuzz_replay;
 mod github_action;
 mod litellm;

@@ -44,6 +44,9 @@ pub(crate) struct Conversation {
     /// Creating the journal failed (told once; the conversation goes on
     /// unsaved).
     unsaved: bool,
+    /// The last record could not be written (told once until a record is
+    /// written again).
+    append_failing: bool,
     events: mpsc::UnboundedSender<Event>,
 }
 
@@ -72,6 +75,7 @@ impl Conversation {
             timeline: crate::checkpoint::Timeline::default(),
             journal: None,
             unsaved: false,
+            append_failing: false,
             events,
         }
     }
@@ -303,10 +307,23 @@ impl Conversation {
     pub fn record(&mut self, record: &Record) {
         self.absorb(record);
         self.open_journal();
-        if let Some(journal) = &mut self.journal
-            && let Err(e) = journal.append(record)
-        {
-            tracing::warn!("cannot save a message: {e}");
+        let Some(journal) = &mut self.journal else {
+            return;
+        };
+        match journal.append(record) {
+            Ok(()) => self.append_failing = false,
+            Err(e) => {
+                tracing::warn!("cannot save a message: {e}");
+                if !std::mem::replace(&mut self.append_failing, true) {
+                    let _ = self.events.send(Event::Notice {
+                        level: NoticeLevel::Warning,
+                        text: format!(
+                            "This conversation is not being saved: {e}. What follows may be \
+                             missing when it is loaded again."
+                        ),
+                    });
+                }
+            }
         }
     }
 
