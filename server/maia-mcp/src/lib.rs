@@ -133,6 +133,8 @@ type Client = RunningService<RoleClient, ClientConfig>;
 struct Connection {
     client: Client,
     tools: Vec<McpTool>,
+    /// What the server's `initialize` result says about using it.
+    instructions: Option<String>,
 }
 
 enum Slot {
@@ -332,6 +334,23 @@ impl McpManager {
             }
         }
         out
+    }
+
+    /// The `instructions` of each connected server that gave some (from
+    /// its `initialize` result), in configuration order: `(server, text)`.
+    pub fn instructions(&self) -> Vec<(String, String)> {
+        self.inner
+            .servers
+            .iter()
+            .filter_map(|server| match &*lock(&server.slot) {
+                Slot::Connected(conn) => conn
+                    .instructions
+                    .as_ref()
+                    .filter(|text| !text.trim().is_empty())
+                    .map(|text| (server.config.name.clone(), text.clone())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Looks a tool up by its full name.
