@@ -1,6 +1,7 @@
 //! MCP client manager: connects the MCP servers of a session (stdio child
 //! processes, streamable HTTP endpoints, legacy SSE endpoints) with the official Rust SDK
-//! (`rmcp`), lists their tools and calls them.
+//! (`rmcp`), lists their tools and calls them; keeps each server's
+//! `instructions` (its `initialize` result).
 //!
 //! The engine knows only this crate's types: [`McpServerConfig`] in,
 //! [`McpTool`] / [`ServerStatus`] / `maia_tools::ToolOutput` out.

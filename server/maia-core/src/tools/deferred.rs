@@ -155,13 +155,15 @@ fn listing<'a>(intro: &str, deferred: impl Iterator<Item = &'a ToolSpec>) -> Str
     text
 }
 
-/// The first line of a description, at most [`SUMMARY_CHARS`] characters.
+/// The first sentence of a description's first line, at most
+/// [`SUMMARY_CHARS`] characters.
 pub(crate) fn summary(description: &str) -> String {
     let line = description
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("(no description)");
+    let line = line.find(". ").map_or(line, |end| &line[..=end]);
     if line.chars().count() <= SUMMARY_CHARS {
         return line.to_owned();
     }
@@ -311,6 +313,11 @@ mod tests {
     #[test]
     fn a_summary_is_the_first_line_cut_short() {
         assert_eq!(summary("\n  Echoes back.  \nMore."), "Echoes back.");
+        assert_eq!(
+            summary("Compresses a file. Depending on the type, returns more."),
+            "Compresses a file."
+        );
+        assert_eq!(summary("Version 1.2 of it"), "Version 1.2 of it");
         assert_eq!(summary(""), "(no description)");
         let long = summary(&"é".repeat(300));
         assert_eq!(long.chars().count(), SUMMARY_CHARS);
