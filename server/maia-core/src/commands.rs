@@ -240,7 +240,7 @@ pub(crate) async fn run_command(
                         cwd: &services.cwd,
                         settings: &session.project().settings,
                     },
-                    session.deferred_tools(),
+                    session.deferred_tools().describe(),
                 ),
             };
             session.say(report);

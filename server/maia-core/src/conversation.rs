@@ -38,7 +38,7 @@ pub(crate) struct Conversation {
     /// The options the user chose for this thread.
     options: store::SessionOptions,
     /// The tools whose definitions the thread's requests carry though they
-    /// are offered by name only (`crate::tools::deferred`).
+    /// are offered by name only (docs/tools.md, "MCP tools on demand").
     loaded_tools: BTreeSet<String>,
     /// The user messages of the history, with their ids.
     users: Vec<store::UserEntry>,

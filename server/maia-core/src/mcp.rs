@@ -189,12 +189,8 @@ pub(crate) async fn wait_for_servers(
 }
 
 /// The `/mcp` report: each server's state, tools and instructions, and
-/// what a request carries of their tools (`deferred`).
-pub(crate) fn report(
-    manager: &McpManager,
-    v: &Vouching<'_>,
-    deferred: crate::tools::deferred::DeferredTools,
-) -> String {
+/// what a request carries of their tools (`tools_line`).
+pub(crate) fn report(manager: &McpManager, v: &Vouching<'_>, tools_line: Option<String>) -> String {
     let status = manager.status();
     if status.is_empty() {
         return "No MCP servers. Editors pass them when they open a session; \
@@ -260,22 +256,8 @@ pub(crate) fn report(
             ));
         }
     }
-    if deferred.on_demand {
-        text.push_str(&format!(
-            "\nTools on demand (`mcpToolSearch`): {} offered by name only ({} bytes of definitions not sent), \
-             {} loaded ({} bytes sent); the model loads them with ToolSearch.\n",
-            deferred.deferred, deferred.deferred_bytes, deferred.loaded, deferred.loaded_bytes
-        ));
-    } else if deferred.loaded > 0 {
-        text.push_str(&format!(
-            "\nTheir {} tool definitions are sent whole ({} bytes{}).\n",
-            deferred.loaded,
-            deferred.loaded_bytes,
-            deferred
-                .threshold_bytes
-                .map(|t| format!("; offered by name only past {t} bytes, `mcpToolSearch`"))
-                .unwrap_or_default()
-        ));
+    if let Some(line) = tools_line {
+        text.push_str(&format!("\n{line}\n"));
     }
     text.push_str(
         "\nTheir tool calls ask for permission unless a rule allows them \

@@ -103,7 +103,7 @@ pub enum Record {
     /// (`timeline.rs`).
     Rewind { before: String },
     /// Tools offered by name only whose definitions the thread's requests
-    /// carry from here on (`crate::tools::deferred`); a `/clear` forgets
+    /// carry from here on (offered by name only until loaded, docs/tools.md); a `/clear` forgets
     /// them, a compaction's new file starts with them all.
     ToolsLoaded { names: Vec<String> },
 }

@@ -47,6 +47,31 @@ pub struct DeferredTools {
     pub threshold_bytes: Option<usize>,
 }
 
+impl DeferredTools {
+    /// What a request carries of the MCP tools, for `/mcp` (`None`: no
+    /// MCP tool).
+    pub(crate) fn describe(&self) -> Option<String> {
+        if self.on_demand {
+            Some(format!(
+                "Tools on demand (`mcpToolSearch`): {} offered by name only ({} bytes of definitions not sent), \
+                 {} loaded ({} bytes sent); the model loads them with ToolSearch.",
+                self.deferred, self.deferred_bytes, self.loaded, self.loaded_bytes
+            ))
+        } else if self.loaded > 0 {
+            Some(format!(
+                "Their {} tool definitions are sent whole ({} bytes{}).",
+                self.loaded,
+                self.loaded_bytes,
+                self.threshold_bytes
+                    .map(|t| format!("; offered by name only past {t} bytes, `mcpToolSearch`"))
+                    .unwrap_or_default()
+            ))
+        } else {
+            None
+        }
+    }
+}
+
 /// The definitions one request carries, and the tally.
 pub(crate) struct Offer {
     pub specs: Vec<ToolSpec>,

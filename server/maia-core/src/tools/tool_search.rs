@@ -132,7 +132,7 @@ fn find<'a>(query: &Query, tools: &'a [ToolSpec]) -> (Vec<&'a ToolSpec>, Vec<Str
         })
         .filter(|(score, _)| *score > 0)
         .collect();
-    scored.sort_by(|a, b| b.0.cmp(&a.0));
+    scored.sort_by_key(|s| std::cmp::Reverse(s.0));
     let found = scored.into_iter().take(query.max).map(|(_, t)| t).collect();
     (found, Vec::new())
 }
