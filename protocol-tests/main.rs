@@ -27,6 +27,7 @@ mod acp_kept_outputs;
 mod acp_llm_faults;
 mod acp_lsp_client;
 mod acp_mcp;
+mod acp_mcp_lazy;
 mod acp_mcp_trust;
 mod acp_models;
 mod acp_modes;

@@ -233,7 +233,15 @@ pub(crate) async fn run_command(
                         name.trim(),
                     )
                 }
-                _ => crate::mcp::report(&services.mcp),
+                _ => crate::mcp::report(
+                    &services.mcp,
+                    &crate::mcp::Vouching {
+                        home: services.options.home.as_deref(),
+                        cwd: &services.cwd,
+                        settings: &session.project().settings,
+                    },
+                    session.deferred_tools().describe(),
+                ),
             };
             session.say(report);
         }

@@ -9,6 +9,7 @@
 //! written passes [`Conversation::absorb`], so the live thread and the
 //! reloaded one cannot disagree about the summary or the title.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use maia_llm::ChatMessage;
@@ -36,6 +37,9 @@ pub(crate) struct Conversation {
     turn_mark: crate::cost::Ledger,
     /// The options the user chose for this thread.
     options: store::SessionOptions,
+    /// The tools whose definitions the thread's requests carry though they
+    /// are offered by name only (docs/tools.md, "MCP tools on demand").
+    loaded_tools: BTreeSet<String>,
     /// The user messages of the history, with their ids.
     users: Vec<store::UserEntry>,
     /// The file checkpoints and what was reverted of them.
@@ -71,6 +75,7 @@ impl Conversation {
             ledger: crate::cost::Ledger::default(),
             turn_mark: crate::cost::Ledger::default(),
             options: store::SessionOptions::new(),
+            loaded_tools: BTreeSet::new(),
             users: Vec::new(),
             timeline: crate::checkpoint::Timeline::default(),
             journal: None,
@@ -135,6 +140,7 @@ impl Conversation {
         self.ledger = loaded.ledger();
         self.turn_mark = loaded.ledger();
         self.options = loaded.options();
+        self.loaded_tools = loaded.loaded_tools();
     }
 
     /// Truncates the thread before the user message `point` names: a
@@ -237,6 +243,31 @@ impl Conversation {
         })
     }
 
+    /// The tools loaded in this thread (offered whole though deferred).
+    pub fn loaded_tools(&self) -> &BTreeSet<String> {
+        &self.loaded_tools
+    }
+
+    /// Loads tools for the rest of the thread; records the new ones.
+    pub fn load_tools(&mut self, names: Vec<String>) {
+        let names: Vec<String> = names
+            .into_iter()
+            .filter(|n| !self.loaded_tools.contains(n))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !names.is_empty() {
+            self.record(&Record::ToolsLoaded { names });
+        }
+    }
+
+    /// The loaded tools as one journal record (for a new file).
+    pub fn loaded_tools_record(&self) -> Option<Record> {
+        (!self.loaded_tools.is_empty()).then(|| Record::ToolsLoaded {
+            names: self.loaded_tools.iter().cloned().collect(),
+        })
+    }
+
     /// Sets an option for this thread and records it (unchanged: nothing
     /// is written).
     pub fn set_option(&mut self, key: String, value: serde_json::Value) {
@@ -282,7 +313,9 @@ impl Conversation {
             Record::Clear => {
                 self.summary = None;
                 self.users.clear();
+                self.loaded_tools.clear();
             }
+            Record::ToolsLoaded { names } => self.loaded_tools.extend(names.iter().cloned()),
             Record::Compaction { summary } => {
                 self.summary = Some(summary.clone());
                 self.users.clear();
@@ -355,7 +388,12 @@ impl Conversation {
             },
             None => Record::Clear,
         };
+        let loaded = self.loaded_tools_record();
         self.record(&restart);
+        // A refused exchange is forgotten, not the tools the thread loaded.
+        if let Some(loaded) = loaded {
+            self.record(&loaded);
+        }
         for message in self.history.clone() {
             self.record(&Record::Message { message });
         }
@@ -370,6 +408,7 @@ impl Conversation {
         self.timeline = crate::checkpoint::Timeline::default();
         self.summary = None;
         self.title = None;
+        self.loaded_tools.clear();
         self.ledger = crate::cost::Ledger::default();
         self.turn_mark = crate::cost::Ledger::default();
         self.name = name;
@@ -700,6 +739,44 @@ mod tests {
         c.adopt("fourth".into(), &loaded).unwrap();
         assert_eq!(c.option_text("reasoning_effort").as_deref(), Some("medium"));
         assert_eq!(options("fourth"), c.options);
+    }
+
+    #[test]
+    fn loaded_tools_follow_the_thread_until_a_clear() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _rx) = fresh(dir.path());
+        let names = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let reloaded = |name: &str| {
+            store::load(&store::session_path(dir.path(), name))
+                .unwrap()
+                .loaded_tools()
+        };
+        c.push(ChatMessage::user("a"));
+        c.load_tools(names(&["mcp__s__b", "mcp__s__a"]));
+        let before = std::fs::read_to_string(store::session_path(dir.path(), "first")).unwrap();
+        c.load_tools(names(&["mcp__s__a"]));
+        let after = std::fs::read_to_string(store::session_path(dir.path(), "first")).unwrap();
+        assert_eq!(before, after, "nothing new, nothing written");
+        assert_eq!(reloaded("first"), *c.loaded_tools());
+        assert_eq!(c.loaded_tools().len(), 2);
+        // A refused exchange is forgotten, not the loaded tools.
+        c.push(ChatMessage::assistant("b"));
+        c.truncate(1);
+        assert_eq!(reloaded("first").len(), 2);
+        // A compaction's new file starts with them.
+        let mut records = vec![Record::Compaction {
+            summary: "s".into(),
+        }];
+        records.extend(c.loaded_tools_record());
+        c.continue_as("first__1".into(), &records).unwrap();
+        assert_eq!(reloaded("first__1"), *c.loaded_tools());
+        // `/clear` and `/new` forget them.
+        c.clear();
+        assert!(c.loaded_tools().is_empty());
+        assert!(reloaded("first__1").is_empty());
+        c.load_tools(names(&["mcp__s__c"]));
+        c.restart("second".into());
+        assert!(c.loaded_tools().is_empty());
     }
 
     #[test]

@@ -68,4 +68,8 @@ pub enum TurnEffect {
     /// A hook answered `continue: false`: the turn ends after the batch,
     /// the reason (`stopReason`) told to the user.
     HookStopped(String),
+    /// These tools' definitions are sent from the next request on (a
+    /// `ToolSearch` found them, or one was called by name); kept with the
+    /// thread.
+    ToolsLoaded(Vec<String>),
 }

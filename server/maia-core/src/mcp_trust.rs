@@ -98,6 +98,35 @@ pub fn confinement(
     out
 }
 
+/// Whether what server `name` says of itself (its `instructions`) may
+/// reach the model: yes for the user's servers (the editor's, the home
+/// settings'), for a project's stdio server only once the user trusted it
+/// as it is configured, never for a project's HTTP server (nothing runs
+/// here to trust: a user who wants its instructions configures it in the
+/// home settings).
+pub(crate) fn vouched(
+    home: Option<&Path>,
+    cwd: &Path,
+    manager: &maia_mcp::McpManager,
+    settings: &Settings,
+    name: &str,
+) -> bool {
+    let Some((config, _)) = manager.config(name) else {
+        return false;
+    };
+    // The project's entry, unless the editor's server of that name replaced it.
+    let project = settings.mcp_project.iter().any(|n| n == name)
+        && settings
+            .mcp_servers
+            .iter()
+            .any(|s| s.name == name && s.transport == config.transport);
+    if !project {
+        return true;
+    }
+    matches!(config.transport, McpTransport::Stdio { .. })
+        && crate::permission::trusted_mcp_servers(home, cwd).contains(&trust_key(&config))
+}
+
 /// `/mcp trust NAME`: trusts the session's project server `name` as it
 /// is configured now; the answer for the user.
 pub(crate) fn trust(

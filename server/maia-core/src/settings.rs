@@ -24,7 +24,9 @@
 //! or per model: edits as SEARCH/REPLACE text blocks instead of tools;
 //! unset: only after a model's tool calls failed, see `session/text_mode`),
 //! `webSearchTool` (the proxy's search tool `WebSearch` uses, or `false`;
-//! unset: the first it lists, see [`crate::web_search`]).
+//! unset: the first it lists, see [`crate::web_search`]), `mcpToolSearch`
+//! (`"auto"`, `true`, `false` or a percentage of the window: when MCP tools
+//! are offered by name only, see [`McpToolSearch`]).
 //! A file that is not valid JSON is reported and ignored. The API key is
 //! never logged.
 //!
@@ -36,7 +38,7 @@ mod mcp;
 mod sandbox;
 
 use mcp::mcp_servers;
-pub use mcp::merge_mcp_servers;
+pub use mcp::{DEFAULT_MCP_TOOL_SEARCH_PERCENT, McpToolSearch, merge_mcp_servers};
 pub use sandbox::sandbox_policy;
 
 use std::collections::HashMap;
@@ -89,6 +91,8 @@ pub struct Settings {
     /// `disabledTools` of entries that only name a server (to apply to a
     /// server of that name from the editor).
     pub mcp_disabled: HashMap<String, Vec<String>>,
+    /// When the MCP tools are offered by name only (`mcpToolSearch`).
+    pub mcp_tool_search: McpToolSearch,
     /// MCP servers whose `"network": false` keeps them off the network in
     /// the sandbox (the others may use it).
     pub mcp_offline: Vec<String>,
@@ -414,6 +418,7 @@ fn from_map(
         text_edits,
         local_models,
         web_search: crate::web_search::parse_setting(map.get("webSearchTool"), &mut warnings),
+        mcp_tool_search: mcp::mcp_tool_search(map.get("mcpToolSearch"), &mut warnings),
         mcp_servers: Vec::new(),
         mcp_disabled: HashMap::new(),
         mcp_offline: Vec::new(),

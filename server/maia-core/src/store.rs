@@ -318,6 +318,19 @@ impl Loaded {
         options
     }
 
+    /// The tools loaded since the last `/clear` ([`Record::ToolsLoaded`]).
+    pub fn loaded_tools(&self) -> std::collections::BTreeSet<String> {
+        let mut loaded = std::collections::BTreeSet::new();
+        for record in &self.records {
+            match record {
+                Record::Clear => loaded.clear(),
+                Record::ToolsLoaded { names } => loaded.extend(names.iter().cloned()),
+                _ => {}
+            }
+        }
+        loaded
+    }
+
     /// The user messages of the model-facing history (what follows the
     /// last `/clear` or compaction), each with where it sits in
     /// [`Loaded::history`].

@@ -229,7 +229,14 @@ async fn open(server: &Server) -> Result<Connection, String> {
             }
         })
         .collect();
-    Ok(Connection { client, tools })
+    let instructions = client
+        .peer_info()
+        .and_then(|info| info.instructions.clone());
+    Ok(Connection {
+        client,
+        tools,
+        instructions,
+    })
 }
 
 /// The HTTP client for a streamable HTTP server. Without a process-wide

@@ -1,6 +1,7 @@
 //! MCP client manager: connects the MCP servers of a session (stdio child
 //! processes, streamable HTTP endpoints, legacy SSE endpoints) with the official Rust SDK
-//! (`rmcp`), lists their tools and calls them.
+//! (`rmcp`), lists their tools and calls them; keeps each server's
+//! `instructions` (its `initialize` result).
 //!
 //! The engine knows only this crate's types: [`McpServerConfig`] in,
 //! [`McpTool`] / [`ServerStatus`] / `maia_tools::ToolOutput` out.
@@ -133,6 +134,8 @@ type Client = RunningService<RoleClient, ClientConfig>;
 struct Connection {
     client: Client,
     tools: Vec<McpTool>,
+    /// What the server's `initialize` result says about using it.
+    instructions: Option<String>,
 }
 
 enum Slot {
@@ -332,6 +335,23 @@ impl McpManager {
             }
         }
         out
+    }
+
+    /// The `instructions` of each connected server that gave some (from
+    /// its `initialize` result), in configuration order: `(server, text)`.
+    pub fn instructions(&self) -> Vec<(String, String)> {
+        self.inner
+            .servers
+            .iter()
+            .filter_map(|server| match &*lock(&server.slot) {
+                Slot::Connected(conn) => conn
+                    .instructions
+                    .as_ref()
+                    .filter(|text| !text.trim().is_empty())
+                    .map(|text| (server.config.name.clone(), text.clone())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Looks a tool up by its full name.

@@ -9,7 +9,10 @@
 //! `MOCK_MCP_LOG` — each call is appended there as one JSON line
 //! (`{"tool":..,"arguments":..,"event":"start"|"end"|"cancelled"}`);
 //! `MOCK_MCP_FAIL_START` — the process exits at once with this message on
-//! stderr (a server that cannot start).
+//! stderr (a server that cannot start); `MOCK_MCP_INSTRUCTIONS` — the
+//! `instructions` of its `initialize` result; `MOCK_MCP_EXTRA_TOOLS` — N
+//! more tools, `extra_1` … `extra_N`, each with a large schema (a server
+//! whose tool definitions weigh several kilobytes; they echo like `echo`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +61,7 @@ pub fn tools() -> Vec<Tool> {
     };
     let mut echo = Tool::new("echo", "Returns its input", text_schema());
     echo.title = Some("Echo text".to_owned());
-    vec![
+    let mut tools = vec![
         echo,
         Tool::new(
             "picture",
@@ -71,13 +74,53 @@ pub fn tools() -> Vec<Tool> {
             "Sleeps 30 seconds",
             schema(json!({"type": "object", "properties": {}})),
         ),
-    ]
+    ];
+    tools.extend((1..=extra_tools()).map(extra_tool));
+    tools
+}
+
+/// How many extra tools `MOCK_MCP_EXTRA_TOOLS` asks for.
+fn extra_tools() -> usize {
+    std::env::var("MOCK_MCP_EXTRA_TOOLS")
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Extra tool `n`: a long description and a schema of several documented
+/// fields, as real servers' tools have.
+fn extra_tool(n: usize) -> Tool {
+    let mut properties = serde_json::Map::new();
+    properties.insert(
+        "text".to_owned(),
+        json!({"type": "string", "description": "Text to echo"}),
+    );
+    for field in ["owner", "repository", "branch", "path", "query", "limit"] {
+        properties.insert(
+            field.to_owned(),
+            json!({
+                "type": "string",
+                "description": format!("The {field} this operation works on; see the server's documentation for the accepted forms and limits.")
+            }),
+        );
+    }
+    Tool::new(
+        format!("extra_{n}"),
+        format!(
+            "Extra operation number {n}: returns its input.\nIt exists so that the server's tool definitions weigh what a real server's do; every field is optional except `text`."
+        ),
+        schema(json!({"type": "object", "properties": properties, "required": ["text"]})),
+    )
 }
 
 impl ServerHandler for MockMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("maia-mock-mcp", "0.1.0"))
+        let info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("maia-mock-mcp", "0.1.0"));
+        match std::env::var("MOCK_MCP_INSTRUCTIONS") {
+            Ok(text) => info.with_instructions(text),
+            Err(_) => info,
+        }
     }
 
     async fn list_tools(
@@ -102,6 +145,9 @@ impl ServerHandler for MockMcp {
         log(&request.name, &arguments, "start");
         let result = match &*request.name {
             "echo" => CallToolResult::success(vec![ContentBlock::text(format!("echo: {text}"))]),
+            extra if extra.starts_with("extra_") => {
+                CallToolResult::success(vec![ContentBlock::text(format!("echo: {text}"))])
+            }
             "picture" => CallToolResult::success(vec![
                 ContentBlock::text("a picture"),
                 ContentBlock::image(text, "image/png"),

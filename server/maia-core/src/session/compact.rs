@@ -176,8 +176,9 @@ impl Session {
                 title: title.to_owned(),
             });
         }
-        // The thread's options go on in the new file.
+        // The thread's options and loaded tools go on in the new file.
         records.extend(self.conversation.option_records());
+        records.extend(self.conversation.loaded_tools_record());
         let kept = keep
             .as_ref()
             .and_then(|k| Some((k, self.conversation.history().get(k.index)?.clone())));

@@ -1,6 +1,7 @@
 //! What a batch of tool calls did to its session, applied after the batch
 //! ([`TurnEffect`]s, in the order of the calls): the sandbox's memory of
-//! failed commands, the mode an approved plan chose, the task list, and
+//! failed commands, the mode an approved plan chose, the task list, the
+//! tools loaded for the thread's next requests, and
 //! whether the turn ends because a question was shown as text. A child of
 //! `session`, like `turn`.
 
@@ -44,6 +45,7 @@ impl Session {
                 TurnEffect::SandboxPassed { key } => {
                     self.tools.sandbox_failures.remove(&key);
                 }
+                TurnEffect::ToolsLoaded(names) => self.conversation.load_tools(names),
             }
         }
         if let Some(mode) = mode

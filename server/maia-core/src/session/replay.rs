@@ -75,6 +75,7 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
             | Record::Clear
             | Record::Compaction { .. }
             | Record::Option { .. }
+            | Record::ToolsLoaded { .. }
             | Record::Usage { .. }
             | Record::Costs { .. }
             | Record::Checkpoint(_)

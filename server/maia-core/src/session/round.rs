@@ -8,7 +8,7 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use maia_llm::{ChatMessage, ChatRequest, Completion, FinishReason, LlmError, ToolCall, ToolSpec};
+use maia_llm::{ChatMessage, ChatRequest, Completion, FinishReason, LlmError, ToolCall};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactError, Trigger};
@@ -21,11 +21,11 @@ use crate::session::text::{LoopGuard, describe_failure};
 use crate::store::Record;
 use crate::tools::ToolRegistry;
 
-/// The tools of a round: the registry that runs the calls, the specs the
-/// model is offered and their names (to spot a tool call written as text).
+/// The tools of a round: the registry that runs the calls (each request
+/// offers its definitions, [`Session::offered_tools`]) and their names (to
+/// spot a tool call written as text).
 pub(crate) struct Round {
     pub(crate) registry: ToolRegistry,
-    pub(crate) specs: Vec<ToolSpec>,
     pub(crate) names: Vec<String>,
     /// What the registry was built from.
     key: ToolsKey,
@@ -125,11 +125,9 @@ impl Session {
     /// The tools of a round, as the session stands.
     pub(crate) fn round(&self) -> Round {
         let registry = self.tool_registry();
-        let specs = registry.specs();
-        let names = specs.iter().map(|t| t.name.clone()).collect();
+        let names = registry.names().map(str::to_owned).collect();
         Round {
             registry,
-            specs,
             names,
             key: self.tools_key(),
         }
@@ -143,6 +141,18 @@ impl Session {
         }
         *round = self.round();
         true
+    }
+
+    /// The definitions a request of `round` carries: the MCP tools offered
+    /// by name only while they weigh too much, except those the thread
+    /// loaded ([`crate::tools::deferred`]).
+    pub(crate) fn offered_tools(&self, round: &Round) -> crate::tools::deferred::Offer {
+        crate::tools::deferred::offer(
+            &round.registry,
+            self.project.settings.mcp_tool_search,
+            self.meter.window(),
+            self.conversation.loaded_tools(),
+        )
     }
 
     fn tools_key(&self) -> ToolsKey {
@@ -235,21 +245,19 @@ impl Session {
             messages.push(ChatMessage::assistant(text));
             messages.push(ChatMessage::user(crate::text_tool_calls::CORRECTION));
         }
+        let offered = self.offered_tools(&state.round).specs;
         let request = ChatRequest {
             model: state.model.clone(),
             messages,
             tools: if state.text_mode {
                 Vec::new()
             } else if state.core_tools {
-                state
-                    .round
-                    .specs
-                    .iter()
+                offered
+                    .into_iter()
                     .filter(|s| crate::tools::CORE_TOOLS.contains(&s.name.as_str()))
-                    .cloned()
                     .collect()
             } else {
-                state.round.specs.clone()
+                offered
             },
             // A local model's answer is bounded: a small model caught in a
             // repetition loop would otherwise write until its window is full.

@@ -173,9 +173,28 @@ impl Session {
         }
     }
 
-    /// Every tool offered to the model.
+    /// Every tool definition a request carries now (the MCP tools offered
+    /// by name only left out, [`crate::tools::deferred`]).
     pub(crate) fn tool_specs(&self) -> Vec<ToolSpec> {
-        self.tool_registry().specs()
+        self.offered_tools(&self.round()).specs
+    }
+
+    /// The instructions of the MCP servers the user vouches for.
+    pub(crate) fn mcp_instructions(&self) -> Vec<(String, String)> {
+        crate::mcp::vouched_instructions(
+            &self.services.mcp,
+            &crate::mcp::Vouching {
+                home: self.services.options.home.as_deref(),
+                cwd: &self.services.cwd,
+                settings: &self.project.settings,
+            },
+        )
+    }
+
+    /// How many MCP tools a request carries whole and how many by name
+    /// only, with their bytes (for `/mcp` and the context accounting).
+    pub(crate) fn deferred_tools(&self) -> crate::tools::deferred::DeferredTools {
+        self.offered_tools(&self.round()).tally
     }
 
     /// Runs the calls of one model response

@@ -100,11 +100,13 @@ impl Session {
             return prompt;
         }
         let skills = crate::skills::prompt_section(&self.project.skills.skills);
+        let mcp = crate::mcp::instructions_section(&self.mcp_instructions());
         let mut prompt = system_prompt::build(&system_prompt::Parts {
             system_md: self.project.system_md.as_ref(),
             context_files: &self.project.context_files.files,
             summary: self.conversation.summary(),
             skills: skills.as_deref(),
+            mcp_instructions: mcp.as_deref(),
             environment: &self.turn.environment,
             text_mode,
         });

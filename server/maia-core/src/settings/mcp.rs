@@ -1,6 +1,7 @@
 //! The `mcpServers` section: each entry read as a stdio or HTTP server
 //! (with its `disabledTools`), and the session's servers merged from the
-//! editor's and the settings' by name.
+//! editor's and the settings' by name; and `mcpToolSearch`, when the MCP
+//! tools are offered by name only ([`McpToolSearch`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,6 +9,53 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::Settings;
+
+/// `mcpToolSearch`: whether the MCP servers' tools are offered by name
+/// only, their definitions loaded when the model asks (`ToolSearch`,
+/// docs/tools.md "MCP tools on demand").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpToolSearch {
+    /// On demand when their definitions would take more than this share of
+    /// the context window, in percent (`"auto"`: 10; a number 0–100).
+    Above(u8),
+    /// `true`: always on demand.
+    Always,
+    /// `false`: always sent whole.
+    Never,
+}
+
+/// The share of the window (percent) past which MCP tools go on demand.
+pub const DEFAULT_MCP_TOOL_SEARCH_PERCENT: u8 = 10;
+
+impl Default for McpToolSearch {
+    fn default() -> Self {
+        McpToolSearch::Above(DEFAULT_MCP_TOOL_SEARCH_PERCENT)
+    }
+}
+
+/// Reads `mcpToolSearch`: `"auto"`, `true`, `false` or a percentage; anything
+/// else is reported and read as `"auto"`.
+pub(super) fn mcp_tool_search(value: Option<&Value>, warnings: &mut Vec<String>) -> McpToolSearch {
+    match value {
+        None | Some(Value::Null) => McpToolSearch::default(),
+        Some(Value::String(s)) if s.trim() == "auto" => McpToolSearch::default(),
+        Some(Value::Bool(true)) => McpToolSearch::Always,
+        Some(Value::Bool(false)) => McpToolSearch::Never,
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|p| (0.0..=100.0).contains(&p)) => {
+            McpToolSearch::Above(
+                n.as_f64()
+                    .map_or(DEFAULT_MCP_TOOL_SEARCH_PERCENT, |p| p.round() as u8),
+            )
+        }
+        Some(_) => {
+            warnings.push(
+                "mcpToolSearch must be \"auto\", true, false or a percentage of the context window (0–100); \"auto\" used"
+                    .to_owned(),
+            );
+            McpToolSearch::default()
+        }
+    }
+}
 
 /// Reads the `mcpServers` entries. Stdio servers start in `cwd`.
 pub(super) fn mcp_servers(

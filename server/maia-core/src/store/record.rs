@@ -102,6 +102,10 @@ pub enum Record {
     /// the thread's own (costs, title, options). Nothing is deleted
     /// (`timeline.rs`).
     Rewind { before: String },
+    /// Tools offered by name only whose definitions the thread's requests
+    /// carry from here on (offered by name only until loaded, docs/tools.md); a `/clear` forgets
+    /// them, a compaction's new file starts with them all.
+    ToolsLoaded { names: Vec<String> },
 }
 
 impl Record {

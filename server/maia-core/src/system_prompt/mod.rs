@@ -1,6 +1,6 @@
 //! The system prompt sent first in every request: the doctrine (static,
 //! so prompt caching keeps it cheap; or the user's own `SYSTEM.md`), the
-//! skills, the project's instructions (or the compaction summary that
+//! skills, the MCP servers' instructions, the project's instructions (or the compaction summary that
 //! replaced them), then the environment ([`environment`]), the only part
 //! that changes from turn to turn.
 
@@ -52,6 +52,9 @@ pub struct Parts<'a> {
     /// A compaction summary: it replaces the instruction files.
     pub summary: Option<&'a str>,
     pub skills: Option<&'a str>,
+    /// The MCP servers' instructions (`crate::mcp::instructions_section`):
+    /// kept by a compaction, before the project's, which win.
+    pub mcp_instructions: Option<&'a str>,
     /// The environment section ([`environment::section`]).
     pub environment: &'a str,
     /// Text mode: the short doctrine of [`crate::text_edits::PROMPT`].
@@ -69,9 +72,9 @@ pub fn build(parts: &Parts) -> String {
         .system_md
         .map_or(doctrine, |own| own.text.as_str())
         .to_owned();
-    if let Some(skills) = parts.skills {
+    for section in [parts.skills, parts.mcp_instructions].into_iter().flatten() {
         prompt.push_str("\n\n");
-        prompt.push_str(skills);
+        prompt.push_str(section);
     }
     if let Some(summary) = parts.summary {
         prompt.push_str(&format!(
@@ -139,12 +142,14 @@ mod tests {
         let prompt = build(&Parts {
             context_files: &files,
             skills: Some("# Skills"),
+            mcp_instructions: Some("# Instructions from MCP servers"),
             environment: "# Environment",
             ..Parts::default()
         });
         let at = |s: &str| prompt.find(s).unwrap();
         assert!(prompt.starts_with("You are MAIA"));
-        assert!(at("# Skills") < at("Follow these instructions"));
+        assert!(at("# Skills") < at("# Instructions from MCP"));
+        assert!(at("# Instructions from MCP") < at("Follow these instructions"));
         assert!(at("Use tabs.") < at("# Environment"));
         let two = [
             ContextFile {

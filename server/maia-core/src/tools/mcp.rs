@@ -1,5 +1,6 @@
 //! The tools of the session's MCP servers (`mcp__<server>__<tool>`), one
-//! [`Tool`] each, registered per turn as servers come and go.
+//! [`Tool`] each, registered per turn as servers come and go; each may be
+//! offered by name only until loaded ([`super::deferred`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use maia_mcp::{McpManager, McpTool};
 use maia_tools::ToolKind;
 use serde_json::Value;
 
-use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect};
+use super::registry::{CallEnv, CallPlan, Ran, Tool, ToolEffect, TurnEffect};
 use crate::permission::{GateFacts, suggest_rule_value};
 
 pub(crate) struct Mcp {
@@ -17,19 +18,29 @@ pub(crate) struct Mcp {
     pub tool: McpTool,
 }
 
+/// The definition of a server's tool, as the model is offered it.
+pub(crate) fn spec_of(t: &McpTool) -> ToolSpec {
+    ToolSpec {
+        name: t.full_name.clone(),
+        description: if t.description.is_empty() {
+            t.title.clone()
+        } else {
+            t.description.clone()
+        },
+        parameters: t.input_schema.clone(),
+    }
+}
+
 #[async_trait::async_trait]
 impl Tool for Mcp {
     fn spec(&self) -> ToolSpec {
-        let t = &self.tool;
-        ToolSpec {
-            name: t.full_name.clone(),
-            description: if t.description.is_empty() {
-                t.title.clone()
-            } else {
-                t.description.clone()
-            },
-            parameters: t.input_schema.clone(),
-        }
+        spec_of(&self.tool)
+    }
+
+    /// Offered by name only while the servers' tools weigh too much
+    /// ([`super::deferred`]).
+    fn deferrable(&self) -> bool {
+        true
     }
 
     /// Another server's tool: MAIA cannot know what it changes
@@ -54,11 +65,17 @@ impl Tool for Mcp {
         Ok(plan)
     }
 
+    /// A call loads the tool: its definition is sent from the next
+    /// request on (a call by name before any search is run, not refused).
     async fn run(&self, plan: CallPlan, env: &CallEnv<'_>) -> Ran {
         let input: Value = plan.take().unwrap_or(Value::Null);
-        self.manager
+        let output = self
+            .manager
             .call(&self.tool.full_name, input, &env.ctx.cancel)
-            .await
-            .into()
+            .await;
+        Ran::with(
+            output,
+            TurnEffect::ToolsLoaded(vec![self.tool.full_name.clone()]),
+        )
     }
 }

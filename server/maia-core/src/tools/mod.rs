@@ -1,13 +1,14 @@
 //! The tools of a session behind one registry. Each family is one file
 //! implementing [`registry::Tool`]: built-in ([`builtin`]), session
 //! ([`session`]: TodoWrite, CurrentModel, AskUser), [`skill`], [`custom`],
-//! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols), [`plan`] (`ExitPlanMode`, in the `plan` mode only), `task` (`Task`, a subagent) and `web_search` (`WebSearch`, when the proxy has a search tool); [`registry`] builds the registry of one turn (one line per
+//! [`mcp`], [`lsp`] (Diagnostics, References, Definition, Symbols), [`plan`] (`ExitPlanMode`, in the `plan` mode only), `task` (`Task`, a subagent), `web_search` (`WebSearch`, when the proxy has a search tool) and `tool_search` (`ToolSearch`, which loads the MCP tools offered by name only, [`deferred`]); [`registry`] builds the registry of one turn (one line per
 //! family; each tool declares what it may change, [`crate::effect`]) and
 //! [`router`] runs the calls of one model response; `stream` streams a
 //! command's output while it runs.
 
 pub(crate) mod builtin;
 mod custom;
+pub(crate) mod deferred;
 mod hooked;
 mod lsp;
 mod mcp;
@@ -20,6 +21,7 @@ mod skill;
 mod stream;
 mod task;
 mod tasks;
+mod tool_search;
 mod web_search;
 
 use std::collections::HashSet;
@@ -94,6 +96,11 @@ pub(crate) fn registry(s: Sources) -> ToolRegistry {
         r.register(Arc::new(mcp::Mcp {
             manager: s.mcp.clone(),
             tool,
+        }));
+    }
+    if !s.mcp.is_empty() {
+        r.register(Arc::new(tool_search::ToolSearch {
+            manager: s.mcp.clone(),
         }));
     }
     if let Some((llm, tool)) = s.search {
@@ -180,6 +187,7 @@ pub fn reserved_tool_names() -> Vec<String> {
             task::definition(&crate::subagent::LoadedAgents::default()),
             crate::plan_mode::definition(),
             web_search::definition(),
+            tool_search::definition(),
         ]
         .map(|spec| spec.name),
     );

@@ -159,6 +159,18 @@ pub(crate) trait Tool: Send + Sync {
     fn result_on_disk(&self) -> bool {
         false
     }
+
+    /// True for a tool that may be offered by name only until the model
+    /// loads it (an MCP server's, [`super::deferred`]).
+    fn deferrable(&self) -> bool {
+        false
+    }
+
+    /// True for the tool that loads the others (`ToolSearch`): its
+    /// description lists the tools offered by name only.
+    fn lists_deferred(&self) -> bool {
+        false
+    }
 }
 
 /// The tools of one turn, in the order offered to the model.
@@ -194,9 +206,15 @@ impl ToolRegistry {
             .map(|(_, tool)| tool)
     }
 
-    /// The definitions offered to the model.
+    /// The definitions of every tool.
+    #[cfg(test)]
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.iter().map(|(spec, _)| spec.clone()).collect()
+    }
+
+    /// Each tool with its definition, in order.
+    pub fn entries(&self) -> impl Iterator<Item = (&ToolSpec, &Arc<dyn Tool>)> {
+        self.tools.iter().map(|(spec, tool)| (spec, tool))
     }
 
     /// The names of the registered tools.
