@@ -356,6 +356,12 @@ impl Session {
             );
         }
         tracing::info!(rejected, window = ?self.meter.window(), "request over the context window");
+        if !self.auto_compact_enabled() {
+            // The user turned compaction by itself off: they compact.
+            return ControlFlow::Break(self.fail(format!(
+                "\n\n**The conversation no longer fits in the model's context window** (about {rejected} tokens were rejected). Automatic compaction is off (`autoCompact` in .maia/settings.json): run `/compact`, then send your message again.\n"
+            )));
+        }
         match self.compact(Trigger::Rejected(rejected), cancel).await {
             Ok(()) => {
                 self.keep_images_with_prompt();

@@ -260,7 +260,13 @@ impl Session {
     /// cost (unknown when a response had no price).
     pub(crate) fn emit_usage(&self, used: u64, size: u64) {
         let cost = self.conversation.ledger().total();
-        self.emit(Event::Usage { used, size, cost });
+        let map = Some(Box::new(self.context_map(used)));
+        self.emit(Event::Usage {
+            used,
+            size,
+            cost,
+            map,
+        });
     }
 
     /// Records what one model response cost ([`crate::cost`]): the

@@ -435,9 +435,7 @@ impl Session {
                 )));
             }
         };
-        let window = self.known_window(&model, cancel).await;
-        self.meter
-            .know_window(window.map(|w| (w.tokens, w.source.as_str())));
+        self.learn_window(&model, cancel).await;
         crate::mcp::wait_for_servers(&self.services.mcp, &self.services.events, cancel).await;
         self.project.probe_web_search(cancel).await;
         if cancel.is_cancelled() {
