@@ -64,6 +64,9 @@ async fn usage_updates_carry_the_map_of_the_context() {
     )
     .unwrap();
     let sid = maia.new_session().await;
+    // The mock reports the size of each request, as a provider does.
+    maia.mock
+        .enforce_context_window(1_000_000, mock::WindowError::LiteLlm);
     maia.mock.push(mock::text_reply("brief"));
     let (_, messages) = maia.turn(&sid, "hello").await;
     let usage = updates_of(&messages, "usage_update");
@@ -145,21 +148,24 @@ async fn compaction_fires_earlier_by_the_output_reserve() {
     let mut maia = Maia::start_with(Options::default()).await;
     max_output(&maia, 800);
     let base = measured(&mut maia).await;
-    // Without a reserve the trigger would be 1,000 tokens above the base.
-    let window = base + 4_500 + 1_000;
+    // Without a reserve the trigger would be 1,400 tokens above the base;
+    // with it, 600.
+    let window = base + 4_500 + 1_400;
     let sid = session_with(
         &mut maia,
         json!({"contextWindows": {"mock-model": window}, "localModels": false}),
     )
     .await;
     maia.mock.push(mock::text_reply("first answer"));
-    let (_, messages) = maia.turn(&sid, "first").await;
+    // About 400 tokens each: the two prompts pass the trigger only when it
+    // keeps the reserve, and the second alone is under it.
+    let first = format!("first: {}", "long words ".repeat(145));
+    let (_, messages) = maia.turn(&sid, &first).await;
     assert!(updates_of(&messages, "compaction_update").is_empty());
     let map = map_of(updates_of(&messages, "usage_update").last().unwrap());
     assert_eq!(map["reserve"], 800);
     assert_eq!(map["autoCompactAt"], window - 800 - 4_500);
-    // About 600 tokens: under `window − 4,500`, over it less the reserve.
-    let prompt = format!("{} What now?", "more words ".repeat(220));
+    let prompt = format!("{} What now?", "more words ".repeat(145));
     maia.mock.push(mock::text_reply("auto summary"));
     maia.mock.push(mock::text_reply("answer"));
     let (resp, messages) = maia.turn(&sid, &prompt).await;

@@ -348,10 +348,15 @@ mod tests {
             .map(|s| s.tokens)
             .sum();
         assert_eq!(content, 3_001);
-        // 10,400 characters, 2,600 estimated tokens: each part × 3001/2600.
-        assert_eq!(map.tokens_of(SegmentKind::SystemPrompt), 1_154);
-        assert_eq!(map.tokens_of(SegmentKind::Instructions), 230);
-        assert_eq!(map.tokens_of(SegmentKind::McpTools), 288);
+        // 10,000 characters, 2,500 estimated tokens: each part × 3001/2500.
+        assert_eq!(map.tokens_of(SegmentKind::SystemPrompt), 1_200);
+        assert_eq!(map.tokens_of(SegmentKind::Instructions), 240);
+        assert_eq!(map.tokens_of(SegmentKind::McpTools), 300);
+        assert_eq!(
+            map.tokens_of(SegmentKind::Conversation),
+            541,
+            "540.2 and the rest"
+        );
         assert_eq!(map.tokens_of(SegmentKind::Reserve), 1_000);
         assert_eq!(map.tokens_of(SegmentKind::Free), 10_000 - 3_001 - 1_000);
         assert_eq!(map.segments[1].path.as_deref(), Some("/p/MAIA.md"));

@@ -12,7 +12,7 @@ pub(super) fn context_command(session: &Session) {
     let model = session.model().map(str::to_owned);
     // The meter's numbers: what the last usage_update said, or would say.
     let used = session.context_tokens();
-    let map = session.context_map(used);
+    let map = session.context_map(used, session.context_source(), 0);
     let context_file = instruction_lines(session, &map);
     let meter = match session.meter().window() {
         Some(window) => format!(

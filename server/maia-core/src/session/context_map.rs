@@ -9,15 +9,15 @@ use super::Session;
 use crate::context_map::{ContextMap, Frame, Parts};
 use crate::meter::message_chars;
 
-/// Characters of tool schemas as the meter counts them.
+/// Characters of tool schemas as the meter counts them (none: 0).
 pub(crate) fn schema_chars<'a>(specs: impl Iterator<Item = &'a maia_llm::ToolSpec>) -> usize {
-    serde_json::to_string(
-        &specs
-            .map(|t| (&t.name, &t.description, &t.parameters))
-            .collect::<Vec<_>>(),
-    )
-    .map(|s| s.len())
-    .unwrap_or(0)
+    let specs: Vec<_> = specs
+        .map(|t| (&t.name, &t.description, &t.parameters))
+        .collect();
+    if specs.is_empty() {
+        return 0;
+    }
+    serde_json::to_string(&specs).map(|s| s.len()).unwrap_or(0)
 }
 
 /// Whether a tool comes from an MCP server (`mcp__<server>__<tool>`).
@@ -68,9 +68,16 @@ impl Session {
         self.project.settings.auto_compact.enabled
     }
 
-    /// The map of a context of `used` tokens (what the meter says); while
-    /// the window is unknown its `window` is 0 (no reserve, nothing free).
-    pub(crate) fn context_map(&self, used: u64) -> ContextMap {
+    /// The map of a context of `used` tokens (what the meter says, from
+    /// `source`: `measured` or `estimated`), with `answer_chars` of an
+    /// answer not in the history yet; while the window is unknown its
+    /// `window` is 0 (no reserve, nothing free).
+    pub(crate) fn context_map(
+        &self,
+        used: u64,
+        source: &'static str,
+        answer_chars: usize,
+    ) -> ContextMap {
         let window = self.meter.window().unwrap_or(0);
         let specs = self.tool_specs();
         let own = role_free(self);
@@ -81,7 +88,7 @@ impl Session {
             summary_chars: self.conversation.summary().map_or(0, str::len),
             tools_chars: schema_chars(specs.iter().filter(|s| !is_mcp(&s.name))),
             mcp_chars: schema_chars(specs.iter().filter(|s| is_mcp(&s.name))),
-            conversation_chars: message_chars(self.conversation.history()),
+            conversation_chars: message_chars(self.conversation.history()) + answer_chars,
             extra_tokens: crate::images::overlay_tokens(&crate::images::within_request_limits(
                 &self.turn.images,
             )),
@@ -93,7 +100,7 @@ impl Session {
                 used,
                 reserve: self.output_reserve(),
                 auto_compact_at: self.auto_compact_at(),
-                source: self.context_source(),
+                source,
             },
         )
     }

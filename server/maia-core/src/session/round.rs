@@ -416,7 +416,11 @@ impl Session {
         if let (Some(usage), Some(window)) = (&usage, self.meter.window()) {
             // What stays in the conversation: the prompt and the answer
             // (reasoning is not kept).
-            self.emit_usage(usage.kept(), window);
+            let answer = crate::meter::message_chars(&[ChatMessage::Assistant {
+                content: Some(completion.text.clone()),
+                tool_calls: completion.tool_calls.clone(),
+            }]);
+            self.emit_usage_of(usage.kept(), window, "measured", answer);
         }
         let Completion {
             mut text,
