@@ -205,7 +205,12 @@ impl Session {
         // `Stop` hooks may send the model back to work, a bounded number
         // of times (docs/hooks.md).
         let mut continued = 0;
-        while stop == StopReason::EndTurn && !self.turn.take_halted() {
+        let mut halted = false;
+        while stop == StopReason::EndTurn {
+            if self.turn.take_halted() {
+                halted = true;
+                break;
+            }
             let Some(reason) = self.stop_hooks(continued, cancel).await else {
                 break;
             };
@@ -217,8 +222,11 @@ impl Session {
         self.end_fallback();
         // Images are ephemeral: later turns see their stand-ins only.
         self.turn.images.clear();
-        if stop == StopReason::EndTurn && self.needs_compaction() {
-            // Checked after each turn too; reported before the turn's end.
+        // Checked after each turn too; reported before the turn's end. Not
+        // after a turn that failed: its failure (a provider that rejected
+        // even the compacted request, a broken connection) would only
+        // repeat; the next request checks again.
+        if stop == StopReason::EndTurn && !halted && self.needs_compaction() {
             if let Err(CompactError::Cancelled) = self.compact_with_hooks("auto", cancel).await {
                 stop = StopReason::Cancelled;
             }
