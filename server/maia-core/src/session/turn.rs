@@ -226,10 +226,12 @@ impl Session {
         // after a turn that failed: its failure (a provider that rejected
         // even the compacted request, a broken connection) would only
         // repeat; the next request checks again.
-        if stop == StopReason::EndTurn && !halted && self.needs_compaction() {
-            if let Err(CompactError::Cancelled) = self.compact_with_hooks("auto", cancel).await {
-                stop = StopReason::Cancelled;
-            }
+        if stop == StopReason::EndTurn
+            && !halted
+            && self.needs_compaction()
+            && let Err(CompactError::Cancelled) = self.compact_with_hooks("auto", cancel).await
+        {
+            stop = StopReason::Cancelled;
         }
         stop
     }
