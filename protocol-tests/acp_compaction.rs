@@ -115,8 +115,9 @@ async fn automatic_compaction_before_a_request() {
     maia.mock.push(mock::text_reply("measure"));
     maia.turn(&sid, "hi").await;
     let base = mock::estimate_tokens(&maia.mock.requests()[0]);
-    // A window leaving 1,000 tokens above the 4,000 + 500 reserve.
-    let window = base + 4_500 + 1_000;
+    // A window leaving 1,000 tokens above the 4,000 + 500 kept for the
+    // summary and the output reserve (an eighth of so small a window).
+    let window = ((base + 4_500 + 1_000) * 8).div_ceil(7);
     std::fs::create_dir_all(maia.path(".maia")).unwrap();
     // Not a local model: the same tools as the measured session, though
     // the window is small.

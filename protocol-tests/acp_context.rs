@@ -22,6 +22,25 @@ async fn ready(settings: Value) -> (Maia, String) {
     (maia, sid)
 }
 
+/// [`ready`] with a model that answers at most 500 tokens (its
+/// `/model/info`): the output reserve is 500, so automatic compaction fires
+/// 5,000 tokens below the window, leaving these tests' windows to the
+/// provider's rejections and the summary's sizing.
+async fn ready_short_answers(settings: Value) -> (Maia, String) {
+    let mut maia = Maia::start_with(Options {
+        settings,
+        ..Default::default()
+    })
+    .await;
+    maia.mock.set_model_info(json!({"data": [
+        {"model_name": "mock-model", "model_info": {"max_output_tokens": 500}},
+    ]}));
+    maia.initialize_with(json!({"session": {"compaction": {}}}))
+        .await;
+    let sid = maia.new_session().await;
+    (maia, sid)
+}
+
 fn journal(maia: &Maia, name: &str) -> Vec<Value> {
     std::fs::read_to_string(maia.path(&format!(".maia/.sessions/{name}.jsonl")))
         .unwrap_or_else(|e| panic!("no journal {name}: {e}"))
@@ -51,7 +70,7 @@ fn long_prompt(tag: &str, tokens: usize) -> String {
 
 #[tokio::test]
 async fn reactive_compaction_keeps_the_prompt_verbatim_in_the_request_and_the_journal() {
-    let (mut maia, sid) = ready(json!({})).await;
+    let (mut maia, sid) = ready_short_answers(json!({})).await;
     maia.mock.push(mock::text_reply("first answer"));
     maia.turn(&sid, "remember the word banana").await;
     let id = maia.prompt(&sid, "/rename work").await;
@@ -187,7 +206,7 @@ async fn read_turn(
 
 #[tokio::test]
 async fn a_huge_tool_result_is_cut_and_the_summary_request_is_never_over_the_window() {
-    let (mut maia, sid) = ready(json!({})).await;
+    let (mut maia, sid) = ready_short_answers(json!({})).await;
     maia.mock.push(mock::text_reply("hello"));
     maia.turn(&sid, "hi").await;
     let base = estimate_tokens(&maia.mock.requests()[0]);
@@ -237,7 +256,7 @@ async fn a_huge_tool_result_is_cut_and_the_summary_request_is_never_over_the_win
     assert!(maia.mock.rejected().is_empty());
 
     // More reads grow the context past the window: compaction before a
-    // request (estimate over window − 4,500), tool results shrunk for the
+    // request (estimate over window − reserve − 4,500), tool results shrunk for the
     // summary; no summary request is ever over the window.
     maia.mock.set_rule(|request| {
         is_summary_request(request).then(|| mock::text_reply("## Project context\nreading files\n## Current goal\n-\n## Relevant files\n-\n## Decisions and conclusions\n-\n## Next steps\n-"))

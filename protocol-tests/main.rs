@@ -13,6 +13,7 @@ mod acp_card_review;
 mod acp_compaction;
 mod acp_config;
 mod acp_context;
+mod acp_context_map;
 mod acp_cost;
 mod acp_edits;
 mod acp_errors;

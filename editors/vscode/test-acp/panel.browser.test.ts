@@ -247,6 +247,20 @@ test('the panel streams, asks, opens diffs and stops, in a real browser', async 
       Array.from(document.querySelectorAll('.message.agent .body')).some((e) => e.textContent?.includes('Created greet.txt.')),
     );
     assert.ok(await page.$eval('#usage', (e) => !e.hasAttribute('hidden')), 'the usage meter is shown');
+    // The meter opens the map of the context (usage_update's _meta.maia.contextMap); Escape closes it.
+    await page.click('#usage');
+    await page.waitForSelector('#context-map:not([hidden])');
+    assert.equal(await page.$eval('#usage', (e) => e.getAttribute('aria-expanded')), 'true');
+    const kinds = await page.$$eval('#context-map .ctx-rows li', (els) => els.map((e) => e.getAttribute('data-kind')));
+    for (const kind of ['systemPrompt', 'skills', 'tools', 'mcpTools', 'conversation', 'reserve', 'free']) {
+      assert.ok(kinds.includes(kind), `${kind} in ${kinds.join(', ')}`);
+    }
+    assert.match(await page.$eval('#context-map .ctx-foot', (e) => e.textContent ?? ''), /Auto-compaction at [\d,]+ tokens · [\d,]+ tokens kept for the answer/);
+    assert.ok((await page.$$('#context-map .ctx-bar .ctx-part')).length >= 3, 'a stacked bar of the segments');
+    await page.screenshot({ path: path.join(artifacts, 'panel-context-map.png') });
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('#context-map[hidden]');
+    assert.equal(await page.$eval('#usage', (e) => e.getAttribute('aria-expanded')), 'false');
 
     // 4. Esc stops a turn (session/cancel).
     await typeAndEnter(page, 'Wait forever');

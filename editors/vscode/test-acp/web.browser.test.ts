@@ -216,6 +216,13 @@ test('web page: log in, open a live session, prompt, answer permissions, queue, 
     // The next write: allowed.
     await option(phone, 'hello.txt', 'allow_once');
     await phone.waitForFunction(() => document.querySelector('.message.agent:last-of-type')?.textContent?.includes('Wrote hello.txt'));
+    // The meter's map of the context, as in the editor's panel.
+    await phone.waitForSelector('#usage:not([hidden])');
+    await phone.click('#usage');
+    await phone.waitForSelector('#context-map:not([hidden]) .ctx-rows li[data-kind=conversation]');
+    assert.match(await text(phone, '#context-map .ctx-head'), /of [\d,]+ tokens/);
+    await phone.click('#usage');
+    await phone.waitForSelector('#context-map[hidden]');
     await idle(phone);
     assert.equal(fs.readFileSync(path.join(cwd, 'hello.txt'), 'utf8'), 'hello\n');
     assert.equal(fs.existsSync(path.join(cwd, 'greet.txt')), false);

@@ -4,6 +4,7 @@
 import type * as acp from '@agentclientprotocol/sdk';
 import type { Attachment, ToWebview } from '../src/panel/protocol';
 import { h, post, renderMarkdown } from './dom';
+import { ContextMap, readContextMap, renderContextMap } from './contextmap';
 import * as timeline from './timeline';
 import { renderTool, ToolCard } from './tools';
 
@@ -11,7 +12,20 @@ import { renderTool, ToolCard } from './tools';
 const app = document.getElementById('app')!;
 const title = h('span', { class: 'title', id: 'title', text: 'MAIA' });
 const statusEl = h('span', { class: 'status', id: 'status', role: 'status', 'aria-live': 'polite' });
-const usage = h('div', { class: 'usage', id: 'usage', role: 'meter', 'aria-label': 'Context used', hidden: '' });
+const usage = h('div', {
+  class: 'usage',
+  id: 'usage',
+  role: 'meter',
+  'aria-label': 'Context used (click for the map of the context)',
+  tabindex: '0',
+  'aria-haspopup': 'dialog',
+  'aria-controls': 'context-map',
+  'aria-expanded': 'false',
+  hidden: '',
+});
+// The map of the context, opened from the meter.
+const contextMapEl = h('div', { class: 'context-map', id: 'context-map', role: 'dialog', 'aria-label': 'Context map', hidden: '' });
+let contextMap: ContextMap | undefined;
 const usageBar = h('div', { class: 'usage-bar' });
 const usageText = h('span', { class: 'usage-text' });
 usage.append(h('div', { class: 'usage-track' }, usageBar), usageText);
@@ -51,7 +65,7 @@ const footer = h(
   h('div', { class: 'input-wrap' }, completion, input),
   h('div', { class: 'actions' }, pickers, h('span', { class: 'spacer' }), stopBtn, sendBtn),
 );
-app.append(header, threads, log, footer);
+app.append(header, contextMapEl, threads, log, footer);
 
 // ---------- state ----------
 let busy = false;
@@ -355,6 +369,10 @@ function showPlan(entries: acp.PlanEntry[]): void {
 
 function showUsage(u: { used: number; size: number; cost?: { amount: number; currency: string } | null }): void {
   usage.hidden = false;
+  contextMap = readContextMap(u);
+  if (!contextMapEl.hidden) {
+    drawContextMap();
+  }
   const pct = u.size > 0 ? Math.min(100, Math.round((u.used / u.size) * 100)) : 0;
   usageBar.style.width = `${pct}%`;
   usage.dataset.level = pct > 85 ? 'high' : pct > 60 ? 'mid' : 'low';
@@ -365,6 +383,23 @@ function showUsage(u: { used: number; size: number; cost?: { amount: number; cur
   const cost = u.cost ? ` · ${u.cost.amount.toFixed(4)} ${u.cost.currency}` : '';
   usageText.textContent = `${k(u.used)} / ${k(u.size)}${cost}`;
   usage.title = `Context: ${u.used} of ${u.size} tokens (${pct}%)${cost}`;
+}
+
+/** The popover's contents: the map when maia sent one, else the meter's numbers. */
+function drawContextMap(): void {
+  contextMapEl.replaceChildren(
+    ...(contextMap
+      ? renderContextMap(contextMap)
+      : [h('div', { class: 'ctx-head', text: `${usage.title} — this maia sends no map of the context.` })]),
+  );
+}
+
+function toggleContextMap(open = contextMapEl.hidden): void {
+  if (open) {
+    drawContextMap();
+  }
+  contextMapEl.hidden = !open;
+  usage.setAttribute('aria-expanded', String(open));
 }
 
 const compactions = new Map<string, HTMLElement>();
@@ -646,6 +681,23 @@ document.addEventListener('keydown', (e) => {
 sendBtn.addEventListener('click', send);
 stopBtn.addEventListener('click', () => post({ type: 'cancel' }));
 newBtn.addEventListener('click', () => post({ type: 'newThread' }));
+usage.addEventListener('click', () => toggleContextMap());
+usage.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' || e.key === ' ') {
+    e.preventDefault();
+    toggleContextMap();
+  } else if (e.key === 'Escape' && !contextMapEl.hidden) {
+    e.stopPropagation();
+    toggleContextMap(false);
+  }
+});
+contextMapEl.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape') {
+    e.stopPropagation();
+    toggleContextMap(false);
+    usage.focus();
+  }
+});
 threadsBtn.addEventListener('click', () => {
   if (threads.hidden) {
     post({ type: 'listThreads' });
@@ -741,6 +793,8 @@ function clearConversation(): void {
   lastUserId = undefined;
   planEl.hidden = true;
   usage.hidden = true;
+  contextMap = undefined;
+  toggleContextMap(false);
 }
 
 window.addEventListener('message', (event: MessageEvent) => {

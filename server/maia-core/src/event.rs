@@ -264,6 +264,9 @@ pub enum Event {
         size: u64,
         /// The thread's cost so far, US dollars; `None`: unknown.
         cost: Option<f64>,
+        /// Where the context goes ([`crate::context_map`]); `None` while
+        /// the window is unknown.
+        map: Option<Box<crate::context_map::ContextMap>>,
     },
     /// The session switched to this mode by itself (an approved plan).
     ModeChanged(crate::mode::Mode),
@@ -508,10 +511,16 @@ impl Event {
             Event::Permission(_) => return None,
             Event::Title(title) => Event::Title(title.clone()),
             Event::ModelChanged(model) => Event::ModelChanged(model.clone()),
-            Event::Usage { used, size, cost } => Event::Usage {
+            Event::Usage {
+                used,
+                size,
+                cost,
+                map,
+            } => Event::Usage {
                 used: *used,
                 size: *size,
                 cost: *cost,
+                map: map.clone(),
             },
             Event::ModeChanged(mode) => Event::ModeChanged(*mode),
             Event::PlanProposed { id, markdown } => Event::PlanProposed {

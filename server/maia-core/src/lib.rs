@@ -17,6 +17,7 @@ pub mod client;
 pub mod commands;
 mod compaction;
 pub mod context_file;
+pub mod context_map;
 mod conversation;
 pub mod cost;
 pub mod custom_tools;

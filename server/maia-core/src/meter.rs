@@ -39,6 +39,8 @@ pub(crate) struct Meter {
     window: Option<u64>,
     /// Where [`Meter::window`] came from (`manual`, `modelInfo`, …).
     window_source: Option<&'static str>,
+    /// The longest answer of the model in use, when its information says.
+    max_output: Option<u64>,
     /// The last response's usage and what the meter showed for it.
     last_usage: Option<maia_llm::Usage>,
     /// Cached prompt tokens over the session.
@@ -54,6 +56,7 @@ impl Default for Meter {
             calibration: 1.0,
             window: None,
             window_source: None,
+            max_output: None,
             last_usage: None,
             cached_total: 0,
             text_tool_calls: TextToolCalls::default(),
@@ -208,6 +211,16 @@ impl Meter {
     pub(crate) fn know_window(&mut self, window: Option<(u64, &'static str)>) {
         self.window = window.map(|(tokens, _)| tokens);
         self.window_source = window.map(|(_, source)| source);
+    }
+
+    /// The longest answer of the model in use (`None`: not said).
+    pub(crate) fn know_max_output(&mut self, tokens: Option<u64>) {
+        self.max_output = tokens;
+    }
+
+    /// The longest answer of the model in use, when its information says.
+    pub(crate) fn max_output(&self) -> Option<u64> {
+        self.max_output
     }
 
     /// A window the provider's error told: believed when smaller than the
@@ -407,6 +420,8 @@ mod tests {
         );
         assert!(meter.told_window(30_000));
         assert_eq!(meter.window(), Some(30_000));
+        meter.know_max_output(Some(2_000));
+        assert_eq!(meter.max_output(), Some(2_000));
         meter.know_window(None);
         assert_eq!((meter.window(), meter.window_source()), (None, None));
     }

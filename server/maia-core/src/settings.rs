@@ -101,6 +101,9 @@ pub struct Settings {
     pub mcp_project: Vec<String>,
     /// Spending limits (`budget`, [`crate::budget`]).
     pub budget: crate::budget::Limits,
+    /// When the conversation is compacted by itself (`autoCompact`,
+    /// [`crate::context_map`]).
+    pub auto_compact: crate::context_map::AutoCompact,
     /// Models a request goes to, in order, when the chosen one is
     /// overloaded, rate limited or failing after its retries
     /// (`fallbackModels`).
@@ -402,6 +405,7 @@ fn from_map(
     let text_edits = model_flags(map, "textEdits", &mut warnings);
     let prices = crate::cost::parse_setting(map.get("prices"), &mut warnings);
     let budget = crate::budget::parse_setting(map.get("budget"), &mut warnings);
+    let auto_compact = crate::context_map::parse_setting(map.get("autoCompact"), &mut warnings);
     let fallback_models = model_list(map.get("fallbackModels"), "fallbackModels", &mut warnings);
     Settings {
         llm,
@@ -424,6 +428,7 @@ fn from_map(
         mcp_offline: Vec::new(),
         mcp_project: Vec::new(),
         budget,
+        auto_compact,
         fallback_models,
         loaded,
         warnings,

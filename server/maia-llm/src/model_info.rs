@@ -206,6 +206,9 @@ fn lenient_f64(value: &Value) -> Option<f64> {
 pub struct ModelInfoEntry {
     /// `model_info.max_input_tokens` (the smallest of the name's deployments).
     pub max_input_tokens: Option<u64>,
+    /// `model_info.max_output_tokens`: the longest answer the model writes (the smallest of
+    /// the name's deployments).
+    pub max_output_tokens: Option<u64>,
     /// `model_info.litellm_provider`, else the prefix of `litellm_params.model`
     /// (`anthropic/claude-…` → `anthropic`).
     pub provider: Option<String>,
@@ -246,6 +249,10 @@ fn entries_from_model_info(value: &Value) -> Option<HashMap<String, ModelInfoEnt
             .pointer("/model_info/max_input_tokens")
             .and_then(lenient_u64)
             .filter(|&t| plausible_window(t));
+        let output = entry
+            .pointer("/model_info/max_output_tokens")
+            .and_then(lenient_u64)
+            .filter(|&t| t > 0);
         let upstream = entry
             .pointer("/litellm_params/model")
             .and_then(Value::as_str)
@@ -257,6 +264,10 @@ fn entries_from_model_info(value: &Value) -> Option<HashMap<String, ModelInfoEnt
             .or_else(|| Some(upstream.as_deref()?.split_once('/')?.0.to_owned()));
         let known = entries.entry(name.to_owned()).or_default();
         known.max_input_tokens = match (known.max_input_tokens, tokens) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        known.max_output_tokens = match (known.max_output_tokens, output) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -621,6 +632,20 @@ mod tests {
             ]
         );
         assert!(entries_from_model_info(&serde_json::json!({"detail": "x"})).is_none());
+    }
+
+    #[test]
+    fn max_output_tokens_smallest_of_the_deployments() {
+        let body = serde_json::json!({"data": [
+            {"model_name": "a", "model_info": {"max_output_tokens": 8192}},
+            {"model_name": "a", "model_info": {"max_output_tokens": "4096"}},
+            {"model_name": "b", "model_info": {"max_output_tokens": 0}},
+            {"model_name": "c", "model_info": {"max_output_tokens": null}},
+        ]});
+        let entries = entries_from_model_info(&body).unwrap();
+        assert_eq!(entries["a"].max_output_tokens, Some(4096));
+        assert_eq!(entries["b"].max_output_tokens, None, "0 says nothing");
+        assert_eq!(entries["c"].max_output_tokens, None);
     }
 
     #[test]

@@ -1,18 +1,19 @@
-//! `/context`: what fills the model's context window (the system prompt,
-//! the context file, the tools, the messages), the meter's numbers and
-//! where they come from, the cost, the workspace folders and the managed
-//! policy in force.
+//! `/context`: what fills the model's context window (the map of
+//! [`crate::context_map`], the one clients draw: system prompt,
+//! instruction files, skills, tools, MCP tools, messages, output reserve,
+//! free space, where auto-compaction fires), the meter's numbers and where
+//! they come from, the cost, the workspace folders and the managed policy
+//! in force.
 
+use crate::context_map::{ContextMap, SegmentKind};
 use crate::session::Session;
 
 pub(super) fn context_command(session: &Session) {
-    let system = session.system_prompt();
-    let tools = session.tool_chars();
-    let messages: usize = crate::meter::message_chars(session.conversation().history());
-    let context_file = instruction_lines(session);
     let model = session.model().map(str::to_owned);
     // The meter's numbers: what the last usage_update said, or would say.
     let used = session.context_tokens();
+    let map = session.context_map(used, session.context_source(), 0);
+    let context_file = instruction_lines(session, &map);
     let meter = match session.meter().window() {
         Some(window) => format!(
             "{used} of {window} tokens ({:.0} %)",
@@ -62,8 +63,12 @@ pub(super) fn context_command(session: &Session) {
          - model: `{model}`, context window: {window}{window_source}\n\
          - system prompt: ~{sys} tokens, {doctrine}\n\
          - instruction files: {context_file}\n\
-         - tool definitions: ~{tools} tokens\n\
+         - skills: ~{skills} tokens\n\
+         - tool definitions: ~{tools} tokens (MCP tools: ~{mcp} tokens)\n\
          - messages: {count} (~{msgs} tokens)\n\
+         - output reserve: {reserve}\n\
+         - free: {free}\n\
+         - automatic compaction: {auto}\n\
          - pending items: {pending}\n\
          - last response: {last}\n\
          - cost: {cost} this thread, {turn_cost} the last turn (`/cost` for each model)\n\
@@ -73,11 +78,19 @@ pub(super) fn context_command(session: &Session) {
          - tool calls written as text: {run} run as calls, {retried} corrections sent, {shown} shown as text",
         name = session.conversation().name(),
         ratio = session.meter().calibration(),
-        sys = session.meter().calibrated(system.len()),
+        sys = map.tokens_of(SegmentKind::SystemPrompt),
         doctrine = session.doctrine_in_force(),
-        tools = session.meter().calibrated(tools),
+        skills = map.tokens_of(SegmentKind::Skills),
+        tools = map.tokens_of(SegmentKind::Tools),
+        mcp = map.tokens_of(SegmentKind::McpTools),
         count = session.conversation().len(),
-        msgs = session.meter().calibrated(messages),
+        msgs = map.tokens_of(SegmentKind::Conversation),
+        reserve = reserve_line(&map),
+        free = match map.window {
+            0 => "unknown (window unknown)".to_owned(),
+            _ => format!("{} tokens", map.tokens_of(SegmentKind::Free)),
+        },
+        auto = auto_line(session, &map),
         pending = session.pending_bang_outputs(),
         model = model.unwrap_or_else(|| "(not chosen yet)".into()),
         window = session
@@ -111,19 +124,51 @@ pub(super) fn context_command(session: &Session) {
     session.say(text);
 }
 
+/// The output reserve and how it was chosen.
+fn reserve_line(map: &ContextMap) -> String {
+    match map.window {
+        0 => "none yet (window unknown)".to_owned(),
+        _ => format!(
+            "{} tokens kept for the answer (the model's maximum output from the proxy's model information, else {}; at most an eighth of the window)",
+            map.reserve,
+            crate::context_map::DEFAULT_OUTPUT_RESERVE
+        ),
+    }
+}
+
+/// Where automatic compaction fires, or why it does not.
+fn auto_line(session: &Session, map: &ContextMap) -> String {
+    match map.auto_compact_at {
+        Some(at) => format!("at {at} tokens (`autoCompact`)"),
+        None if !session.auto_compact_enabled() => {
+            "off (`autoCompact`; `/compact` still works)".to_owned()
+        }
+        None => "not until the window is known".to_owned(),
+    }
+}
+
 /// The `/context` lines about the instruction files: each with why it was
-/// read and its size, then those added when a tool worked in a sub-folder.
-fn instruction_lines(session: &Session) -> String {
+/// read and its size (its segment of the map; after a compaction the
+/// summary stands in for them), then those added when a tool worked in a
+/// sub-folder.
+fn instruction_lines(session: &Session, map: &ContextMap) -> String {
     let loaded = &session.project().context_files;
     let mut lines: Vec<String> = loaded
         .files
         .iter()
         .map(|f| {
+            let path = f.path.display().to_string();
+            let size = map
+                .segments
+                .iter()
+                .find(|s| s.path.as_deref() == Some(path.as_str()))
+                .map_or_else(
+                    || "replaced by the summary".to_owned(),
+                    |s| format!("~{} tokens", s.tokens),
+                );
             format!(
-                "`{}` ({}, ~{} tokens{})",
-                f.path.display(),
+                "`{path}` ({}, {size}{})",
                 f.scope.why(),
-                session.meter().calibrated(f.text.len()),
                 if f.cut { ", cut" } else { "" }
             )
         })

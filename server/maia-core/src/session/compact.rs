@@ -8,7 +8,7 @@ use maia_llm::ChatMessage;
 use tokio_util::sync::CancellationToken;
 
 use super::{Session, TurnPrompt};
-use crate::compaction::{CompactError, MARGIN, MAX_SUFFIX, SUMMARY_TOKENS, Trigger, next_name};
+use crate::compaction::{CompactError, MARGIN, MAX_SUFFIX, Trigger, next_name};
 use crate::event::{CompactionState, Event};
 use crate::meter::message_chars;
 use crate::store::{self, Record};
@@ -43,15 +43,7 @@ impl Session {
 
     /// Characters of the tool definitions every request carries.
     pub(crate) fn tool_chars(&self) -> usize {
-        serde_json::to_string(
-            &self
-                .tool_specs()
-                .iter()
-                .map(|t| (&t.name, &t.description, &t.parameters))
-                .collect::<Vec<_>>(),
-        )
-        .map(|s| s.len())
-        .unwrap_or(0)
+        super::context_map::schema_chars(self.tool_specs().iter())
     }
 
     /// Sends an estimate of the context size between responses (after
@@ -62,13 +54,12 @@ impl Session {
         }
     }
 
-    /// Whether the context passed `window − (4000 + 500)`; never when the
-    /// window is unknown.
+    /// Whether the context passed the auto-compaction trigger (by default
+    /// `window − output reserve − (4000 + 500)`, [`crate::context_map::trigger`]);
+    /// never when the window is unknown or `autoCompact` is off.
     pub(crate) fn needs_compaction(&self) -> bool {
-        match self.meter.window() {
-            Some(window) if !self.conversation.is_empty() => {
-                self.context_tokens() > window.saturating_sub(u64::from(SUMMARY_TOKENS) + MARGIN)
-            }
+        match self.auto_compact_at() {
+            Some(at) if !self.conversation.is_empty() => self.context_tokens() > at,
             _ => false,
         }
     }

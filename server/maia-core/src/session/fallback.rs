@@ -80,9 +80,7 @@ impl Session {
             text,
         });
         self.emit(Event::ModelChanged(next.clone()));
-        let window = self.known_window(&next, cancel).await;
-        self.meter
-            .know_window(window.map(|w| (w.tokens, w.source.as_str())));
+        self.learn_window(&next, cancel).await;
         state.cache = self.prompt_caching(&next);
         state.model = next.clone();
         self.turn.fallback = Some(next);

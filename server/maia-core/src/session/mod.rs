@@ -50,6 +50,7 @@ mod announce;
 mod budget;
 mod changes;
 mod compact;
+mod context_map;
 mod effects;
 mod fallback;
 pub(crate) mod files;

@@ -364,6 +364,12 @@ impl Session {
             );
         }
         tracing::info!(rejected, window = ?self.meter.window(), "request over the context window");
+        if !self.auto_compact_enabled() {
+            // The user turned compaction by itself off: they compact.
+            return ControlFlow::Break(self.fail(format!(
+                "\n\n**The conversation no longer fits in the model's context window** (about {rejected} tokens were rejected). Automatic compaction is off (`autoCompact` in .maia/settings.json): run `/compact`, then send your message again.\n"
+            )));
+        }
         match self.compact(Trigger::Rejected(rejected), cancel).await {
             Ok(()) => {
                 self.keep_images_with_prompt();
@@ -418,7 +424,11 @@ impl Session {
         if let (Some(usage), Some(window)) = (&usage, self.meter.window()) {
             // What stays in the conversation: the prompt and the answer
             // (reasoning is not kept).
-            self.emit_usage(usage.kept(), window);
+            let answer = crate::meter::message_chars(&[ChatMessage::Assistant {
+                content: Some(completion.text.clone()),
+                tool_calls: completion.tool_calls.clone(),
+            }]);
+            self.emit_usage_of(usage.kept(), window, "measured", answer);
         }
         let Completion {
             mut text,

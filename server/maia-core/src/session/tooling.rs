@@ -278,8 +278,26 @@ impl Session {
     /// Tells the front door how full the context is, with the thread's
     /// cost (unknown when a response had no price).
     pub(crate) fn emit_usage(&self, used: u64, size: u64) {
+        self.emit_usage_of(used, size, self.context_source(), 0);
+    }
+
+    /// [`Session::emit_usage`] for a size from `source`, with
+    /// `answer_chars` of an answer the history does not hold yet.
+    pub(crate) fn emit_usage_of(
+        &self,
+        used: u64,
+        size: u64,
+        source: &'static str,
+        answer_chars: usize,
+    ) {
         let cost = self.conversation.ledger().total();
-        self.emit(Event::Usage { used, size, cost });
+        let map = Some(Box::new(self.context_map(used, source, answer_chars)));
+        self.emit(Event::Usage {
+            used,
+            size,
+            cost,
+            map,
+        });
     }
 
     /// Records what one model response cost ([`crate::cost`]): the

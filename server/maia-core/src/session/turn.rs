@@ -207,7 +207,12 @@ impl Session {
         // `Stop` hooks may send the model back to work, a bounded number
         // of times (docs/hooks.md).
         let mut continued = 0;
-        while stop == StopReason::EndTurn && !self.turn.take_halted() {
+        let mut halted = false;
+        while stop == StopReason::EndTurn {
+            if self.turn.take_halted() {
+                halted = true;
+                break;
+            }
             let Some(reason) = self.stop_hooks(continued, cancel).await else {
                 break;
             };
@@ -219,11 +224,16 @@ impl Session {
         self.end_fallback();
         // Images are ephemeral: later turns see their stand-ins only.
         self.turn.images.clear();
-        if stop == StopReason::EndTurn && self.needs_compaction() {
-            // Checked after each turn too; reported before the turn's end.
-            if let Err(CompactError::Cancelled) = self.compact_with_hooks("auto", cancel).await {
-                stop = StopReason::Cancelled;
-            }
+        // Checked after each turn too; reported before the turn's end. Not
+        // after a turn that failed: its failure (a provider that rejected
+        // even the compacted request, a broken connection) would only
+        // repeat; the next request checks again.
+        if stop == StopReason::EndTurn
+            && !halted
+            && self.needs_compaction()
+            && let Err(CompactError::Cancelled) = self.compact_with_hooks("auto", cancel).await
+        {
+            stop = StopReason::Cancelled;
         }
         stop
     }
@@ -437,9 +447,7 @@ impl Session {
                 )));
             }
         };
-        let window = self.known_window(&model, cancel).await;
-        self.meter
-            .know_window(window.map(|w| (w.tokens, w.source.as_str())));
+        self.learn_window(&model, cancel).await;
         crate::mcp::wait_for_servers(&self.services.mcp, &self.services.events, cancel).await;
         self.project.probe_web_search(cancel).await;
         if cancel.is_cancelled() {

@@ -341,11 +341,25 @@ pub fn session_update(event: Event, caps: &ClientCapabilities) -> Option<Session
                     .collect(),
             ))
         }
-        Event::Usage { used, size, cost } => {
+        Event::Usage {
+            used,
+            size,
+            cost,
+            map,
+        } => {
             let update = UsageUpdate::new(used, size);
             // No `cost` when it is unknown: never a made-up number.
-            SessionUpdate::UsageUpdate(match cost {
+            let update = match cost {
                 Some(amount) => update.cost(Cost::new(amount, maia_core::cost::CURRENCY)),
+                None => update,
+            };
+            // The map of the context: `_meta.maia.contextMap` (docs/acp.md).
+            SessionUpdate::UsageUpdate(match map.and_then(|m| serde_json::to_value(m).ok()) {
+                Some(map) => {
+                    let mut meta = serde_json::Map::new();
+                    meta.insert("maia".into(), serde_json::json!({"contextMap": map}));
+                    update.meta(meta)
+                }
                 None => update,
             })
         }

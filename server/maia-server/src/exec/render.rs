@@ -439,7 +439,9 @@ fn json_event(event: Event) -> Option<Value> {
         Event::Plan(todos) => json!({"type": "plan", "entries": todos}),
         Event::Title(title) => json!({"type": "title", "title": title}),
         Event::ModelChanged(model) => json!({"type": "model", "model": model}),
-        Event::Usage { used, size, cost } => {
+        Event::Usage {
+            used, size, cost, ..
+        } => {
             json!({"type": "usage", "used": used, "size": size, "cost_usd": cost})
         }
         Event::ModeChanged(mode) => json!({"type": "mode", "mode": mode.id()}),
