@@ -119,13 +119,10 @@ pub(crate) async fn execute(
         Some(diff) => diff,
         None => prepare(input, ctx).await?,
     };
-    verify_unchanged(&diff, ctx).await?;
-    let note = outside_note(&diff, ctx, "your edit was made on top of that change");
-    let outcome = ctx.fs.write_reviewed(&diff.path, &diff.new_text).await?;
-    if let Some(mut output) = reviewed(&diff, outcome, ctx) {
-        output.content.push_str(&note);
-        return Ok(output);
-    }
+    let note = match write_checked(&diff, ctx, "your edit was made on top of that change").await? {
+        Written::Reviewed(output) => return Ok(output),
+        Written::Whole { note } => note,
+    };
     let summary = diff.old_text.as_deref().and_then(|old| {
         apply(
             &diff.path,
@@ -151,6 +148,33 @@ pub(crate) async fn execute(
         None => format!("Edited {}.", diff.path.display()),
     };
     Ok(ToolOutput::ok(text + &note))
+}
+
+/// What [`write_checked`] did.
+pub(crate) enum Written {
+    /// The user reviewed the change in the editor: the answer says what
+    /// was kept (with the outside-change note).
+    Reviewed(ToolOutput),
+    /// Written as proposed; the outside-change note to add to the answer.
+    Whole { note: String },
+}
+
+/// Writes an edit's diff (`Edit`, `MultiEdit`): refused when the file
+/// changed since the permission question showed it, the note about an
+/// outside change made before (`done` says how the edit relates to it).
+pub(crate) async fn write_checked(
+    diff: &FileDiff,
+    ctx: &ToolContext,
+    done: &str,
+) -> Result<Written, ToolError> {
+    verify_unchanged(diff, ctx).await?;
+    let note = outside_note(diff, ctx, done);
+    let outcome = ctx.fs.write_reviewed(&diff.path, &diff.new_text).await?;
+    if let Some(mut output) = reviewed(diff, outcome, ctx) {
+        output.content.push_str(&note);
+        return Ok(Written::Reviewed(output));
+    }
+    Ok(Written::Whole { note })
 }
 
 /// The note told after a write to a file that changed outside since the

@@ -7,8 +7,7 @@ use crate::error::ToolError;
 use crate::input::MultiEditInput;
 use crate::path::resolve;
 use crate::reads::StaleRead;
-use crate::tools::edit::{apply, outside_note};
-use crate::tools::{reviewed, verify_unchanged};
+use crate::tools::edit::{Written, apply, write_checked};
 
 /// What applying every replacement gave: the new text, and per edit the
 /// occurrences replaced and the line of the first (in the text it was
@@ -81,13 +80,11 @@ pub(crate) async fn execute(
         Some(diff) => diff,
         None => prepare(input, ctx).await?,
     };
-    verify_unchanged(&diff, ctx).await?;
-    let note = outside_note(&diff, ctx, "your edits were made on top of that change");
-    let outcome = ctx.fs.write_reviewed(&diff.path, &diff.new_text).await?;
-    if let Some(mut output) = reviewed(&diff, outcome, ctx) {
-        output.content.push_str(&note);
-        return Ok(output);
-    }
+    let done = "your edits were made on top of that change";
+    let note = match write_checked(&diff, ctx, done).await? {
+        Written::Reviewed(output) => return Ok(output),
+        Written::Whole { note } => note,
+    };
     let summary = diff
         .old_text
         .as_deref()
