@@ -580,6 +580,39 @@ mod tests {
     }
 
     #[test]
+    fn a_label_heads_the_same_journal_and_the_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _rx) = fresh(dir.path());
+        c.record(&Record::Title {
+            title: "fix the login".into(),
+            source: store::TitleSource::Prompt,
+        });
+        // More records than the list reads before giving up on a title.
+        for i in 0..80 {
+            c.push(ChatMessage::user(format!("m{i}")));
+        }
+        assert_eq!(c.title_source(), store::TitleSource::Prompt);
+        c.set_label("Login fix").unwrap();
+        c.push(ChatMessage::assistant("after"));
+        let path = store::session_path(dir.path(), "first");
+        let loaded = store::load(&path).unwrap();
+        assert_eq!(
+            loaded.records[0],
+            Record::Title {
+                title: "Login fix".into(),
+                source: store::TitleSource::Label,
+            }
+        );
+        let titles = loaded.records.iter().filter(|r| matches!(r, Record::Title { .. }));
+        assert_eq!(titles.count(), 1);
+        assert_eq!(loaded.history(), c.history());
+        assert_eq!(c.title_source(), store::TitleSource::Label);
+        let listed = store::list(dir.path());
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].title.as_deref(), Some("Login fix"));
+    }
+
+    #[test]
     fn the_journal_exists_from_creation_and_follows_every_change() {
         let dir = tempfile::tempdir().unwrap();
         let (mut c, _rx) = fresh(dir.path());

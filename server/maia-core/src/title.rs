@@ -232,7 +232,7 @@ mod tests {
             ("Certainly, login fix", Rejected::Chatty),
             ("I can help with that", Rejected::Chatty),
             ("Voici un titre", Rejected::Chatty),
-            ("What is wrong with the login", Rejected::Question),
+            ("¿Qué falla en el login?", Rejected::Question),
             ("Why does it fail?", Rejected::Question),
             ("Fix login. Then deploy", Rejected::Sentences),
             ("Done!", Rejected::Sentences),
