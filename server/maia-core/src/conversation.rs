@@ -603,7 +603,10 @@ mod tests {
                 source: store::TitleSource::Label,
             }
         );
-        let titles = loaded.records.iter().filter(|r| matches!(r, Record::Title { .. }));
+        let titles = loaded
+            .records
+            .iter()
+            .filter(|r| matches!(r, Record::Title { .. }));
         assert_eq!(titles.count(), 1);
         assert_eq!(loaded.history(), c.history());
         assert_eq!(c.title_source(), store::TitleSource::Label);
