@@ -315,3 +315,27 @@ async fn titles_off_makes_no_call() {
         Some("rename the config loader")
     );
 }
+
+#[tokio::test]
+async fn a_v2_client_gets_the_label_as_a_v2_session_info_update() {
+    let mut client = crate::acp_v2::V2::start().await;
+    let sid = client.new_session().await;
+    client
+        .maia
+        .mock
+        .push_title_answer(mock::text_reply("Config loader rename"));
+    client.maia.mock.push(mock::text_reply("Done."));
+    client
+        .turn(&sid, "rename the config loader", |_| None)
+        .await;
+    let (info, _) = client
+        .maia
+        .wait_for(|m| m["params"]["update"]["title"] == "Config loader rename")
+        .await;
+    crate::acp_v2::check_sent(&info);
+    assert_eq!(
+        info["params"]["update"]["sessionUpdate"],
+        "session_info_update"
+    );
+    assert_eq!(info["params"]["sessionId"], sid);
+}
