@@ -44,6 +44,7 @@ mod acp_subagents;
 mod acp_surface;
 mod acp_terminal;
 mod acp_timeline;
+mod acp_titles;
 mod acp_tools;
 mod acp_undone;
 mod acp_v2;

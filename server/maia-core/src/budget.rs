@@ -211,6 +211,14 @@ impl Spend {
         self.limits.turn = self.base.turn;
     }
 
+    /// Whether the session's spend reached its limit: nothing the user did
+    /// not ask for (a title) is spent any more.
+    pub fn spent_out(&self) -> bool {
+        self.limits
+            .session
+            .is_some_and(|limit| self.session >= limit)
+    }
+
     /// Counts one response's cost (`None`: it had no price).
     pub fn add(&mut self, cost: Option<f64>) {
         match cost {

@@ -31,6 +31,11 @@ pub(crate) struct Conversation {
     summary: Option<String>,
     /// The conversation's title.
     title: Option<String>,
+    /// Who wrote the title (a prompt's is replaced by a label).
+    title_source: store::TitleSource,
+    /// Labelling calls started for this conversation (not journaled: a
+    /// reopened thread may try again).
+    title_tries: u8,
     /// What the thread cost so far (its charges, see [`crate::cost`]).
     ledger: crate::cost::Ledger,
     /// The ledger when the running (or last) turn started.
@@ -72,6 +77,8 @@ impl Conversation {
             history: Vec::new(),
             summary: None,
             title: None,
+            title_source: store::TitleSource::User,
+            title_tries: 0,
             ledger: crate::cost::Ledger::default(),
             turn_mark: crate::cost::Ledger::default(),
             options: store::SessionOptions::new(),
@@ -136,7 +143,9 @@ impl Conversation {
         self.history = loaded.history();
         self.users = loaded.user_messages();
         self.summary = loaded.summary().map(str::to_owned);
-        self.title = loaded.title().map(str::to_owned);
+        let titled = loaded.titled();
+        self.title = titled.map(|(title, _)| title.to_owned());
+        self.title_source = titled.map_or(store::TitleSource::User, |(_, source)| source);
         self.ledger = loaded.ledger();
         self.turn_mark = loaded.ledger();
         self.options = loaded.options();
@@ -213,6 +222,22 @@ impl Conversation {
 
     pub fn title(&self) -> Option<&str> {
         self.title.as_deref()
+    }
+
+    /// Who wrote the title ([`store::TitleSource::User`] when there is none).
+    pub fn title_source(&self) -> store::TitleSource {
+        self.title_source
+    }
+
+    /// Counts a labelling call started; the count before it.
+    pub fn title_try(&mut self) -> u8 {
+        self.title_tries = self.title_tries.saturating_add(1);
+        self.title_tries - 1
+    }
+
+    /// Labelling calls started for this conversation.
+    pub fn title_tries(&self) -> u8 {
+        self.title_tries
     }
 
     /// What the thread cost so far.
@@ -326,7 +351,10 @@ impl Conversation {
                 steer: *steer,
                 history_index: self.history.len(),
             }),
-            Record::Title { title } => self.title = Some(title.clone()),
+            Record::Title { title, source } => {
+                self.title = Some(title.clone());
+                self.title_source = *source;
+            }
             Record::Option { key, value } => {
                 self.options.insert(key.clone(), value.clone());
             }
@@ -409,6 +437,8 @@ impl Conversation {
         self.summary = None;
         self.title = None;
         self.loaded_tools.clear();
+        self.title_source = store::TitleSource::User;
+        self.title_tries = 0;
         self.ledger = crate::cost::Ledger::default();
         self.turn_mark = crate::cost::Ledger::default();
         self.name = name;
@@ -460,6 +490,23 @@ impl Conversation {
         Ok(())
     }
 
+    /// A labelling call's title: the journal is rewritten in place (written
+    /// aside, then moved over it, as [`Journal::create`] does) with the title
+    /// as its first record, as [`Conversation::rename`] does, under the same
+    /// name. Unsaved, only the title changes.
+    pub fn set_label(&mut self, title: &str) -> Result<(), StoreError> {
+        if let Some(journal) = &self.journal {
+            let loaded = store::load(journal.path())?;
+            let records = titled_first(loaded.records, title, store::TitleSource::Label);
+            // The new file is locked before the old one's lock goes.
+            let new = Journal::create(&self.cwd, &self.name, &loaded.header, &records)?;
+            self.journal = Some(new);
+        }
+        self.title = Some(title.to_owned());
+        self.title_source = store::TitleSource::Label;
+        Ok(())
+    }
+
     /// `/rename`: the conversation continues in the journal `name`, whose
     /// title is `name` too. The journal is copied whole into the new file
     /// (written aside, then moved into place) with the title as its first
@@ -479,21 +526,14 @@ impl Conversation {
                 return Err(e);
             }
         };
-        let mut records = vec![Record::Title {
-            title: name.clone(),
-        }];
-        records.extend(
-            loaded
-                .records
-                .into_iter()
-                .filter(|r| !matches!(r, Record::Title { .. })),
-        );
+        let records = titled_first(loaded.records, &name, store::TitleSource::User);
         // The old file's lock is released before the new file is locked.
         drop(journal);
         match Journal::create_new(&self.cwd, &name, &loaded.header, &records) {
             Ok(new) => {
                 self.journal = Some(new);
                 self.title = Some(name.clone());
+                self.title_source = store::TitleSource::User;
                 if let Err(e) = std::fs::remove_file(&from) {
                     tracing::warn!(path = %from.display(), "cannot remove the renamed journal: {e}");
                 }
@@ -506,6 +546,22 @@ impl Conversation {
             }
         }
     }
+}
+
+/// `records` with `title` first and no other title: listing reads only the
+/// start of each file, and the title is the last one too.
+fn titled_first(records: Vec<Record>, title: &str, source: store::TitleSource) -> Vec<Record> {
+    let first = Record::Title {
+        title: title.to_owned(),
+        source,
+    };
+    std::iter::once(first)
+        .chain(
+            records
+                .into_iter()
+                .filter(|r| !matches!(r, Record::Title { .. })),
+        )
+        .collect()
 }
 
 /// Makes the history valid for the model: a tool result without its call is
@@ -580,6 +636,42 @@ mod tests {
     }
 
     #[test]
+    fn a_label_heads_the_same_journal_and_the_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, _rx) = fresh(dir.path());
+        c.record(&Record::Title {
+            title: "fix the login".into(),
+            source: store::TitleSource::Prompt,
+        });
+        // More records than the list reads before giving up on a title.
+        for i in 0..80 {
+            c.push(ChatMessage::user(format!("m{i}")));
+        }
+        assert_eq!(c.title_source(), store::TitleSource::Prompt);
+        c.set_label("Login fix").unwrap();
+        c.push(ChatMessage::assistant("after"));
+        let path = store::session_path(dir.path(), "first");
+        let loaded = store::load(&path).unwrap();
+        assert_eq!(
+            loaded.records[0],
+            Record::Title {
+                title: "Login fix".into(),
+                source: store::TitleSource::Label,
+            }
+        );
+        let titles = loaded
+            .records
+            .iter()
+            .filter(|r| matches!(r, Record::Title { .. }));
+        assert_eq!(titles.count(), 1);
+        assert_eq!(loaded.history(), c.history());
+        assert_eq!(c.title_source(), store::TitleSource::Label);
+        let listed = store::list(dir.path());
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].title.as_deref(), Some("Login fix"));
+    }
+
+    #[test]
     fn the_journal_exists_from_creation_and_follows_every_change() {
         let dir = tempfile::tempdir().unwrap();
         let (mut c, _rx) = fresh(dir.path());
@@ -593,6 +685,7 @@ mod tests {
         assert_eq!(store::load(&path).unwrap().history(), c.history());
         c.record(&Record::Title {
             title: "old title".into(),
+            source: store::TitleSource::Prompt,
         });
         c.rename("second".into()).unwrap();
         c.push(ChatMessage::user("d"));
@@ -602,7 +695,8 @@ mod tests {
         assert_eq!(
             loaded.records[0],
             Record::Title {
-                title: "second".into()
+                title: "second".into(),
+                source: store::TitleSource::User,
             }
         );
         assert_eq!(loaded.title(), Some("second"));

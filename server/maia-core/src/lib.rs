@@ -59,6 +59,7 @@ pub mod telemetry;
 mod text_edits;
 mod text_tool_calls;
 pub mod timeline;
+pub mod title;
 mod tools;
 pub mod undone;
 pub mod web_search;

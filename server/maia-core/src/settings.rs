@@ -26,7 +26,10 @@
 //! `webSearchTool` (the proxy's search tool `WebSearch` uses, or `false`;
 //! unset: the first it lists, see [`crate::web_search`]), `mcpToolSearch`
 //! (`"auto"`, `true`, `false` or a percentage of the window: when MCP tools
-//! are offered by name only, see [`McpToolSearch`]).
+//! are offered by name only, see [`McpToolSearch`]), `titles` (`false`,
+//! or `{"<model>": false}` for the model that writes them: whether a
+//! thread is titled by a labelling call after its first answer; default
+//! on, see [`crate::title`]).
 //! A file that is not valid JSON is reported and ignored. The API key is
 //! never logged.
 //!
@@ -84,6 +87,9 @@ pub struct Settings {
     pub text_edits: HashMap<String, bool>,
     /// Models marked local or not (`localModels`; `"*"`: every model).
     pub local_models: HashMap<String, bool>,
+    /// Whether threads are titled by a labelling call, per title-writing
+    /// model (`titles`; `"*"`: every model; unset: on).
+    pub titles: HashMap<String, bool>,
     /// The proxy's search tool for web search (`webSearchTool`).
     pub web_search: crate::web_search::Choice,
     /// MCP servers configured in the settings (`mcpServers`).
@@ -403,6 +409,7 @@ fn from_map(
     let text_tool_calls = model_flags(map, "textToolCalls", &mut warnings);
     let local_models = model_flags(map, "localModels", &mut warnings);
     let text_edits = model_flags(map, "textEdits", &mut warnings);
+    let titles = model_flags(map, "titles", &mut warnings);
     let prices = crate::cost::parse_setting(map.get("prices"), &mut warnings);
     let budget = crate::budget::parse_setting(map.get("budget"), &mut warnings);
     let auto_compact = crate::context_map::parse_setting(map.get("autoCompact"), &mut warnings);
@@ -421,6 +428,7 @@ fn from_map(
         text_tool_calls,
         text_edits,
         local_models,
+        titles,
         web_search: crate::web_search::parse_setting(map.get("webSearchTool"), &mut warnings),
         mcp_tool_search: mcp::mcp_tool_search(map.get("mcpToolSearch"), &mut warnings),
         mcp_servers: Vec::new(),

@@ -33,7 +33,7 @@ pub use list::{Summary, find, list, set_current};
 use list::{pointer_path, summarize};
 pub use record::{
     FORMAT_VERSION, Header, ImageRef, Record, SavedContent, SavedDiff, SavedKind, SavedStatus,
-    SavedSubagent, SavedSubagentState, SavedToolCall, SessionOptions,
+    SavedSubagent, SavedSubagentState, SavedToolCall, SessionOptions, TitleSource,
 };
 pub(crate) use side_files::queue_path;
 use side_files::{archived_path, roots_path};
@@ -291,8 +291,13 @@ impl Loaded {
 
     /// The last title recorded, if any.
     pub fn title(&self) -> Option<&str> {
+        self.titled().map(|(title, _)| title)
+    }
+
+    /// The last title recorded and who wrote it, if any.
+    pub fn titled(&self) -> Option<(&str, TitleSource)> {
         self.records.iter().rev().find_map(|r| match r {
-            Record::Title { title } => Some(title.as_str()),
+            Record::Title { title, source } => Some((title.as_str(), *source)),
             _ => None,
         })
     }
@@ -547,6 +552,7 @@ mod tests {
         .unwrap();
         j.append(&Record::Title {
             title: "Greeting".into(),
+            source: TitleSource::User,
         })
         .unwrap();
         // A crash in the middle of a write.

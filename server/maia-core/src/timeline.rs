@@ -252,6 +252,7 @@ pub fn fork_records(loaded: &Loaded, before: Option<&str>) -> Result<Vec<Record>
     let title = loaded.title().unwrap_or("Conversation");
     let mut out = vec![Record::Title {
         title: format!("{title} (fork)"),
+        source: crate::store::TitleSource::User,
     }];
     out.extend(records.into_iter().map(|(_, r)| r).filter(|r| {
         !matches!(
@@ -352,7 +353,10 @@ mod tests {
         records.push(Record::Usage {
             charge: charge.clone(),
         });
-        records.push(Record::Title { title: "T".into() });
+        records.push(Record::Title {
+            title: "T".into(),
+            source: Default::default(),
+        });
         records.push(Record::Rewind {
             before: "u1".into(),
         });
@@ -414,7 +418,10 @@ mod tests {
 
     #[test]
     fn a_fork_before_a_message_keeps_what_precedes_it() {
-        let mut records = vec![Record::Title { title: "T".into() }];
+        let mut records = vec![Record::Title {
+            title: "T".into(),
+            source: Default::default(),
+        }];
         records.extend(user("u0", "one"));
         records.extend(user("u1", "two"));
         let l = loaded(records);

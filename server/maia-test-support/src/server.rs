@@ -73,6 +73,9 @@ struct Shared {
     /// Replies to the context-size question, kept apart from `replies`.
     window_replies: Mutex<VecDeque<Reply>>,
     window_requests: Mutex<Vec<Value>>,
+    /// Replies to the thread-labelling requests, kept apart from `replies`.
+    title_replies: Mutex<VecDeque<Reply>>,
+    title_requests: Mutex<Vec<Value>>,
     models: Mutex<Vec<Value>>,
     model_info: Mutex<Value>,
     models_gets: AtomicUsize,
@@ -206,6 +209,19 @@ impl MockLlm {
     /// (the model does not know).
     pub fn push_window_answer(&self, reply: Reply) {
         lock(&self.shared.window_replies).push_back(reply);
+    }
+
+    /// Scripts the answer to the agent's next thread-labelling request (the
+    /// title it asks for after a first answer). Such requests never take
+    /// replies from [`MockLlm::push`]'s queue and are not recorded in
+    /// [`MockLlm::requests`]; unscripted, they get a 404 (no title).
+    pub fn push_title_answer(&self, reply: Reply) {
+        lock(&self.shared.title_replies).push_back(reply);
+    }
+
+    /// The recorded bodies of the thread-labelling requests.
+    pub fn title_requests(&self) -> Vec<Value> {
+        lock(&self.shared.title_requests).clone()
     }
 
     /// How many times the context-size question was asked.

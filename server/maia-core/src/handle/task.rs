@@ -8,7 +8,10 @@
 //! to the turn (taken at its checkpoints), edits the queue, and refuses
 //! rewinds and reverts, nothing changed. It also
 //! starts the turns the session starts itself (a leftover steer, the
-//! queue's head).
+//! queue's head), and runs the thread's labelling call after a turn
+//! (`session/title.rs`) beside the session: its outcome is taken when the
+//! session is idle, or held until the running turn ends; the call is
+//! cancelled when the session ends.
 
 use std::collections::VecDeque;
 
@@ -22,7 +25,7 @@ use crate::queue::{
 };
 use crate::session::files::RevertCall;
 use crate::session::steer::{Steer, SteerOutcome};
-use crate::session::{Change, Session, rewind};
+use crate::session::{Change, Session, TitleDone, TitleJob, rewind};
 use crate::store;
 
 use super::{Children, SessionHandle};
@@ -94,6 +97,9 @@ pub(super) fn launch(session: Session, launch: Launch) -> SessionHandle {
     let task = Task {
         inbox,
         held: VecDeque::new(),
+        labelling: None,
+        labelled: None,
+        closing: CancellationToken::new(),
         changes,
         queue,
         events: session.services().events.clone(),
@@ -114,6 +120,12 @@ struct Task {
     /// Inputs a running turn could not take (a prompt, and whatever
     /// followed it), taken first once it ends.
     held: VecDeque<Input>,
+    /// The labelling call running, if any (one at a time).
+    labelling: Option<Labelling>,
+    /// A labelling call's outcome that came while a turn ran.
+    labelled: Option<TitleDone>,
+    /// Cancelled when the session ends: the labelling call stops.
+    closing: CancellationToken,
     /// The session's own queue of changes, which the running turn takes.
     changes: mpsc::UnboundedSender<Change>,
     queue: Queue,
@@ -146,6 +158,7 @@ impl Task {
             };
             next = self.turn(&mut session, turn).await;
         }
+        self.closing.cancel();
         if self.top {
             session.session_end_hooks("other").await;
             session.services().mcp.shutdown();
@@ -171,6 +184,10 @@ impl Task {
                     () = tasks.ended() => {
                         // Journaled now; the model hears of it next turn.
                         session.record_task_ends();
+                        continue;
+                    }
+                    done = labelled(&mut self.labelling) => {
+                        session.finish_title(done, &self.closing).await;
                         continue;
                     }
                 },
@@ -269,6 +286,7 @@ impl Task {
                 tokio::select! {
                     stop = &mut run => break stop,
                     Some(input) = self.inbox.recv() => self.during_turn(input),
+                    done = labelled(&mut self.labelling) => self.labelled = Some(done),
                 }
             }
         };
@@ -325,6 +343,15 @@ impl Task {
             session.emit(Event::TurnUsage(usage));
         }
         session.emit(Event::TurnEnded(stop));
+        // After the turn's end: its answer never waits for a title.
+        if let Some(done) = self.labelled.take() {
+            session.finish_title(done, &self.closing).await;
+        }
+        if self.labelling.is_none()
+            && let Some(job) = session.title_job(stop)
+        {
+            self.labelling = Some(Labelling::start(job, &self.closing));
+        }
         if let Some(NextTurn {
             queued: Some((turn_id, queued_id)),
             ..
@@ -334,6 +361,37 @@ impl Task {
         }
         next
     }
+}
+
+/// A labelling call running on a task of its own.
+struct Labelling {
+    task: tokio::task::JoinHandle<TitleDone>,
+    conversation: String,
+}
+
+impl Labelling {
+    fn start(job: TitleJob, closing: &CancellationToken) -> Self {
+        let conversation = job.conversation().to_owned();
+        let cancel = closing.child_token();
+        Labelling {
+            task: tokio::spawn(job.run(cancel)),
+            conversation,
+        }
+    }
+}
+
+/// The running labelling call's outcome, once it has one (the slot then
+/// empty); never, when none runs.
+async fn labelled(slot: &mut Option<Labelling>) -> TitleDone {
+    let Some(labelling) = slot.as_mut() else {
+        return std::future::pending().await;
+    };
+    let done = match (&mut labelling.task).await {
+        Ok(done) => done,
+        Err(_) => TitleDone::lost(labelling.conversation.clone()),
+    };
+    *slot = None;
+    done
 }
 
 /// A turn to run: a prompt's, or one the session task starts itself.

@@ -165,6 +165,7 @@ impl Session {
         if let Some(title) = self.conversation.title() {
             records.push(Record::Title {
                 title: title.to_owned(),
+                source: self.conversation.title_source(),
             });
         }
         // The thread's options and loaded tools go on in the new file.

@@ -62,10 +62,12 @@ mod round;
 pub(crate) mod steer;
 pub(crate) mod text;
 mod text_mode;
+mod title;
 mod tooling;
 mod turn;
 
 pub(crate) use hooks::hooks_command;
+pub(crate) use title::{TitleDone, TitleJob};
 pub(crate) use {replay::replay, tooling::ChildSetup, tooling::Spawner};
 
 /// A change to what the session uses, sent by its handle. The session

@@ -60,7 +60,7 @@ pub(crate) fn replay(loaded: &Loaded, cwd: &Path) -> Vec<Event> {
                 text: text.clone(),
             }),
             Record::ToolCall { call } => out.push(Event::ToolCall(call.into())),
-            Record::Title { title } => out.push(Event::Title(title.clone())),
+            Record::Title { title, .. } => out.push(Event::Title(title.clone())),
             Record::Plan { todos } => out.push(Event::Plan(todos.clone())),
             Record::Subagent {
                 child,

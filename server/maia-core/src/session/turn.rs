@@ -200,6 +200,7 @@ impl Session {
         {
             self.record(&Record::Title {
                 title: title.clone(),
+                source: crate::store::TitleSource::Prompt,
             });
             self.emit(Event::Title(title));
         }

@@ -99,7 +99,7 @@ pub(super) fn summarize(path: &Path, updated: u64) -> Option<Summary> {
     let header = parse_header(path, &lines.next()?.ok()?).ok()?;
     let title = lines.take(SCAN).map_while(Result::ok).find_map(|l| {
         match serde_json::from_str::<Record>(&l) {
-            Ok(Record::Title { title }) => Some(title),
+            Ok(Record::Title { title, .. }) => Some(title),
             _ => None,
         }
     });

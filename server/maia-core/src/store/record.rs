@@ -29,6 +29,27 @@ pub struct Header {
     pub created: u64,
 }
 
+/// Who wrote a thread's title. Only a [`TitleSource::Prompt`] title is
+/// replaced by a labelling call's; the others are final.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TitleSource {
+    /// `/rename`, a client's `session/set_title`, a fork's, or a file
+    /// written before the other two existed.
+    #[default]
+    User,
+    /// The first prompt's text, until the label is written.
+    Prompt,
+    /// The labelling call's (`session/title.rs`).
+    Label,
+}
+
+impl TitleSource {
+    fn is_user(&self) -> bool {
+        *self == TitleSource::User
+    }
+}
+
 /// One line after the header.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -55,8 +76,13 @@ pub enum Record {
     Thought { text: String },
     /// A tool call in its final state.
     ToolCall { call: SavedToolCall },
-    /// The conversation's title.
-    Title { title: String },
+    /// The conversation's title, and who wrote it (absent in files from
+    /// before titles were labelled: the user's, as a rename wrote it).
+    Title {
+        title: String,
+        #[serde(default, skip_serializing_if = "TitleSource::is_user")]
+        source: TitleSource,
+    },
     /// `/clear`: the model-facing history starts again after this point.
     Clear,
     /// The task list after a `TodoWrite` (the whole list).

@@ -1,5 +1,6 @@
 //! The mock's HTTP routes: chat completions (a scripted reply, a standing
-//! rule's, a window question's answer, or an enforced window's error),
+//! rule's, a window question's or a title request's answer, or an enforced
+//! window's error),
 //! the model list and `/model/info`, the key check, and the 404 of the
 //! rest.
 
@@ -134,6 +135,16 @@ fn is_window_question(request: &Value) -> bool {
         .is_some_and(|c| c.contains("maximum context size"))
 }
 
+/// Whether a chat request is the agent asking for a thread's title (its
+/// instruction, last, starts so).
+fn is_title_request(request: &Value) -> bool {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .is_some_and(|c| c.contains("Write a title for the conversation above"))
+}
+
 pub(super) async fn chat(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -154,7 +165,20 @@ pub(super) async fn chat(
         })
         .collect();
     let reply =
-        if is_window_question(&request) {
+        if is_title_request(&request) {
+            lock(&shared.title_requests).push(request);
+            Some(
+                lock(&shared.title_replies)
+                    .pop_front()
+                    .unwrap_or(Reply::Error {
+                        status: 404,
+                        body:
+                            json!({"error": {"message": "mock: the title request is not scripted"}})
+                                .to_string(),
+                        headers: Vec::new(),
+                    }),
+            )
+        } else if is_window_question(&request) {
             lock(&shared.window_requests).push(request);
             Some(lock(&shared.window_replies).pop_front().unwrap_or(Reply::Error {
             status: 404,
