@@ -74,7 +74,38 @@ class Log:
 
     def __init__(self) -> None:
         self.entries: list[dict[str, Any]] = []
+        # Every message as it crossed the wire, in order (`observe`): the
+        # SDK hands each notification to its own task and resolves a
+        # response at once, so `entries` may lag behind an answer.
+        self.wire: list[tuple[str, dict[str, Any]]] = []
         self._changed = asyncio.Event()
+
+    def observe(self, event: Any) -> None:
+        """A stream observer (`Connection.add_observer`)."""
+        self.wire.append((str(event.direction.value), event.message))
+
+    def text_before_answer(self, method: str, session_id: str) -> str:
+        """The agent text of `session_id` that arrived before the answer to
+        the last `method` request sent, read from the wire in order."""
+        sent = [m for d, m in self.wire if d == "outgoing" and m.get("method") == method]
+        if not sent:
+            raise RuntimeError(f"no {method} was sent")
+        answer_id = sent[-1].get("id")
+        words = []
+        for direction, message in self.wire:
+            if direction != "incoming":
+                continue
+            if "method" not in message and message.get("id") == answer_id:
+                return "".join(words)
+            params = message.get("params") or {}
+            update = params.get("update") or {}
+            if (
+                message.get("method") == "session/update"
+                and params.get("sessionId") == session_id
+                and update.get("sessionUpdate") == "agent_message_chunk"
+            ):
+                words.append((update.get("content") or {}).get("text", ""))
+        raise RuntimeError(f"the answer to {method} is not on the wire")
 
     def push(self, entry: dict[str, Any]) -> None:
         self.entries.append(entry)

@@ -46,6 +46,7 @@ async def connect() -> tuple[Any, Log, Client]:
     log = Log()
     client = Client(log)
     conn = acp.connect_to_agent(client, await transport())
+    conn._conn.add_observer(log.observe)
     return conn, log, client
 
 
@@ -132,7 +133,7 @@ async def live() -> None:
             try:
                 await initialize(second)
                 answer = await second.load_session(cwd=CWD, session_id=sid, mcp_servers=[])
-                replayed = agent_text(second_log.entries, sid)
+                replayed = second_log.text_before_answer("session/load", sid)
                 if f"wrote {file}" not in replayed:
                     raise RuntimeError(f"replay {replayed[:300]!r}")
                 seq = ((answer.field_meta or {}).get("maia") or {}).get("seq") if answer else None
@@ -214,7 +215,7 @@ async def saved() -> None:
 
         async def load() -> str:
             answer = await conn.load_session(cwd=CWD, session_id=sid, mcp_servers=[])
-            replayed = agent_text(log.entries, sid)
+            replayed = log.text_before_answer("session/load", sid)
             if f"wrote {file}" not in replayed:
                 raise RuntimeError(f"replay {replayed[:300]!r}")
             seq = ((answer.field_meta or {}).get("maia") or {}).get("seq") if answer else None
