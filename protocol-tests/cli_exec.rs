@@ -812,3 +812,31 @@ async fn a_budget_crossed_mid_run_stops_it_with_exit_4() {
         .await;
     assert_eq!(bad.code, 2, "{}", bad.stderr);
 }
+
+/// `--json`'s usage events carry the context map ACP clients get in
+/// `_meta`: its segments add up to the window.
+#[tokio::test]
+async fn usage_events_carry_the_context_map() {
+    let place = Place::new().await;
+    std::fs::create_dir_all(place.path(".maia")).unwrap();
+    std::fs::write(
+        place.path(".maia/settings.json"),
+        json!({"contextWindows": {"mock-model": 100_000}}).to_string(),
+    )
+    .unwrap();
+    place.mock.push(mock::text_reply("mapped"));
+    let run = place.exec(&["--json", "hello"], "").await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let events = events(&run);
+    let usage = of_type(&events, "usage");
+    let map = &usage.last().expect("no usage event")["context_map"];
+    assert_eq!(map["window"], 100_000, "{usage:?}");
+    let segments = map["segments"].as_array().expect("segments");
+    let kinds: Vec<&str> = segments.iter().filter_map(|s| s["kind"].as_str()).collect();
+    assert!(
+        kinds.contains(&"systemPrompt") && kinds.contains(&"free"),
+        "{kinds:?}"
+    );
+    let sum: u64 = segments.iter().filter_map(|s| s["tokens"].as_u64()).sum();
+    assert_eq!(sum, 100_000, "{map}");
+}

@@ -440,9 +440,13 @@ fn json_event(event: Event) -> Option<Value> {
         Event::Title(title) => json!({"type": "title", "title": title}),
         Event::ModelChanged(model) => json!({"type": "model", "model": model}),
         Event::Usage {
-            used, size, cost, ..
+            used,
+            size,
+            cost,
+            map,
         } => {
-            json!({"type": "usage", "used": used, "size": size, "cost_usd": cost})
+            json!({"type": "usage", "used": used, "size": size, "cost_usd": cost,
+                   "context_map": map})
         }
         Event::ModeChanged(mode) => json!({"type": "mode", "mode": mode.id()}),
         Event::PlanProposed { id, markdown } => {
