@@ -33,10 +33,15 @@ async fn failure(url: &str, timeout: Duration) -> (ConnectFailure, String) {
     }
 }
 
-/// A local port where nothing listens.
-fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+/// A local port where nothing listens, held by a socket that is bound but
+/// not listening (a connection to it is refused) for as long as the caller
+/// keeps it: a port merely freed could be taken meanwhile by another test's
+/// server, whose reset would then be read instead of the refusal.
+fn closed_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    (socket, port)
 }
 
 /// A local server that runs `serve` on every connection it accepts.
@@ -57,7 +62,8 @@ where
 
 #[tokio::test]
 async fn a_closed_port_is_refused() {
-    let url = format!("http://127.0.0.1:{}", closed_port());
+    let (_held, port) = closed_port();
+    let url = format!("http://127.0.0.1:{port}");
     let (kind, text) = failure(&url, Duration::from_secs(10)).await;
     assert_eq!(kind, ConnectFailure::Refused, "{text}");
 }
