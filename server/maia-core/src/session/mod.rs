@@ -65,6 +65,7 @@ mod text_mode;
 mod title;
 mod tooling;
 mod turn;
+mod turn_images;
 
 pub(crate) use hooks::hooks_command;
 pub(crate) use title::{TitleDone, TitleJob};
